@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .expressions import ALWAYS_TRUE, Expression, In, Property
+from .expressions import ALWAYS_TRUE, BOOL, Expression, In, Literal, Property
 
 TAGS_PROPERTY = "TAGS"
 
@@ -31,8 +31,6 @@ def parse_tag_selector(selector: str | None) -> Expression:
     if tags is None:
         return ALWAYS_TRUE
     if not tags:
-        from .expressions import BOOL, Literal
-
         return Literal(False, BOOL)
     return In(Property(TAGS_PROPERTY), tags)
 
