@@ -1,0 +1,29 @@
+# Two commands do all set-up: `make test` and `make demo` create .venv when it is missing.
+PYTHON ?= python3
+VENV := .venv
+PY := $(abspath $(VENV))/bin/python
+# Spark's Python workers must run the project's interpreter, or they fail to connect back.
+export PYSPARK_PYTHON := $(PY)
+export PYSPARK_DRIVER_PYTHON := $(PY)
+
+.PHONY: venv test demo bench clean
+
+$(VENV)/.installed: setup.cfg pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+test: venv
+	$(PY) -m pytest -q
+
+demo: venv
+	$(PY) -m rmq_spark.demo
+
+bench: venv
+	$(PY) benchmarks/store_bench.py
+
+clean:
+	rm -rf $(VENV) data build *.egg-info .pytest_cache

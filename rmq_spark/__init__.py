@@ -1,0 +1,1 @@
+"""The Spark side of rmq-spark: the "rmq" Python data source (reader and writer)."""

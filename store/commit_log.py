@@ -1,0 +1,179 @@
+"""CommitLog: one append-only log of every topic's records, split into MappedFiles."""
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from typing import Iterator, Optional
+
+import numpy as np
+
+from . import message_codec as codec
+from .errors import CorruptRecordError
+from .mapped_file import MappedFileQueue
+
+
+@dataclass
+class AppendSegment:
+    """A run of consecutive records that land in one file; `blank_after` marks a roll to the next file."""
+    file_from_offset: int
+    position: int  # absolute commitlog offset of the first record
+    first: int     # index range in the batch
+    last: int
+    blank_after: bool
+
+
+@dataclass
+class WalkedRecord:
+    """What dispatch and recovery need of a record, read from its header."""
+    offset: int
+    size: int
+    sys_flag: int
+    queue_id: int
+    queue_offset: int
+    topic: str
+    tags: Optional[str]
+    store_timestamp: int
+
+
+class CommitLog:
+    def __init__(self, root: str, file_size: int, writable: bool):
+        self.directory = os.path.join(root, "commitlog")
+        self.file_size = file_size
+        self.files = MappedFileQueue(self.directory, file_size, writable)
+
+    def min_offset(self) -> int:
+        self.files.refresh()
+        return self.files.min_offset()
+
+    def file_start(self, offset: int) -> int:
+        return offset - offset % self.file_size
+
+    def roll_next_file(self, offset: int) -> int:
+        return self.file_start(offset) + self.file_size
+
+    # -- reading ---------------------------------------------------------------------------------------------
+
+    def view_at(self, offset: int):
+        """(mmap of the file holding offset, file start) or (None, None) when the file is gone."""
+        f = self.files.find(offset)
+        if f is None:
+            self.files.refresh()
+            f = self.files.find(offset)
+            if f is None:
+                return None, None
+        return f.view(), f.file_from_offset
+
+    def read_message(self, offset: int, size: int, *, decompress: bool = True) -> Optional[codec.MessageExt]:
+        """The validated record at offset, None if its file was deleted; CorruptRecordError if it is bad."""
+        view, base = self.view_at(offset)
+        if view is None:
+            return None
+        pos = offset - base
+        try:
+            msg = codec.decode_record(view, pos, limit=len(view))
+        except codec.RecordFormatError as e:
+            raise CorruptRecordError(str(e), self.path_of(offset), offset) from None
+        if msg.store_size != size or msg.commit_log_offset != offset:
+            raise CorruptRecordError(
+                f"record (TOTALSIZE {msg.store_size}, PHYSICALOFFSET {msg.commit_log_offset}) does not match its "
+                f"consume-queue unit (size {size}, offset {offset})", self.path_of(offset), offset)
+        return msg
+
+    def path_of(self, offset: int) -> str:
+        return os.path.join(self.directory, f"{self.file_start(offset):020d}")
+
+    def walk(self, start: int, *, check_crc: bool = True) -> Iterator[WalkedRecord]:
+        """Valid records from start on, rolling over end-of-file blanks; stops at the first offset that does not
+        hold a valid record (the end of the log, or a torn write). `self.walk_end` is that offset afterwards."""
+        pos = start
+        self.walk_end = pos
+        while True:
+            view, base = self.view_at(pos)
+            if view is None:
+                return
+            rel = pos - base
+            limit = len(view)
+            if rel + 8 > limit:
+                pos = base + self.file_size
+                self.walk_end = pos
+                continue
+            total, magic = struct.unpack_from(">iI", view, rel)
+            if magic == codec.BLANK_MAGIC and total == limit - rel:
+                pos = base + self.file_size
+                self.walk_end = pos
+                continue
+            if not codec.is_message_magic(magic):
+                return
+            try:
+                m = codec.decode_record(view, rel, check_crc=check_crc, limit=limit)
+            except codec.RecordFormatError:
+                return
+            if m.commit_log_offset != pos:
+                return
+            yield WalkedRecord(pos, m.store_size, m.sys_flag, m.queue_id, m.queue_offset, m.topic,
+                               m.properties.get(codec.PROPERTY_TAGS), m.store_timestamp)
+            pos += m.store_size
+            self.walk_end = pos
+
+    # -- writing (under the store's write lock) --------------------------------------------------------------
+
+    def plan(self, write_pos: int, sizes: np.ndarray) -> tuple[np.ndarray, list[AppendSegment], int]:
+        """Physical offsets for records of the given sizes from write_pos, rolling files as RocketMQ does:
+        a record that does not fit with 8 bytes to spare goes to the next file after an end-of-file blank."""
+        n = len(sizes)
+        positions = np.empty(n, dtype=np.int64)
+        segments: list[AppendSegment] = []
+        pos = write_pos
+        i = 0
+        while i < n:
+            file_from = self.file_start(pos)
+            file_end = file_from + self.file_size
+            ends = pos + np.cumsum(sizes[i:])
+            fits = int(np.searchsorted(ends, file_end - codec.END_FILE_MIN_BLANK_LENGTH, side="right"))
+            if fits == 0:
+                if pos == file_from:
+                    raise ValueError(
+                        f"a record of {int(sizes[i])} bytes cannot fit in a commitlog file of {self.file_size} bytes "
+                        f"(mappedFileSizeCommitLog)")
+                segments.append(AppendSegment(file_from, pos, i, i, True))
+                pos = file_end
+                continue
+            positions[i] = pos
+            positions[i + 1:i + fits] = ends[:fits - 1]
+            roll = i + fits < n
+            segments.append(AppendSegment(file_from, pos, i, i + fits, roll))
+            pos = int(ends[fits - 1])
+            i += fits
+            if roll:
+                pos = file_end
+        return positions, segments, pos
+
+    def write(self, segments: list[AppendSegment], data, record_offsets: np.ndarray, sync: bool) -> None:
+        """Write the encoded records (data, with record_offsets[i] the byte offset of record i in it)."""
+        touched = []
+        for seg in segments:
+            f = self.files.get_or_create(seg.file_from_offset)
+            rel = seg.position - seg.file_from_offset
+            if seg.last > seg.first:
+                a, b = int(record_offsets[seg.first]), int(record_offsets[seg.last])
+                f.write(rel, memoryview(data)[a:b])
+                rel += b - a
+            if seg.blank_after:
+                f.write(rel, codec.blank_record(self.file_size - rel))
+            touched.append(f)
+        if sync:
+            for f in {id(f): f for f in touched}.values():
+                f.flush()
+
+    def truncate(self, offset: int) -> None:
+        """Drop everything at offset and after: zero the rest of its file and delete later files."""
+        self.files.refresh()
+        for f in list(self.files.files):
+            if f.file_from_offset > offset or (f.file_from_offset == offset and f is not self.files.first()):
+                self.files.delete_file(f)
+            elif f.file_from_offset <= offset < f.file_from_offset + f.file_size:
+                f.truncate_to(offset - f.file_from_offset)
+
+    def close(self) -> None:
+        self.files.close()

@@ -1,0 +1,151 @@
+"""ConsumeQueue: per topic/queue index of 20-byte units (commitlog offset i64, size i32, tagsCode i64).
+
+Unit k is the message with queue offset k; files hold mappedFileSizeConsumeQueue bytes, are named by their
+starting byte position in the queue's logical file, and are created zero-filled. A queue ends at the first
+unit whose size is 0.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .mapped_file import MappedFileQueue
+
+CQ_STORE_UNIT_SIZE = 20
+UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
+assert UNIT_DTYPE.itemsize == CQ_STORE_UNIT_SIZE
+
+
+class ConsumeQueue:
+    def __init__(self, root: str, topic: str, queue_id: int, file_size: int, writable: bool):
+        self.topic = topic
+        self.queue_id = queue_id
+        self.directory = os.path.join(root, "consumequeue", topic, str(queue_id))
+        self.file_size = file_size
+        self.units_per_file = file_size // CQ_STORE_UNIT_SIZE
+        self.files = MappedFileQueue(self.directory, file_size, writable)
+        self._known_max = 0  # a hint: units below it are known written
+
+    # -- reading ---------------------------------------------------------------------------------------------
+
+    def _file_units(self, f) -> np.ndarray:
+        view = f.view()
+        return np.frombuffer(view, dtype=UNIT_DTYPE, count=len(view) // CQ_STORE_UNIT_SIZE)
+
+    def refresh(self) -> None:
+        self.files.refresh()
+
+    def max_offset(self) -> int:
+        """One past the last written unit (RocketMQ's getMaxOffsetInQueue)."""
+        self.files.refresh()
+        last = self.files.last()
+        if last is None:
+            return 0
+        start_unit = last.file_from_offset // CQ_STORE_UNIT_SIZE
+        units = self._file_units(last)
+        begin = max(0, self._known_max - start_unit)
+        if begin >= len(units):
+            return start_unit + len(units)
+        sizes = units["size"][begin:]
+        empty = np.flatnonzero(sizes == 0)
+        count = begin + (int(empty[0]) if len(empty) else len(sizes))
+        if count == 0 and len(self.files.files) > 1 and begin == 0:
+            # The next file was created but nothing landed in it yet.
+            prev = self.files.files[-2]
+            return prev.file_from_offset // CQ_STORE_UNIT_SIZE + len(self._file_units(prev))
+        self._known_max = start_unit + count
+        return self._known_max
+
+    def first_unit_offset(self) -> int:
+        """Queue offset of the first unit still on disk (before correcting for deleted commitlog)."""
+        self.files.refresh()
+        first = self.files.first()
+        return 0 if first is None else first.file_from_offset // CQ_STORE_UNIT_SIZE
+
+    def min_offset(self, commit_log_min_offset: int) -> int:
+        """RocketMQ's minLogicOffset: the first unit whose message is still in the commitlog."""
+        start = self.first_unit_offset()
+        end = self.max_offset()
+        if start >= end or commit_log_min_offset <= 0:
+            return start
+        first = self.units(start, min(end, start + 1))
+        if len(first) and first["offset"][0] >= commit_log_min_offset:
+            return start
+        # Units are in commitlog order: binary search inside the first file(s).
+        lo, hi = start, end
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.units(mid, mid + 1)["offset"][0] < commit_log_min_offset:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def units(self, start: int, end: int) -> np.ndarray:
+        """Units [start, end) as a structured array (a copy for spans over several files, else a view)."""
+        if end <= start:
+            return np.zeros(0, dtype=UNIT_DTYPE)
+        parts = []
+        pos = start
+        while pos < end:
+            f = self.files.find(pos * CQ_STORE_UNIT_SIZE)
+            if f is None:
+                self.files.refresh()
+                f = self.files.find(pos * CQ_STORE_UNIT_SIZE)
+                if f is None:
+                    break
+            first_unit = f.file_from_offset // CQ_STORE_UNIT_SIZE
+            units = self._file_units(f)
+            stop = min(end, first_unit + len(units))
+            parts.append(units[pos - first_unit:stop - first_unit])
+            pos = stop
+        if not parts:
+            return np.zeros(0, dtype=UNIT_DTYPE)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def file_end(self, queue_offset: int) -> int:
+        """First queue offset past the file holding queue_offset."""
+        return (queue_offset // self.units_per_file + 1) * self.units_per_file
+
+    # -- writing (under the store's write lock) --------------------------------------------------------------
+
+    def put_units(self, start: int, units: np.ndarray) -> None:
+        """Write units for queue offsets [start, start+len). The first unit's size goes last, so a reader in
+        another process sees the whole run at once or none of it."""
+        if len(units) == 0:
+            return
+        units = np.ascontiguousarray(units, dtype=UNIT_DTYPE)
+        first_size = units["size"][0].copy()
+        staged = units.copy()
+        staged["size"][0] = 0
+        pos = start
+        i = 0
+        while i < len(staged):
+            file_start = (pos // self.units_per_file) * self.units_per_file
+            f = self.files.get_or_create(file_start * CQ_STORE_UNIT_SIZE)
+            n = min(len(staged) - i, file_start + self.units_per_file - pos)
+            f.write((pos - file_start) * CQ_STORE_UNIT_SIZE, staged[i:i + n].tobytes())
+            pos += n
+            i += n
+        f0 = self.files.find(start * CQ_STORE_UNIT_SIZE)
+        f0.write((start * CQ_STORE_UNIT_SIZE - f0.file_from_offset) + 8, np.array([first_size], ">i4").tobytes())
+        self._known_max = max(self._known_max, start + len(units))
+
+    def truncate_from(self, queue_offset: int) -> None:
+        """Drop units at queue_offset and after (recovery)."""
+        self.files.refresh()
+        byte_pos = queue_offset * CQ_STORE_UNIT_SIZE
+        for f in list(self.files.files):
+            if f.file_from_offset >= byte_pos and f.file_from_offset > 0 and f is not self.files.first():
+                self.files.delete_file(f)
+            elif f.file_from_offset <= byte_pos < f.file_from_offset + f.file_size:
+                f.truncate_to(byte_pos - f.file_from_offset)
+        self._known_max = min(self._known_max, queue_offset)
+
+    def flush(self) -> None:
+        for f in self.files.files[-2:]:
+            f.flush()
+
+    def close(self) -> None:
+        self.files.close()

@@ -1,0 +1,169 @@
+"""MappedFile and MappedFileQueue: fixed-size files named by their start offset (20 digits).
+
+Writes go through pwrite on a file descriptor and reads through a shared read-only mmap; both see the same
+page cache, so a reader in another process sees a write as soon as pwrite returns.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+import re
+from typing import Optional
+
+_NAME = re.compile(r"^\d{20}$")
+
+
+def offset_to_file_name(offset: int) -> str:
+    return f"{offset:020d}"
+
+
+class MappedFile:
+    def __init__(self, path: str, file_from_offset: int, file_size: int, writable: bool):
+        self.path = path
+        self.file_from_offset = file_from_offset
+        self.file_size = file_size
+        self._writable = writable
+        self._fd: Optional[int] = None
+        self._mmap: Optional[mmap.mmap] = None
+
+    @property
+    def file_name(self) -> str:
+        return os.path.basename(self.path)
+
+    def _open_fd(self) -> int:
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDWR if self._writable else os.O_RDONLY)
+        return self._fd
+
+    def view(self) -> mmap.mmap:
+        """A read-only mapping of the whole file (files are created at full size)."""
+        if self._mmap is None:
+            fd = self._open_fd()
+            size = os.fstat(fd).st_size
+            if size == 0:
+                raise OSError(f"{self.path} is empty")
+            self._mmap = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ)
+        return self._mmap
+
+    def write(self, position: int, data) -> None:
+        """Write data at a position relative to the file start."""
+        fd = self._open_fd()
+        view = memoryview(data)
+        written = 0
+        while written < len(view):
+            written += os.pwrite(fd, view[written:], position + written)
+
+    def flush(self) -> None:
+        if self._fd is not None:
+            os.fsync(self._fd)
+
+    def truncate_to(self, position: int) -> None:
+        """Zero everything from position to the end of the file, keeping its size (as a fresh file has)."""
+        fd = self._open_fd()
+        os.ftruncate(fd, position)
+        os.ftruncate(fd, self.file_size)
+
+    def last_modified(self) -> float:
+        return os.stat(self.path).st_mtime
+
+    def close(self) -> None:
+        if self._mmap is not None:
+            try:
+                self._mmap.close()
+            except BufferError:
+                pass  # an Arrow/numpy view still points into it; the mapping goes when they do
+            self._mmap = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def destroy(self) -> None:
+        self.close()
+        try:
+            os.remove(self.path)
+        except FileNotFoundError:
+            pass
+
+
+class MappedFileQueue:
+    """The files of one log (the commitlog, or one consume queue), ordered by start offset."""
+
+    def __init__(self, directory: str, file_size: int, writable: bool):
+        self.directory = directory
+        self.file_size = file_size
+        self.writable = writable
+        self.files: list[MappedFile] = []
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Pick up files created or deleted by other processes, keeping open handles of unchanged ones."""
+        try:
+            names = sorted(n for n in os.listdir(self.directory) if _NAME.match(n))
+        except FileNotFoundError:
+            names = []
+        known = {f.file_name: f for f in self.files}
+        files = []
+        for name in names:
+            existing = known.pop(name, None)
+            if existing is None:
+                path = os.path.join(self.directory, name)
+                size = os.path.getsize(path)
+                if size == 0:
+                    continue  # being created by another process
+                existing = MappedFile(path, int(name), max(size, self.file_size) if self.writable else size,
+                                      self.writable)
+            files.append(existing)
+        for gone in known.values():
+            gone.close()
+        self.files = files
+
+    def first(self) -> Optional[MappedFile]:
+        return self.files[0] if self.files else None
+
+    def last(self) -> Optional[MappedFile]:
+        return self.files[-1] if self.files else None
+
+    def min_offset(self) -> int:
+        return self.files[0].file_from_offset if self.files else 0
+
+    def find(self, offset: int) -> Optional[MappedFile]:
+        """The file holding the byte at offset, or None."""
+        if not self.files or offset < self.files[0].file_from_offset:
+            return None
+        lo, hi = 0, len(self.files) - 1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self.files[mid].file_from_offset <= offset:
+                lo = mid
+            else:
+                hi = mid - 1
+        f = self.files[lo]
+        if offset < f.file_from_offset + f.file_size:
+            return f
+        return None
+
+    def get_or_create(self, file_from_offset: int) -> MappedFile:
+        """The file starting at file_from_offset, created at full size (zero-filled) when missing."""
+        f = self.find(file_from_offset)
+        if f is not None and f.file_from_offset == file_from_offset:
+            return f
+        os.makedirs(self.directory, exist_ok=True)
+        path = os.path.join(self.directory, offset_to_file_name(file_from_offset))
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if os.fstat(fd).st_size < self.file_size:
+                os.ftruncate(fd, self.file_size)
+        finally:
+            os.close(fd)
+        self.refresh()
+        f = self.find(file_from_offset)
+        assert f is not None and f.file_from_offset == file_from_offset
+        return f
+
+    def delete_file(self, f: MappedFile) -> None:
+        f.destroy()
+        self.files = [x for x in self.files if x is not f]
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()

@@ -1,0 +1,455 @@
+"""Apache RocketMQ 4.x CommitLog record layout: constants, encode (vectorised) and decode.
+
+Layout (all integers big-endian): TOTALSIZE i32, MAGICCODE i32, BODYCRC i32, QUEUEID i32, FLAG i32,
+QUEUEOFFSET i64, PHYSICALOFFSET i64, SYSFLAG i32, BORNTIMESTAMP i64, BORNHOST (4|16 + i32 port),
+STORETIMESTAMP i64, STOREHOST (4|16 + i32 port), RECONSUMETIMES i32, PREPARED TRANSACTION OFFSET i64,
+BODY (i32 len + bytes), TOPIC (v1: i8 len, v2: i16 len + bytes), PROPERTIES (i16 len + bytes).
+"""
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import socket
+import struct
+import zlib
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+MAGIC_V1 = 0xDAA320A7
+MAGIC_V2 = 0xDAA320AB
+BLANK_MAGIC = 0xCBD43194
+END_FILE_MIN_BLANK_LENGTH = 8
+
+# SYSFLAG bits (org.apache.rocketmq.common.sysflag.MessageSysFlag)
+COMPRESSED_FLAG = 0x1
+MULTI_TAGS_FLAG = 0x2
+TRANSACTION_TYPE_MASK = 0xC
+TRANSACTION_NOT_TYPE = 0x0
+TRANSACTION_PREPARED_TYPE = 0x4
+TRANSACTION_COMMIT_TYPE = 0x8
+TRANSACTION_ROLLBACK_TYPE = 0xC
+BORNHOST_V6_FLAG = 0x10
+STOREHOSTADDRESS_V6_FLAG = 0x20
+COMPRESSION_TYPE_MASK = 0x700
+COMPRESSION_LZ4 = 0x100
+COMPRESSION_ZSTD = 0x200
+COMPRESSION_ZLIB = 0x300
+
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+PROPERTY_TAGS = "TAGS"
+PROPERTY_KEYS = "KEYS"
+PROPERTY_UNIQ_KEY = "UNIQ_KEY"
+KEY_SEPARATOR = " "
+
+MAX_TOPIC_LENGTH = 127
+MAX_PROPERTIES_LENGTH = 32767
+TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+
+# Byte positions of the fixed fields that never move (before BORNHOST).
+POS_TOTALSIZE = 0
+POS_MAGIC = 4
+POS_BODYCRC = 8
+POS_QUEUEID = 12
+POS_FLAG = 16
+POS_QUEUEOFFSET = 20
+POS_PHYSICALOFFSET = 28
+POS_SYSFLAG = 36
+POS_BORNTIMESTAMP = 40
+POS_BORNHOST = 48
+
+
+def is_message_magic(magic: int) -> bool:
+    return magic == MAGIC_V1 or magic == MAGIC_V2
+
+
+def crc32(data) -> int:
+    """RocketMQ's UtilAll.crc32: CRC32 masked to a non-negative int32."""
+    return zlib.crc32(data) & 0x7FFFFFFF
+
+
+def transaction_type(sys_flag: int) -> int:
+    return sys_flag & TRANSACTION_TYPE_MASK
+
+
+def is_dispatched(sys_flag: int) -> bool:
+    """Only non-transactional and committed messages get a consume-queue unit."""
+    t = sys_flag & TRANSACTION_TYPE_MASK
+    return t == TRANSACTION_NOT_TYPE or t == TRANSACTION_COMMIT_TYPE
+
+
+def host_lengths(sys_flag: int) -> tuple[int, int]:
+    born = 20 if sys_flag & BORNHOST_V6_FLAG else 8
+    store = 20 if sys_flag & STOREHOSTADDRESS_V6_FLAG else 8
+    return born, store
+
+
+def body_length_position(sys_flag: int) -> int:
+    """Position of the BODY length field within a record."""
+    born, store = host_lengths(sys_flag)
+    return POS_BORNHOST + born + 8 + store + 4 + 8
+
+
+def record_length(body_len: int, topic_len: int, props_len: int, sys_flag: int = 0, version: int = 1) -> int:
+    return body_length_position(sys_flag) + 4 + body_len + (1 if version == 1 else 2) + topic_len + 2 + props_len
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Properties
+# ---------------------------------------------------------------------------------------------------------------
+
+def properties_to_string(properties: dict | None) -> str:
+    if not properties:
+        return ""
+    return "".join(f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in properties.items())
+
+
+def string_to_properties(text: str) -> dict[str, str]:
+    """RocketMQ's string2messageProperties: pairs with an empty key or value are dropped; a later key wins."""
+    result: dict[str, str] = {}
+    if not text:
+        return result
+    for pair in text.split(PROPERTY_SEPARATOR):
+        key, sep, value = pair.partition(NAME_VALUE_SEPARATOR)
+        if sep and key and value:
+            result[key] = value
+    return result
+
+
+def check_property(key: str, value: str, where: str = "") -> None:
+    for name, text in (("key", key), ("value", value)):
+        if NAME_VALUE_SEPARATOR in text or PROPERTY_SEPARATOR in text:
+            raise ValueError(f"{where}property {name} {text!r} contains a reserved separator (\\x01 or \\x02)")
+
+
+def check_topic(topic) -> None:
+    if not isinstance(topic, str) or not topic:
+        raise ValueError(f"topic must be a non-empty string, got {topic!r}")
+    if len(topic) > MAX_TOPIC_LENGTH:
+        raise ValueError(f"topic {topic[:40]!r}... is {len(topic)} characters; at most {MAX_TOPIC_LENGTH} are allowed")
+    if not TOPIC_PATTERN.match(topic):
+        raise ValueError(f"topic {topic!r} has characters outside [%|a-zA-Z0-9_-]")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Hosts and message ids
+# ---------------------------------------------------------------------------------------------------------------
+
+def parse_host(host) -> tuple[bytes, int]:
+    """'ip:port', '[v6]:port', or (ip, port) -> (address bytes, port)."""
+    if isinstance(host, tuple):
+        ip, port = host
+    else:
+        text = str(host)
+        if text.startswith("["):
+            ip, _, port = text[1:].partition("]:")
+        else:
+            ip, _, port = text.rpartition(":")
+    addr = ipaddress.ip_address(ip)
+    return addr.packed, int(port)
+
+
+def format_host(addr: bytes, port: int) -> str:
+    if len(addr) == 4:
+        return f"{socket.inet_ntop(socket.AF_INET, addr)}:{port}"
+    return f"[{socket.inet_ntop(socket.AF_INET6, addr)}]:{port}"
+
+
+def create_message_id(store_addr: bytes, store_port: int, commit_log_offset: int) -> str:
+    """The "offset message id": hex of store host address, port (i32) and physical offset (i64)."""
+    return (store_addr + struct.pack(">iq", store_port, commit_log_offset)).hex().upper()
+
+
+def decode_message_id(msg_id: str) -> tuple[bytes, int, int]:
+    raw = bytes.fromhex(msg_id)
+    if len(raw) not in (16, 28):
+        raise ValueError(f"message id {msg_id!r} is not an offset message id (32 or 56 hex digits)")
+    addr = raw[:-12]
+    port, offset = struct.unpack(">iq", raw[-12:])
+    return addr, port, offset
+
+
+def local_host_address() -> bytes:
+    """This machine's address for STOREHOST/BORNHOST; loopback when nothing better is known."""
+    try:
+        ip = socket.gethostbyname(socket.gethostname())
+        return ipaddress.ip_address(ip).packed
+    except (OSError, ValueError):
+        return b"\x7f\x00\x00\x01"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Decompression
+# ---------------------------------------------------------------------------------------------------------------
+
+def decompress_body(body: bytes, sys_flag: int) -> bytes:
+    if not sys_flag & COMPRESSED_FLAG:
+        return body
+    kind = sys_flag & COMPRESSION_TYPE_MASK
+    if kind in (0, COMPRESSION_ZLIB):  # 0 is the legacy default, zlib
+        return zlib.decompress(body)
+    codec = {COMPRESSION_LZ4: "lz4", COMPRESSION_ZSTD: "zstd"}.get(kind)
+    if codec is None:
+        raise ValueError(f"unknown compression type 0x{kind:x} in SYSFLAG 0x{sys_flag:x}")
+    # Both are streaming frame formats whose decompressed size is not stored up front.
+    with pa.CompressedInputStream(pa.BufferReader(body), codec) as stream:
+        return stream.read()
+
+
+def compress_body(body: bytes, kind: int) -> bytes:
+    if kind in (0, COMPRESSION_ZLIB):
+        return zlib.compress(body)
+    codec = {COMPRESSION_LZ4: "lz4", COMPRESSION_ZSTD: "zstd"}[kind]
+    sink = pa.BufferOutputStream()
+    with pa.CompressedOutputStream(sink, codec) as out:
+        out.write(body)
+    return sink.getvalue().to_pybytes()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Decoding one record
+# ---------------------------------------------------------------------------------------------------------------
+
+@dataclass
+class MessageExt:
+    topic: str
+    queue_id: int
+    queue_offset: int
+    commit_log_offset: int
+    msg_id: str
+    tags: Optional[str]
+    keys: list
+    properties: dict
+    body: bytes
+    born_timestamp: int
+    store_timestamp: int
+    born_host: str
+    store_host: str
+    sys_flag: int
+    flag: int
+    reconsume_times: int
+    body_crc: int
+    prepared_transaction_offset: int
+    store_size: int = 0
+    stored_body: bytes = field(default=b"", repr=False)
+
+
+_FIXED_HEAD = struct.Struct(">iiiiiqqiq")  # through BORNTIMESTAMP
+
+
+class RecordFormatError(ValueError):
+    """Raised by decode_record; the store wraps it into CorruptRecordError with file and offset."""
+
+
+def decode_record(buf, pos: int = 0, *, check_crc: bool = True, limit: Optional[int] = None) -> MessageExt:
+    """Decode the record at buf[pos:]. Raises RecordFormatError when it does not validate."""
+    end = len(buf) if limit is None else limit
+    if pos + 8 > end:
+        raise RecordFormatError("record header runs past the end of the file")
+    (total, magic, body_crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
+     born_ts) = _FIXED_HEAD.unpack_from(buf, pos)
+    magic &= 0xFFFFFFFF
+    if not is_message_magic(magic):
+        raise RecordFormatError(f"bad magic code 0x{magic:08x}")
+    if total < 0 or pos + total > end:
+        raise RecordFormatError(f"TOTALSIZE {total} runs past the end of the file")
+    p = pos + POS_BORNHOST
+    born_len = 16 if sys_flag & BORNHOST_V6_FLAG else 4
+    store_len = 16 if sys_flag & STOREHOSTADDRESS_V6_FLAG else 4
+    rec_end = pos + total
+    try:
+        born_addr = bytes(buf[p:p + born_len]); p += born_len
+        born_port, store_ts = struct.unpack_from(">iq", buf, p); p += 12
+        store_addr = bytes(buf[p:p + store_len]); p += store_len
+        store_port, reconsume, prepared, body_len = struct.unpack_from(">iiqi", buf, p); p += 20
+        if body_len < 0 or p + body_len > rec_end:
+            raise RecordFormatError(f"BODY length {body_len} exceeds the record")
+        body = bytes(buf[p:p + body_len]); p += body_len
+        if magic == MAGIC_V1:
+            topic_len = buf[p]; p += 1
+        else:
+            (topic_len,) = struct.unpack_from(">h", buf, p); p += 2
+        topic = bytes(buf[p:p + topic_len]).decode("utf-8"); p += topic_len
+        (props_len,) = struct.unpack_from(">h", buf, p); p += 2
+        if props_len < 0 or p + props_len != rec_end:
+            raise RecordFormatError(f"field lengths do not add up to TOTALSIZE {total}")
+        props_text = bytes(buf[p:p + props_len]).decode("utf-8")
+    except (struct.error, IndexError, UnicodeDecodeError) as e:
+        raise RecordFormatError(f"malformed record: {e}") from None
+    if check_crc and crc32(body) != body_crc:
+        raise RecordFormatError(f"body CRC mismatch (stored {body_crc}, computed {crc32(body)})")
+    props = string_to_properties(props_text)
+    keys_text = props.get(PROPERTY_KEYS)
+    try:
+        plain_body = decompress_body(body, sys_flag)
+    except Exception as e:  # a body that does not decompress is corrupt data, not a message
+        raise RecordFormatError(f"body does not decompress: {e}") from None
+    return MessageExt(
+        topic=topic, queue_id=queue_id, queue_offset=queue_offset, commit_log_offset=physical_offset,
+        msg_id=create_message_id(store_addr, store_port, physical_offset),
+        tags=props.get(PROPERTY_TAGS),
+        keys=[k for k in keys_text.split(KEY_SEPARATOR) if k] if keys_text else [],
+        properties=props, body=plain_body, born_timestamp=born_ts, store_timestamp=store_ts,
+        born_host=format_host(born_addr, born_port), store_host=format_host(store_addr, store_port),
+        sys_flag=sys_flag, flag=flag, reconsume_times=reconsume, body_crc=body_crc,
+        prepared_transaction_offset=prepared, store_size=total, stored_body=body)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Encoding: one batch of records, vectorised
+# ---------------------------------------------------------------------------------------------------------------
+
+def _header_dtype(born_v6: bool, store_v6: bool) -> np.dtype:
+    return np.dtype([
+        ("total", ">i4"), ("magic", ">u4"), ("crc", ">i4"), ("queue_id", ">i4"), ("flag", ">i4"),
+        ("queue_offset", ">i8"), ("physical_offset", ">i8"), ("sys_flag", ">i4"), ("born_ts", ">i8"),
+        ("born_addr", "u1", (16 if born_v6 else 4,)), ("born_port", ">i4"), ("store_ts", ">i8"),
+        ("store_addr", "u1", (16 if store_v6 else 4,)), ("store_port", ">i4"), ("reconsume", ">i4"),
+        ("prepared", ">i8"), ("body_len", ">i4"),
+    ])
+
+
+@dataclass
+class EncodedBatch:
+    """Inputs of one append, already validated, as arrays; positions are assigned by the CommitLog."""
+    topics: list            # distinct topics in this batch
+    topic_index: np.ndarray  # int32: index into topics per message
+    bodies: pa.BinaryArray   # stored bodies (compressed if sys_flag says so)
+    properties: pa.StringArray
+    queue_ids: np.ndarray    # int32
+    flags: np.ndarray        # int32
+    sys_flags: np.ndarray    # int32
+    born_timestamps: np.ndarray  # int64 ms
+    born_host: tuple
+    store_host: tuple
+    reconsume_times: np.ndarray
+    prepared_offsets: np.ndarray
+    body_crcs: np.ndarray = None
+    sizes: np.ndarray = None  # total record sizes
+
+    def __len__(self):
+        return len(self.queue_ids)
+
+
+def body_crcs(bodies: pa.BinaryArray) -> np.ndarray:
+    """BODYCRC for each body. zlib has no batched form, so this is one C call per body over a shared buffer."""
+    n = len(bodies)
+    if n == 0:
+        return np.zeros(0, dtype=np.int32)
+    bodies = bodies.cast(pa.binary()) if bodies.type != pa.binary() else bodies
+    offsets = np.frombuffer(bodies.buffers()[1], dtype=np.int32, count=n + 1, offset=bodies.offset * 4)
+    data = bodies.buffers()[2]
+    mv = memoryview(data) if data is not None else memoryview(b"")
+    starts = offsets[:-1].tolist()
+    ends = offsets[1:].tolist()
+    crc = zlib.crc32
+    out = np.fromiter((crc(mv[a:b]) for a, b in zip(starts, ends)), dtype=np.int64, count=n)
+    return (out & 0x7FFFFFFF).astype(np.int32)
+
+
+def record_sizes(batch: EncodedBatch, topic_part_lengths: np.ndarray) -> np.ndarray:
+    born_v6 = len(batch.born_host[0]) == 16
+    store_v6 = len(batch.store_host[0]) == 16
+    head = _header_dtype(born_v6, store_v6).itemsize
+    body_len = pc.binary_length(batch.bodies).to_numpy(zero_copy_only=False).astype(np.int64)
+    props_len = pc.binary_length(batch.properties.cast(pa.binary())).to_numpy(zero_copy_only=False).astype(np.int64)
+    return head + body_len + topic_part_lengths[batch.topic_index] + 2 + props_len
+
+
+def topic_parts(topics: list) -> list[bytes]:
+    """Length-prefixed topic bytes; version 2 (int16 length) only past 127 bytes, as RocketMQ writes."""
+    parts = []
+    for t in topics:
+        raw = t.encode("utf-8")
+        parts.append((struct.pack(">b", len(raw)) if len(raw) <= 127 else struct.pack(">h", len(raw))) + raw)
+    return parts
+
+
+def encode_records(batch: EncodedBatch, queue_offsets: np.ndarray, physical_offsets: np.ndarray,
+                   store_timestamp: int) -> pa.Buffer:
+    """The records of the batch back to back, as one buffer (no end-of-file blanks inside)."""
+    n = len(batch)
+    born_v6 = len(batch.born_host[0]) == 16
+    store_v6 = len(batch.store_host[0]) == 16
+    dtype = _header_dtype(born_v6, store_v6)
+    parts = topic_parts(batch.topics)
+    v2 = np.array([len(p) - 1 > 127 for p in parts], dtype=bool)
+    head = np.zeros(n, dtype=dtype)
+    head["total"] = batch.sizes
+    head["magic"] = np.where(v2[batch.topic_index], MAGIC_V2, MAGIC_V1)
+    head["crc"] = batch.body_crcs
+    head["queue_id"] = batch.queue_ids
+    head["flag"] = batch.flags
+    head["queue_offset"] = queue_offsets
+    head["physical_offset"] = physical_offsets
+    head["sys_flag"] = batch.sys_flags
+    head["born_ts"] = batch.born_timestamps
+    head["born_addr"] = np.frombuffer(batch.born_host[0], dtype=np.uint8)
+    head["born_port"] = batch.born_host[1]
+    head["store_ts"] = store_timestamp
+    head["store_addr"] = np.frombuffer(batch.store_host[0], dtype=np.uint8)
+    head["store_port"] = batch.store_host[1]
+    head["reconsume"] = batch.reconsume_times
+    head["prepared"] = batch.prepared_offsets
+    head["body_len"] = pc.binary_length(batch.bodies).to_numpy(zero_copy_only=False)
+    header_col = pa.FixedSizeBinaryArray.from_buffers(
+        pa.binary(dtype.itemsize), n, [None, pa.py_buffer(head.tobytes())]).cast(pa.binary())
+    topic_col = pa.array(parts, type=pa.binary()).take(pa.array(batch.topic_index))
+    props_bin = batch.properties.cast(pa.binary())
+    props_len = pc.binary_length(props_bin).to_numpy(zero_copy_only=False).astype(">i2")
+    props_len_col = pa.FixedSizeBinaryArray.from_buffers(
+        pa.binary(2), n, [None, pa.py_buffer(props_len.tobytes())]).cast(pa.binary())
+    joined = pc.binary_join_element_wise(
+        header_col, batch.bodies.cast(pa.binary()), topic_col, props_len_col, props_bin,
+        pa.scalar(b"", pa.binary()))
+    offsets = np.frombuffer(joined.buffers()[1], dtype=np.int32, count=n + 1, offset=joined.offset * 4)
+    data = joined.buffers()[2]
+    return data.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
+
+
+def encode_record(topic: str, body: bytes, *, queue_id: int = 0, flag: int = 0, queue_offset: int = 0,
+                  physical_offset: int = 0, sys_flag: int = 0, born_timestamp: int = 0,
+                  born_host=("127.0.0.1", 0), store_timestamp: int = 0, store_host=("127.0.0.1", 0),
+                  reconsume_times: int = 0, prepared_transaction_offset: int = 0,
+                  properties: str | dict = "") -> bytes:
+    """One record, for tools and tests; the store appends through the vectorised encode_records."""
+    born = parse_host(born_host)
+    store = parse_host(store_host)
+    if len(born[0]) == 16:
+        sys_flag |= BORNHOST_V6_FLAG
+    if len(store[0]) == 16:
+        sys_flag |= STOREHOSTADDRESS_V6_FLAG
+    props = properties if isinstance(properties, str) else properties_to_string(properties)
+    batch = EncodedBatch(
+        topics=[topic], topic_index=np.zeros(1, np.int32), bodies=pa.array([body], pa.binary()),
+        properties=pa.array([props], pa.string()), queue_ids=np.array([queue_id], np.int32),
+        flags=np.array([flag], np.int32), sys_flags=np.array([sys_flag], np.int32),
+        born_timestamps=np.array([born_timestamp], np.int64), born_host=born, store_host=store,
+        reconsume_times=np.array([reconsume_times], np.int32),
+        prepared_offsets=np.array([prepared_transaction_offset], np.int64))
+    batch.body_crcs = body_crcs(batch.bodies)
+    batch.sizes = record_sizes(batch, np.array([len(p) for p in topic_parts(batch.topics)], np.int64))
+    return encode_records(batch, np.array([queue_offset]), np.array([physical_offset]), store_timestamp).to_pybytes()
+
+
+def blank_record(remaining: int) -> bytes:
+    """The end-of-file marker: the space left in the file and BLANK_MAGIC."""
+    return struct.pack(">iI", remaining, BLANK_MAGIC)
+
+
+_uniq_counter = [0]
+
+
+def new_uniq_keys(n: int, address: bytes) -> list[str]:
+    """Client-style unique ids (ip, pid, time, counter as upper hex), unique within and across processes."""
+    import time
+    prefix = (address[-4:] + struct.pack(">h", os.getpid() & 0x7FFF) + os.urandom(2)).hex().upper()
+    start = _uniq_counter[0]
+    _uniq_counter[0] += n
+    t = int(time.time() * 1000) & 0xFFFFFFFF
+    return [f"{prefix}{t:08X}{(start + i) & 0xFFFFFFFF:08X}" for i in range(n)]

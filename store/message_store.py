@@ -1,0 +1,413 @@
+"""MessageStore: RocketMQ's DefaultMessageStore for one process among many, over one store directory."""
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import threading
+import time
+from contextlib import contextmanager
+from typing import Iterable, Iterator, Optional, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from filters.tag_hash import tags_hash_code
+
+from . import message_codec as codec
+from .commit_log import CommitLog
+from .consume_queue import CQ_STORE_UNIT_SIZE, UNIT_DTYPE, ConsumeQueue
+from .errors import InvalidMessageError, ReadOnlyStoreError, UnknownTopicError
+from .get_message_result import GetMessageResult, GetMessageStatus, PutResult
+from .put_batch import PutBatchResult, build_batch
+from .store_checkpoint import StoreCheckpoint
+from .store_config import SYNC_FLUSH, StoreConfig
+from .topic_config import TopicConfig, TopicConfigManager
+
+log = logging.getLogger(__name__)
+
+STORE_MARKER = ".rmq-spark"  # present in stores this project created; absent in a broker's
+
+
+def _total_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 8 << 30
+
+
+class MessageStore:
+    def __init__(self, path, config: StoreConfig | str | os.PathLike | None = None, read_only: bool = False):
+        self.path = os.path.abspath(os.fspath(path))
+        if config is None:
+            config = StoreConfig()
+        elif not isinstance(config, StoreConfig):
+            config = StoreConfig.from_file(config)
+        self.read_only = read_only
+        if read_only:
+            if not os.path.isdir(self.path):
+                raise FileNotFoundError(f"store directory {self.path} does not exist")
+        else:
+            for sub in ("commitlog", "consumequeue", "config"):
+                os.makedirs(os.path.join(self.path, sub), exist_ok=True)
+            if not os.listdir(os.path.join(self.path, "commitlog")):
+                open(os.path.join(self.path, STORE_MARKER), "a").close()
+        self.config = self._adopt_file_sizes(config)
+        self._mutex = threading.RLock()
+        self._lock_fd: Optional[int] = None
+        self._abort_fd: Optional[int] = None
+        self._closed = False
+        self.commit_log = CommitLog(self.path, self.config.mappedFileSizeCommitLog, writable=not read_only)
+        self.topic_config = TopicConfigManager(self.path)
+        self._queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._write_pos: Optional[int] = None
+        self._round_robin: dict[str, int] = {}
+        self.store_host = (codec.local_host_address(), self.config.listenPort)
+        if self.config.brokerIP1:
+            self.store_host = codec.parse_host((self.config.brokerIP1, self.config.listenPort))
+        self._memory_limit = _total_memory() * self.config.accessMessageInMemoryMaxRatio // 100
+        self.stats = {"consume_queue_units_scanned": 0, "commit_log_records_read": 0}
+        self.checkpoint = StoreCheckpoint(os.path.join(self.path, "checkpoint"), writable=not read_only)
+        self._last_checkpoint_flush = 0.0
+        if not read_only:
+            abnormal = self._open_abort_file()
+            with self._write_lock():
+                self._recover(abnormal)
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+
+    def _adopt_file_sizes(self, config: StoreConfig) -> StoreConfig:
+        """An existing store keeps the file sizes it was written with, whatever the config says."""
+        changes = {}
+        cl_dir = os.path.join(self.path, "commitlog")
+        names = sorted(n for n in (os.listdir(cl_dir) if os.path.isdir(cl_dir) else []) if n.isdigit())
+        if names:
+            size = os.path.getsize(os.path.join(cl_dir, names[0]))
+            if size and size != config.mappedFileSizeCommitLog:
+                changes["mappedFileSizeCommitLog"] = size
+        cq_root = os.path.join(self.path, "consumequeue")
+        for topic in (os.listdir(cq_root) if os.path.isdir(cq_root) else []):
+            tdir = os.path.join(cq_root, topic)
+            for q in (os.listdir(tdir) if os.path.isdir(tdir) else []):
+                files = sorted(f for f in os.listdir(os.path.join(tdir, q)) if f.isdigit())
+                if files:
+                    size = os.path.getsize(os.path.join(tdir, q, files[0]))
+                    if size and size % CQ_STORE_UNIT_SIZE == 0 and size != config.mappedFileSizeConsumeQueue:
+                        changes["mappedFileSizeConsumeQueue"] = size
+                    break
+            if "mappedFileSizeConsumeQueue" in changes or files:
+                break
+        if changes:
+            log.info("store %s keeps its existing file sizes %s", self.path, changes)
+            return config.replace(**changes)
+        return config
+
+    def _open_abort_file(self) -> bool:
+        """RocketMQ's abort file: present while the store is open. Every open store holds a shared lock on it;
+        finding it with nobody holding that lock means the last user stopped uncleanly."""
+        path = os.path.join(self.path, "abort")
+        existed = os.path.exists(path)
+        self._abort_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._abort_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            alone = True
+        except BlockingIOError:
+            alone = False
+        fcntl.flock(self._abort_fd, fcntl.LOCK_SH)
+        return existed and alone
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if not self.read_only:
+            with self._write_lock():
+                self._flush_checkpoint(force=True)
+            if self._abort_fd is not None:
+                try:
+                    fcntl.flock(self._abort_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    os.remove(os.path.join(self.path, "abort"))  # last one out: a clean stop
+                except BlockingIOError:
+                    pass
+                except FileNotFoundError:
+                    pass
+                os.close(self._abort_fd)
+                self._abort_fd = None
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
+        for cq in self._queues.values():
+            cq.close()
+        self.commit_log.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    @contextmanager
+    def _write_lock(self):
+        """Serialises appends across threads (mutex) and processes (flock on `lock`)."""
+        if self.read_only:
+            raise ReadOnlyStoreError(f"store {self.path} is open read-only")
+        with self._mutex:
+            if self._lock_fd is None:
+                self._lock_fd = os.open(os.path.join(self.path, "lock"), os.O_RDWR | os.O_CREAT, 0o644)
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+
+    # -- topics and queues -----------------------------------------------------------------------------------
+
+    def topics(self) -> list[str]:
+        self.topic_config.load()
+        return sorted(self.topic_config.table)
+
+    def queues(self, topic: str) -> list[int]:
+        cfg = self._topic(topic)
+        return list(range(max(cfg.readQueueNums, cfg.writeQueueNums)))
+
+    def _topic(self, topic: str) -> TopicConfig:
+        cfg = self.topic_config.table.get(topic)
+        if cfg is None:
+            self.topic_config.load()
+            cfg = self.topic_config.table.get(topic)
+            if cfg is None:
+                raise UnknownTopicError(f"unknown topic {topic!r}; the store has: {', '.join(self.topics()) or 'none'}")
+        return cfg
+
+    def create_topic(self, name: str, queues: Optional[int] = None) -> TopicConfig:
+        codec.check_topic(name)
+        queues = self.config.defaultTopicQueueNums if queues is None else int(queues)
+        if not 1 <= queues <= 1024:
+            raise ValueError(f"queues must be 1..1024, got {queues}")
+        with self._write_lock():
+            return self._create_topic_locked(name, queues)
+
+    def _create_topic_locked(self, name: str, queues: int) -> TopicConfig:
+        self.topic_config.load()
+        cfg = self.topic_config.table.get(name)
+        if cfg is None:
+            cfg = TopicConfig(topicName=name, readQueueNums=queues, writeQueueNums=queues)
+            self.topic_config.table[name] = cfg
+            self.topic_config.persist()
+        return cfg
+
+    def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        key = (topic, queue_id)
+        cq = self._queues.get(key)
+        if cq is None:
+            cq = ConsumeQueue(self.path, topic, queue_id, self.config.mappedFileSizeConsumeQueue,
+                              writable=not self.read_only)
+            self._queues[key] = cq
+        return cq
+
+    def _check_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        cfg = self._topic(topic)
+        n = max(cfg.readQueueNums, cfg.writeQueueNums)
+        if not 0 <= queue_id < n:
+            raise UnknownTopicError(f"topic {topic!r} has queues 0..{n - 1}; queue {queue_id} does not exist")
+        return self.consume_queue(topic, queue_id)
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        return self._check_queue(topic, queue_id).max_offset()
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        cq = self._check_queue(topic, queue_id)
+        return cq.min_offset(self.commit_log.min_offset())
+
+    def commit_log_min_offset(self) -> int:
+        return self.commit_log.min_offset()
+
+    def commit_log_max_offset(self) -> int:
+        """The end of the log as this process knows it (writers), or as the consume queues tell (readers)."""
+        if self._write_pos is not None:
+            return self._write_pos
+        return self._dispatched_end()
+
+    # -- writing ---------------------------------------------------------------------------------------------
+
+    def put(self, topic: str, body, *, tags=None, keys=None, properties=None, queue_id=None, sharding_key=None,
+            flag: int = 0, born_timestamp=None, sys_flag: int = 0, born_host=None) -> PutResult:
+        result = self.put_batch(topic, [body], tags=[tags], keys=[keys], properties=[properties],
+                                queue_id=None if queue_id is None else [queue_id],
+                                sharding_key=None if sharding_key is None else [sharding_key],
+                                flag=flag, born_timestamp=None if born_timestamp is None else [born_timestamp],
+                                sys_flag=sys_flag, born_host=born_host)
+        return result[0]
+
+    def put_batch(self, topic, bodies, *, tags=None, keys=None, properties=None, queue_id=None,
+                  sharding_key=None, flag=0, born_timestamp=None, sys_flag=0, born_host=None) -> PutBatchResult:
+        """Append many messages in one write. Every argument but `bodies` is a scalar for all messages or a
+        sequence (or Arrow array) with one value per message. Everything is validated before anything is
+        written; the batch is appended under the store lock, so its queue offsets are dense and in order."""
+        if self.read_only:
+            raise ReadOnlyStoreError(f"store {self.path} is open read-only")
+        batch, plan = build_batch(self, topic, bodies, tags=tags, keys=keys, properties=properties,
+                                  queue_id=queue_id, sharding_key=sharding_key, flag=flag,
+                                  born_timestamp=born_timestamp, sys_flag=sys_flag, born_host=born_host)
+        with self._write_lock():
+            return self._append_locked(batch, plan)
+
+    def _append_locked(self, batch, plan) -> PutBatchResult:
+        self._sync_write_state()
+        n = len(batch)
+        # Topics first: created on first write with the default queue count.
+        for t in batch.topics:
+            if t not in self.topic_config.table:
+                self._create_topic_locked(t, self.config.defaultTopicQueueNums)
+        queue_ids = plan.resolve_queue_ids(self)
+        batch.queue_ids = queue_ids
+        dispatched = plan.dispatched
+        queue_offsets = np.zeros(n, dtype=np.int64)
+        key = batch.topic_index.astype(np.int64) * 2048 + queue_ids
+        starts = {}
+        for k in np.unique(key[dispatched]).tolist():
+            topic, qid = batch.topics[k // 2048], k % 2048
+            members = np.flatnonzero((key == k) & dispatched)
+            start = self.consume_queue(topic, qid).max_offset()
+            queue_offsets[members] = start + np.arange(len(members))
+            starts[(topic, qid)] = (start, members)
+        positions, segments, end = self.commit_log.plan(self._write_pos, batch.sizes)
+        store_ts = int(time.time() * 1000)
+        data = codec.encode_records(batch, queue_offsets, positions, store_ts)
+        rec_off = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(batch.sizes, out=rec_off[1:])
+        self.commit_log.write(segments, data, rec_off, sync=self.config.flushDiskType == SYNC_FLUSH)
+        self._write_pos = end
+        # Dispatch ("reput"): consume-queue units after the commitlog bytes, so a reader never sees a unit first.
+        for (topic, qid), (start, members) in starts.items():
+            units = np.zeros(len(members), dtype=UNIT_DTYPE)
+            units["offset"] = positions[members]
+            units["size"] = batch.sizes[members]
+            units["tags_code"] = plan.tags_codes[members]
+            self.consume_queue(topic, qid).put_units(start, units)
+        self.checkpoint.physic_msg_timestamp = store_ts
+        self.checkpoint.logics_msg_timestamp = store_ts
+        self._flush_checkpoint()
+        return PutBatchResult(batch.topics, batch.topic_index, queue_ids, queue_offsets, positions,
+                              self.store_host, plan.uniq_keys)
+
+    def _flush_checkpoint(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if force or now - self._last_checkpoint_flush > 1.0:
+            self.checkpoint.flush()
+            self._last_checkpoint_flush = now
+
+    # -- recovery and cross-process state (under the write lock) ---------------------------------------------
+
+    def _dispatched_end(self) -> int:
+        """End of the last record any consume queue points at: everything before it was completely written."""
+        end = self.commit_log.min_offset()
+        for topic, queue_ids in self._all_queue_dirs().items():
+            for qid in queue_ids:
+                cq = self.consume_queue(topic, qid)
+                mx = cq.max_offset()
+                if mx > cq.first_unit_offset():
+                    last = cq.units(mx - 1, mx)
+                    if len(last) and last["size"][0] > 0:
+                        end = max(end, int(last["offset"][0]) + int(last["size"][0]))
+        return end
+
+    def _all_queue_dirs(self) -> dict[str, list[int]]:
+        from .topic_config import discover_consume_queues
+        return discover_consume_queues(self.path)
+
+    def _recover(self, abnormal: bool) -> None:
+        if abnormal:
+            log.warning("store %s was not closed cleanly (abort file present): recovering", self.path)
+            start = self._safe_recovery_start()
+        else:
+            start = self._dispatched_end()
+        self._write_pos = start
+        self._sync_write_state(full_check=abnormal)
+
+    def _safe_recovery_start(self) -> int:
+        """RocketMQ's abnormal recovery: from the newest commitlog file whose first record is older than the
+        checkpoint (or the first file)."""
+        files = self.commit_log.files.files
+        stamp = self.checkpoint.min_timestamp()
+        for f in reversed(files):
+            try:
+                rec = next(self.commit_log.walk(f.file_from_offset))
+            except StopIteration:
+                continue
+            if rec.store_timestamp <= stamp:
+                return f.file_from_offset
+        return files[0].file_from_offset if files else 0
+
+    def _sync_write_state(self, full_check: bool = False) -> None:
+        """Bring this process's idea of the log end up to date: walk records appended by other processes (or
+        left by one that died) from the known end, dispatch any that lack consume-queue units, and cut a torn
+        tail. After a crash (`full_check`) also drop consume-queue units that point past the valid end."""
+        start = self._write_pos if self._write_pos is not None else self._dispatched_end()
+        for rec in self.commit_log.walk(start, check_crc=self.config.checkCRCOnRecover or full_check):
+            if codec.is_dispatched(rec.sys_flag):
+                self._ensure_dispatched(rec)
+        end = self.commit_log.walk_end
+        if self._has_bytes_at(end):
+            log.warning("store %s: cutting a torn or invalid commitlog tail at offset %d", self.path, end)
+            self.commit_log.truncate(end)
+            full_check = True
+        if full_check:
+            for topic, queue_ids in self._all_queue_dirs().items():
+                for qid in queue_ids:
+                    self._truncate_dirty_units(self.consume_queue(topic, qid), end)
+        self._write_pos = end
+
+    def _has_bytes_at(self, offset: int) -> bool:
+        view, base = self.commit_log.view_at(offset)
+        if view is None:
+            return False
+        rel = offset - base
+        return any(view[rel:rel + 8])
+
+    def _ensure_dispatched(self, rec) -> None:
+        cq = self.consume_queue(rec.topic, rec.queue_id)
+        mx = cq.max_offset()
+        if rec.queue_offset < mx:
+            return
+        if rec.queue_offset > mx:
+            log.warning("store %s: %s/%d has no units between %d and %d", self.path, rec.topic, rec.queue_id,
+                        mx, rec.queue_offset)
+        if rec.topic not in self.topic_config.table:
+            self._create_topic_locked(rec.topic, max(self.config.defaultTopicQueueNums, rec.queue_id + 1))
+        unit = np.zeros(1, dtype=UNIT_DTYPE)
+        unit["offset"] = rec.offset
+        unit["size"] = rec.size
+        unit["tags_code"] = tags_hash_code(rec.tags)
+        cq.put_units(rec.queue_offset, unit)
+
+    def _truncate_dirty_units(self, cq: ConsumeQueue, end: int) -> None:
+        mx = cq.max_offset()
+        lo = cq.first_unit_offset()
+        if mx <= lo:
+            return
+        units = cq.units(lo, mx)
+        past = np.flatnonzero(units["offset"].astype(np.int64) + units["size"] > end)
+        if len(past):
+            cut = lo + int(past[0])
+            log.warning("store %s: dropping units of %s/%d from queue offset %d (past the commitlog end)",
+                        self.path, cq.topic, cq.queue_id, cut)
+            cq.truncate_from(cut)
+
+    # -- reading ---------------------------------------------------------------------------------------------
+
+    def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int = 32,
+                    message_filter=None) -> GetMessageResult:
+        """RocketMQ's DefaultMessageStore.getMessage, status for status."""
+        from .get_message import get_message
+        return get_message(self, group, topic, queue_id, offset, max_msgs, message_filter)
+
+    def scan(self, topic: str, queue_id: int, start: int, end: Optional[int] = None, message_filter=None,
+             batch_rows: int = 65536) -> Iterator[pa.RecordBatch]:
+        """Messages of one queue in [start, end) as Arrow RecordBatches (the vectorised bulk path)."""
+        from .scan import scan
+        return scan(self, topic, queue_id, start, end, message_filter, batch_rows)
+
+    def is_in_disk(self, commit_log_offset: int, max_physical: int) -> bool:
+        return max_physical - commit_log_offset > self._memory_limit

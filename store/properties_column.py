@@ -1,0 +1,154 @@
+"""RocketMQ property strings (`key\\x01value\\x02...`) to and from Arrow columns, vectorised.
+
+Same rules as message_codec.string_to_properties: a pair needs a non-empty key and value (split at the first
+\\x01), and a later duplicate key wins.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+MAP_TYPE = pa.map_(pa.string(), pa.string())
+
+
+def _offsets(arr) -> np.ndarray:
+    return np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1, offset=arr.offset * 4)
+
+
+def spans_to_binary(data: pa.Buffer, bounds: np.ndarray, typ=pa.binary()) -> pa.Array:
+    """An array whose element i is data[bounds[i]:bounds[i+1]] (bounds non-decreasing int32), zero-copy."""
+    bounds = np.ascontiguousarray(bounds, dtype=np.int32)
+    return pa.Array.from_buffers(typ, len(bounds) - 1, [None, pa.py_buffer(bounds), data])
+
+
+def gather_spans(data: pa.Buffer, starts: np.ndarray, ends: np.ndarray, typ=pa.binary()) -> pa.Array:
+    """Element i is data[starts[i]:ends[i]]; spans must be ascending and disjoint (records in log order).
+    Built as a zero-copy array of spans and gaps, then one Arrow take of the spans (a memcpy each)."""
+    n = len(starts)
+    if n == 0:
+        return pa.array([], type=typ)
+    bounds = np.empty(2 * n, dtype=np.int64)
+    bounds[0::2] = starts
+    bounds[1::2] = ends
+    if bounds[-1] >= 2**31:
+        raise ValueError("span beyond 2 GiB")
+    spans = spans_to_binary(data, bounds, typ)
+    return spans.take(pa.array(np.arange(0, 2 * n - 1, 2, dtype=np.int32)))
+
+
+def parse_properties(props: pa.Array) -> pa.MapArray:
+    """A string array of RocketMQ property texts -> map<string,string>."""
+    n = len(props)
+    props = props.cast(pa.string())
+    if props.null_count:
+        props = props.fill_null("")
+    if n == 0:
+        return pa.array([], type=MAP_TYPE)
+    pairs = pc.split_pattern(props, "\x02")
+    flat = pairs.flatten()
+    parent = pc.list_parent_indices(pairs).to_numpy()
+    sep = pc.find_substring(flat, "\x01").to_numpy(zero_copy_only=False).astype(np.int64)
+    fo = _offsets(flat).astype(np.int64)
+    start, end = fo[:-1], fo[1:]
+    cut = start + sep
+    keep = (sep > 0) & (cut + 1 < end)  # non-empty key and value
+    data = flat.buffers()[2]
+    if data is None or not keep.any():
+        return pa.MapArray.from_arrays(pa.array(np.zeros(n + 1, np.int32)), pa.array([], pa.string()),
+                                       pa.array([], pa.string()))
+    start, cut, end, parent = start[keep], cut[keep], end[keep], parent[keep]
+    keys = gather_spans(data, start, cut, pa.string())
+    values = gather_spans(data, cut + 1, end, pa.string())
+    counts = np.bincount(parent, minlength=n)
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    dup_rows = _rows_with_duplicate_keys(keys, parent, n)
+    if len(dup_rows):
+        keys, values, offsets = _keep_last_duplicates(keys, values, parent, offsets, dup_rows)
+    return pa.MapArray.from_arrays(pa.array(offsets), keys, values)
+
+
+def _rows_with_duplicate_keys(keys: pa.Array, parent: np.ndarray, n: int) -> np.ndarray:
+    enc = pc.dictionary_encode(keys)
+    idx = enc.indices.to_numpy().astype(np.int64)
+    u = len(enc.dictionary)
+    if u <= 1 and len(idx) <= n:
+        # One distinct key: duplicates iff some row has two pairs.
+        counts = np.bincount(parent, minlength=n)
+        return np.flatnonzero(counts > 1)
+    code = parent.astype(np.int64) * u + idx
+    if n * u <= 50_000_000:
+        counts = np.bincount(code, minlength=n * u)
+        return np.unique(np.flatnonzero(counts > 1) // u)
+    uniq, counts = np.unique(code, return_counts=True)
+    return np.unique(uniq[counts > 1] // u)
+
+
+def _keep_last_duplicates(keys, values, parent, offsets, dup_rows):
+    """Rare path: rows holding a key twice keep its last value, in the position of its last occurrence."""
+    drop = np.zeros(len(parent), dtype=bool)
+    key_list = keys.to_pylist()
+    for row in dup_rows.tolist():
+        seen = set()
+        for i in range(int(offsets[row + 1]) - 1, int(offsets[row]) - 1, -1):
+            if key_list[i] in seen:
+                drop[i] = True
+            seen.add(key_list[i])
+    keep = pa.array(~drop)
+    keys = keys.filter(keep)
+    values = values.filter(keep)
+    counts = np.bincount(parent[~drop], minlength=len(offsets) - 1)
+    new_offsets = np.zeros(len(offsets), dtype=np.int32)
+    np.cumsum(counts, out=new_offsets[1:])
+    return keys, values, new_offsets
+
+
+def map_lookup(props: pa.MapArray, key: str) -> pa.Array:
+    """The value of `key` in each row's map (null when absent) — vectorised, last occurrence wins."""
+    n = len(props)
+    props = _compact(props)
+    keys = props.keys
+    values = props.items
+    if len(keys) == 0:
+        return pa.nulls(n, pa.string())
+    hit = pc.equal(keys, key).to_numpy(zero_copy_only=False)
+    where = np.flatnonzero(hit)
+    if len(where) == 0:
+        return pa.nulls(n, pa.string())
+    off = _map_offsets(props).to_numpy()
+    parent = np.repeat(np.arange(n, dtype=np.int64), np.diff(off))
+    pos = np.full(n, -1, dtype=np.int64)
+    pos[parent[where]] = where
+    missing = pos < 0
+    pos[missing] = 0
+    return values.take(pa.array(pos, mask=missing))
+
+
+def properties_to_strings(props: pa.MapArray) -> pa.StringArray:
+    """map<string,string> -> RocketMQ property text per row (for writing)."""
+    n = len(props)
+    if n == 0:
+        return pa.array([], pa.string())
+    props = _compact(props)
+    keys = props.keys
+    values = props.items
+    pairs = pc.binary_join_element_wise(keys, pa.scalar("\x01"), values, pa.scalar("\x02"), "")
+    joined = pc.binary_join(pa.ListArray.from_arrays(_map_offsets(props), pairs), "")
+    return joined.fill_null("")
+
+
+def _compact(props: pa.MapArray) -> pa.MapArray:
+    """A map array whose keys/items start at its first row (slices share their parent's children)."""
+    if props.offset == 0 and _raw_offsets(props)[0] == 0 and len(props.keys) == _raw_offsets(props)[-1]:
+        return props
+    return pa.concat_arrays([props])
+
+
+def _raw_offsets(props) -> np.ndarray:
+    return np.frombuffer(props.buffers()[1], dtype=np.int32, count=len(props) + 1, offset=props.offset * 4)
+
+
+def _map_offsets(props: pa.MapArray) -> pa.Array:
+    off = _raw_offsets(props)
+    return pa.array(off - off[0])

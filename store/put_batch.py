@@ -1,0 +1,336 @@
+"""Turning put/put_batch arguments into validated arrays (before the lock), and the result of an append."""
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from filters.tag_hash import tags_hash_code
+
+from . import message_codec as codec
+from .errors import InvalidMessageError
+from .get_message_result import PutResult
+from .properties_column import map_lookup, properties_to_strings
+
+_RESERVED = "[\x01\x02]"
+
+
+def _is_seq(v) -> bool:
+    return isinstance(v, (list, tuple, np.ndarray, pa.Array, pa.ChunkedArray))
+
+
+def _as_array(v) -> pa.Array:
+    if isinstance(v, pa.ChunkedArray):
+        return v.combine_chunks()
+    return v
+
+
+def _per_message(value, n: int, name: str, typ: pa.DataType) -> Optional[pa.Array]:
+    """None (absent), a scalar for every message, or one value per message -> Arrow array of n or None."""
+    if value is None:
+        return None
+    if _is_seq(value):
+        if len(value) != n:
+            raise InvalidMessageError(f"{name}: got {len(value)} values for {n} messages")
+        if isinstance(value, (pa.Array, pa.ChunkedArray)):
+            arr = _as_array(value)
+            return arr if arr.type == typ else arr.cast(typ)
+        try:
+            return pa.array(value, type=typ)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as e:
+            raise InvalidMessageError(f"{name}: expected {typ} values: {e}") from None
+    try:
+        return pa.array([value], type=typ).take(pa.array(np.zeros(n, dtype=np.int32)))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as e:
+        raise InvalidMessageError(f"{name}: expected a {typ} value, got {value!r}") from None
+
+
+def _first_true(mask) -> int:
+    return int(np.flatnonzero(np.asarray(mask))[0])
+
+
+def _check_no_separators(arr: Optional[pa.Array], name: str) -> None:
+    if arr is None or len(arr) == 0:
+        return
+    bad = pc.fill_null(pc.match_substring_regex(arr, _RESERVED), False)
+    if pc.any(bad).as_py():
+        i = _first_true(bad.to_numpy(zero_copy_only=False))
+        raise InvalidMessageError(
+            f"message {i}: {name} {arr[i].as_py()!r} contains a reserved separator (\\x01 or \\x02)")
+
+
+@dataclass
+class AppendPlan:
+    topics: list
+    topic_index: np.ndarray
+    queue_ids: Optional[np.ndarray]      # explicit ids, -1 where unset
+    sharding_hash: Optional[np.ndarray]  # |hashCode| of the sharding key, -1 where unset
+    dispatched: np.ndarray
+    tags_codes: np.ndarray
+    uniq_keys: pa.Array
+
+    def resolve_queue_ids(self, store) -> np.ndarray:
+        n = len(self.topic_index)
+        out = np.zeros(n, dtype=np.int32)
+        for t_idx, topic in enumerate(self.topics):
+            cfg = store.topic_config.table[topic]
+            nq = cfg.writeQueueNums
+            members = np.flatnonzero(self.topic_index == t_idx)
+            chosen = np.full(len(members), -1, dtype=np.int64)
+            if self.queue_ids is not None:
+                explicit = self.queue_ids[members]
+                bad = (explicit >= nq) | (explicit < -1)
+                if bad.any():
+                    i = int(members[np.flatnonzero(bad)[0]])
+                    raise InvalidMessageError(
+                        f"message {i}: queue_id {int(self.queue_ids[i])} is outside topic {topic!r}'s "
+                        f"write queues 0..{nq - 1}")
+                chosen = explicit.astype(np.int64)
+            if self.sharding_hash is not None:
+                sh = self.sharding_hash[members]
+                use = (chosen < 0) & (sh >= 0)
+                chosen[use] = sh[use] % nq
+            rest = np.flatnonzero(chosen < 0)
+            if len(rest):
+                start = store._round_robin.get(topic)
+                if start is None:
+                    start = random.randrange(nq)  # like a producer's random start, so processes spread out
+                chosen[rest] = (start + np.arange(len(rest))) % nq
+                store._round_robin[topic] = int((start + len(rest)) % nq)
+            out[members] = chosen
+        return out
+
+
+def _topics(topic, n: int):
+    if isinstance(topic, str):
+        codec.check_topic(topic)
+        return [topic], np.zeros(n, dtype=np.int32)
+    arr = _per_message(topic, n, "topic", pa.string())
+    if arr.null_count:
+        raise InvalidMessageError(f"message {_first_true(arr.is_null().to_numpy(zero_copy_only=False))}: topic is null")
+    enc = pc.dictionary_encode(arr)
+    topics = enc.dictionary.to_pylist()
+    idx = enc.indices.to_numpy(zero_copy_only=False).astype(np.int32)
+    for i, t in enumerate(topics):
+        try:
+            codec.check_topic(t)
+        except ValueError as e:
+            raise InvalidMessageError(f"message {_first_true(idx == i)}: {e}") from None
+    return topics, idx
+
+
+def _bodies(bodies) -> pa.Array:
+    if isinstance(bodies, (pa.Array, pa.ChunkedArray)):
+        arr = _as_array(bodies)
+        if pa.types.is_large_binary(arr.type) or pa.types.is_large_string(arr.type):
+            arr = arr.cast(pa.binary())
+        elif pa.types.is_string(arr.type):
+            arr = arr.view(pa.binary())
+        elif not pa.types.is_binary(arr.type):
+            raise InvalidMessageError(f"body: expected binary or string values, got {arr.type}")
+    else:
+        items = list(bodies)
+        try:
+            arr = pa.array([b.encode("utf-8") if isinstance(b, str) else b for b in items], type=pa.binary())
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as e:
+            raise InvalidMessageError(f"body: expected bytes or str per message: {e}") from None
+    if arr.null_count:
+        raise InvalidMessageError(f"message {_first_true(arr.is_null().to_numpy(zero_copy_only=False))}: body is null")
+    return arr
+
+
+def _user_properties(properties, n: int):
+    """User properties as RocketMQ text per message plus the map (for TAGS/KEYS/UNIQ_KEY given there)."""
+    if properties is None:
+        return None, None
+    if isinstance(properties, dict):
+        properties = [properties] * n
+    if isinstance(properties, (pa.Array, pa.ChunkedArray)):
+        arr = _as_array(properties)
+        if not pa.types.is_map(arr.type):
+            raise InvalidMessageError(f"properties: expected map<string,string>, got {arr.type}")
+        if len(arr) != n:
+            raise InvalidMessageError(f"properties: got {len(arr)} values for {n} messages")
+        _check_no_separators(arr.keys, "property key")
+        _check_no_separators(arr.items, "property value")
+        return properties_to_strings(arr), arr
+    if len(properties) != n:
+        raise InvalidMessageError(f"properties: got {len(properties)} values for {n} messages")
+    texts = []
+    for i, props in enumerate(properties):
+        if not props:
+            texts.append("")
+            continue
+        for k, v in props.items():
+            if not isinstance(k, str) or not isinstance(v, str):
+                raise InvalidMessageError(f"message {i}: property {k!r}={v!r}: keys and values must be strings")
+            if not k or not v:
+                raise InvalidMessageError(f"message {i}: property {k!r}={v!r}: empty keys or values are not stored")
+            try:
+                codec.check_property(k, v)
+            except ValueError as e:
+                raise InvalidMessageError(f"message {i}: {e}") from None
+        texts.append(codec.properties_to_string(props))
+    arr = pa.array(texts, pa.string())
+    from .properties_column import parse_properties
+    return arr, parse_properties(arr)
+
+
+def _part(name: str, values: Optional[pa.Array]) -> Optional[pa.Array]:
+    """`name\\x01value\\x02` where value is non-empty, else ''."""
+    if values is None:
+        return None
+    values = pc.if_else(pc.equal(values, ""), pa.scalar(None, pa.string()), values)
+    return pc.binary_join_element_wise(pa.scalar(name + "\x01"), values, pa.scalar("\x02"), "").fill_null("")
+
+
+def uniq_keys(n: int, address: bytes) -> pa.Array:
+    """Unique ids as the RocketMQ client makes them (address, pid, random, time, counter in upper hex)."""
+    return pa.array(codec.new_uniq_keys(n, address), pa.string())
+
+
+def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, sharding_key, flag, born_timestamp,
+                sys_flag, born_host):
+    bodies = _bodies(bodies)
+    n = len(bodies)
+    if n == 0:
+        raise InvalidMessageError("no messages to put")
+    topics, topic_index = _topics(topic, n)
+    max_size = store.config.maxMessageSize
+    lengths = pc.binary_length(bodies).to_numpy(zero_copy_only=False)
+    if lengths.max() > max_size:
+        i = _first_true(lengths > max_size)
+        raise InvalidMessageError(
+            f"message {i}: body is {int(lengths[i])} bytes, more than maxMessageSize ({max_size})")
+    explicit_tags = _per_message(tags, n, "tags", pa.string())
+    _check_no_separators(explicit_tags, "tags")
+    tags_arr = explicit_tags
+    if keys is not None and not isinstance(keys, str) and _is_seq(keys) and len(keys) == n and not (
+            isinstance(keys, pa.Array) and pa.types.is_string(keys.type)):
+        # one entry per message: a string or a list of keys
+        if isinstance(keys, (pa.Array, pa.ChunkedArray)):
+            karr = _as_array(keys)
+            keys_arr = pc.binary_join(karr, " ") if pa.types.is_list(karr.type) else karr.cast(pa.string())
+        else:
+            keys_arr = pa.array([" ".join(k) if isinstance(k, (list, tuple)) else k for k in keys], pa.string())
+    else:
+        keys_arr = _per_message(" ".join(keys) if isinstance(keys, (list, tuple)) and len(keys) != n else keys,
+                                n, "keys", pa.string())
+    _check_no_separators(keys_arr, "keys")
+    user_text, user_map = _user_properties(properties, n)
+    if user_map is not None:
+        given_tags = map_lookup(user_map, codec.PROPERTY_TAGS)
+        tags_arr = given_tags if tags_arr is None else pc.coalesce(tags_arr, given_tags)
+        given_uniq = map_lookup(user_map, codec.PROPERTY_UNIQ_KEY)
+    else:
+        given_uniq = None
+    need_uniq = n if given_uniq is None else given_uniq.null_count
+    uniq = uniq_keys(need_uniq, store.store_host[0]) if need_uniq else None
+    if given_uniq is not None and uniq is not None:
+        missing = given_uniq.is_null().to_numpy(zero_copy_only=False)
+        pos = np.cumsum(missing) - 1
+        generated = uniq.take(pa.array(np.where(missing, pos, 0)))
+        uniq_col = pc.if_else(pa.array(missing), generated, given_uniq)
+        new_uniq = pc.if_else(pa.array(missing), generated, pa.scalar(None, pa.string()))
+    elif uniq is not None:
+        uniq_col = uniq
+        new_uniq = uniq
+    else:
+        uniq_col = given_uniq
+        new_uniq = None
+    parts = [p for p in (user_text, _part(codec.PROPERTY_TAGS, explicit_tags),
+                         _part(codec.PROPERTY_KEYS, keys_arr), _part(codec.PROPERTY_UNIQ_KEY, new_uniq))
+             if p is not None]
+    props_text = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, "")
+    plen = pc.binary_length(props_text).to_numpy(zero_copy_only=False)
+    if plen.max() > codec.MAX_PROPERTIES_LENGTH:
+        i = _first_true(plen > codec.MAX_PROPERTIES_LENGTH)
+        raise InvalidMessageError(f"message {i}: properties are {int(plen[i])} bytes, more than "
+                                  f"{codec.MAX_PROPERTIES_LENGTH}")
+
+    def ints(value, name, dtype, default):
+        if value is None:
+            return np.full(n, default, dtype=dtype)
+        if _is_seq(value):
+            arr = np.asarray(value.to_numpy(zero_copy_only=False) if isinstance(value, pa.Array) else value)
+            if len(arr) != n:
+                raise InvalidMessageError(f"{name}: got {len(arr)} values for {n} messages")
+            return arr.astype(dtype)
+        return np.full(n, int(value), dtype=dtype)
+
+    sys_flags = ints(sys_flag, "sys_flag", np.int32, 0)
+    born_host_parsed = store.store_host if born_host is None else codec.parse_host(born_host)
+    if len(born_host_parsed[0]) == 16:
+        sys_flags |= codec.BORNHOST_V6_FLAG
+    if len(store.store_host[0]) == 16:
+        sys_flags |= codec.STOREHOSTADDRESS_V6_FLAG
+    now = int(time.time() * 1000)
+    if isinstance(born_timestamp, (pa.Array, pa.ChunkedArray)) and pa.types.is_timestamp(_as_array(born_timestamp).type):
+        born_timestamp = _as_array(born_timestamp).cast(pa.timestamp("ms")).cast(pa.int64()).fill_null(now)
+    batch = codec.EncodedBatch(
+        topics=topics, topic_index=topic_index, bodies=bodies, properties=props_text,
+        queue_ids=np.zeros(n, np.int32), flags=ints(flag, "flag", np.int32, 0), sys_flags=sys_flags,
+        born_timestamps=ints(born_timestamp, "born_timestamp", np.int64, now), born_host=born_host_parsed,
+        store_host=store.store_host, reconsume_times=np.zeros(n, np.int32), prepared_offsets=np.zeros(n, np.int64))
+    batch.body_crcs = codec.body_crcs(bodies)
+    batch.sizes = codec.record_sizes(batch, np.array([len(p) for p in codec.topic_parts(topics)], np.int64))
+    tx = sys_flags & codec.TRANSACTION_TYPE_MASK
+    dispatched = (tx == codec.TRANSACTION_NOT_TYPE) | (tx == codec.TRANSACTION_COMMIT_TYPE)
+    plan = AppendPlan(topics=topics, topic_index=topic_index, queue_ids=None, sharding_hash=None,
+                      dispatched=dispatched, tags_codes=_tags_codes(tags_arr, n), uniq_keys=uniq_col)
+    if queue_id is not None:
+        plan.queue_ids = ints(queue_id, "queue_id", np.int64, -1)
+        if isinstance(queue_id, (list, tuple)):
+            plan.queue_ids = np.array([-1 if q is None else q for q in queue_id], dtype=np.int64)
+    if sharding_key is not None:
+        sk = _per_message(sharding_key, n, "sharding_key", pa.string())
+        plan.sharding_hash = np.abs(_hash_codes(sk, n)).astype(np.int64)
+        plan.sharding_hash[sk.is_null().to_numpy(zero_copy_only=False)] = -1
+    return batch, plan
+
+
+def _hash_codes(arr: Optional[pa.Array], n: int) -> np.ndarray:
+    """String.hashCode per value (0 for null/empty), computed once per distinct value."""
+    if arr is None:
+        return np.zeros(n, dtype=np.int64)
+    enc = pc.dictionary_encode(arr)
+    codes = np.array([tags_hash_code(t) for t in enc.dictionary.to_pylist()] + [0], dtype=np.int64)
+    idx = enc.indices.fill_null(len(enc.dictionary)).to_numpy(zero_copy_only=False)
+    return codes[idx]
+
+
+def _tags_codes(tags_arr: Optional[pa.Array], n: int) -> np.ndarray:
+    return _hash_codes(tags_arr, n)
+
+
+class PutBatchResult(Sequence):
+    """The outcome of put_batch: arrays per message, and PutResult objects on demand."""
+
+    def __init__(self, topics, topic_index, queue_ids, queue_offsets, commit_log_offsets, store_host, uniq_keys):
+        self.topics = topics
+        self.topic_index = topic_index
+        self.queue_ids = queue_ids
+        self.queue_offsets = queue_offsets
+        self.commit_log_offsets = commit_log_offsets
+        self.store_host = store_host
+        self.uniq_keys = uniq_keys
+
+    def __len__(self):
+        return len(self.queue_ids)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        off = int(self.commit_log_offsets[i])
+        return PutResult(
+            msg_id=codec.create_message_id(self.store_host[0], self.store_host[1], off),
+            topic=self.topics[int(self.topic_index[i])], queue_id=int(self.queue_ids[i]),
+            queue_offset=int(self.queue_offsets[i]), commit_log_offset=off,
+            uniq_key=self.uniq_keys[i].as_py() if self.uniq_keys is not None else "")

@@ -1,0 +1,273 @@
+"""The bulk read path: one queue's messages as Arrow RecordBatches, gathered with numpy from the mapped files.
+
+Consume-queue units are read as one array; tag codes are filtered as an array; fixed record fields are gathered
+from the commitlog mapping by fancy indexing; variable-length fields (body, properties, topic) become Arrow
+arrays through one `take` over a zero-copy span array. Only decompression and CRC32 run once per record, the
+first because there is no batched form, the second because zlib has none.
+"""
+from __future__ import annotations
+
+import zlib
+from typing import Iterator, Optional
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import message_codec as codec
+from .errors import CorruptRecordError
+from .properties_column import gather_spans, map_lookup, parse_properties
+
+SCAN_SCHEMA = pa.schema([
+    ("topic", pa.string()), ("queue_id", pa.int32()), ("queue_offset", pa.int64()),
+    ("commit_log_offset", pa.int64()), ("msg_id", pa.string()), ("tags", pa.string()),
+    ("keys", pa.list_(pa.string())), ("properties", pa.map_(pa.string(), pa.string())), ("body", pa.binary()),
+    ("born_timestamp", pa.timestamp("ms")), ("store_timestamp", pa.timestamp("ms")), ("born_host", pa.string()),
+    ("store_host", pa.string()), ("sys_flag", pa.int32()), ("flag", pa.int32()), ("reconsume_times", pa.int32()),
+    ("body_crc", pa.int32()),
+])
+
+_HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
+
+
+def scan(store, topic: str, queue_id: int, start: int, end: Optional[int], message_filter,
+         batch_rows: int) -> Iterator[pa.RecordBatch]:
+    cq = store._check_queue(topic, queue_id)
+    max_off = cq.max_offset()
+    end = max_off if end is None else min(end, max_off)
+    pos = max(start, cq.min_offset(store.commit_log.min_offset()))
+    file_size = store.commit_log.file_size
+    while pos < end:
+        units = cq.units(pos, min(end, pos + batch_rows))
+        empty = np.flatnonzero(units["size"] == 0)
+        if len(empty):
+            units = units[:empty[0]]
+            end = pos + len(units)
+        if len(units) == 0:
+            break
+        n_units = len(units)
+        queue_offsets = np.arange(pos, pos + n_units, dtype=np.int64)
+        offsets = units["offset"].astype(np.int64)
+        sizes = units["size"].astype(np.int64)
+        store.stats["consume_queue_units_scanned"] += n_units
+        if message_filter is not None:
+            keep = _consume_queue_mask(message_filter, units["tags_code"].astype(np.int64))
+            offsets, sizes, queue_offsets = offsets[keep], sizes[keep], queue_offsets[keep]
+        pos += n_units
+        if len(offsets) == 0:
+            continue
+        store.stats["commit_log_records_read"] += len(offsets)
+        batches = []
+        file_ids = offsets // file_size
+        cuts = np.flatnonzero(np.diff(file_ids)) + 1
+        for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(offsets)]):
+            view, base = store.commit_log.view_at(int(offsets[a]))
+            if view is None:
+                continue  # the file was removed by retention while we read: those messages are gone
+            batches.append(decode_run(view, base, offsets[a:b], sizes[a:b], queue_offsets[a:b], topic, queue_id,
+                                      store.commit_log.path_of(int(offsets[a]))))
+        if not batches:
+            continue
+        batch = batches[0] if len(batches) == 1 else pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
+        if message_filter is not None:
+            batch = _apply_commit_log_filter(message_filter, batch)
+        if batch.num_rows:
+            yield batch
+
+
+def _consume_queue_mask(message_filter, codes: np.ndarray) -> np.ndarray:
+    fn = getattr(message_filter, "consume_queue_mask", None)
+    if fn is not None:
+        return np.asarray(fn(codes), dtype=bool)
+    uniq, inverse = np.unique(codes, return_inverse=True)
+    decided = np.array([bool(message_filter.is_matched_by_consume_queue(int(c))) for c in uniq], dtype=bool)
+    return decided[inverse]
+
+
+def _apply_commit_log_filter(message_filter, batch: pa.RecordBatch) -> pa.RecordBatch:
+    fn = getattr(message_filter, "commit_log_mask", None)
+    if fn is not None:
+        mask = fn(batch)
+    else:
+        mask = pa.array([bool(message_filter.is_matched_by_commit_log(dict(p)))
+                         for p in batch.column("properties").to_pylist()], pa.bool_())
+    return batch.filter(mask)
+
+
+class _Gather:
+    """Big-endian integers at per-record byte positions of one mapped file."""
+
+    def __init__(self, buf: np.ndarray):
+        self.buf = buf
+        self.last = len(buf) - 1
+
+    def raw(self, pos: np.ndarray, width: int) -> np.ndarray:
+        idx = pos[:, None] + np.arange(width, dtype=np.int64)
+        np.minimum(idx, self.last, out=idx)  # positions past the file are caught by the size checks
+        return self.buf[idx]
+
+    def int(self, pos: np.ndarray, width: int, dtype: str) -> np.ndarray:
+        return self.raw(pos, width).view(dtype).ravel().astype(np.int64)
+
+
+def decode_run(view, base: int, offsets: np.ndarray, sizes: np.ndarray, queue_offsets: np.ndarray, topic: str,
+               queue_id: int, path: str) -> pa.RecordBatch:
+    """Records at `offsets` (ascending, one file) as a RecordBatch; CorruptRecordError if any is invalid."""
+    buf = np.frombuffer(view, dtype=np.uint8)
+    g = _Gather(buf)
+    n = len(offsets)
+    rel = offsets - base
+
+    def fail(bad: np.ndarray, reason: str):
+        i = int(np.flatnonzero(bad)[0])
+        raise CorruptRecordError(reason, path, int(offsets[i]))
+
+    if (rel + sizes > len(buf)).any():
+        fail(rel + sizes > len(buf), "record runs past the end of its file")
+    total = g.int(rel, 4, ">i4")
+    magic = g.int(rel + codec.POS_MAGIC, 4, ">u4")
+    if not np.isin(magic, (codec.MAGIC_V1, codec.MAGIC_V2)).all():
+        fail(~np.isin(magic, (codec.MAGIC_V1, codec.MAGIC_V2)), "bad magic code")
+    if (total != sizes).any():
+        fail(total != sizes, "TOTALSIZE does not match the consume-queue unit's size")
+    phys = g.int(rel + codec.POS_PHYSICALOFFSET, 8, ">i8")
+    if (phys != offsets).any():
+        fail(phys != offsets, "PHYSICALOFFSET does not match the record's position")
+    qid = g.int(rel + codec.POS_QUEUEID, 4, ">i4")
+    qoff = g.int(rel + codec.POS_QUEUEOFFSET, 8, ">i8")
+    if (qid != queue_id).any() or (qoff != queue_offsets).any():
+        fail((qid != queue_id) | (qoff != queue_offsets), "QUEUEID/QUEUEOFFSET do not match the consume queue")
+    crc = g.int(rel + codec.POS_BODYCRC, 4, ">i4")
+    flag = g.int(rel + codec.POS_FLAG, 4, ">i4")
+    sys_flag = g.int(rel + codec.POS_SYSFLAG, 4, ">i4")
+    born_ts = g.int(rel + codec.POS_BORNTIMESTAMP, 8, ">i8")
+    born_v6 = (sys_flag & codec.BORNHOST_V6_FLAG) != 0
+    store_v6 = (sys_flag & codec.STOREHOSTADDRESS_V6_FLAG) != 0
+    born_addr_pos = rel + codec.POS_BORNHOST
+    born_port_pos = born_addr_pos + np.where(born_v6, 16, 4)
+    store_ts_pos = born_port_pos + 4
+    store_addr_pos = store_ts_pos + 8
+    store_port_pos = store_addr_pos + np.where(store_v6, 16, 4)
+    reconsume_pos = store_port_pos + 4
+    body_len_pos = reconsume_pos + 4 + 8
+    body_len = g.int(body_len_pos, 4, ">i4")
+    body_pos = body_len_pos + 4
+    rec_end = rel + total
+    bad = (body_len < 0) | (body_pos + body_len > rec_end)
+    if bad.any():
+        fail(bad, "BODY length exceeds the record")
+    topic_len_pos = body_pos + body_len
+    v2 = magic == codec.MAGIC_V2
+    topic_len = np.where(v2, g.int(topic_len_pos, 2, ">i2"), g.int(topic_len_pos, 1, ">u1"))
+    topic_pos = topic_len_pos + np.where(v2, 2, 1)
+    props_len_pos = topic_pos + topic_len
+    props_len = g.int(props_len_pos, 2, ">i2")
+    props_pos = props_len_pos + 2
+    bad = (props_len < 0) | (props_pos + props_len != rec_end)
+    if bad.any():
+        fail(bad, "field lengths do not add up to TOTALSIZE")
+    data = pa.py_buffer(buf)
+    topic_bytes = topic.encode("utf-8")
+    topics = gather_spans(data, topic_pos, topic_pos + topic_len)
+    bad = ~pc.equal(topics, pa.scalar(topic_bytes, pa.binary())).to_numpy(zero_copy_only=False)
+    if bad.any():
+        fail(bad, f"record's TOPIC is not {topic!r}")
+    bodies = gather_spans(data, body_pos, body_pos + body_len)
+    computed = _crc32s(bodies)
+    if (computed != crc).any():
+        fail(computed != crc, "body CRC mismatch")
+    compressed = (sys_flag & codec.COMPRESSED_FLAG) != 0
+    if compressed.any():
+        bodies = _decompress(bodies, sys_flag, compressed, offsets, path)
+    props = parse_properties(gather_spans(data, props_pos, props_pos + props_len, pa.string()))
+    tags = map_lookup(props, codec.PROPERTY_TAGS)
+    keys = _split_keys(map_lookup(props, codec.PROPERTY_KEYS))
+    store_port = g.int(store_port_pos, 4, ">i4")
+    if store_v6.any():
+        store_raw = [bytes(g.raw(store_addr_pos[i:i + 1], 16 if store_v6[i] else 4)[0]) for i in range(n)]
+        msg_ids = pa.array([codec.create_message_id(a, int(p), int(o))
+                            for a, p, o in zip(store_raw, store_port, offsets)], pa.string())
+    else:
+        msg_ids = _msg_ids_v4(g.raw(store_addr_pos, 4), store_port, offsets)
+    arrays = [
+        pa.repeat(pa.scalar(topic, pa.string()), n),
+        pa.array(qid.astype(np.int32)),
+        pa.array(queue_offsets),
+        pa.array(offsets),
+        msg_ids,
+        tags,
+        keys,
+        props,
+        bodies,
+        pa.array(born_ts, pa.int64()).cast(pa.timestamp("ms")),
+        pa.array(g.int(store_ts_pos, 8, ">i8"), pa.int64()).cast(pa.timestamp("ms")),
+        _hosts(g, born_addr_pos, born_v6, g.int(born_port_pos, 4, ">i4")),
+        _hosts(g, store_addr_pos, store_v6, store_port),
+        pa.array(sys_flag.astype(np.int32)),
+        pa.array(flag.astype(np.int32)),
+        pa.array(g.int(reconsume_pos, 4, ">i4").astype(np.int32)),
+        pa.array(crc.astype(np.int32)),
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=SCAN_SCHEMA)
+
+
+def _crc32s(bodies: pa.Array) -> np.ndarray:
+    n = len(bodies)
+    offs = np.frombuffer(bodies.buffers()[1], dtype=np.int32, count=n + 1, offset=bodies.offset * 4)
+    data = bodies.buffers()[2]
+    mv = memoryview(data) if data is not None else memoryview(b"")
+    crc = zlib.crc32
+    bounds = offs.tolist()
+    out = np.fromiter((crc(mv[bounds[i]:bounds[i + 1]]) for i in range(n)), dtype=np.int64, count=n)
+    return out & 0x7FFFFFFF
+
+
+def _decompress(bodies: pa.Array, sys_flag, compressed, offsets, path) -> pa.Array:
+    values = bodies.to_pylist()
+    for i in np.flatnonzero(compressed).tolist():
+        try:
+            values[i] = codec.decompress_body(values[i], int(sys_flag[i]))
+        except Exception as e:
+            raise CorruptRecordError(f"body does not decompress: {e}", path, int(offsets[i])) from None
+    return pa.array(values, pa.binary())
+
+
+def _split_keys(keys_text: pa.Array) -> pa.Array:
+    """KEYS text -> list of keys (space separated, empties dropped); an empty list when absent."""
+    n = len(keys_text)
+    lists = pc.split_pattern(keys_text.fill_null(""), " ")
+    flat = lists.flatten()
+    parent = pc.list_parent_indices(lists).to_numpy()
+    keep = pc.not_equal(flat, "").to_numpy(zero_copy_only=False)
+    counts = np.bincount(parent[keep], minlength=n)
+    offs = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(counts, out=offs[1:])
+    return pa.ListArray.from_arrays(pa.array(offs), flat.filter(pa.array(keep)))
+
+
+def _msg_ids_v4(addr: np.ndarray, port: np.ndarray, offsets: np.ndarray) -> pa.Array:
+    n = len(offsets)
+    raw = np.empty((n, 16), dtype=np.uint8)
+    raw[:, :4] = addr
+    raw[:, 4:8] = port.astype(">i4").view(np.uint8).reshape(n, 4)
+    raw[:, 8:] = offsets.astype(">i8").view(np.uint8).reshape(n, 8)
+    chars = np.empty((n, 32), dtype=np.uint8)
+    chars[:, 0::2] = _HEX[raw >> 4]
+    chars[:, 1::2] = _HEX[raw & 15]
+    bounds = np.arange(0, 32 * n + 1, 32, dtype=np.int32)
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(bounds), pa.py_buffer(chars)])
+
+
+def _hosts(g: _Gather, addr_pos: np.ndarray, v6: np.ndarray, port: np.ndarray) -> pa.Array:
+    """'ip:port' per record, formatted once per distinct host."""
+    n = len(addr_pos)
+    if v6.any():
+        texts = [codec.format_host(bytes(g.raw(addr_pos[i:i + 1], 16 if v6[i] else 4)[0]), int(port[i]))
+                 for i in range(n)]
+        return pa.array(texts, pa.string())
+    addr = g.raw(addr_pos, 4).view(">u4").ravel().astype(np.int64)
+    key = (addr << 32) | (port & 0xFFFFFFFF)
+    uniq, inverse = np.unique(key, return_inverse=True)
+    texts = [codec.format_host(int(k >> 32).to_bytes(4, "big"), int(np.int32(np.uint32(k & 0xFFFFFFFF))))
+             for k in uniq.tolist()]
+    return pa.array(texts, pa.string()).take(pa.array(inverse.astype(np.int32)))
