@@ -1,0 +1,393 @@
+"""Vectorised evaluation over many messages at once (a pyarrow RecordBatch
+with a `properties` map<string,string> column), giving exactly the
+per-record decisions of row_evaluator.
+
+Each condition yields an int8 code per row: FALSE, TRUE, NULL or ERROR
+(the per-record path's exception).  Logic combines codes with 4x4 lookup
+tables that encode RocketMQ's left-to-right short-circuit: an ERROR on the
+right is not reached when the left side decides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Union
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .comparison_rules import (
+    D_BOOL,
+    D_DOUBLE,
+    D_LONG,
+    D_NEVER_EQUAL,
+    D_NONE,
+    D_STRING,
+    plan_comparison,
+    scalar_converter,
+)
+from .expressions import (
+    BOOL,
+    DOUBLE,
+    INT,
+    LONG,
+    NULL,
+    ORDERING_OPS,
+    STRING,
+    And,
+    AsCondition,
+    Between,
+    Comparison,
+    Expression,
+    In,
+    IsNull,
+    Literal,
+    Negate,
+    Not,
+    Or,
+    Property,
+    StringMatch,
+    is_condition,
+)
+from .java_numbers import INT_MAX, INT_MIN
+from .message_properties import MapColumn, properties_to_map  # noqa: F401  (re-exported)
+
+F, T, N, E = 0, 1, 2, 3  # FALSE, TRUE, NULL, ERROR
+
+_NOT = np.array([T, F, N, E], dtype=np.int8)
+# rows: left code, columns: right code
+_AND = np.array(
+    [
+        [F, F, F, F],
+        [F, T, N, E],
+        [F, N, N, E],
+        [E, E, E, E],
+    ],
+    dtype=np.int8,
+).ravel()
+_OR = np.array(
+    [
+        [F, T, N, E],
+        [T, T, T, T],
+        [N, T, N, E],
+        [E, E, E, E],
+    ],
+    dtype=np.int8,
+).ravel()
+
+# Text that Arrow's own casts parse exactly as Java does; anything else goes
+# through the per-value Java rules, once per distinct text.
+_FAST_LONG = r"^-?[0-9]{1,18}$"
+_FAST_DOUBLE = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]{1,3})?$"
+
+
+@dataclass
+class _Value:
+    """An operand over all rows: `data` is an Arrow string array (STRING from
+    a property), a numpy array (BOOL from a condition) or a Python scalar
+    (a literal); `null` and `err` are numpy bool arrays or scalars."""
+
+    kind: str
+    data: Any
+    null: Any
+    err: Any = False
+    prop: Optional[str] = None
+
+
+class _Rows:
+    """Per-batch state: property columns and their conversions, computed once."""
+
+    def __init__(self, source: "PropertySource") -> None:
+        self.source = source
+        self.n = source.n
+        self._columns: dict[str, pa.Array] = {}
+        self._nulls: dict[str, np.ndarray] = {}
+        self._converted: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
+
+    def column(self, name: str) -> pa.Array:
+        col = self._columns.get(name)
+        if col is None:
+            col = self.source.column(name)
+            self._columns[name] = col
+        return col
+
+    def null(self, name: str) -> np.ndarray:
+        mask = self._nulls.get(name)
+        if mask is None:
+            col = self.column(name)
+            if col.null_count == 0:
+                mask = np.zeros(self.n, dtype=bool)
+            elif col.null_count == len(col):
+                mask = np.ones(self.n, dtype=bool)
+            else:
+                mask = col.is_null().to_numpy(zero_copy_only=False)
+            self._nulls[name] = mask
+        return mask
+
+    def converted(self, name: str, kind: str) -> tuple[np.ndarray, np.ndarray]:
+        """(values, ok) of property `name` converted to `kind`; ok is False
+        where the text is present but Java would refuse it (and where missing)."""
+        key = (name, kind)
+        hit = self._converted.get(key)
+        if hit is None:
+            hit = _convert(self.column(name), self.null(name), kind)
+            self._converted[key] = hit
+        return hit
+
+
+def _to_bool_numpy(arr: Union[pa.Array, pa.ChunkedArray]) -> np.ndarray:
+    if arr.null_count:
+        arr = arr.fill_null(False)
+    return arr.to_numpy(zero_copy_only=False)
+
+
+def _convert(col: pa.Array, null: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray]:
+    n = len(col)
+    if kind == BOOL:
+        ok = ~null
+        values = _to_bool_numpy(pc.equal(pc.ascii_lower(col), "true")) if n else np.zeros(0, bool)
+        return values, ok
+    numeric = kind in (INT, LONG)
+    dtype = np.int64 if numeric else np.float64
+    values = np.zeros(n, dtype=dtype)
+    ok = np.zeros(n, dtype=bool)
+    if n == 0 or null.all():
+        return values, ok
+    fast = _to_bool_numpy(pc.match_substring_regex(col, _FAST_LONG if numeric else _FAST_DOUBLE))
+    target = pa.int64() if numeric else pa.float64()
+    if fast.all():
+        values = pc.cast(col, target).to_numpy()
+        ok = np.ones(n, dtype=bool)
+    elif fast.any():
+        idx = np.flatnonzero(fast)
+        values[idx] = pc.cast(col.take(pa.array(idx)), target).to_numpy()
+        ok[idx] = True
+    slow = ~fast & ~null
+    if slow.any():
+        # Unusual texts (signs, other scripts' digits, hex floats, NaN...):
+        # Java's rules in Python, once per distinct text.
+        idx = np.flatnonzero(slow)
+        texts = col.take(pa.array(idx))
+        encoded = pc.dictionary_encode(texts)
+        convert = scalar_converter(kind)
+        uniq_values = np.zeros(len(encoded.dictionary), dtype=dtype)
+        uniq_ok = np.zeros(len(encoded.dictionary), dtype=bool)
+        for i, text in enumerate(encoded.dictionary.to_pylist()):
+            try:
+                uniq_values[i] = convert(text)
+                uniq_ok[i] = True
+            except ValueError:
+                pass
+        codes = encoded.indices.to_numpy()
+        values[idx] = uniq_values[codes]
+        ok[idx] = uniq_ok[codes]
+    if kind == INT:
+        ok &= (values >= INT_MIN) & (values <= INT_MAX)
+    return values, ok
+
+
+def _java_compare_doubles(a, b) -> np.ndarray:
+    """Double.compare elementwise: NaN above everything and equal to itself, -0.0 < 0.0."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    c = (a > b).astype(np.int8) - (a < b).astype(np.int8)
+    a_nan, b_nan = np.isnan(a), np.isnan(b)
+    if a_nan.any() or b_nan.any():
+        c = np.where(a_nan, np.where(b_nan, 0, 1), np.where(b_nan, -1, c)).astype(np.int8)
+    zeros = (a == 0) & (b == 0)
+    if np.any(zeros):
+        c = np.where(zeros, np.signbit(b).astype(np.int8) - np.signbit(a).astype(np.int8), c).astype(np.int8)
+    return c
+
+
+_ORDER_TESTS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    ">": lambda c: c > 0,
+    ">=": lambda c: c >= 0,
+    "<": lambda c: c < 0,
+    "<=": lambda c: c <= 0,
+}
+
+
+class ArrowEvaluator:
+    """mask(batch) -> pyarrow BooleanArray: TRUE delivers; FALSE, NULL and errors do not."""
+
+    def __init__(self, expression: Expression) -> None:
+        self.expression = expression
+
+    # ---- public
+    def codes_for(self, source: "PropertySource") -> np.ndarray:
+        rows = _Rows(source)
+        return np.broadcast_to(self._condition(rows, self.expression), (rows.n,))
+
+    def mask_for(self, source: "PropertySource") -> pa.BooleanArray:
+        return pa.array(self.codes_for(source) == T, type=pa.bool_())
+
+    def mask(self, batch: Union[pa.RecordBatch, pa.Table]) -> pa.BooleanArray:
+        return self.mask_for(MapPropertySource(batch.column("properties")))
+
+    def mask_from_properties_text(self, strings) -> pa.BooleanArray:
+        return self.mask_for(MapPropertySource(properties_to_map(strings)))
+
+    # ---- values
+    def _value(self, rows: _Rows, node: Expression) -> _Value:
+        if isinstance(node, Property):
+            return _Value(STRING, rows.column(node.name), rows.null(node.name), False, node.name)
+        if isinstance(node, Literal):
+            return _Value(node.kind, node.value, node.value is None)
+        if isinstance(node, Negate):
+            inner = self._value(rows, node.operand)
+            return _Value(NULL, None, True, inner.err)
+        if is_condition(node):
+            codes = self._condition(rows, node)
+            return _Value(BOOL, codes == T, codes == N, codes == E)
+        raise TypeError(f"cannot evaluate {node!r}")
+
+    def _in_domain(self, rows: _Rows, v: _Value, conversion: Optional[str], domain: str):
+        """(values, conversion_failed) of an operand in the comparison domain."""
+        if conversion is not None:
+            values, ok = rows.converted(v.prop, conversion) if v.prop is not None else (None, None)
+            if values is None:  # a STRING literal converted: one value
+                try:
+                    return scalar_converter(conversion)(v.data), False
+                except ValueError:
+                    return 0, True
+            return values, ~ok
+        if v.kind == STRING and v.prop is not None:
+            return v.data, False
+        if domain == D_DOUBLE and v.kind in (INT, LONG, DOUBLE):
+            return float(v.data), False
+        return v.data, False
+
+    def _comparison(self, rows: _Rows, node: Comparison) -> np.ndarray:
+        left, right = self._value(rows, node.left), self._value(rows, node.right)
+        ordering = node.op in ORDERING_OPS
+        plan = plan_comparison(left.kind, right.kind, ordering)
+        if plan.domain == D_NONE:
+            lv = rv = None
+            failed = False
+        else:
+            lv, lfail = self._in_domain(rows, left, plan.left_conversion, plan.domain)
+            rv, rfail = self._in_domain(rows, right, plan.right_conversion, plan.domain)
+            failed = np.logical_or(lfail, rfail)
+        domain = plan.domain
+        if ordering:
+            if domain in (D_NONE, D_NEVER_EQUAL):
+                outcome = np.zeros(rows.n, dtype=bool)
+            elif domain == D_DOUBLE:
+                outcome = _ORDER_TESTS[node.op](_java_compare_doubles(lv, rv))
+            else:
+                a, b = np.asarray(lv, dtype=np.int64), np.asarray(rv, dtype=np.int64)
+                outcome = _ORDER_TESTS[node.op]((a > b).astype(np.int8) - (a < b).astype(np.int8))
+            codes = np.where(outcome, T, F).astype(np.int8)
+            # Lowest priority first: RocketMQ checks left NULL, then evaluates
+            # the right side, then converts.
+            codes = np.where(failed, E, codes)
+            codes = np.where(right.null, N, codes)
+            codes = np.where(right.err, E, codes)
+            codes = np.where(left.null, N, codes)
+            codes = np.where(left.err, E, codes)
+            return codes.astype(np.int8)
+        if domain in (D_NONE, D_NEVER_EQUAL):
+            equal = False
+        elif domain == D_STRING:
+            if isinstance(lv, str) and isinstance(rv, str):
+                equal = lv == rv
+            else:
+                equal = _to_bool_numpy(pc.equal(lv, rv))
+        elif domain == D_DOUBLE:
+            equal = _java_compare_doubles(lv, rv) == 0
+        else:
+            equal = np.asarray(lv) == np.asarray(rv)
+        codes = np.where(equal, T, F)
+        codes = np.where(failed, E, codes)
+        both_null = np.logical_and(left.null, right.null)
+        codes = np.where(right.null, F, codes)
+        codes = np.where(left.null, N, codes)
+        codes = np.where(both_null, T, codes)
+        codes = np.where(np.logical_or(left.err, right.err), E, codes).astype(np.int8)
+        if node.op == "<>":
+            codes = _NOT[codes]
+        return codes
+
+    # ---- conditions
+    def _condition(self, rows: _Rows, node: Expression) -> np.ndarray:
+        n = rows.n
+        if isinstance(node, Literal):
+            code = {True: T, False: F, None: N}[node.value]  # type: ignore[index]
+            return np.full(n, code, dtype=np.int8)
+        if isinstance(node, AsCondition):
+            return np.where(rows.null(node.property.name), N, F).astype(np.int8)
+        if isinstance(node, Not):
+            return _NOT[self._condition(rows, node.operand)]
+        if isinstance(node, (And, Or)):
+            left = self._condition(rows, node.left)
+            right = self._condition(rows, node.right)
+            table = _AND if isinstance(node, And) else _OR
+            return table[left * 4 + right]
+        if isinstance(node, Between):
+            return self._condition(rows, node.expanded())
+        if isinstance(node, Comparison):
+            return np.broadcast_to(self._comparison(rows, node), (n,))
+        if isinstance(node, In):
+            name = node.property.name
+            col = rows.column(name)
+            hit = _to_bool_numpy(pc.is_in(col, value_set=pa.array(node.values, type=pa.string())))
+            if node.negated:
+                hit = ~hit
+            return np.where(rows.null(name), N, np.where(hit, T, F)).astype(np.int8)
+        if isinstance(node, StringMatch):
+            if not node.search:
+                return np.full(n, F, dtype=np.int8)
+            v = self._value(rows, node.operand)
+            if v.kind == STRING and v.prop is not None:
+                func = {"CONTAINS": pc.match_substring, "STARTSWITH": pc.starts_with, "ENDSWITH": pc.ends_with}[node.op]
+                hit = _to_bool_numpy(func(v.data, node.search))
+                hit = (hit != node.negated) & ~v.null
+            elif v.kind == STRING:
+                text = v.data
+                found = {
+                    "CONTAINS": node.search in text,
+                    "STARTSWITH": text.startswith(node.search),
+                    "ENDSWITH": text.endswith(node.search),
+                }[node.op]
+                hit = np.full(n, found != node.negated)
+            else:
+                hit = np.zeros(n, dtype=bool)  # not a string: FALSE
+            return np.where(v.err, E, np.where(hit, T, F)).astype(np.int8)
+        if isinstance(node, IsNull):
+            v = self._value(rows, node.operand)
+            is_null = np.logical_xor(v.null, node.negated)
+            return np.broadcast_to(np.where(v.err, E, np.where(is_null, T, F)).astype(np.int8), (n,))
+        raise TypeError(f"{node!r} is not a condition")
+
+
+class PropertySource:
+    """Where the vectorised evaluator reads properties from: `n` rows, and
+    `column(name)` giving a string array (null where missing)."""
+
+    n: int
+
+    def column(self, name: str) -> pa.Array:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class MapPropertySource(PropertySource):
+    def __init__(self, map_array) -> None:
+        self._map = MapColumn(map_array)
+        self.n = self._map.n
+
+    def column(self, name: str) -> pa.Array:
+        return self._map.column(name)
+
+
+class DictPropertySource(PropertySource):
+    """Ready-made property columns (e.g. from tests): name -> string array."""
+
+    def __init__(self, columns: dict[str, pa.Array], n: int) -> None:
+        self._columns = columns
+        self.n = n
+
+    def column(self, name: str) -> pa.Array:
+        col = self._columns.get(name)
+        return pa.nulls(self.n, type=pa.string()) if col is None else col

@@ -1,0 +1,190 @@
+"""RocketMQ's stored properties text (`key\\x01value\\x02...`) as a dict (one
+message) or as an Arrow map column (many), and one property of a map column
+as a string column.
+
+Rules, as RocketMQ's MessageDecoder.string2messageProperties: pairs end at
+\\x02 (the last may lack it); the key ends at the pair's first \\x01 and the
+value is the rest; a pair with no \\x01, an empty key or an empty value is
+dropped; a later duplicate key wins.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional, Union
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+
+MAP_TYPE = pa.map_(pa.string(), pa.string())
+
+
+def parse_properties(text: Optional[str]) -> dict[str, str]:
+    """One message's properties text as a dict."""
+    out: dict[str, str] = {}
+    if not text:
+        return out
+    for pair in text.split(PROPERTY_SEPARATOR):
+        key, sep, value = pair.partition(NAME_VALUE_SEPARATOR)
+        if key and value:
+            out[key] = value
+    return out
+
+
+def _as_string_array(strings) -> pa.Array:
+    if isinstance(strings, pa.ChunkedArray):
+        strings = strings.combine_chunks()
+    if not isinstance(strings, pa.Array):
+        strings = pa.array(strings, type=pa.string())
+    if pa.types.is_binary(strings.type):
+        strings = strings.cast(pa.string())
+    elif pa.types.is_large_binary(strings.type):
+        strings = strings.cast(pa.large_string())
+    if pa.types.is_string_view(strings.type):
+        strings = strings.cast(pa.string())
+    if not (pa.types.is_string(strings.type) or pa.types.is_large_string(strings.type)):
+        raise TypeError(f"properties must be strings, got an array of {strings.type}")
+    return strings
+
+
+def properties_to_map(strings: Union[pa.Array, pa.ChunkedArray, Iterable[Optional[str]]]) -> pa.MapArray:
+    """Parse many properties texts at once into a map<string, string> array
+    (a null text gives an empty map).
+
+    Works on the UTF-8 bytes with numpy: \\x01 and \\x02 never occur inside a
+    multi-byte character, so the byte offsets of the separators cut the text
+    exactly where Java's indexOf would.  Duplicate keys are kept in order, so
+    a reader taking the last one (dict() of the pairs, property_column) sees
+    the later duplicate win.
+    """
+    arr = _as_string_array(strings)
+    n = len(arr)
+    offset_type = np.int64 if pa.types.is_large_string(arr.type) else np.int32
+    bufs = arr.buffers()
+    offsets = np.frombuffer(bufs[1], dtype=offset_type)[arr.offset : arr.offset + n + 1].astype(np.int64)
+    if arr.null_count:
+        # A null slot's bytes are not properties; give it zero length.
+        valid = arr.is_valid().to_numpy(zero_copy_only=False)
+        lengths = np.diff(offsets)
+        lengths[~valid] = 0
+        ends = offsets[1:].copy()
+        starts = ends - lengths
+    else:
+        starts, ends = offsets[:-1], offsets[1:]
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+    region = data[lo:hi]
+
+    # Pair ends: every \x02 inside a row, and each row's end (a last pair without \x02).
+    seps = np.flatnonzero(region == 2) + lo
+    sep_rows = np.searchsorted(offsets, seps, side="right") - 1
+    if arr.null_count:
+        keep = valid[sep_rows]
+        seps, sep_rows = seps[keep], sep_rows[keep]
+    same_row = np.zeros(len(seps), dtype=bool)
+    np.equal(sep_rows[1:], sep_rows[:-1], out=same_row[1:])
+    after_prev = np.empty_like(seps)
+    if len(seps):
+        after_prev[0] = 0
+        np.add(seps[:-1], 1, out=after_prev[1:])
+    pair_starts = np.where(same_row, after_prev, starts[sep_rows])
+    pair_ends = seps
+    pair_rows = sep_rows
+
+    # The tail after each row's last \x02 (usually empty).
+    per_row = np.bincount(sep_rows, minlength=n) if len(seps) else np.zeros(n, dtype=np.int64)
+    last_sep_index = np.cumsum(per_row) - 1
+    if len(seps):
+        tail_starts = np.where(per_row > 0, seps[np.maximum(last_sep_index, 0)] + 1, starts)
+    else:
+        tail_starts = starts
+    tail_rows = np.flatnonzero(ends - tail_starts >= 3)
+    if len(tail_rows):
+        pair_starts = np.concatenate((pair_starts, tail_starts[tail_rows]))
+        pair_ends = np.concatenate((pair_ends, ends[tail_rows]))
+        pair_rows = np.concatenate((pair_rows, tail_rows))
+        order = np.argsort(pair_rows, kind="stable")  # tails go after their row's pairs
+        pair_starts, pair_ends, pair_rows = pair_starts[order], pair_ends[order], pair_rows[order]
+
+    # Key/value split at the pair's first \x01.
+    kv_all = np.flatnonzero(region == 1) + lo
+    if len(kv_all):
+        idx = np.searchsorted(kv_all, pair_starts, side="left")
+        kv = kv_all[np.minimum(idx, len(kv_all) - 1)]
+        good = (idx < len(kv_all)) & (kv > pair_starts) & (kv < pair_ends - 1)
+    else:
+        kv = pair_starts
+        good = np.zeros(len(pair_starts), dtype=bool)
+    s, k, e, rows = pair_starts[good], kv[good], pair_ends[good], pair_rows[good]
+    m = len(s)
+
+    # One zero-copy string array over the original bytes whose elements are
+    # key, "\x01", value, gap, key, ...; keys and values are taken from it.
+    token_offsets = np.empty(4 * m + 1, dtype=np.int64)
+    token_offsets[0:-1:4] = s
+    token_offsets[1:-1:4] = k
+    token_offsets[2:-1:4] = k + 1
+    token_offsets[3:-1:4] = e
+    token_offsets[-1] = e[-1] if m else lo
+    token_type = pa.large_string() if offset_type is np.int64 else pa.string()
+    tokens = pa.Array.from_buffers(
+        token_type, 4 * m, [None, pa.py_buffer(token_offsets.astype(offset_type)), bufs[2]]
+    )
+    keys = tokens.take(pa.array(np.arange(0, 4 * m, 4, dtype=np.int64)))
+    values = tokens.take(pa.array(np.arange(2, 4 * m, 4, dtype=np.int64)))
+    if token_type == pa.large_string():
+        keys, values = keys.cast(pa.string()), values.cast(pa.string())
+    counts = np.bincount(rows, minlength=n) if m else np.zeros(n, dtype=np.int64)
+    map_offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(counts, out=map_offsets[1:])
+    return pa.MapArray.from_arrays(pa.array(map_offsets), keys, values, type=MAP_TYPE)
+
+
+class MapColumn:
+    """Looks properties up in a map<string,string> column (the last of
+    duplicate keys wins), sharing the flattened keys between lookups."""
+
+    def __init__(self, map_array: Union[pa.MapArray, pa.ChunkedArray]) -> None:
+        if isinstance(map_array, pa.ChunkedArray):
+            map_array = map_array.combine_chunks() if map_array.num_chunks != 1 else map_array.chunk(0)
+        if not pa.types.is_map(map_array.type):
+            raise TypeError(f"the properties column must be a map<string,string>, got {map_array.type}")
+        self.n = len(map_array)
+        offsets = map_array.offsets.to_numpy().astype(np.int64)
+        lo, hi = int(offsets[0]), int(offsets[-1])
+        self._rel_offsets = offsets - lo
+        self._keys = map_array.keys.slice(lo, hi - lo)
+        self._items = map_array.items.slice(lo, hi - lo)
+        self._null_rows = (
+            np.flatnonzero(map_array.is_null().to_numpy(zero_copy_only=False)) if map_array.null_count else None
+        )
+
+    def column(self, name: str) -> pa.Array:
+        """The property `name` per row; null where missing."""
+        hits = pc.equal(self._keys, name)
+        pos = np.flatnonzero(hits.to_numpy(zero_copy_only=False)) if hits.null_count == 0 else np.flatnonzero(
+            hits.fill_null(False).to_numpy(zero_copy_only=False)
+        )
+        index = np.full(self.n, -1, dtype=np.int64)
+        if len(pos):
+            rows = np.searchsorted(self._rel_offsets, pos, side="right") - 1
+            last = np.empty(len(rows), dtype=bool)
+            last[-1] = True
+            np.not_equal(rows[1:], rows[:-1], out=last[:-1])
+            index[rows[last]] = pos[last]
+        if self._null_rows is not None:
+            index[self._null_rows] = -1
+        if len(pos) == 0:
+            return pa.nulls(self.n, type=self._items.type)
+        missing = index < 0
+        if not missing.any():
+            return self._items.take(pa.array(index))
+        return self._items.take(pa.array(index, mask=missing))
+
+
+def property_column(map_array: Union[pa.MapArray, pa.ChunkedArray], name: str) -> pa.Array:
+    """One property of a map<string,string> column as a string column."""
+    return MapColumn(map_array).column(name)
