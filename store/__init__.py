@@ -3,6 +3,8 @@ from .errors import CorruptRecordError, InvalidMessageError, ReadOnlyStoreError,
 from .get_message_result import GetMessageResult, GetMessageStatus, PutMessageStatus, PutResult
 from .message_codec import MessageExt
 from .message_store import MessageStore
+from .offset_store import OffsetStore, ReadOffsetType
+from .clean_expired import CleanSummary
 from .put_batch import PutBatchResult
 from .scan import SCAN_SCHEMA
 from .store_config import ASYNC_FLUSH, SYNC_FLUSH, StoreConfig
@@ -11,4 +13,5 @@ __all__ = [
     "MessageStore", "StoreConfig", "ASYNC_FLUSH", "SYNC_FLUSH", "GetMessageStatus", "GetMessageResult",
     "PutResult", "PutBatchResult", "PutMessageStatus", "MessageExt", "SCAN_SCHEMA", "StoreError",
     "CorruptRecordError", "InvalidMessageError", "UnknownTopicError", "ReadOnlyStoreError",
+    "OffsetStore", "ReadOffsetType", "CleanSummary",
 ]

@@ -62,7 +62,11 @@ class CommitLog:
             f = self.files.find(offset)
             if f is None:
                 return None, None
-        return f.view(), f.file_from_offset
+        try:
+            return f.view(), f.file_from_offset
+        except FileNotFoundError:  # deleted by retention in another process since we listed it
+            self.files.refresh()
+            return None, None
 
     def read_message(self, offset: int, size: int, *, decompress: bool = True) -> Optional[codec.MessageExt]:
         """The validated record at offset, None if its file was deleted; CorruptRecordError if it is bad."""
@@ -111,6 +115,11 @@ class CommitLog:
                 return
             if m.commit_log_offset != pos:
                 return
+            if view[rel + m.store_size - 1] == 0:
+                # A record always ends in a non-zero byte (the last property's \x02, or the topic's last
+                # character). A zero there is a write cut short inside the properties, which the body CRC
+                # cannot see: a torn record, not a message.
+                return
             yield WalkedRecord(pos, m.store_size, m.sys_flag, m.queue_id, m.queue_offset, m.topic,
                                m.properties.get(codec.PROPERTY_TAGS), m.store_timestamp)
             pos += m.store_size
@@ -153,7 +162,7 @@ class CommitLog:
         """Write the encoded records (data, with record_offsets[i] the byte offset of record i in it)."""
         touched = []
         for seg in segments:
-            f = self.files.get_or_create(seg.file_from_offset)
+            f = self.files.get_or_create(seg.file_from_offset, sync=sync)
             rel = seg.position - seg.file_from_offset
             if seg.last > seg.first:
                 a, b = int(record_offsets[seg.first]), int(record_offsets[seg.last])
@@ -167,13 +176,19 @@ class CommitLog:
                 f.flush()
 
     def truncate(self, offset: int) -> None:
-        """Drop everything at offset and after: zero the rest of its file and delete later files."""
+        """Drop everything at offset and after: delete later files, then zero the rest of its file. Last files
+        first, so a process killed half way leaves its remains right at `offset`, where recovery looks."""
         self.files.refresh()
-        for f in list(self.files.files):
+        for f in reversed(list(self.files.files)):
             if f.file_from_offset > offset or (f.file_from_offset == offset and f is not self.files.first()):
                 self.files.delete_file(f)
             elif f.file_from_offset <= offset < f.file_from_offset + f.file_size:
                 f.truncate_to(offset - f.file_from_offset)
+
+    def flush(self, files: int = 2) -> None:
+        """fsync the last files (the ones being written)."""
+        for f in self.files.files[-files:]:
+            f.flush()
 
     def close(self) -> None:
         self.files.close()

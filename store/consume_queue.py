@@ -30,7 +30,10 @@ class ConsumeQueue:
     # -- reading ---------------------------------------------------------------------------------------------
 
     def _file_units(self, f) -> np.ndarray:
-        view = f.view()
+        try:
+            view = f.view()
+        except FileNotFoundError:  # deleted by retention in another process since we listed it
+            return np.zeros(0, dtype=UNIT_DTYPE)
         return np.frombuffer(view, dtype=UNIT_DTYPE, count=len(view) // CQ_STORE_UNIT_SIZE)
 
     def refresh(self) -> None:
@@ -136,12 +139,27 @@ class ConsumeQueue:
         """Drop units at queue_offset and after (recovery)."""
         self.files.refresh()
         byte_pos = queue_offset * CQ_STORE_UNIT_SIZE
-        for f in list(self.files.files):
-            if f.file_from_offset >= byte_pos and f.file_from_offset > 0 and f is not self.files.first():
+        first = self.files.first()
+        for f in reversed(list(self.files.files)):  # last files first, as CommitLog.truncate
+            if f.file_from_offset >= byte_pos and f is not first:
                 self.files.delete_file(f)
-            elif f.file_from_offset <= byte_pos < f.file_from_offset + f.file_size:
-                f.truncate_to(byte_pos - f.file_from_offset)
+            elif f.file_from_offset + f.file_size > byte_pos:
+                f.truncate_to(max(0, byte_pos - f.file_from_offset))
         self._known_max = min(self._known_max, queue_offset)
+
+    def delete_expired_files(self, commit_log_min_offset: int) -> int:
+        """RocketMQ's ConsumeQueue.deleteExpiredFile: delete files (never the last) whose every unit points
+        below the commitlog's minimum offset. Returns how many were deleted."""
+        self.files.refresh()
+        deleted = 0
+        for f in list(self.files.files[:-1]):
+            units = self._file_units(f)
+            last = units[-1] if len(units) else None
+            if last is None or last["size"] == 0 or int(last["offset"]) >= commit_log_min_offset:
+                break
+            self.files.delete_file(f)
+            deleted += 1
+        return deleted
 
     def flush(self) -> None:
         for f in self.files.files[-2:]:

@@ -11,10 +11,19 @@ import re
 from typing import Optional
 
 _NAME = re.compile(r"^\d{20}$")
+_ZERO_CHUNK = 1 << 20
 
 
 def offset_to_file_name(offset: int) -> str:
     return f"{offset:020d}"
+
+
+def fsync_directory(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class MappedFile:
@@ -58,10 +67,25 @@ class MappedFile:
             os.fsync(self._fd)
 
     def truncate_to(self, position: int) -> None:
-        """Zero everything from position to the end of the file, keeping its size (as a fresh file has)."""
+        """Zero everything from position to the end of the file, keeping its size (as a fresh file has).
+
+        Zeroes with pwrite, never by shrinking the file: a reader in another process may have it mapped, and
+        touching a page past a shrunk end is SIGBUS. Chunks are zeroed from the last non-zero one backwards, so
+        a writer killed half way leaves non-zero bytes right at `position`, where the next recovery looks."""
         fd = self._open_fd()
-        os.ftruncate(fd, position)
-        os.ftruncate(fd, self.file_size)
+        size = os.fstat(fd).st_size
+        dirty = []
+        pos = position
+        while pos < size:
+            end = min(size, (pos // _ZERO_CHUNK + 1) * _ZERO_CHUNK)
+            data = os.pread(fd, end - pos, pos)
+            if data.count(0) != len(data):
+                dirty.append((pos, end))
+            pos = end
+        for a, b in reversed(dirty):
+            self.write(a, bytes(b - a))
+        if size < self.file_size:
+            os.ftruncate(fd, self.file_size)
 
     def last_modified(self) -> float:
         return os.stat(self.path).st_mtime
@@ -142,7 +166,7 @@ class MappedFileQueue:
             return f
         return None
 
-    def get_or_create(self, file_from_offset: int) -> MappedFile:
+    def get_or_create(self, file_from_offset: int, sync: bool = False) -> MappedFile:
         """The file starting at file_from_offset, created at full size (zero-filled) when missing."""
         f = self.find(file_from_offset)
         if f is not None and f.file_from_offset == file_from_offset:
@@ -155,6 +179,8 @@ class MappedFileQueue:
                 os.ftruncate(fd, self.file_size)
         finally:
             os.close(fd)
+        if sync:
+            fsync_directory(self.directory)  # the new name must survive a power loss with the data in it
         self.refresh()
         f = self.find(file_from_offset)
         assert f is not None and f.file_from_offset == file_from_offset

@@ -4,8 +4,10 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import struct
 import threading
 import time
+import zlib
 from contextlib import contextmanager
 from typing import Iterable, Iterator, Optional, Sequence
 
@@ -70,9 +72,13 @@ class MessageStore:
         self.stats = {"consume_queue_units_scanned": 0, "commit_log_records_read": 0}
         self.checkpoint = StoreCheckpoint(os.path.join(self.path, "checkpoint"), writable=not read_only)
         self._last_checkpoint_flush = 0.0
+        self._dirty_queues: set = set()
+        self._state_read_fd: Optional[int] = None
+        from .pull_request_hold import PullRequestHoldService
+        self.pull_request_hold = PullRequestHoldService(self.path)
         if not read_only:
-            abnormal = self._open_abort_file()
             with self._write_lock():
+                abnormal = self._open_abort_file()
                 self._recover(abnormal)
 
     # -- lifecycle -------------------------------------------------------------------------------------------
@@ -104,8 +110,12 @@ class MessageStore:
         return config
 
     def _open_abort_file(self) -> bool:
-        """RocketMQ's abort file: present while the store is open. Every open store holds a shared lock on it;
-        finding it with nobody holding that lock means the last user stopped uncleanly."""
+        """RocketMQ's abort file: present while the store is open. Every open store holds a shared flock on it;
+        finding it with nobody holding that lock means the last user stopped uncleanly.
+
+        Called under the write lock, as close() releases it: flock cannot turn a shared lock into an exclusive
+        one atomically, so without the write lock an opener could slip into that gap, think itself alone and
+        run a crash recovery beside a live writer, or a closer could remove the file under a new opener."""
         path = os.path.join(self.path, "abort")
         existed = os.path.exists(path)
         self._abort_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -115,6 +125,9 @@ class MessageStore:
         except BlockingIOError:
             alone = False
         fcntl.flock(self._abort_fd, fcntl.LOCK_SH)
+        if not existed:
+            from .mapped_file import fsync_directory
+            fsync_directory(self.path)  # the abort file must outlive a power loss to trigger recovery
         return existed and alone
 
     def close(self) -> None:
@@ -124,19 +137,20 @@ class MessageStore:
         if not self.read_only:
             with self._write_lock():
                 self._flush_checkpoint(force=True)
-            if self._abort_fd is not None:
-                try:
-                    fcntl.flock(self._abort_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    os.remove(os.path.join(self.path, "abort"))  # last one out: a clean stop
-                except BlockingIOError:
-                    pass
-                except FileNotFoundError:
-                    pass
-                os.close(self._abort_fd)
-                self._abort_fd = None
+                if self._abort_fd is not None:
+                    try:
+                        fcntl.flock(self._abort_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        os.remove(os.path.join(self.path, "abort"))  # last one out: a clean stop
+                    except (BlockingIOError, FileNotFoundError):
+                        pass
+                    os.close(self._abort_fd)
+                    self._abort_fd = None
             if self._lock_fd is not None:
                 os.close(self._lock_fd)
                 self._lock_fd = None
+        if self._state_read_fd is not None:
+            os.close(self._state_read_fd)
+            self._state_read_fd = None
         for cq in self._queues.values():
             cq.close()
         self.commit_log.close()
@@ -226,8 +240,9 @@ class MessageStore:
     def commit_log_max_offset(self) -> int:
         """The end of the log as this process knows it (writers), or as the consume queues tell (readers)."""
         if self._write_pos is not None:
-            return self._write_pos
-        return self._dispatched_end()
+            return max(self._write_pos, self._committed_end() or 0)
+        end = self._committed_end()
+        return end if end is not None else self._dispatched_end()
 
     # -- writing ---------------------------------------------------------------------------------------------
 
@@ -285,20 +300,73 @@ class MessageStore:
             units["offset"] = positions[members]
             units["size"] = batch.sizes[members]
             units["tags_code"] = plan.tags_codes[members]
-            self.consume_queue(topic, qid).put_units(start, units)
-        self.checkpoint.physic_msg_timestamp = store_ts
-        self.checkpoint.logics_msg_timestamp = store_ts
+            cq = self.consume_queue(topic, qid)
+            cq.put_units(start, units)
+            self._dirty_queues.add(cq)
+        # Last: the committed end. Everything before it is complete and dispatched.
+        self._publish_committed_end(end)
+        self._last_store_ts = store_ts
         self._flush_checkpoint()
+        if starts:
+            self.pull_request_hold.notify_message_arriving()
         return PutBatchResult(batch.topics, batch.topic_index, queue_ids, queue_offsets, positions,
                               self.store_host, plan.uniq_keys)
 
     def _flush_checkpoint(self, force: bool = False) -> None:
+        """At most once a second (RocketMQ flushes every 500 ms): fsync the commitlog's last files and the
+        consume queues this process wrote, and only then stamp the checkpoint with the newest record so
+        flushed. The stamp is the safe point a crash recovery starts from, so it must never run ahead of what
+        is on disk."""
         now = time.monotonic()
-        if force or now - self._last_checkpoint_flush > 1.0:
+        if not (force or now - self._last_checkpoint_flush > 1.0):
+            return
+        stamp = getattr(self, "_last_store_ts", None)
+        if stamp is not None:
+            self.commit_log.flush()
+            for cq in self._dirty_queues:
+                cq.flush()
+            self._dirty_queues.clear()
+            self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp, stamp)
+            self.checkpoint.logics_msg_timestamp = max(self.checkpoint.logics_msg_timestamp, stamp)
+            self._last_store_ts = None
             self.checkpoint.flush()
-            self._last_checkpoint_flush = now
+        self._last_checkpoint_flush = now
 
     # -- recovery and cross-process state (under the write lock) ---------------------------------------------
+    #
+    # The committed end lives in the `lock` file (RocketMQ keeps nothing there; a broker ignores it): after an
+    # append has written its commitlog bytes and then its consume-queue units, the writer stores the new end.
+    # Everything before it is complete and dispatched. A writer that takes the lock walks from there, which is
+    # normally no record at all; records past it were left by a writer that died mid-append: complete ones are
+    # dispatched, a torn one is cut.
+
+    _STATE = struct.Struct(">8sqqI")  # magic, committed end, generation, crc32 of the first 24 bytes
+    _STATE_MAGIC = b"RMQSPKWS"
+
+    def _committed_end(self) -> Optional[int]:
+        """The committed end from the lock file, or None when absent (a broker's store) or unreadable."""
+        fd = self._lock_fd
+        if fd is None:
+            if self._state_read_fd is None:
+                try:
+                    self._state_read_fd = os.open(os.path.join(self.path, "lock"), os.O_RDONLY)
+                except FileNotFoundError:
+                    return None
+            fd = self._state_read_fd
+        raw = os.pread(fd, self._STATE.size, 0)
+        if len(raw) != self._STATE.size:
+            return None
+        magic, end, generation, crc = self._STATE.unpack(raw)
+        if magic != self._STATE_MAGIC or crc != zlib.crc32(raw[:24]) or end < 0:
+            return None
+        self._generation = generation
+        return end
+
+    def _publish_committed_end(self, end: int) -> None:
+        self._write_pos = end
+        self._generation = getattr(self, "_generation", 0) + 1
+        head = struct.pack(">8sqq", self._STATE_MAGIC, end, self._generation)
+        os.pwrite(self._lock_fd, head + struct.pack(">I", zlib.crc32(head)), 0)
 
     def _dispatched_end(self) -> int:
         """End of the last record any consume queue points at: everything before it was completely written."""
@@ -318,13 +386,22 @@ class MessageStore:
         return discover_consume_queues(self.path)
 
     def _recover(self, abnormal: bool) -> None:
+        """On open, under the write lock. After an unclean stop, RocketMQ's abnormal recovery: walk from the
+        checkpoint's safe point validating every record, cut after the last valid one, drop consume-queue
+        units at or past the new end, re-dispatch records without units. Otherwise continue from the committed
+        end (or, in a store without one, from the end of what the consume queues point at)."""
+        # The consume queues' own end also bounds the start: a store whose consumequeue/ was deleted (to be
+        # rebuilt) or copied without it is re-dispatched from the commitlog.
+        dispatched = self._dispatched_end()
         if abnormal:
             log.warning("store %s was not closed cleanly (abort file present): recovering", self.path)
-            start = self._safe_recovery_start()
+            start = min(self._safe_recovery_start(), dispatched)
         else:
-            start = self._dispatched_end()
-        self._write_pos = start
-        self._sync_write_state(full_check=abnormal)
+            start = self._committed_end()
+            if start is None or start < self.commit_log.min_offset():
+                start = dispatched
+            start = min(start, dispatched)
+        self._sync_write_state(full_check=abnormal, start=start)
 
     def _safe_recovery_start(self) -> int:
         """RocketMQ's abnormal recovery: from the newest commitlog file whose first record is older than the
@@ -340,16 +417,22 @@ class MessageStore:
                 return f.file_from_offset
         return files[0].file_from_offset if files else 0
 
-    def _sync_write_state(self, full_check: bool = False) -> None:
-        """Bring this process's idea of the log end up to date: walk records appended by other processes (or
-        left by one that died) from the known end, dispatch any that lack consume-queue units, and cut a torn
-        tail. After a crash (`full_check`) also drop consume-queue units that point past the valid end."""
-        start = self._write_pos if self._write_pos is not None else self._dispatched_end()
-        for rec in self.commit_log.walk(start, check_crc=self.config.checkCRCOnRecover or full_check):
-            if codec.is_dispatched(rec.sys_flag):
-                self._ensure_dispatched(rec)
+    def _sync_write_state(self, full_check: bool = False, start: Optional[int] = None) -> None:
+        """Bring this process's idea of the log end up to date (under the write lock): walk from the committed
+        end, dispatch complete records that lack consume-queue units, and cut a torn tail. After a crash
+        (`full_check`) also drop consume-queue units that point past the valid end, and clear unit bytes past
+        each queue's end that a dead writer left (they would turn visible with the next run of that queue)."""
+        if start is None:
+            start = self._committed_end()
+            if start is None or start < self.commit_log.min_offset():
+                start = self._write_pos if self._write_pos is not None else self._dispatched_end()
+        check_crc = self.config.checkCRCOnRecover or full_check
+        records = list(self.commit_log.walk(start, check_crc=check_crc))
         end = self.commit_log.walk_end
-        if self._has_bytes_at(end):
+        pending, stop = self._plan_redispatch(records)
+        if stop is not None:
+            end = stop
+        if self._has_bytes_from(end, whole_file=full_check):
             log.warning("store %s: cutting a torn or invalid commitlog tail at offset %d", self.path, end)
             self.commit_log.truncate(end)
             full_check = True
@@ -357,51 +440,133 @@ class MessageStore:
             for topic, queue_ids in self._all_queue_dirs().items():
                 for qid in queue_ids:
                     self._truncate_dirty_units(self.consume_queue(topic, qid), end)
+        for (topic, qid), recs in pending.items():
+            self._dispatch_run(topic, qid, recs)
+        if self._lock_fd is not None and (records or full_check or self._committed_end() != end):
+            self._publish_committed_end(end)
         self._write_pos = end
 
-    def _has_bytes_at(self, offset: int) -> bool:
-        view, base = self.commit_log.view_at(offset)
-        if view is None:
-            return False
-        rel = offset - base
-        return any(view[rel:rel + 8])
+    def _plan_redispatch(self, records) -> tuple[dict, Optional[int]]:
+        """Which walked records need consume-queue units. A record whose unit is there already is skipped. A
+        record whose queue offset is taken by a unit pointing elsewhere is stale (bytes a cut left behind, not
+        an append) and ends the valid log. A record past a hole in its queue is reported and left alone."""
+        pending: dict[tuple[str, int], list] = {}
+        expected: dict[tuple[str, int], int] = {}
+        for rec in records:
+            if not codec.is_dispatched(rec.sys_flag):
+                continue
+            key = (rec.topic, rec.queue_id)
+            if key not in expected:
+                expected[key] = self.consume_queue(*key).max_offset()
+            exp = expected[key]
+            if rec.queue_offset < exp:
+                unit = self.consume_queue(*key).units(rec.queue_offset, rec.queue_offset + 1)
+                if len(unit) and int(unit["offset"][0]) == rec.offset and int(unit["size"][0]) == rec.size:
+                    continue
+                log.warning("store %s: record at %d claims %s/%d@%d, which the consume queue gives another "
+                            "record: treating it as the end of the log", self.path, rec.offset, rec.topic,
+                            rec.queue_id, rec.queue_offset)
+                return pending, rec.offset
+            if rec.queue_offset > exp:
+                log.warning("store %s: %s/%d has no units between %d and %d; record at %d left undispatched "
+                            "(rmq check reports it)", self.path, rec.topic, rec.queue_id, exp, rec.queue_offset,
+                            rec.offset)
+                continue
+            pending.setdefault(key, []).append(rec)
+            expected[key] = exp + 1
+        return pending, None
 
-    def _ensure_dispatched(self, rec) -> None:
-        cq = self.consume_queue(rec.topic, rec.queue_id)
-        mx = cq.max_offset()
-        if rec.queue_offset < mx:
+    def _dispatch_run(self, topic: str, qid: int, recs) -> None:
+        """Write the units of one queue's run of records at once (the first unit's size last)."""
+        cfg = self.topic_config.table.get(topic)
+        if cfg is None or max(cfg.readQueueNums, cfg.writeQueueNums) <= qid:
+            self.topic_config.load()
+            cfg = self.topic_config.table.get(topic)
+            if cfg is None:
+                self._create_topic_locked(topic, max(self.config.defaultTopicQueueNums, qid + 1))
+            elif max(cfg.readQueueNums, cfg.writeQueueNums) <= qid:
+                cfg.readQueueNums = cfg.writeQueueNums = qid + 1
+                self.topic_config.persist()
+        cq = self.consume_queue(topic, qid)
+        start = recs[0].queue_offset
+        if cq.max_offset() != start:
+            log.warning("store %s: %s/%d ends at %d, not %d; not re-dispatching", self.path, topic, qid,
+                        cq.max_offset(), start)
             return
-        if rec.queue_offset > mx:
-            log.warning("store %s: %s/%d has no units between %d and %d", self.path, rec.topic, rec.queue_id,
-                        mx, rec.queue_offset)
-        if rec.topic not in self.topic_config.table:
-            self._create_topic_locked(rec.topic, max(self.config.defaultTopicQueueNums, rec.queue_id + 1))
-        unit = np.zeros(1, dtype=UNIT_DTYPE)
-        unit["offset"] = rec.offset
-        unit["size"] = rec.size
-        unit["tags_code"] = tags_hash_code(rec.tags)
-        cq.put_units(rec.queue_offset, unit)
+        units = np.zeros(len(recs), dtype=UNIT_DTYPE)
+        units["offset"] = [r.offset for r in recs]
+        units["size"] = [r.size for r in recs]
+        units["tags_code"] = [tags_hash_code(r.tags) for r in recs]
+        log.info("store %s: re-dispatching %d record(s) into %s/%d from %d", self.path, len(recs), topic, qid,
+                 start)
+        cq.put_units(start, units)
+        self._dirty_queues.add(cq)
+
+    def _has_bytes_from(self, offset: int, whole_file: bool) -> bool:
+        """Non-zero bytes at offset (the start of a torn record), or anywhere after it with whole_file,
+        including files after its file."""
+        view, base = self.commit_log.view_at(offset)
+        if view is not None:
+            rel = offset - base
+            buf = np.frombuffer(view, dtype=np.uint8)
+            if (buf[rel:] if whole_file else buf[rel:rel + 8]).any():
+                return True
+        if whole_file:
+            return any(f.file_from_offset > offset for f in self.commit_log.files.files)
+        return False
 
     def _truncate_dirty_units(self, cq: ConsumeQueue, end: int) -> None:
         mx = cq.max_offset()
         lo = cq.first_unit_offset()
-        if mx <= lo:
-            return
-        units = cq.units(lo, mx)
-        past = np.flatnonzero(units["offset"].astype(np.int64) + units["size"] > end)
-        if len(past):
-            cut = lo + int(past[0])
-            log.warning("store %s: dropping units of %s/%d from queue offset %d (past the commitlog end)",
-                        self.path, cq.topic, cq.queue_id, cut)
+        cut = mx
+        if mx > lo:
+            units = cq.units(lo, mx)
+            past = np.flatnonzero(units["offset"].astype(np.int64) + units["size"] > end)
+            if len(past):
+                cut = lo + int(past[0])
+                log.warning("store %s: dropping units of %s/%d from queue offset %d (past the commitlog end)",
+                            self.path, cq.topic, cq.queue_id, cut)
+        if cut < mx or self._unit_bytes_after(cq, cut):
             cq.truncate_from(cut)
+
+    @staticmethod
+    def _unit_bytes_after(cq: ConsumeQueue, queue_offset: int) -> bool:
+        f = cq.files.find(queue_offset * CQ_STORE_UNIT_SIZE)
+        if f is None:
+            return any(x.file_from_offset > queue_offset * CQ_STORE_UNIT_SIZE for x in cq.files.files)
+        rel = queue_offset * CQ_STORE_UNIT_SIZE - f.file_from_offset
+        if np.any(np.frombuffer(f.view(), dtype=np.uint8)[rel:]):
+            return True
+        return f is not cq.files.last()
 
     # -- reading ---------------------------------------------------------------------------------------------
 
     def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int = 32,
-                    message_filter=None) -> GetMessageResult:
-        """RocketMQ's DefaultMessageStore.getMessage, status for status."""
+                    message_filter=None, suspend_timeout_ms: int = 0) -> GetMessageResult:
+        """RocketMQ's DefaultMessageStore.getMessage, status for status. With suspend_timeout_ms > 0 a pull
+        that finds nothing new is held (RocketMQ's PullRequestHoldService) until a message that passes the
+        filter arrives in the queue, from this process or another, or the timeout passes."""
         from .get_message import get_message
+        if suspend_timeout_ms and suspend_timeout_ms > 0:
+            from .pull_request_hold import get_message_held
+            return get_message_held(self, group, topic, queue_id, offset, max_msgs, message_filter,
+                                    suspend_timeout_ms)
         return get_message(self, group, topic, queue_id, offset, max_msgs, message_filter)
+
+    def offset_for_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """RocketMQ's getOffsetInQueueByTime: the earliest queue offset whose STORETIMESTAMP >= timestamp_ms;
+        the max offset when every message is older."""
+        from .offset_by_time import offset_in_queue_by_time
+        return offset_in_queue_by_time(self, topic, queue_id, timestamp_ms)
+
+    def clean_expired(self, now=None, *, periodic: bool = False, disk_used_ratio: Optional[float] = None):
+        """RocketMQ's CleanCommitLogService + CleanConsumeQueueService: delete commitlog files (never the last)
+        whose last write is older than fileReservedTime hours, then consume-queue files wholly below the new
+        commitlog minimum. `now` is seconds since the epoch (default: the clock). With periodic=True, as a
+        long-running process calls it, files are deleted only in a deleteWhen hour or when the disk is fuller
+        than diskMaxUsedSpaceRatio. Returns a CleanSummary."""
+        from .clean_expired import clean_expired
+        return clean_expired(self, now=now, periodic=periodic, disk_used_ratio=disk_used_ratio)
 
     def scan(self, topic: str, queue_id: int, start: int, end: Optional[int] = None, message_filter=None,
              batch_rows: int = 65536) -> Iterator[pa.RecordBatch]:

@@ -1,0 +1,236 @@
+"""OffsetStore: a consumer group's progress, kept in config/consumerOffset.json.
+
+RocketMQ's OffsetStore operations (load, updateOffset, readOffset, persist, persistAll, removeOffset,
+cloneOffsetTable) over the broker's ConsumerOffsetManager file shape:
+
+    {"offsetTable": {"topic@group": {"0": 17, "1": 4}}}
+
+Several processes (Spark tasks, the `rmq` CLI) share the one file, each for its own groups or queues. A
+persist therefore takes an flock on config/consumerOffset.json.lock, re-reads the file, merges only the entries
+this object changed (or was asked to persist) into it, and writes it atomically: a temporary file, fsync, the
+previous version kept as consumerOffset.json.bak, rename. A load falls back to the .bak, with a warning, when
+the main file is missing, empty or corrupt (a torn write by something that did not rename).
+"""
+from __future__ import annotations
+
+import enum
+import fcntl
+import json
+import os
+import re
+import threading
+import warnings
+from typing import Iterable, Optional
+
+from .json_file import atomic_write_json, parse_rocketmq_json
+
+CONSUMER_OFFSET_FILE = os.path.join("config", "consumerOffset.json")
+_GROUP_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+
+
+class ReadOffsetType(str, enum.Enum):
+    READ_FROM_MEMORY = "READ_FROM_MEMORY"
+    READ_FROM_STORE = "READ_FROM_STORE"
+    MEMORY_FIRST_THEN_STORE = "MEMORY_FIRST_THEN_STORE"
+
+    def __str__(self):
+        return self.value
+
+
+class OffsetFileWarning(UserWarning):
+    """consumerOffset.json was unreadable and the .bak was used (or nothing was)."""
+
+
+def _check_mq(mq) -> tuple[str, int]:
+    try:
+        topic, queue_id = mq
+    except (TypeError, ValueError):
+        raise ValueError(f"mq must be a (topic, queue_id) pair, got {mq!r}") from None
+    if not isinstance(topic, str) or not topic:
+        raise ValueError(f"mq topic must be a non-empty string, got {topic!r}")
+    try:
+        qid = int(queue_id)
+        if isinstance(queue_id, bool) or qid != queue_id or qid < 0:
+            raise ValueError
+    except (TypeError, ValueError):
+        raise ValueError(f"mq queue_id must be a non-negative integer, got {queue_id!r}") from None
+    queue_id = qid
+    return topic, queue_id
+
+
+class OffsetStore:
+    def __init__(self, store_path, group: str):
+        if not isinstance(group, str) or not _GROUP_PATTERN.match(group) or len(group) > 255:
+            raise ValueError(f"group {group!r}: a consumer group name is 1..255 characters of [%|a-zA-Z0-9_-]")
+        self.store_path = os.path.abspath(os.fspath(store_path))
+        self.group = group
+        self.path = os.path.join(self.store_path, CONSUMER_OFFSET_FILE)
+        self._table: dict[tuple[str, int], int] = {}
+        self._dirty: set = set()
+        self._removed: set = set()
+        self._mutex = threading.RLock()
+
+    # -- the file ---------------------------------------------------------------------------------------------
+
+    def _key(self, topic: str) -> str:
+        return f"{topic}@{self.group}"
+
+    def _read_file(self) -> dict:
+        """The parsed file; the .bak (with a warning) when the main file is missing, empty or corrupt."""
+        main = self._parse(self.path)
+        if isinstance(main, dict):
+            return main
+        bak_path = self.path + ".bak"
+        bak = self._parse(bak_path)
+        if main is None and bak is None:
+            return {}  # a fresh store: nothing committed yet
+        problem = {None: "is missing or empty", False: "is corrupt"}[main]
+        if isinstance(bak, dict):
+            warnings.warn(f"{self.path} {problem}; loaded consumer offsets from {bak_path}", OffsetFileWarning,
+                          stacklevel=3)
+            return bak
+        warnings.warn(f"{self.path} {problem} and {bak_path} is unusable; starting with no committed offsets",
+                      OffsetFileWarning, stacklevel=3)
+        return {}
+
+    @staticmethod
+    def _parse(path: str):
+        """dict, None (missing or empty), or False (corrupt)."""
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError):
+            return False
+        if not text.strip():
+            return None
+        try:
+            data = parse_rocketmq_json(text)
+        except (json.JSONDecodeError, ValueError):
+            return False
+        if not isinstance(data, dict) or not isinstance(data.get("offsetTable", {}), dict):
+            return False
+        return data
+
+    def _group_offsets(self, data: dict) -> dict[tuple[str, int], int]:
+        out = {}
+        suffix = "@" + self.group
+        for key, queues in (data.get("offsetTable") or {}).items():
+            if not key.endswith(suffix) or not isinstance(queues, dict):
+                continue
+            topic = key[:-len(suffix)]
+            for qid, offset in queues.items():
+                try:
+                    out[(topic, int(qid))] = int(offset)
+                except (TypeError, ValueError):
+                    continue
+        return out
+
+    # -- RocketMQ's OffsetStore -------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Read this group's committed offsets into memory (the .bak if the file is unreadable)."""
+        loaded = self._group_offsets(self._read_file())
+        with self._mutex:
+            for mq, offset in loaded.items():
+                if mq not in self._dirty:
+                    self._table[mq] = offset
+
+    def update_offset(self, mq, offset: int, increase_only: bool = False) -> None:
+        topic, qid = _check_mq(mq)
+        if isinstance(offset, bool) or int(offset) != offset:
+            raise ValueError(f"offset must be an integer, got {offset!r}")
+        offset = int(offset)
+        if offset < 0:
+            raise ValueError(f"offset must be >= 0, got {offset}")
+        with self._mutex:
+            old = self._table.get((topic, qid))
+            if increase_only and old is not None and old >= offset:
+                return
+            self._table[(topic, qid)] = offset
+            self._dirty.add((topic, qid))
+            self._removed.discard((topic, qid))
+
+    def read_offset(self, mq, read_type: ReadOffsetType = ReadOffsetType.MEMORY_FIRST_THEN_STORE) -> int:
+        """The offset, or -1 when there is none (as RocketMQ)."""
+        mq = _check_mq(mq)
+        try:
+            read_type = ReadOffsetType(read_type)
+        except ValueError:
+            raise ValueError(f"read_type must be one of {', '.join(t.value for t in ReadOffsetType)}, "
+                             f"got {read_type!r}") from None
+        if read_type in (ReadOffsetType.READ_FROM_MEMORY, ReadOffsetType.MEMORY_FIRST_THEN_STORE):
+            with self._mutex:
+                offset = self._table.get(mq)
+            if offset is not None:
+                return offset
+            if read_type == ReadOffsetType.READ_FROM_MEMORY:
+                return -1
+        offset = self._group_offsets(self._read_file()).get(mq)
+        if offset is None:
+            return -1
+        with self._mutex:  # RocketMQ keeps what it read from the store in memory
+            self._table[mq] = offset
+        return offset
+
+    def persist(self, mq) -> None:
+        self.persist_all([mq])
+
+    def persist_all(self, mqs: Optional[Iterable] = None) -> None:
+        """Write offsets to the file: those of `mqs`, or (None) every entry this object updated or removed
+        since it last persisted. Entries of other groups, and of this group that this object did not touch,
+        are kept as the file has them now."""
+        with self._mutex:
+            if mqs is None:
+                chosen = set(self._dirty)
+                removed = set(self._removed)
+            else:
+                wanted = {_check_mq(mq) for mq in mqs}
+                chosen = {mq for mq in wanted if mq in self._table}
+                removed = wanted & self._removed
+            entries = {mq: self._table[mq] for mq in chosen}
+        if not entries and not removed:
+            return
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        fd = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            data = self._read_file()
+            table = data.get("offsetTable")
+            if not isinstance(table, dict):
+                table = {}
+            table = {k: {str(q): o for q, o in v.items()} if isinstance(v, dict) else v for k, v in table.items()}
+            for (topic, qid), offset in sorted(entries.items()):
+                table.setdefault(self._key(topic), {})[str(qid)] = offset
+            for topic, qid in removed:
+                queues = table.get(self._key(topic))
+                if isinstance(queues, dict):
+                    queues.pop(str(qid), None)
+                    if not queues:
+                        table.pop(self._key(topic))
+            data["offsetTable"] = table
+            atomic_write_json(self.path, data)
+        finally:
+            os.close(fd)  # releases the flock
+        with self._mutex:
+            for mq, offset in entries.items():
+                if self._table.get(mq) == offset:
+                    self._dirty.discard(mq)
+            self._removed -= removed
+
+    def remove_offset(self, mq) -> None:
+        """Forget the queue's offset; the next persist removes it from the file too."""
+        mq = _check_mq(mq)
+        with self._mutex:
+            self._table.pop(mq, None)
+            self._dirty.discard(mq)
+            self._removed.add(mq)
+
+    def clone_offset_table(self, topic: str) -> dict[int, int]:
+        """{queue_id: offset} of one topic, from memory."""
+        with self._mutex:
+            return {qid: off for (t, qid), off in sorted(self._table.items()) if t == topic}
+
+    def __repr__(self):
+        return f"OffsetStore({self.store_path!r}, group={self.group!r})"
