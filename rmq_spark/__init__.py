@@ -1,1 +1,4 @@
 """The Spark side of rmq-spark: the "rmq" Python data source (reader and writer)."""
+from .register import register
+
+__all__ = ["register"]

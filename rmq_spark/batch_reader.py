@@ -1,0 +1,101 @@
+"""spark.read.format("rmq"): [startingOffsets, endingOffsets) of every subscribed queue, one partition per queue.
+
+Two classes because of how pyspark 4.3 plans a Python batch scan: with spark.sql.python.filterPushdown.enabled
+it calls pushFilters in its pushdown planner; with the setting off, a reader that merely *overrides* pushFilters
+fails planning with DATA_SOURCE_PUSHDOWN_DISABLED. So RmqBatchReader does not override it, and
+RmqPushdownBatchReader (used only when the pushdown planner asks for a reader) does.
+"""
+from __future__ import annotations
+
+import logging
+from pyspark.sql.datasource import DataSourceReader
+
+from .offsets import ending_positions, open_store, starting_positions, subscribed_queues
+from .options import SourceOptions
+from .partition import QueueRange, read_partition, split_ranges
+
+log = logging.getLogger(__name__)
+
+
+class RmqBatchReader(DataSourceReader):
+    def __init__(self, opts: SourceOptions, message_filter):
+        self.opts = opts
+        self.message_filter = message_filter
+        self.pushed = None  # filters.spark_pushdown.PushdownResult once pushFilters ran
+
+    def planned_ranges(self) -> list:
+        with open_store(self.opts.path) as store:
+            queues = subscribed_queues(store, self.opts.subscription)
+            queues = self._prune_queues(queues)
+            starts = starting_positions(store, self.opts, queues, default="earliest")
+            ends = ending_positions(store, self.opts, queues)
+            ranges = []
+            for q in queues:
+                s, e = self._narrow(store, q, starts[q], ends[q])
+                if s < e:
+                    ranges.append((q[0], q[1], s, e))
+        return split_ranges(ranges, self.opts.min_partitions)
+
+    def partitions(self):
+        ranges = self.planned_ranges()
+        residual = self._residual()
+        return [QueueRange(self.opts.path, t, q, s, e, self._scan_filter(), self.opts.fail_on_data_loss,
+                           self.opts.metrics_path, residual)
+                for t, q, s, e in ranges]
+
+    def read(self, partition: QueueRange):
+        return read_partition(partition)
+
+    # -- pushdown hooks (no-ops without pushFilters) ---------------------------------------------------------
+
+    def _scan_filter(self):
+        if self.pushed is None or self.pushed.message_filter is None:
+            return self.message_filter
+        from filters import MessageFilter
+        return MessageFilter.both(self.message_filter, self.pushed.message_filter)
+
+    def _prune_queues(self, queues: list) -> list:
+        if self.pushed is None:
+            return queues
+        if self.pushed.is_empty:
+            return []
+        topics, qids = self.pushed.topics, self.pushed.queue_ids
+        qr = self.pushed.range_of("queue_id")
+        return [(t, q) for t, q in queues
+                if (topics is None or t in topics) and (qids is None or q in qids) and qr.contains(q)]
+
+    def _narrow(self, store, q, s: int, e: int) -> tuple[int, int]:
+        if self.pushed is None:
+            return s, e
+        r = self.pushed.queue_offset_range
+        if r.low is not None:
+            s = max(s, r.low)
+        if r.high is not None:
+            e = min(e, r.high + 1)
+        ts = self.pushed.store_timestamp_range
+        # Store timestamps rise along a queue (appends are serialised under the store lock), so offsets by
+        # time bound the range; the residual mask below keeps the result exact anyway.
+        if s < e and ts.low is not None:
+            s = max(s, store.offset_for_timestamp(q[0], q[1], ts.low))
+        if s < e and ts.high is not None:
+            e = min(e, store.offset_for_timestamp(q[0], q[1], ts.high + 1))
+        return s, e
+
+    def _residual(self):
+        """What the scan's filter does not apply by itself: position conditions (msg_id, timestamps, ...),
+        checked with one vectorised mask per batch. None when the narrowing is all there is."""
+        if self.pushed is None or not (self.pushed.ranges or self.pushed.value_sets):
+            return None
+        from filters.spark_pushdown import PushdownResult
+        return PushdownResult(ranges=dict(self.pushed.ranges), value_sets=dict(self.pushed.value_sets))
+
+
+class RmqPushdownBatchReader(RmqBatchReader):
+    def pushFilters(self, filters):
+        from filters.spark_pushdown import translate
+
+        result = translate(filters)
+        self.pushed = result
+        log.info("rmq pushdown: took %s; left to Spark %s; scan filter %s", result.accepted, result.unsupported,
+                 self._scan_filter())
+        return iter(result.unsupported)

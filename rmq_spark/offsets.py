@@ -1,0 +1,180 @@
+"""Queues and offsets: which queues a subscription names, where a query starts and ends, and the offset dict
+Spark checkpoints: {"topic": {"queueId": nextOffset}}."""
+from __future__ import annotations
+
+import logging
+import re
+from typing import Dict, Iterable, Optional, Tuple
+
+from store import MessageStore
+
+from .options import EARLIEST, LATEST, RmqOptionError, SourceOptions, Subscription
+
+log = logging.getLogger(__name__)
+
+Queue = Tuple[str, int]
+Positions = Dict[Queue, int]
+
+
+def open_store(path: str) -> MessageStore:
+    """Readers never write the store: read-only needs no lock and no recovery, and is safe on a live broker's
+    directory. Offsets go through the OffsetStore, which takes its own file lock."""
+    return MessageStore(path, read_only=True)
+
+
+def to_offset_dict(positions: Positions) -> dict:
+    out: dict = {}
+    for (topic, qid), off in sorted(positions.items()):
+        out.setdefault(topic, {})[str(qid)] = int(off)
+    return out
+
+
+def from_offset_dict(offsets: Optional[dict]) -> Positions:
+    return {(topic, int(qid)): int(off) for topic, queues in (offsets or {}).items() for qid, off in queues.items()}
+
+
+def subscribed_queues(store: MessageStore, sub: Subscription) -> list[Queue]:
+    """The queues the subscription names right now (a pattern picks up topics created since the last call)."""
+    if sub.kind == "topics":
+        return [(t, q) for t in sub.topics for q in store.queues(t)]
+    if sub.kind == "pattern":
+        rx = re.compile(sub.pattern)
+        return [(t, q) for t in store.topics() if rx.fullmatch(t) for q in store.queues(t)]
+    return [(t, q) for t, qs in sub.assign for q in qs]
+
+
+def check_against_store(opts: SourceOptions, store: MessageStore) -> None:
+    """Everything that needs the store to check: topics and queue ids exist, offsets name subscribed queues."""
+    sub = opts.subscription
+    name = {"topics": "subscribe", "pattern": "subscribePattern", "assign": "assign"}[sub.kind]
+    topics = store.topics()
+    if sub.kind == "topics":
+        name = "topic" if "topic" in opts.raw else "subscribe"
+        for t in sub.topics:
+            if t not in topics:
+                raise RmqOptionError(name, f"unknown topic {t!r}; the store at {opts.path} has: "
+                                           f"{', '.join(topics) or 'no topics'}")
+    elif sub.kind == "assign":
+        for t, qs in sub.assign:
+            if t not in topics:
+                raise RmqOptionError(name, f"unknown topic {t!r}; the store has: {', '.join(topics) or 'no topics'}")
+            have = store.queues(t)
+            for q in qs:
+                if q not in have:
+                    raise RmqOptionError(name, f"topic {t!r} has queues 0..{len(have) - 1}; queue {q} does not exist")
+    subscribed = None if sub.kind == "pattern" else set(subscribed_queues(store, sub))
+    for opt, value in (("startingOffsets", opts.starting_offsets),
+                       ("startingOffsetsByTimestamp", opts.starting_offsets_by_timestamp),
+                       ("endingOffsets", opts.ending_offsets)):
+        if not isinstance(value, dict):
+            continue
+        for t, qs in value.items():
+            if t not in topics:
+                raise RmqOptionError(opt, f"unknown topic {t!r}")
+            if sub.kind == "pattern" and not re.fullmatch(sub.pattern, t):
+                raise RmqOptionError(opt, f"topic {t!r} does not match subscribePattern {sub.pattern!r}")
+            have = store.queues(t)
+            for q in qs:
+                if q not in have:
+                    raise RmqOptionError(opt, f"topic {t!r} has queues 0..{len(have) - 1}; queue {q} does not exist")
+                if subscribed is not None and (t, q) not in subscribed:
+                    raise RmqOptionError(opt, f"{t!r} queue {q} is not among the subscribed queues "
+                                              f"({sub.describe()})")
+
+
+def starting_positions(store: MessageStore, opts: SourceOptions, queues: Iterable[Queue], default: str) -> Positions:
+    """Where a fresh query starts on each queue. Timestamps take precedence, then startingOffsets (default
+    `default`); queues an explicit JSON does not name start at earliest."""
+    queues = list(queues)
+    if opts.starting_timestamp is not None or opts.starting_offsets_by_timestamp is not None:
+        out = {}
+        for t, q in queues:
+            if opts.starting_timestamp is not None:
+                ts = opts.starting_timestamp
+            else:
+                ts = opts.starting_offsets_by_timestamp.get(t, {}).get(q)
+            out[(t, q)] = store.min_offset(t, q) if ts is None else store.offset_for_timestamp(t, q, ts)
+        return out
+    how = opts.starting_offsets if opts.starting_offsets is not None else default
+    if how == "group":
+        return _group_positions(store, opts, queues)
+    out = {}
+    for t, q in queues:
+        if isinstance(how, dict):
+            off = how.get(t, {}).get(q, EARLIEST)
+        else:
+            off = EARLIEST if how == "earliest" else LATEST
+        out[(t, q)] = resolve(store, t, q, off)
+    return out
+
+
+def resolve(store: MessageStore, topic: str, qid: int, off: int) -> int:
+    if off == EARLIEST:
+        return store.min_offset(topic, qid)
+    if off == LATEST:
+        return store.max_offset(topic, qid)
+    return off
+
+
+def ending_positions(store: MessageStore, opts: SourceOptions, queues: Iterable[Queue]) -> Positions:
+    how = opts.ending_offsets
+    out = {}
+    for t, q in queues:
+        off = how.get(t, {}).get(q, LATEST) if isinstance(how, dict) else LATEST
+        out[(t, q)] = resolve(store, t, q, off)
+    return out
+
+
+def _group_positions(store: MessageStore, opts: SourceOptions, queues: list) -> Positions:
+    from store import OffsetStore, ReadOffsetType  # lands with the durability issue
+
+    offset_store = OffsetStore(store.path, opts.consumer_group)
+    load = getattr(offset_store, "load", None)
+    if load is not None:
+        load()
+    out = {}
+    for t, q in queues:
+        committed = offset_store.read_offset((t, q), ReadOffsetType.READ_FROM_STORE)
+        out[(t, q)] = store.min_offset(t, q) if committed is None or committed < 0 else int(committed)
+    return out
+
+
+class OffsetCommitter:
+    """Writes a consumer group's offsets into the store's config/consumerOffset.json (RocketMQ's
+    ConsumerOffsetManager shape), so `rmq stat --group G` and RocketMQ tools see the query's progress."""
+
+    def __init__(self, path: str, group: str):
+        self.path = path
+        self.group = group
+        self._offset_store = None
+        self.last: Optional[Positions] = None
+
+    def commit(self, positions: Positions) -> None:
+        if positions == self.last:
+            return
+        if self._offset_store is None:
+            from store import OffsetStore
+            self._offset_store = OffsetStore(self.path, self.group)
+        for mq, off in sorted(positions.items()):
+            # Not increase-only: the Spark checkpoint is the truth, and a query restarted from an older
+            # checkpoint really is back there.
+            self._offset_store.update_offset(mq, int(off), increase_only=False)
+        self._offset_store.persist_all()
+        self.last = dict(positions)
+        log.info("committed offsets of group %s: %s", self.group, to_offset_dict(positions))
+
+
+def check_data_loss(topic: str, qid: int, wanted: int, available: int, fail: bool) -> None:
+    """Kafka's failOnDataLoss: an offset below the queue's minimum means retention deleted unread messages."""
+    if wanted >= available:
+        return
+    text = (f"topic {topic!r} queue {qid}: wanted offset {wanted} but the earliest available is {available}; "
+            f"messages {wanted}..{available - 1} were deleted (retention) before they were read")
+    if fail:
+        raise DataLossError(text + ". Set failOnDataLoss=false to continue from the earliest available offset.")
+    log.warning("%s; continuing at %d (failOnDataLoss=false)", text, available)
+
+
+class DataLossError(RuntimeError):
+    pass
+

@@ -1,0 +1,281 @@
+"""The source's options: parsed and checked once, when the query starts (DataSource.__init__ runs at .load()).
+
+Every error is an RmqOptionError (a ValueError) whose message starts with the option's name, so a user sees
+what to fix before any task runs.
+"""
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Mapping, Optional
+
+# Canonical names (Spark hands them to us lower-cased).
+OPTION_NAMES = (
+    "path", "topic", "subscribe", "subscribePattern", "assign",
+    "tags", "sql", "expressionType", "subExpression",
+    "startingOffsets", "startingTimestamp", "startingOffsetsByTimestamp", "endingOffsets",
+    "maxMessagesPerTrigger", "maxBytesPerTrigger", "minMessagesPerTrigger", "maxTriggerDelay",
+    "consumerGroup", "commitOffsets", "failOnDataLoss", "minPartitions", "pollTimeoutMs", "readOnly",
+    "metricsPath",
+)
+_BY_LOWER = {n.lower(): n for n in OPTION_NAMES}
+
+EARLIEST, LATEST = -2, -1
+_GROUP_NAME = re.compile(r"^[%|a-zA-Z0-9_-]{1,255}$")
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)?\s*$", re.IGNORECASE)
+_DURATION_MS = {None: 1, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+class RmqOptionError(ValueError):
+    """Bad input for the rmq source, naming the option at fault."""
+
+    def __init__(self, option: str, message: str):
+        self.option = option
+        super().__init__(f"option '{option}': {message}")
+
+
+@dataclass(frozen=True)
+class Subscription:
+    kind: str                                  # "topics" | "pattern" | "assign"
+    topics: tuple = ()                         # for "topics"
+    pattern: Optional[str] = None              # for "pattern"
+    assign: tuple = ()                         # for "assign": ((topic, (qid, ...)), ...)
+
+    def describe(self) -> str:
+        if self.kind == "topics":
+            return "subscribe=" + ",".join(self.topics)
+        if self.kind == "pattern":
+            return "subscribePattern=" + str(self.pattern)
+        return "assign=" + json.dumps({t: list(q) for t, q in self.assign}, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    path: str
+    subscription: Subscription
+    tags: Optional[str] = None
+    sql: Optional[str] = None
+    starting_offsets: object = None            # None (mode default) | "earliest" | "latest" | "group" | dict
+    starting_timestamp: Optional[int] = None
+    starting_offsets_by_timestamp: Optional[dict] = None
+    ending_offsets: object = "latest"          # "latest" | dict
+    max_messages_per_trigger: Optional[int] = None
+    max_bytes_per_trigger: Optional[int] = None
+    min_messages_per_trigger: Optional[int] = None
+    max_trigger_delay_ms: int = 15 * 60_000
+    consumer_group: str = ""
+    commit_offsets: bool = True
+    fail_on_data_loss: bool = True
+    min_partitions: Optional[int] = None
+    poll_timeout_ms: int = 0
+    read_only: bool = False
+    metrics_path: Optional[str] = None
+    raw: dict = field(default_factory=dict, compare=False)
+
+
+def parse_options(options: Mapping[str, str]) -> SourceOptions:
+    """Static checks (names, syntax, numbers). Checks against the store are in check_against_store."""
+    opts = {}
+    for key, value in dict(options).items():
+        name = _BY_LOWER.get(key.lower())
+        if name is None:
+            close = difflib.get_close_matches(key.lower(), list(_BY_LOWER), n=1, cutoff=0.6)
+            hint = f"; did you mean '{_BY_LOWER[close[0]]}'?" if close else ""
+            raise RmqOptionError(key, f"unknown option for format(\"rmq\"){hint} "
+                                      f"Known options: {', '.join(OPTION_NAMES)}")
+        opts[name] = value
+
+    path = opts.get("path")
+    if path is None or not str(path).strip():
+        raise RmqOptionError("path", "the store directory is required: .option(\"path\", dir) or .load(dir)")
+    path = os.path.abspath(os.path.expanduser(str(path)))
+    if not os.path.isdir(path):
+        raise RmqOptionError("path", f"store directory {path} does not exist")
+    if not (os.path.isdir(os.path.join(path, "commitlog")) or os.path.isdir(os.path.join(path, "consumequeue"))):
+        raise RmqOptionError("path", f"{path} is not a message store (it has neither commitlog/ nor consumequeue/)")
+
+    subscription = _subscription(opts)
+    tags, sql = _selectors(opts)
+    read_only = _bool(opts, "readOnly", not os.path.exists(os.path.join(path, ".rmq-spark")))
+    starting = _starting_offsets(opts.get("startingOffsets"))
+    ts = _int(opts, "startingTimestamp", None, minimum=0)
+    ts_by_queue = None
+    if "startingOffsetsByTimestamp" in opts:
+        ts_by_queue = _offset_json("startingOffsetsByTimestamp", opts["startingOffsetsByTimestamp"], minimum=0)
+    if ts is not None and ts_by_queue is not None:
+        raise RmqOptionError("startingTimestamp", "give startingTimestamp or startingOffsetsByTimestamp, not both")
+    ending = opts.get("endingOffsets", "latest")
+    if ending.strip().lower() == "latest":
+        ending = "latest"
+    else:
+        ending = _offset_json("endingOffsets", ending, minimum=LATEST)
+
+    delay = opts.get("maxTriggerDelay")
+    delay_ms = 15 * 60_000
+    if delay is not None:
+        m = _DURATION.match(delay)
+        if not m:
+            raise RmqOptionError("maxTriggerDelay", f"{delay!r} is not a duration such as '500ms', '30s' or '15m'")
+        delay_ms = int(m.group(1)) * _DURATION_MS[m.group(2).lower() if m.group(2) else None]
+    if "maxTriggerDelay" in opts and "minMessagesPerTrigger" not in opts:
+        raise RmqOptionError("maxTriggerDelay", "only means something with minMessagesPerTrigger")
+    max_msgs = _int(opts, "maxMessagesPerTrigger", None, minimum=1)
+    min_msgs = _int(opts, "minMessagesPerTrigger", None, minimum=1)
+    if max_msgs is not None and min_msgs is not None and min_msgs > max_msgs:
+        raise RmqOptionError("minMessagesPerTrigger", f"{min_msgs} exceeds maxMessagesPerTrigger {max_msgs}")
+
+    group = opts.get("consumerGroup")
+    if group is None:
+        group = default_consumer_group(path, subscription, tags, sql)
+    elif not _GROUP_NAME.match(group):
+        raise RmqOptionError("consumerGroup", f"{group!r} must match ^[%|a-zA-Z0-9_-]+$ (at most 255 characters)")
+
+    return SourceOptions(
+        path=path, subscription=subscription, tags=tags, sql=sql,
+        starting_offsets=starting, starting_timestamp=ts, starting_offsets_by_timestamp=ts_by_queue,
+        ending_offsets=ending,
+        max_messages_per_trigger=max_msgs,
+        max_bytes_per_trigger=_int(opts, "maxBytesPerTrigger", None, minimum=1),
+        min_messages_per_trigger=min_msgs, max_trigger_delay_ms=delay_ms,
+        consumer_group=group,
+        commit_offsets=_bool(opts, "commitOffsets", not read_only),
+        fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
+        min_partitions=_int(opts, "minPartitions", None, minimum=1),
+        poll_timeout_ms=_int(opts, "pollTimeoutMs", 0, minimum=0),
+        read_only=read_only,
+        metrics_path=opts.get("metricsPath"),
+        raw=opts,
+    )
+
+
+def default_consumer_group(path: str, subscription: Subscription, tags: Optional[str], sql: Optional[str]) -> str:
+    """`rmq-spark-<sha1 of store path, subscription and selectors, 12 hex digits>`: the same query against the
+    same store shares progress; a different subscription or selector never overwrites it."""
+    text = json.dumps([path, subscription.describe(), tags or "", sql or ""])
+    return "rmq-spark-" + hashlib.sha1(text.encode("utf-8")).hexdigest()[:12]
+
+
+def _subscription(opts: dict) -> Subscription:
+    given = [n for n in ("topic", "subscribe", "subscribePattern", "assign") if n in opts]
+    if not given:
+        raise RmqOptionError("subscribe", "say which queues to read: one of 'topic' / 'subscribe' (comma-separated "
+                                          "topics), 'subscribePattern' (a regex) or 'assign' (JSON)")
+    if len(given) > 1:
+        raise RmqOptionError(given[1], f"give exactly one of topic / subscribe / subscribePattern / assign, "
+                                       f"not {' and '.join(given)}")
+    name = given[0]
+    value = opts[name]
+    if name in ("topic", "subscribe"):
+        topics = tuple(dict.fromkeys(t.strip() for t in value.split(",") if t.strip()))
+        if not topics:
+            raise RmqOptionError(name, "no topic given")
+        return Subscription("topics", topics=topics)
+    if name == "subscribePattern":
+        try:
+            re.compile(value)
+        except re.error as e:
+            raise RmqOptionError(name, f"{value!r} is not a valid regular expression: {e}") from None
+        return Subscription("pattern", pattern=value)
+    try:
+        data = json.loads(value)
+    except json.JSONDecodeError as e:
+        raise RmqOptionError(name, f"malformed JSON ({e}); expected {{\"TopicA\": [0, 1]}}") from None
+    if not isinstance(data, dict) or not data or not all(
+            isinstance(q, list) and q and all(isinstance(i, int) and not isinstance(i, bool) for i in q)
+            for q in data.values()):
+        raise RmqOptionError(name, f"expected a JSON object of topic -> list of queue ids such as "
+                                   f"{{\"TopicA\": [0, 1]}}, got {value!r}")
+    return Subscription("assign", assign=tuple((t, tuple(sorted(set(q)))) for t, q in sorted(data.items())))
+
+
+def _selectors(opts: dict) -> tuple[Optional[str], Optional[str]]:
+    from filters import FilterParseError, MessageFilter
+
+    tags, sql = opts.get("tags"), opts.get("sql")
+    etype = opts.get("expressionType")
+    sub = opts.get("subExpression")
+    if etype is not None or sub is not None:
+        if etype is None:
+            raise RmqOptionError("expressionType", "subExpression needs expressionType (TAG or SQL92)")
+        kind = etype.strip().upper()
+        if kind not in ("TAG", "SQL92"):
+            raise RmqOptionError("expressionType", f"{etype!r} must be TAG or SQL92")
+        if sub is None:
+            raise RmqOptionError("subExpression", f"expressionType={kind} needs a subExpression")
+        target = "tags" if kind == "TAG" else "sql"
+        if opts.get(target) is not None:
+            raise RmqOptionError("subExpression", f"expressionType={kind} with subExpression is the same as "
+                                                  f"'{target}'; give one of them")
+        if kind == "TAG":
+            tags = sub
+        else:
+            sql = sub
+    for name, value, build in (("tags", tags, MessageFilter.by_tags), ("sql", sql, MessageFilter.by_sql)):
+        if value is None:
+            continue
+        try:
+            build(value)
+        except FilterParseError as e:
+            source = name if name in opts else "subExpression"
+            raise RmqOptionError(source, str(e)) from None
+    return tags, sql
+
+
+def _starting_offsets(value: Optional[str]):
+    if value is None:
+        return None
+    word = value.strip().lower()
+    if word in ("earliest", "latest", "group"):
+        return word
+    return _offset_json("startingOffsets", value, minimum=EARLIEST, words="earliest | latest | group | ")
+
+
+def _offset_json(name: str, value: str, minimum: int, words: str = "") -> dict:
+    example = '{"TopicA": {"0": 23, "1": -2}}'
+    try:
+        data = json.loads(value)
+    except json.JSONDecodeError as e:
+        raise RmqOptionError(name, f"{value!r} is not {words}JSON such as {example}: {e}") from None
+    if not isinstance(data, dict):
+        raise RmqOptionError(name, f"expected {words}a JSON object such as {example}, got {value!r}")
+    out = {}
+    for topic, queues in data.items():
+        if not isinstance(queues, dict):
+            raise RmqOptionError(name, f"topic {topic!r} must map queue ids to offsets, e.g. {example}")
+        parsed = {}
+        for qid, off in queues.items():
+            try:
+                q = int(qid)
+            except (TypeError, ValueError):
+                raise RmqOptionError(name, f"{topic!r}: queue id {qid!r} is not an integer") from None
+            if not isinstance(off, int) or isinstance(off, bool) or off < minimum:
+                raise RmqOptionError(name, f"{topic!r} queue {q}: {off!r} is not an integer >= {minimum}")
+            parsed[q] = off
+        out[topic] = parsed
+    return out
+
+
+def _int(opts: dict, name: str, default, minimum: int):
+    if name not in opts:
+        return default
+    text = opts[name]
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        raise RmqOptionError(name, f"{text!r} is not an integer") from None
+    if value < minimum:
+        raise RmqOptionError(name, f"{value} must be >= {minimum}")
+    return value
+
+
+def _bool(opts: dict, name: str, default: bool) -> bool:
+    if name not in opts:
+        return default
+    text = str(opts[name]).strip().lower()
+    if text not in ("true", "false"):
+        raise RmqOptionError(name, f"{opts[name]!r} must be true or false")
+    return text == "true"

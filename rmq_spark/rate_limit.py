@@ -1,0 +1,50 @@
+"""How much of each queue's backlog one microbatch takes (maxMessagesPerTrigger, maxBytesPerTrigger)."""
+from __future__ import annotations
+
+import numpy as np
+
+from store import MessageStore
+
+# The smallest possible commitlog record (empty body, 1-byte topic, no properties, IPv4 hosts) is 91 bytes,
+# so a byte budget of B never needs more than B // 91 + 1 consume-queue units to be looked at.
+MIN_RECORD_SIZE = 91
+
+
+def split_by_backlog(backlog: np.ndarray, limit: int) -> np.ndarray:
+    """Messages to take per queue: `limit` shared in proportion to each queue's backlog, at least one from
+    every queue that has any (so a small queue is never starved by a large one), never more than it has."""
+    backlog = np.asarray(backlog, dtype=np.int64)
+    total = int(backlog.sum())
+    if total <= limit:
+        return backlog.copy()
+    share = backlog * (limit / total)
+    take = np.floor(share).astype(np.int64)
+    take = np.minimum(np.maximum(take, (backlog > 0).astype(np.int64)), backlog)
+    left = limit - int(take.sum())
+    if left > 0:
+        # Largest remainders first; floors leave fewer than one message per queue to hand out.
+        room = backlog - take
+        order = np.argsort(-(share - np.floor(share)), kind="stable")
+        order = order[room[order] > 0][:left]
+        take[order] += 1
+    return take
+
+
+def limit_by_bytes(store: MessageStore, queues: list, begins: np.ndarray, takes: np.ndarray,
+                   max_bytes: int) -> np.ndarray:
+    """Cut each queue's take so that the batch's commitlog bytes stay within max_bytes, shared by backlog;
+    at least one message per queue with a backlog. Record sizes come from the consume-queue units."""
+    takes = np.asarray(takes, dtype=np.int64).copy()
+    total = int(takes.sum())
+    if total == 0:
+        return takes
+    budgets = np.maximum(np.floor(takes * (max_bytes / total)).astype(np.int64), 1)
+    for i, (topic, qid) in enumerate(queues):
+        if takes[i] == 0:
+            continue
+        n = min(int(takes[i]), int(budgets[i]) // MIN_RECORD_SIZE + 1)
+        units = store.consume_queue(topic, qid).units(int(begins[i]), int(begins[i]) + n)
+        sizes = np.cumsum(units["size"].astype(np.int64))
+        fit = int(np.searchsorted(sizes, budgets[i], side="right"))
+        takes[i] = max(1, min(fit, int(takes[i])))
+    return takes

@@ -1,0 +1,78 @@
+"""The "rmq" Python data source: options checked when the query starts, then a batch or stream reader."""
+from __future__ import annotations
+
+import sys
+
+from pyspark.sql.datasource import DataSource
+from pyspark.sql.types import StructType
+
+from .batch_reader import RmqBatchReader, RmqPushdownBatchReader
+from .offsets import check_against_store, open_store
+from .options import RmqOptionError, parse_options
+from .schema import SCHEMA
+from .stream_reader import RmqStreamReader
+
+# pyspark's planner module that calls pushFilters; the only place a reader may override it (see batch_reader).
+_PUSHDOWN_PLANNER = "pyspark.sql.worker.data_source_pushdown_filters"
+
+
+class RmqDataSource(DataSource):
+    """format("rmq"): a RocketMQ-format store directory as a stream or a table."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "rmq"
+
+    # The same class serves df.write / writeStream (the sink), whose options differ, and Spark does not say
+    # at construction whether it reads or writes: so read options are checked when a reader is made. That is
+    # when a stream starts (before its first batch) and when a batch read is planned (before any task).
+
+    def schema(self):
+        return SCHEMA
+
+    def _read_config(self, schema: StructType):
+        _check_schema(schema)
+        config = parse_options(self.options)
+        with open_store(config.path) as store:
+            check_against_store(config, store)
+        return config, _build_filter(config)
+
+    def reader(self, schema: StructType):
+        config, message_filter = self._read_config(schema)
+        if _called_by_pushdown_planner():
+            return RmqPushdownBatchReader(config, message_filter)
+        return RmqBatchReader(config, message_filter)
+
+    def streamReader(self, schema: StructType):
+        config, message_filter = self._read_config(schema)
+        if "endingOffsets" in config.raw:
+            raise RmqOptionError("endingOffsets", "only for batch reads (spark.read); a stream has no end")
+        return RmqStreamReader(config, message_filter)
+
+
+def _build_filter(config):
+    from filters import MessageFilter
+
+    tag_filter = MessageFilter.by_tags(config.tags) if config.tags is not None else None
+    sql_filter = MessageFilter.by_sql(config.sql) if config.sql is not None else None
+    combined = MessageFilter.both(tag_filter, sql_filter)
+    return None if combined is None or combined.matches_everything else combined
+
+
+def _check_schema(schema: StructType) -> None:
+    if schema != SCHEMA:
+        raise RmqOptionError("schema", f"the rmq source has a fixed schema ({SCHEMA.simpleString()}); select or "
+                                       f"cast columns after loading instead of passing {schema.simpleString()}")
+
+
+def _called_by_pushdown_planner() -> bool:
+    """True when pyspark's filter-pushdown planner is asking for the reader (it will call pushFilters); the
+    plain planner (pushdown off, or no filters) must get a reader that does not override pushFilters. The worker
+    receives no session conf, so the caller's module is the reliable signal."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_globals.get("__name__") == _PUSHDOWN_PLANNER or \
+                frame.f_code.co_filename.endswith("data_source_pushdown_filters.py"):
+            return True
+        frame = frame.f_back
+    return False
