@@ -51,7 +51,7 @@ from .expressions import (
     is_condition,
 )
 from .java_numbers import INT_MAX, INT_MIN
-from .message_properties import MapColumn, properties_to_map  # noqa: F401  (re-exported)
+from .message_properties import MapColumn, PropertiesText, properties_to_map  # noqa: F401  (re-exported)
 
 F, T, N, E = 0, 1, 2, 3  # FALSE, TRUE, NULL, ERROR
 
@@ -227,7 +227,9 @@ class ArrowEvaluator:
         return self.mask_for(MapPropertySource(batch.column("properties")))
 
     def mask_from_properties_text(self, strings) -> pa.BooleanArray:
-        return self.mask_for(MapPropertySource(properties_to_map(strings)))
+        """The mask straight from stored `k\\x01v\\x02` texts: only the
+        properties the expression reads are cut out, no full map is built."""
+        return self.mask_for(TextPropertySource(strings))
 
     # ---- values
     def _value(self, rows: _Rows, node: Expression) -> _Value:
@@ -391,3 +393,14 @@ class DictPropertySource(PropertySource):
     def column(self, name: str) -> pa.Array:
         col = self._columns.get(name)
         return pa.nulls(self.n, type=pa.string()) if col is None else col
+
+
+class TextPropertySource(PropertySource):
+    """Properties read straight from the stored texts (see PropertiesText)."""
+
+    def __init__(self, strings) -> None:
+        self._text = PropertiesText(strings)
+        self.n = self._text.n
+
+    def column(self, name: str) -> pa.Array:
+        return self._text.column(name)

@@ -188,3 +188,84 @@ class MapColumn:
 def property_column(map_array: Union[pa.MapArray, pa.ChunkedArray], name: str) -> pa.Array:
     """One property of a map<string,string> column as a string column."""
     return MapColumn(map_array).column(name)
+
+
+class PropertiesText:
+    """Property lookups straight from stored properties texts, without
+    building the whole map: the \\x02 separators are located once per batch
+    (one pass over the bytes), then each property the filter reads is found
+    among the pair starts, and its value cut out of the original bytes.
+    Same rules as parse_properties (first \\x01 splits, empty pairs dropped,
+    later duplicates win)."""
+
+    def __init__(self, strings) -> None:
+        arr = _as_string_array(strings)
+        self.n = n = len(arr)
+        offset_type = np.int64 if pa.types.is_large_string(arr.type) else np.int32
+        bufs = arr.buffers()
+        offsets = np.frombuffer(bufs[1], dtype=offset_type)[arr.offset : arr.offset + n + 1].astype(np.int64)
+        self._valid = arr.is_valid().to_numpy(zero_copy_only=False) if arr.null_count else None
+        self._offsets = offsets
+        self._large = offset_type is np.int64
+        self._buffer = bufs[2]
+        self._data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+        lo, hi = int(offsets[0]), int(offsets[-1])
+        self._hi = hi
+        self._seps = np.flatnonzero(self._data[lo:hi] == 2)
+        self._seps += lo
+        # Pair starts: after every \x02, and each row start not already right after one.
+        row_starts = offsets[:-1][offsets[:-1] < offsets[1:]]
+        if len(row_starts):
+            first_of_data = row_starts == lo
+            prev = self._data[np.maximum(row_starts - 1, 0)]
+            row_starts = row_starts[first_of_data | (prev != 2)]
+        after = self._seps + 1
+        after = after[after < hi]
+        self._starts = np.concatenate((row_starts, after)) if len(row_starts) else after
+        self._first = self._data[self._starts] if len(self._starts) else np.zeros(0, np.uint8)
+
+    def column(self, name: str) -> pa.Array:
+        if not name or "\x01" in name or "\x02" in name:
+            return pa.nulls(self.n, type=pa.string())  # no stored key can look like that
+        key = name.encode("utf-8") + b"\x01"
+        data, offsets = self._data, self._offsets
+        cands = self._starts[self._first == key[0]]
+        for j in range(1, len(key)):
+            inside = cands + j < self._hi
+            cands = cands[inside]
+            cands = cands[data[cands + j] == key[j]]
+        index = np.full(self.n, -1, dtype=np.int64)
+        if len(cands) == 0:
+            return pa.nulls(self.n, type=pa.string())
+        cands.sort()  # row starts and separator starts were concatenated
+        rows = np.searchsorted(offsets, cands, side="right") - 1
+        row_ends = offsets[rows + 1]
+        value_starts = cands + len(key)
+        nxt = np.searchsorted(self._seps, value_starts, side="left")
+        if len(self._seps):
+            sep_after = np.where(nxt < len(self._seps), self._seps[np.minimum(nxt, len(self._seps) - 1)], row_ends)
+        else:
+            sep_after = row_ends
+        value_ends = np.minimum(sep_after, row_ends)
+        ok = value_ends > value_starts  # also rejects a key running past its row's end
+        if self._valid is not None:
+            ok &= self._valid[rows]
+        rows, value_starts, value_ends = rows[ok], value_starts[ok], value_ends[ok]
+        if len(rows) == 0:
+            return pa.nulls(self.n, type=pa.string())
+        last = np.empty(len(rows), dtype=bool)
+        last[-1] = True
+        np.not_equal(rows[1:], rows[:-1], out=last[:-1])
+        rows, value_starts, value_ends = rows[last], value_starts[last], value_ends[last]
+        # Values as a zero-copy array of (value, gap) spans, then one take of the values.
+        m = len(rows)
+        bounds = np.empty(2 * m, dtype=np.int64 if self._large else np.int32)
+        bounds[0::2] = value_starts
+        bounds[1::2] = value_ends
+        spans = pa.Array.from_buffers(
+            pa.large_string() if self._large else pa.string(), 2 * m - 1, [None, pa.py_buffer(bounds), self._buffer]
+        )
+        index[rows] = np.arange(0, 2 * m, 2)
+        missing = index < 0
+        taken = spans.take(pa.array(index, mask=missing) if missing.any() else pa.array(index))
+        return taken.cast(pa.string()) if self._large else taken
