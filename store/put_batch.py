@@ -284,9 +284,9 @@ def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, shard
     plan = AppendPlan(topics=topics, topic_index=topic_index, queue_ids=None, sharding_hash=None,
                       dispatched=dispatched, tags_codes=_tags_codes(tags_arr, n), uniq_keys=uniq_col)
     if queue_id is not None:
+        if isinstance(queue_id, (list, tuple)):  # None in a list: that message's queue is chosen as usual
+            queue_id = [-1 if q is None else q for q in queue_id]
         plan.queue_ids = ints(queue_id, "queue_id", np.int64, -1)
-        if isinstance(queue_id, (list, tuple)):
-            plan.queue_ids = np.array([-1 if q is None else q for q in queue_id], dtype=np.int64)
     if sharding_key is not None:
         sk = _per_message(sharding_key, n, "sharding_key", pa.string())
         plan.sharding_hash = np.abs(_hash_codes(sk, n)).astype(np.int64)
