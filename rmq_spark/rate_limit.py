@@ -11,22 +11,26 @@ MIN_RECORD_SIZE = 91
 
 
 def split_by_backlog(backlog: np.ndarray, limit: int) -> np.ndarray:
-    """Messages to take per queue: `limit` shared in proportion to each queue's backlog, at least one from
-    every queue that has any (so a small queue is never starved by a large one), never more than it has."""
+    """Messages to take per queue: `limit` shared in proportion to each queue's backlog, at least one from every
+    queue that has any (so a small queue is never starved by a large one; with fewer allowed than there are
+    such queues, that minimum wins over the limit), never more than a queue has."""
     backlog = np.asarray(backlog, dtype=np.int64)
     total = int(backlog.sum())
     if total <= limit:
         return backlog.copy()
     share = backlog * (limit / total)
-    take = np.floor(share).astype(np.int64)
-    take = np.minimum(np.maximum(take, (backlog > 0).astype(np.int64)), backlog)
-    left = limit - int(take.sum())
-    if left > 0:
-        # Largest remainders first; floors leave fewer than one message per queue to hand out.
-        room = backlog - take
+    take = np.minimum(np.maximum(np.floor(share).astype(np.int64), (backlog > 0).astype(np.int64)), backlog)
+    diff = limit - int(take.sum())
+    if diff > 0:
+        # Largest remainders first; the floors leave fewer than one message per queue to hand out.
         order = np.argsort(-(share - np.floor(share)), kind="stable")
-        order = order[room[order] > 0][:left]
+        order = order[(backlog - take)[order] > 0][:diff]
         take[order] += 1
+    while diff < 0 and (take > 1).any():
+        # The at-least-one bumps went over: take them back from the largest shares (few queues, few steps).
+        i = int(np.argmax(np.where(take > 1, take - share, -np.inf) + np.where(take > 1, take, 0) * 1e-9))
+        take[i] -= 1
+        diff += 1
     return take
 
 

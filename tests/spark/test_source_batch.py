@@ -1,0 +1,130 @@
+"""spark.read.format("rmq"): equal to the store's own get_message, filters, offsets, pushdown."""
+import time
+
+import pytest
+from chispa import assert_df_equality
+
+from filters import MessageFilter
+from source_testkit import expected_df, fill, get_message_rows, ordered, read_metrics
+
+PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
+
+
+@pytest.fixture(scope="module")
+def store2(tmp_path_factory):
+    path = tmp_path_factory.mktemp("batch") / "store"
+    fill(path, "T", n=60, queues=3)
+    fill(path, "U", n=10, queues=1)
+    fill(path, "Other", n=5, queues=1)
+    return str(path)
+
+
+@pytest.fixture
+def pushdown(spark):
+    def set_(on: bool):
+        spark.conf.set(PUSHDOWN, "true" if on else "false")
+    yield set_
+    spark.conf.unset(PUSHDOWN)
+
+
+def _rows(path, topic, queues, **kw):
+    return [r for q in queues for r in get_message_rows(path, topic, q, **kw)]
+
+
+def test_batch_read_equals_get_message(spark, store2):
+    df = spark.read.format("rmq").option("subscribe", "T,U").load(store2)
+    expected = expected_df(spark, _rows(store2, "T", range(3)) + _rows(store2, "U", [0]))
+    assert_df_equality(ordered(df), expected)
+    assert df.rdd.getNumPartitions() == 4  # one per queue
+
+
+@pytest.mark.parametrize("option,selector,build", [
+    ("tags", "Aa", MessageFilter.by_tags),              # "BB" has the same hash code and must not leak in
+    ("tags", "BB || TagD", MessageFilter.by_tags),
+    ("sql", "region = 'eu' AND a > 20", MessageFilter.by_sql),
+])
+def test_filtered_batch_equals_filtered_get_message(spark, store2, option, selector, build):
+    df = spark.read.format("rmq").option("topic", "T").option(option, selector).load(store2)
+    expected = expected_df(spark, _rows(store2, "T", range(3), message_filter=build(selector)))
+    assert_df_equality(ordered(df), expected)
+    assert df.count() > 0
+
+
+def test_expression_type_and_both_selectors(spark, store2):
+    via_rocketmq_names = (spark.read.format("rmq").option("topic", "T").option("expressionType", "SQL92")
+                          .option("subExpression", "TAGS IN ('Aa', 'TagC')").load(store2))
+    both = (spark.read.format("rmq").option("topic", "T").option("tags", "Aa || TagC")
+            .option("sql", "region = 'us'").load(store2))
+    assert sorted(r.tags for r in via_rocketmq_names.collect()) == sorted(
+        r.tags for r in spark.read.format("rmq").option("topic", "T").load(store2).collect()
+        if r.tags in ("Aa", "TagC"))
+    rows = both.collect()
+    assert rows and all(r.tags in ("Aa", "TagC") and r.properties["region"] == "us" for r in rows)
+
+
+def test_offsets_json_assign_and_min_partitions(spark, store2):
+    df = (spark.read.format("rmq").option("assign", '{"T": [0, 2]}')
+          .option("startingOffsets", '{"T": {"0": 5, "2": -2}}').option("endingOffsets", '{"T": {"0": 12, "2": -1}}')
+          .option("minPartitions", "6").load(store2))
+    expected = expected_df(spark, get_message_rows(store2, "T", 0, 5, 12) + get_message_rows(store2, "T", 2))
+    assert_df_equality(ordered(df), expected)
+    assert df.rdd.getNumPartitions() >= 6
+    # each split partition keeps queue order
+    for part in df.select("queue_id", "queue_offset").rdd.glom().collect():
+        for q in {r.queue_id for r in part}:
+            offs = [r.queue_offset for r in part if r.queue_id == q]
+            assert offs == sorted(offs)
+
+
+def test_subscribe_pattern_and_starting_timestamp(spark, tmp_path):
+    path = fill(tmp_path / "s", "Orders", n=6, queues=1)
+    time.sleep(0.05)
+    cut = int(time.time() * 1000)
+    time.sleep(0.05)
+    fill(path, "Orders", n=4, queues=1, start=6)
+    fill(path, "Ordinary", n=3, queues=1)
+    fill(path, "Refunds", n=3, queues=1)
+    df = spark.read.format("rmq").option("subscribePattern", "Ord.*").load(path)
+    assert sorted(r.topic for r in df.select("topic").collect()) == ["Orders"] * 10 + ["Ordinary"] * 3
+    late = (spark.read.format("rmq").option("topic", "Orders").option("startingTimestamp", str(cut))
+            .load(path).select("queue_offset").collect())
+    assert sorted(r.queue_offset for r in late) == [6, 7, 8, 9]
+
+
+@pytest.mark.parametrize("on", [False, True])
+def test_spark_filters_with_pushdown_on_and_off(spark, store2, pushdown, on):
+    pushdown(on)
+    df = (spark.read.format("rmq").option("subscribe", "T,U").load(store2)
+          .filter("tags IN ('Aa', 'TagC') AND queue_id = 1 AND queue_offset >= 4 AND topic = 'T'"))
+    expected = [r for r in _rows(store2, "T", [1], start=4) if r[5] in ("Aa", "TagC")]
+    assert_df_equality(ordered(df), expected_df(spark, expected))
+
+
+def test_pushdown_keeps_non_matching_tags_out_of_the_commitlog(spark, store2, pushdown, tmp_path):
+    """The scan counters of the executors' reads: with pushdown the tag test runs on consume-queue codes, so
+    only "Aa" and its hash twin "BB" are read from the commitlog; without it every unit is read."""
+    def scan(on):
+        pushdown(on)
+        metrics = str(tmp_path / f"metrics-{on}")
+        rows = (spark.read.format("rmq").option("topic", "T").option("metricsPath", metrics).load(store2)
+                .filter("tags = 'Aa'").select("tags").collect())
+        return rows, read_metrics(metrics)
+
+    rows_on, m_on = scan(True)
+    rows_off, m_off = scan(False)
+    assert [r.tags for r in rows_on] == [r.tags for r in rows_off] == ["Aa"] * 12
+    units_on = sum(m["consume_queue_units_scanned"] for m in m_on)
+    read_on = sum(m["commit_log_records_read"] for m in m_on)
+    assert units_on == 60
+    assert read_on == 24  # 12 "Aa" + 12 "BB": the collision is settled on the record, never returned
+    assert sum(m["commit_log_records_read"] for m in m_off) == 60
+    assert all("TAGS" in m["filter"] for m in m_on)
+
+
+def test_pushdown_narrows_queue_offset_ranges(spark, store2, pushdown, tmp_path):
+    pushdown(True)
+    metrics = str(tmp_path / "m")
+    df = (spark.read.format("rmq").option("topic", "T").option("metricsPath", metrics).load(store2)
+          .filter("queue_offset BETWEEN 3 AND 5"))
+    assert df.count() == 9
+    assert sum(m["consume_queue_units_scanned"] for m in read_metrics(metrics)) == 9

@@ -1,0 +1,237 @@
+"""The driver-side and executor-side pieces of the source, run in-process (no Spark job): rate limits, starting
+offsets, long polling, data loss, partition reads and their counters, option parsing."""
+import json
+import threading
+import time
+
+import numpy as np
+import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxRows, ReadMinRows
+
+from filters import MessageFilter
+from rmq_spark.offsets import DataLossError
+from rmq_spark.options import RmqOptionError, parse_options
+from rmq_spark.partition import QueueRange, read_partition, split_ranges
+from rmq_spark.rate_limit import split_by_backlog
+from rmq_spark.schema import ARROW_SCHEMA
+from rmq_spark.source import RmqDataSource
+from rmq_spark.stream_reader import RmqStreamReader
+from source_testkit import fill, get_message_rows, group_offsets, small_files_config
+from store import MessageStore
+
+from rmq_spark.schema import SCHEMA
+
+
+def stream_reader(path, **options) -> RmqStreamReader:
+    opts = {"path": str(path), "topic": "T"}
+    opts.update({k: str(v) for k, v in options.items()})
+    return RmqDataSource(opts).streamReader(SCHEMA)
+
+
+# -- rate limits ---------------------------------------------------------------------------------------------
+
+
+def test_split_by_backlog_is_proportional_with_at_least_one_each():
+    assert split_by_backlog(np.array([100, 100, 0]), 10).tolist() == [5, 5, 0]
+    assert split_by_backlog(np.array([900, 90, 10]), 100).tolist() == [90, 9, 1]
+    assert split_by_backlog(np.array([1000, 1, 1]), 10).tolist() == [8, 1, 1]
+    assert split_by_backlog(np.array([3, 2]), 100).tolist() == [3, 2]
+    assert split_by_backlog(np.array([50, 50, 50]), 2).tolist() == [1, 1, 1]  # at least one each wins
+    take = split_by_backlog(np.array([7, 13, 29, 1]), 20)
+    assert take.sum() == 20 and (take >= 1).all() and (take <= [7, 13, 29, 1]).all()
+
+
+def test_latest_offset_honours_max_messages_and_readallavailable(tmp_path):
+    fill(tmp_path / "s", "T", n=30, queues=3)
+    r = stream_reader(tmp_path / "s", startingOffsets="earliest", maxMessagesPerTrigger=10)
+    assert r.getDefaultReadLimit() == ReadMaxRows(10)
+    start = r.initialOffset()
+    assert start == {"T": {"0": 0, "1": 0, "2": 0}}
+    end = r.latestOffset(start, r.getDefaultReadLimit())
+    assert sum(end["T"].values()) == 10 and all(v >= 3 for v in end["T"].values())
+    assert r.latestOffset(start, ReadAllAvailable()) == {"T": {"0": 10, "1": 10, "2": 10}}
+
+
+def test_max_bytes_per_trigger_uses_record_sizes(tmp_path):
+    path = fill(tmp_path / "s", "T", n=20, queues=1)
+    with MessageStore(path, read_only=True) as s:
+        size = int(s.consume_queue("T", 0).units(0, 1)["size"][0])
+    r = stream_reader(path, startingOffsets="earliest", maxBytesPerTrigger=size * 5 + 1)
+    assert r.getDefaultReadLimit() == ReadMaxBytes(size * 5 + 1)
+    assert r.latestOffset({"T": {"0": 0}}, r.getDefaultReadLimit()) == {"T": {"0": 5}}
+    r = stream_reader(path, startingOffsets="earliest", maxBytesPerTrigger=1)
+    assert r.latestOffset({"T": {"0": 0}}, r.getDefaultReadLimit()) == {"T": {"0": 1}}  # never stuck
+
+
+def test_min_messages_waits_until_max_trigger_delay(tmp_path):
+    path = fill(tmp_path / "s", "T", n=3, queues=1)
+    r = stream_reader(path, startingOffsets="earliest", minMessagesPerTrigger=5, maxTriggerDelay="300ms")
+    limit = r.getDefaultReadLimit()
+    assert limit == ReadMinRows(5)
+    start = {"T": {"0": 0}}
+    r._last_trigger_ms = time.time() * 1000  # a batch just ran
+    assert r.latestOffset(start, limit) == start  # 3 < 5: no batch yet
+    time.sleep(0.35)
+    assert r.latestOffset(start, limit) == {"T": {"0": 3}}  # the delay has passed
+    fill(path, "T", n=5, queues=1, start=3)
+    assert r.latestOffset({"T": {"0": 3}}, limit) == {"T": {"0": 8}}  # enough now
+
+
+def test_available_now_target_is_fixed_at_start(tmp_path):
+    path = fill(tmp_path / "s", "T", n=10, queues=2)
+    r = stream_reader(path, startingOffsets="earliest", maxMessagesPerTrigger=4)
+    r.prepareForTriggerAvailableNow()
+    fill(path, "T", n=10, queues=2, start=10)  # arrives after the query started: not part of this run
+    offset, ends = r.initialOffset(), []
+    while True:
+        nxt = r.latestOffset(offset, r.getDefaultReadLimit())
+        if nxt == offset:
+            break
+        ends.append(nxt)
+        offset = nxt
+    assert ends[-1] == {"T": {"0": 5, "1": 5}} and len(ends) == 3
+
+
+def test_default_start_is_latest_for_streams_and_group_resumes(tmp_path):
+    path = fill(tmp_path / "s", "T", n=10, queues=2)
+    assert stream_reader(path).initialOffset() == {"T": {"0": 5, "1": 5}}
+    r = stream_reader(path, startingOffsets="earliest", consumerGroup="G1")
+    r.commit({"T": {"0": 3, "1": 4}})
+    assert group_offsets(path, "G1") == {"T": {"0": 3, "1": 4}}
+    assert stream_reader(path, startingOffsets="group", consumerGroup="G1").initialOffset() == \
+        {"T": {"0": 3, "1": 4}}
+    # a group with no offsets starts at earliest
+    assert stream_reader(path, startingOffsets="group", consumerGroup="G2").initialOffset() == \
+        {"T": {"0": 0, "1": 0}}
+
+
+def test_latest_offset_commits_its_start(tmp_path):
+    path = fill(tmp_path / "s", "T", n=4, queues=1)
+    r = stream_reader(path, startingOffsets="earliest", consumerGroup="G")
+    r.latestOffset({"T": {"0": 4}}, ReadAllAvailable())  # Spark's last call of an availableNow run
+    assert group_offsets(path, "G") == {"T": {"0": 4}}
+
+
+def test_read_only_stores_commit_nothing_unless_asked(tmp_path):
+    path = fill(tmp_path / "s", "T", n=4, queues=1)
+    stream_reader(path, consumerGroup="G", readOnly="true").commit({"T": {"0": 4}})
+    assert group_offsets(path, "G") == {}
+    stream_reader(path, consumerGroup="G", readOnly="true", commitOffsets="true").commit({"T": {"0": 4}})
+    assert group_offsets(path, "G") == {"T": {"0": 4}}
+
+
+def test_poll_timeout_returns_as_soon_as_a_message_arrives(tmp_path):
+    path = fill(tmp_path / "s", "T", n=2, queues=1)
+    r = stream_reader(path, startingOffsets="latest", pollTimeoutMs=5000)
+    start = r.initialOffset()
+    threading.Timer(0.3, lambda: fill(path, "T", n=1, queues=1, start=2)).start()
+    t0 = time.monotonic()
+    end = r.latestOffset(start, ReadAllAvailable())
+    waited = time.monotonic() - t0
+    assert end == {"T": {"0": 3}}
+    assert 0.25 < waited < 3
+    r2 = stream_reader(path, startingOffsets="latest", pollTimeoutMs=200)
+    t0 = time.monotonic()
+    assert r2.latestOffset(r2.initialOffset(), ReadAllAvailable()) == {"T": {"0": 3}}
+    assert time.monotonic() - t0 >= 0.2
+
+
+# -- data loss (retention) -------------------------------------------------------------------------------
+
+
+def _expire(path):
+    with MessageStore(path, config=small_files_config()) as s:
+        s.clean_expired(now=time.time() + 365 * 86400)
+        return s.min_offset("T", 0)
+
+
+def test_data_loss_fails_or_skips_ahead(tmp_path):
+    path = fill(tmp_path / "s", "T", n=60, queues=1, config=small_files_config())
+    mn = _expire(path)
+    assert 0 < mn < 60
+    r = stream_reader(path, startingOffsets="earliest")
+    with pytest.raises(DataLossError, match=rf"topic 'T' queue 0: wanted offset 0 but the earliest available is {mn}"):
+        r.latestOffset({"T": {"0": 0}}, ReadAllAvailable())
+    lenient = stream_reader(path, failOnDataLoss="false")
+    assert lenient.latestOffset({"T": {"0": 0}}, ReadAllAvailable()) == {"T": {"0": 60}}
+    parts = lenient.partitions({"T": {"0": 0}}, {"T": {"0": 60}})
+    assert [(p.start, p.end) for p in parts] == [(mn, 60)]
+    # executors check again (retention may run between planning and reading)
+    with pytest.raises(DataLossError):
+        list(read_partition(QueueRange(path, "T", 0, 0, 60, fail_on_data_loss=True)))
+
+
+# -- executor side -----------------------------------------------------------------------------------------
+
+
+def test_read_partition_yields_spark_arrow_batches_and_prunes_by_tag_code(tmp_path):
+    path = fill(tmp_path / "s", "T", n=50, queues=1)
+    metrics = tmp_path / "metrics"
+    p = QueueRange(path, "T", 0, 0, 50, MessageFilter.by_tags("Aa"), metrics_path=str(metrics))
+    batches = list(read_partition(p))
+    assert all(b.schema.equals(ARROW_SCHEMA) for b in batches)
+    rows = [r for b in batches for r in b.to_pylist()]
+    assert [r["tags"] for r in rows] == ["Aa"] * 10
+    assert [r["queue_offset"] for r in rows] == [r[2] for r in get_message_rows(path, "T", 0, message_filter=
+                                                                                  MessageFilter.by_tags("Aa"))]
+    (line,) = [json.loads(x) for f in metrics.iterdir() for x in f.read_text().splitlines()]
+    assert line["consume_queue_units_scanned"] == 50
+    assert line["commit_log_records_read"] == 20  # "Aa" and its hash twin "BB"; the other 30 never read
+    assert line["rows"] == 10
+
+
+def test_min_partitions_splits_keep_queue_order():
+    ranges = split_ranges([("T", 0, 0, 100), ("T", 1, 10, 20)], 5)
+    assert len(ranges) >= 5
+    for q in (0, 1):
+        pieces = [(s, e) for t, qid, s, e in ranges if qid == q]
+        assert pieces[0][0] == (0 if q == 0 else 10) and pieces[-1][1] == (100 if q == 0 else 20)
+        assert all(a[1] == b[0] for a, b in zip(pieces, pieces[1:]))
+
+
+# -- options ---------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def store_path(tmp_path):
+    return fill(tmp_path / "s", "T", n=4, queues=2)
+
+
+@pytest.mark.parametrize("options,option,fragment", [
+    ({"path": "/nonexistent/store"}, "path", "does not exist"),
+    ({"_nopath": True, "topic": "T"}, "path", "required"),
+    ({"topic": "T", "subscribePattern": "T.*"}, "subscribePattern", "exactly one"),
+    ({}, "subscribe", "say which queues"),
+    ({"subscribe": "Nope"}, "subscribe", "unknown topic 'Nope'"),
+    ({"assign": '{"T": [0, 7]}'}, "assign", "queue 7 does not exist"),
+    ({"assign": "{T: [0]}"}, "assign", "malformed JSON"),
+    ({"topic": "T", "startingOffsets": '{"T": {"0": 1'}, "startingOffsets", "JSON"),
+    ({"topic": "T", "startingOffsets": '{"T": {"5": 1}}'}, "startingOffsets", "queue 5 does not exist"),
+    ({"topic": "T", "startingOffsets": "newest"}, "startingOffsets", "earliest | latest | group"),
+    ({"topic": "T", "endingOffsets": '{"T": {"0": -2}}'}, "endingOffsets", ">= -1"),
+    ({"topic": "T", "sql": "a = 1 b"}, "sql", "^"),
+    ({"topic": "T", "expressionType": "SQL92", "subExpression": "a >"}, "subExpression", "invalid selector"),
+    ({"topic": "T", "expressionType": "REGEX", "subExpression": "x"}, "expressionType", "TAG or SQL92"),
+    ({"topic": "T", "maxMessagesPerTriger": "5"}, "maxMessagesPerTriger", "did you mean 'maxMessagesPerTrigger'"),
+    ({"topic": "T", "maxMessagesPerTrigger": "0"}, "maxMessagesPerTrigger", ">= 1"),
+    ({"topic": "T", "failOnDataLoss": "maybe"}, "failOnDataLoss", "true or false"),
+    ({"topic": "T", "maxTriggerDelay": "5 parsecs", "minMessagesPerTrigger": "2"}, "maxTriggerDelay", "duration"),
+    ({"topic": "T", "consumerGroup": "a/b"}, "consumerGroup", "must match"),
+    ({"subscribePattern": "(["}, "subscribePattern", "regular expression"),
+])
+def test_bad_options_name_the_option(store_path, options, option, fragment):
+    opts = dict(options)
+    if not opts.pop("_nopath", False):
+        opts.setdefault("path", store_path)
+    with pytest.raises(RmqOptionError) as e:
+        RmqDataSource(opts).reader(SCHEMA)
+    assert str(e.value).startswith(f"option '{option}'")
+    assert fragment in str(e.value)
+
+
+def test_default_consumer_group_is_stable_and_depends_on_the_subscription(store_path):
+    a = parse_options({"path": store_path, "topic": "T"}).consumer_group
+    assert a == parse_options({"path": store_path, "subscribe": "T"}).consumer_group
+    assert a.startswith("rmq-spark-") and len(a) == len("rmq-spark-") + 12
+    assert a != parse_options({"path": store_path, "topic": "T", "tags": "Aa"}).consumer_group
+    assert parse_options({"path": store_path, "topic": "T", "consumerGroup": "mine"}).consumer_group == "mine"
