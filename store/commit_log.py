@@ -39,8 +39,27 @@ class WalkedRecord:
 class CommitLog:
     def __init__(self, root: str, file_size: int, writable: bool):
         self.directory = os.path.join(root, "commitlog")
-        self.file_size = file_size
+        self._file_size = file_size
         self.files = MappedFileQueue(self.directory, file_size, writable)
+        self._size_known = bool(self.files.files)
+
+    @property
+    def file_size(self) -> int:
+        """mappedFileSizeCommitLog as the files on disk have it. A store opened before its first file existed
+        (a reader started ahead of the writers, or a writer with another config) takes the size of the first
+        file another process created, so offsets map to the right files."""
+        if not self._size_known:
+            self.files.refresh()
+            first = self.files.first()
+            if first is not None:
+                try:
+                    size = os.path.getsize(first.path)
+                except FileNotFoundError:
+                    size = 0
+                if size:
+                    self._file_size = self.files.file_size = size
+                    self._size_known = True
+        return self._file_size
 
     def min_offset(self) -> int:
         self.files.refresh()

@@ -22,10 +22,31 @@ class ConsumeQueue:
         self.topic = topic
         self.queue_id = queue_id
         self.directory = os.path.join(root, "consumequeue", topic, str(queue_id))
-        self.file_size = file_size
-        self.units_per_file = file_size // CQ_STORE_UNIT_SIZE
+        self._file_size = file_size
         self.files = MappedFileQueue(self.directory, file_size, writable)
+        self._size_known = False
         self._known_max = 0  # a hint: units below it are known written
+
+    @property
+    def file_size(self) -> int:
+        """mappedFileSizeConsumeQueue as this queue's files have it (see CommitLog.file_size)."""
+        if not self._size_known:
+            if not self.files.files:
+                self.files.refresh()
+            first = self.files.first()
+            if first is not None:
+                try:
+                    size = os.path.getsize(first.path)
+                except FileNotFoundError:
+                    size = 0
+                if size and size % CQ_STORE_UNIT_SIZE == 0:
+                    self._file_size = self.files.file_size = size
+                    self._size_known = True
+        return self._file_size
+
+    @property
+    def units_per_file(self) -> int:
+        return self.file_size // CQ_STORE_UNIT_SIZE
 
     # -- reading ---------------------------------------------------------------------------------------------
 
