@@ -49,6 +49,7 @@ from .expressions import (
     Property,
     StringMatch,
     is_condition,
+    referenced_properties,
 )
 from .java_numbers import INT_MAX, INT_MIN
 from .message_properties import MapColumn, PropertiesText, properties_to_map  # noqa: F401  (re-exported)
@@ -142,6 +143,12 @@ def _to_bool_numpy(arr: Union[pa.Array, pa.ChunkedArray]) -> np.ndarray:
     return arr.to_numpy(zero_copy_only=False)
 
 
+def _string_lengths(col: pa.Array) -> np.ndarray:
+    dtype = np.int64 if pa.types.is_large_string(col.type) else np.int32
+    offsets = np.frombuffer(col.buffers()[1], dtype=dtype)[col.offset : col.offset + len(col) + 1]
+    return np.diff(offsets)
+
+
 def _convert(col: pa.Array, null: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray]:
     n = len(col)
     if kind == BOOL:
@@ -154,15 +161,34 @@ def _convert(col: pa.Array, null: np.ndarray, kind: str) -> tuple[np.ndarray, np
     ok = np.zeros(n, dtype=bool)
     if n == 0 or null.all():
         return values, ok
-    fast = _to_bool_numpy(pc.match_substring_regex(col, _FAST_LONG if numeric else _FAST_DOUBLE))
-    target = pa.int64() if numeric else pa.float64()
-    if fast.all():
-        values = pc.cast(col, target).to_numpy()
-        ok = np.ones(n, dtype=bool)
-    elif fast.any():
-        idx = np.flatnonzero(fast)
-        values[idx] = pc.cast(col.take(pa.array(idx)), target).to_numpy()
-        ok[idx] = True
+    if numeric:
+        # Plain ASCII digits (at most 18: no int64 overflow) are text Arrow's
+        # cast and Java read alike; a leading '-' is checked by regex.  (Arrow
+        # alone would also take "0x1F" and refuse "+5".)
+        fast = _to_bool_numpy(pc.ascii_is_decimal(col)) & (_string_lengths(col) <= 18)
+        rest = ~fast & ~null
+        if rest.any():
+            idx = np.flatnonzero(rest)
+            fast[idx] = _to_bool_numpy(pc.match_substring_regex(col.take(pa.array(idx)), _FAST_LONG))
+        if fast.all():
+            values = pc.cast(col, pa.int64()).to_numpy()
+        elif fast.any():
+            idx = np.flatnonzero(fast)
+            values[idx] = pc.cast(col.take(pa.array(idx)), pa.int64()).to_numpy()
+        ok = fast.copy()
+    else:
+        try:
+            # Arrow's finite doubles are a subset of Java's syntax; its NaN and
+            # infinities ("nan", "inf" in any case) are not, so non-finite
+            # results are redone by Java's rules below.
+            values = pc.cast(col, pa.float64()).fill_null(0.0).to_numpy(zero_copy_only=False).copy()
+            fast = np.isfinite(values) & ~null
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            fast = _to_bool_numpy(pc.match_substring_regex(col, _FAST_DOUBLE))
+            if fast.any():
+                idx = np.flatnonzero(fast)
+                values[idx] = pc.cast(col.take(pa.array(idx)), pa.float64()).to_numpy()
+        ok = fast.copy()
     slow = ~fast & ~null
     if slow.any():
         # Unusual texts (signs, other scripts' digits, hex floats, NaN...):
@@ -229,7 +255,7 @@ class ArrowEvaluator:
     def mask_from_properties_text(self, strings) -> pa.BooleanArray:
         """The mask straight from stored `k\\x01v\\x02` texts: only the
         properties the expression reads are cut out, no full map is built."""
-        return self.mask_for(TextPropertySource(strings))
+        return self.mask_for(TextPropertySource(strings, referenced_properties(self.expression)))
 
     # ---- values
     def _value(self, rows: _Rows, node: Expression) -> _Value:
@@ -398,8 +424,8 @@ class DictPropertySource(PropertySource):
 class TextPropertySource(PropertySource):
     """Properties read straight from the stored texts (see PropertiesText)."""
 
-    def __init__(self, strings) -> None:
-        self._text = PropertiesText(strings)
+    def __init__(self, strings, names=None) -> None:
+        self._text = PropertiesText(strings, names)
         self.n = self._text.n
 
     def column(self, name: str) -> pa.Array:

@@ -190,82 +190,146 @@ def property_column(map_array: Union[pa.MapArray, pa.ChunkedArray], name: str) -
     return MapColumn(map_array).column(name)
 
 
+# Work on the text in slices of about this many bytes: temporaries stay in
+# cache and under malloc's mmap threshold, so they are reused rather than
+# faulted in afresh for every batch.
+_CHUNK_BYTES = 1 << 19
+
+
 class PropertiesText:
     """Property lookups straight from stored properties texts, without
-    building the whole map: the \\x02 separators are located once per batch
-    (one pass over the bytes), then each property the filter reads is found
-    among the pair starts, and its value cut out of the original bytes.
+    building the whole map.  The texts are walked once, in slices of whole
+    rows; in each slice the \\x02 separators are located, and each wanted key
+    is matched at the pair starts and its value's byte span recorded.  The
+    values are then cut out of the original bytes in one take per key.
     Same rules as parse_properties (first \\x01 splits, empty pairs dropped,
     later duplicates win)."""
 
-    def __init__(self, strings) -> None:
+    def __init__(self, strings, names=None) -> None:
         arr = _as_string_array(strings)
-        self.n = n = len(arr)
-        offset_type = np.int64 if pa.types.is_large_string(arr.type) else np.int32
-        bufs = arr.buffers()
-        offsets = np.frombuffer(bufs[1], dtype=offset_type)[arr.offset : arr.offset + n + 1].astype(np.int64)
-        self._valid = arr.is_valid().to_numpy(zero_copy_only=False) if arr.null_count else None
-        self._offsets = offsets
-        self._large = offset_type is np.int64
-        self._buffer = bufs[2]
-        self._data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
-        lo, hi = int(offsets[0]), int(offsets[-1])
-        self._hi = hi
-        self._seps = np.flatnonzero(self._data[lo:hi] == 2)
-        self._seps += lo
-        # Pair starts: after every \x02, and each row start not already right after one.
-        row_starts = offsets[:-1][offsets[:-1] < offsets[1:]]
-        if len(row_starts):
-            first_of_data = row_starts == lo
-            prev = self._data[np.maximum(row_starts - 1, 0)]
-            row_starts = row_starts[first_of_data | (prev != 2)]
-        after = self._seps + 1
-        after = after[after < hi]
-        self._starts = np.concatenate((row_starts, after)) if len(row_starts) else after
-        self._first = self._data[self._starts] if len(self._starts) else np.zeros(0, np.uint8)
+        self.n = len(arr)
+        self._arr = arr
+        self._names: list[str] = list(dict.fromkeys(names or ()))
+        self._columns: dict[str, pa.Array] = {}
 
     def column(self, name: str) -> pa.Array:
-        if not name or "\x01" in name or "\x02" in name:
-            return pa.nulls(self.n, type=pa.string())  # no stored key can look like that
-        key = name.encode("utf-8") + b"\x01"
-        data, offsets = self._data, self._offsets
-        cands = self._starts[self._first == key[0]]
-        for j in range(1, len(key)):
-            inside = cands + j < self._hi
-            cands = cands[inside]
-            cands = cands[data[cands + j] == key[j]]
-        index = np.full(self.n, -1, dtype=np.int64)
-        if len(cands) == 0:
-            return pa.nulls(self.n, type=pa.string())
-        cands.sort()  # row starts and separator starts were concatenated
-        rows = np.searchsorted(offsets, cands, side="right") - 1
-        row_ends = offsets[rows + 1]
-        value_starts = cands + len(key)
-        nxt = np.searchsorted(self._seps, value_starts, side="left")
-        if len(self._seps):
-            sep_after = np.where(nxt < len(self._seps), self._seps[np.minimum(nxt, len(self._seps) - 1)], row_ends)
+        col = self._columns.get(name)
+        if col is None:
+            wanted = [name] + [k for k in self._names if k not in self._columns and k != name]
+            self._columns.update(self._extract(wanted))
+            col = self._columns[name]
+        return col
+
+    def _extract(self, names: list[str]) -> dict[str, pa.Array]:
+        arr, n = self._arr, self.n
+        out: dict[str, pa.Array] = {}
+        keys = []
+        for name in names:
+            if not name or "\x01" in name or "\x02" in name:
+                out[name] = pa.nulls(n, type=pa.string())  # no stored key can look like that
+            else:
+                keys.append((name, np.frombuffer(name.encode("utf-8") + b"\x01", dtype=np.uint8)))
+        if not keys:
+            return out
+        large = pa.types.is_large_string(arr.type)
+        bufs = arr.buffers()
+        offsets = np.frombuffer(bufs[1], dtype=np.int64 if large else np.int32)[arr.offset : arr.offset + n + 1]
+        offsets = offsets.astype(np.int64)
+        if arr.null_count:
+            # A null slot's bytes are not properties: make it empty.
+            valid = arr.is_valid().to_numpy(zero_copy_only=False)
+            row_starts = np.where(valid, offsets[:-1], offsets[1:])
         else:
-            sep_after = row_ends
-        value_ends = np.minimum(sep_after, row_ends)
-        ok = value_ends > value_starts  # also rejects a key running past its row's end
-        if self._valid is not None:
-            ok &= self._valid[rows]
-        rows, value_starts, value_ends = rows[ok], value_starts[ok], value_ends[ok]
-        if len(rows) == 0:
-            return pa.nulls(self.n, type=pa.string())
-        last = np.empty(len(rows), dtype=bool)
-        last[-1] = True
-        np.not_equal(rows[1:], rows[:-1], out=last[:-1])
-        rows, value_starts, value_ends = rows[last], value_starts[last], value_ends[last]
-        # Values as a zero-copy array of (value, gap) spans, then one take of the values.
-        m = len(rows)
-        bounds = np.empty(2 * m, dtype=np.int64 if self._large else np.int32)
-        bounds[0::2] = value_starts
-        bounds[1::2] = value_ends
-        spans = pa.Array.from_buffers(
-            pa.large_string() if self._large else pa.string(), 2 * m - 1, [None, pa.py_buffer(bounds), self._buffer]
-        )
-        index[rows] = np.arange(0, 2 * m, 2)
-        missing = index < 0
-        taken = spans.take(pa.array(index, mask=missing) if missing.any() else pa.array(index))
-        return taken.cast(pa.string()) if self._large else taken
+            row_starts = offsets[:-1]
+        row_ends = offsets[1:]
+        data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+        found = {name: ([], [], []) for name, _ in keys}
+
+        # Slices of whole rows, about _CHUNK_BYTES each.
+        lo, hi = int(offsets[0]), int(offsets[-1])
+        cuts = np.searchsorted(offsets, np.arange(lo, hi, _CHUNK_BYTES), side="left")
+        cuts = np.unique(np.concatenate(([0], cuts, [n])))
+        for r0, r1 in zip(cuts[:-1], cuts[1:]):
+            r0, r1 = int(r0), int(r1)
+            if r1 <= r0:
+                continue
+            b0, b1 = int(offsets[r0]), int(offsets[r1])
+            seg = data[b0:b1]
+            seps = np.flatnonzero(seg == 2)
+            local_row_starts = row_starts[r0:r1] - b0
+            local_row_ends = row_ends[r0:r1] - b0
+            # Pairs start after each \x02 and run to the next one (or the slice end);
+            # also at a non-empty row start not right after a \x02 (normally only
+            # the slice's first row).
+            starts = seps + 1
+            pair_ends = np.empty_like(starts)
+            if len(seps):
+                pair_ends[:-1] = seps[1:]
+                pair_ends[-1] = len(seg)
+                if starts[-1] >= len(seg):
+                    starts, pair_ends = starts[:-1], pair_ends[:-1]
+            inner = local_row_starts[1:]
+            lone = inner[(inner < local_row_ends[1:]) & (seg[np.maximum(inner - 1, 0)] != 2)]
+            if local_row_starts[0] == 0 and local_row_ends[0] > 0:
+                lone = np.concatenate(([0], lone))
+            if len(lone):
+                starts = np.sort(np.concatenate((starts, lone)))
+                nxt = np.searchsorted(seps, starts, side="left")
+                pair_ends = np.where(nxt < len(seps), seps[np.minimum(nxt, max(len(seps) - 1, 0))] if len(seps) else 0, len(seg))
+            first = seg[starts]
+            for name, key in keys:
+                width = len(key)
+                idx = np.flatnonzero(first == key[0])
+                cand = starts[idx]
+                ok = cand + width <= len(seg)
+                if not ok.all():
+                    idx, cand = idx[ok], cand[ok]
+                if width == 2:
+                    hit = seg[cand + 1] == 1
+                    idx, cand = idx[hit], cand[hit]
+                elif width > 2 and len(cand):
+                    hit = (seg[cand[:, None] + np.arange(1, width)] == key[1:]).all(axis=1)
+                    idx, cand = idx[hit], cand[hit]
+                if len(cand) == 0:
+                    continue
+                rows = np.searchsorted(local_row_starts, cand, side="right") - 1
+                vstart = cand + width
+                vend = np.minimum(pair_ends[idx], local_row_ends[rows])
+                # Non-empty value inside its own row (this also drops keys in null slots).
+                ok = vend > vstart
+                if not ok.all():
+                    rows, vstart, vend = rows[ok], vstart[ok], vend[ok]
+                if len(rows) == 0:
+                    continue
+                last = np.empty(len(rows), dtype=bool)
+                last[-1] = True
+                np.not_equal(rows[1:], rows[:-1], out=last[:-1])
+                if not last.all():
+                    rows, vstart, vend = rows[last], vstart[last], vend[last]
+                lists = found[name]
+                lists[0].append(rows + r0)
+                lists[1].append(vstart + b0)
+                lists[2].append(vend + b0)
+
+        for name, _ in keys:
+            rows_l, starts_l, ends_l = found[name]
+            if not rows_l:
+                out[name] = pa.nulls(n, type=pa.string())
+                continue
+            rows = np.concatenate(rows_l)
+            m = len(rows)
+            # A zero-copy array of (value, gap) spans over the original bytes, then one take.
+            bounds = np.empty(2 * m, dtype=np.int64 if large else np.int32)
+            bounds[0::2] = np.concatenate(starts_l)
+            bounds[1::2] = np.concatenate(ends_l)
+            spans = pa.Array.from_buffers(
+                pa.large_string() if large else pa.string(), 2 * m - 1, [None, pa.py_buffer(bounds), bufs[2]]
+            )
+            if m == n:
+                taken = spans.take(pa.array(np.arange(0, 2 * m, 2, dtype=np.int64)))
+            else:
+                index = np.full(n, -1, dtype=np.int64)
+                index[rows] = np.arange(0, 2 * m, 2)
+                taken = spans.take(pa.array(index, mask=index < 0))
+            out[name] = taken.cast(pa.string()) if large else taken
+        return out
