@@ -54,13 +54,38 @@ def possible_tags(node: Expression) -> Optional[frozenset[str]]:
     return ANY
 
 
+_EQUALITY_PASSES_UP_TO = 4
+_MASK_CHUNK = 1 << 20
+
+
+def _perfect_hash(codes: np.ndarray) -> tuple[np.uint64, int, np.ndarray]:
+    """A multiplicative hash without collisions on `codes`: (multiplier,
+    shift, table).  Empty slots hold codes[0], so `table[slot(c)] == c`
+    exactly when c is one of the codes."""
+    rng = np.random.default_rng(0x5EED)
+    bits = max(4, int(np.ceil(np.log2(len(codes) * 4))))
+    keys = codes.view(np.uint64)
+    for attempt in range(256):
+        multiplier = np.uint64(int(rng.integers(1, 2**63)) * 2 + 1)
+        shift = np.uint64(64 - bits)
+        slots = (keys * multiplier) >> shift
+        if len(np.unique(slots)) == len(codes):
+            table = np.full(1 << bits, codes[0], dtype=np.int64)
+            table[slots.astype(np.intp)] = codes
+            return multiplier, int(shift), table
+        if attempt % 16 == 15:
+            bits += 1
+    raise AssertionError("no collision-free hash found")  # pragma: no cover
+
+
 class ConsumeQueuePruner:
     """is_matched / mask over consume-queue tag codes for one expression."""
 
-    __slots__ = ("codes", "_code_set", "_sorted_codes")
+    __slots__ = ("codes", "_code_set", "_sorted_codes", "_hash")
 
     def __init__(self, expression: Expression) -> None:
         tags = possible_tags(expression)
+        self._hash = None
         if tags is ANY:
             self.codes: Optional[frozenset[int]] = None
             self._code_set: Optional[frozenset[int]] = None
@@ -69,6 +94,8 @@ class ConsumeQueuePruner:
             self.codes = frozenset(tags_hash_code(t) for t in tags)
             self._code_set = self.codes
             self._sorted_codes = np.array(sorted(self.codes), dtype=np.int64)
+            if len(self._sorted_codes) > _EQUALITY_PASSES_UP_TO:
+                self._hash = _perfect_hash(self._sorted_codes)
 
     @property
     def prunes(self) -> bool:
@@ -80,20 +107,26 @@ class ConsumeQueuePruner:
         return int(tags_code) in self._code_set
 
     def mask(self, tags_codes: np.ndarray) -> np.ndarray:
-        codes = np.asarray(tags_codes)
-        if codes.dtype != np.int64:
-            codes = codes.astype(np.int64)
+        codes = np.ascontiguousarray(tags_codes, dtype=np.int64)
         if self._sorted_codes is None:
             return np.ones(codes.shape, dtype=bool)
         wanted = self._sorted_codes
         if len(wanted) == 0:
             return np.zeros(codes.shape, dtype=bool)
-        if len(wanted) <= 8:
-            # A few equality passes beat hashing or sorting for small sets.
+        if self._hash is None:
+            # A few equality passes beat hashing for small sets.
             out = codes == wanted[0]
             for code in wanted[1:]:
                 out |= codes == code
             return out
-        pos = np.searchsorted(wanted, codes)
-        pos[pos == len(wanted)] = 0
-        return wanted[pos] == codes
+        multiplier, shift, table = self._hash
+        shift_u = np.uint64(shift)
+        flat = codes.reshape(-1)
+        out = np.empty(flat.shape, dtype=bool)
+        keys = flat.view(np.uint64)
+        # In slices: the temporaries stay small and in cache.
+        for start in range(0, len(flat), _MASK_CHUNK):
+            stop = start + _MASK_CHUNK
+            slots = (keys[start:stop] * multiplier) >> shift_u
+            np.equal(table[slots.astype(np.intp)], flat[start:stop], out=out[start:stop])
+        return out.reshape(codes.shape)
