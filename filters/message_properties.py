@@ -193,7 +193,7 @@ def property_column(map_array: Union[pa.MapArray, pa.ChunkedArray], name: str) -
 # Work on the text in slices of about this many bytes: temporaries stay in
 # cache and under malloc's mmap threshold, so they are reused rather than
 # faulted in afresh for every batch.
-_CHUNK_BYTES = 1 << 19
+_CHUNK_BYTES = 1 << 20
 
 
 class PropertiesText:
@@ -272,10 +272,16 @@ class PropertiesText:
             lone = inner[(inner < local_row_ends[1:]) & (seg[np.maximum(inner - 1, 0)] != 2)]
             if local_row_starts[0] == 0 and local_row_ends[0] > 0:
                 lone = np.concatenate(([0], lone))
-            if len(lone):
+            if len(lone) == 1 and lone[0] == 0:
+                starts = np.concatenate((lone, starts))
+                pair_ends = np.concatenate(([seps[0] if len(seps) else len(seg)], pair_ends))
+            elif len(lone):
                 starts = np.sort(np.concatenate((starts, lone)))
-                nxt = np.searchsorted(seps, starts, side="left")
-                pair_ends = np.where(nxt < len(seps), seps[np.minimum(nxt, max(len(seps) - 1, 0))] if len(seps) else 0, len(seg))
+                if len(seps):
+                    nxt = np.searchsorted(seps, starts, side="left")
+                    pair_ends = np.where(nxt < len(seps), seps[np.minimum(nxt, len(seps) - 1)], len(seg))
+                else:
+                    pair_ends = np.full(len(starts), len(seg), dtype=starts.dtype)
             first = seg[starts]
             for name, key in keys:
                 width = len(key)
