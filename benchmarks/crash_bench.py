@@ -211,7 +211,7 @@ def check(store_dir: str, totals: Totals) -> None:
 
 
 def run_trials(trials: int, seed: int = 1, work_dir: str | None = None, epoch: int = 20,
-               max_delay: float = 0.4, verbose: bool = False) -> Totals:
+               max_delay: float = 0.4, verbose: bool = False, min_delay: float = 0.0) -> Totals:
     from store import MessageStore, StoreConfig
     rng = random.Random(seed)
     own = work_dir is None
@@ -246,7 +246,7 @@ def run_trials(trials: int, seed: int = 1, work_dir: str | None = None, epoch: i
                 ack_path = os.path.join(work_dir, f"ack-{trial}-{w}")
                 ack_paths.append(ack_path)
                 procs.append(children.take(store_dir, ack_path, f"t{trial}w{w}", rng.randrange(1 << 30)))
-            time.sleep(rng.uniform(0.0, max_delay))
+            time.sleep(rng.uniform(min_delay, max_delay))
             procs[0].kill()
             procs[0].wait()
             if writers == 2:  # the survivor repairs whatever the first one tore, then dies too
@@ -325,7 +325,7 @@ with MessageStore(path, StoreConfig(mappedFileSizeCommitLog=256 * 1024, mappedFi
 # A reader opened before any write, with the default config (as a Spark reader would be): it must find the
 # file sizes the writers use, and never see a unit before its record.
 _READER = """
-import json, os, sys
+import json, os, sys, time
 from store import GetMessageStatus, MessageStore
 path, mode, out = sys.argv[1], sys.argv[2], sys.argv[3]
 seen, problems, last = {}, [], {}
@@ -344,6 +344,7 @@ with MessageStore(path, read_only=True) as s:
         seen[f"{w}-{seq}"] = seen.get(f"{w}-{seq}", 0) + 1
     while True:
         done = os.path.exists(os.path.join(path, "writers-done"))
+        before = sum(pos.values())
         for (t, q) in list(pos):
             if mode == "scan":
                 for b in s.scan(t, q, pos[(t, q)]):
@@ -358,6 +359,8 @@ with MessageStore(path, read_only=True) as s:
                     problems.append(f"{t}/{q}@{pos[(t, q)]}: {r.status}")
         if done and all(pos[k] >= s.max_offset(*k) for k in pos):
             break
+        if sum(pos.values()) == before:
+            time.sleep(0.002)
 with open(out, "w") as f:
     json.dump({"seen": seen, "problems": problems[:20]}, f)
 """
