@@ -157,6 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.add_argument("--progress", action="store_true", help="show progress bars even when stderr is not a terminal")
     p.set_defaults(run=cmd_check)
+    add_clean_command(sub, common)
     return parser
 
 
@@ -776,6 +777,45 @@ def cmd_check(args) -> int:
             print(f"... and {report.omitted_problems} more errors not listed")
         print(report.summary())
     return EXIT_OK if report.ok else EXIT_FAILURE
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# rmq clean (retention)
+# ---------------------------------------------------------------------------------------------------------------
+
+def add_clean_command(sub, common) -> None:
+    p = sub.add_parser("clean", parents=[common], help="delete expired commitlog and consume-queue files",
+                       description="RocketMQ's expired-file cleanup: commitlog files whose last write is older than "
+                                   "fileReservedTime hours (default 72; set it with --config) are deleted oldest "
+                                   "first, never the file being written; then consume-queue files wholly below the "
+                                   "commitlog's new minimum. Prints what went and each queue's new min offset.")
+    p.add_argument("--now", type=float, default=None, metavar="EPOCH_SECONDS",
+                   help="judge expiry as of this time (default: now)")
+    p.add_argument("--periodic", action="store_true",
+                   help="behave as the periodic service: delete only in a deleteWhen hour or when the disk is "
+                        "fuller than diskMaxUsedSpaceRatio")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=cmd_clean)
+
+
+def cmd_clean(args) -> int:
+    _store_path(args, must_exist=True)
+    with _open(args, read_only=False) as store:
+        try:
+            summary = store.clean_expired(now=args.now, periodic=args.periodic)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+    if args.json:
+        _write_json(summary.to_dict())
+        return EXIT_OK
+    files = summary.commit_log_files_deleted
+    print(f"deleted {len(files)} commitlog file(s){': ' + ', '.join(files) if files else ''} and "
+          f"{summary.consume_queue_files_deleted} consume-queue file(s) ({summary.reason})")
+    print(f"commitlog min offset: {summary.commit_log_min_offset}")
+    rows = [[t, q, off] for t, qs in sorted(summary.min_offsets.items()) for q, off in sorted(qs.items())]
+    if rows:
+        print(_table(rows, ["topic", "queue", "min offset"]))
+    return EXIT_OK
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -133,3 +133,23 @@ def test_read_only_store_refuses_to_clean(tmp_path):
     with MessageStore(tmp_path, read_only=True) as ro:
         with pytest.raises(ReadOnlyStoreError):
             ro.clean_expired()
+
+
+def test_rmq_clean(tmp_path, capsys):
+    from store.cli import main
+    with _store(tmp_path) as s:
+        _fill(s)
+    files = _commit_log_files(tmp_path)
+    conf = tmp_path / "store.conf"
+    conf.write_text("fileReservedTime=1\n")
+    assert main(["--store", str(tmp_path), "--config", str(conf), "clean"]) == 0
+    out = capsys.readouterr().out
+    assert "deleted 0 commitlog file(s)" in out and _commit_log_files(tmp_path) == files
+    _age(tmp_path, files[:2], 2 * HOUR)
+    assert main(["--store", str(tmp_path), "--config", str(conf), "clean", "--json"]) == 0
+    import json
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["commit_log_files_deleted"] == files[:2]
+    assert summary["commit_log_min_offset"] == int(files[2])
+    assert int(summary["min_offsets"]["Ret"]["0"]) > 0
+    assert main(["--store", str(tmp_path / "missing"), "clean"]) == 2
