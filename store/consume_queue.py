@@ -121,6 +121,9 @@ class ConsumeQueue:
                     break
             first_unit = f.file_from_offset // CQ_STORE_UNIT_SIZE
             units = self._file_units(f)
+            if len(units) == 0:  # deleted by retention in another process: nothing to read there any more
+                self.files.refresh()
+                break
             stop = min(end, first_unit + len(units))
             parts.append(units[pos - first_unit:stop - first_unit])
             pos = stop

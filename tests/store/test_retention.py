@@ -153,3 +153,20 @@ def test_rmq_clean(tmp_path, capsys):
     assert summary["commit_log_min_offset"] == int(files[2])
     assert int(summary["min_offsets"]["Ret"]["0"]) > 0
     assert main(["--store", str(tmp_path / "missing"), "clean"]) == 2
+
+
+def test_a_reader_in_another_object_copes_with_files_deleted_under_it(tmp_path):
+    with _store(tmp_path) as s:
+        _fill(s, 400)
+        reader = MessageStore(tmp_path, read_only=True)
+        try:
+            assert reader.get_message("g", "Ret", 0, 0).status == GetMessageStatus.FOUND  # files listed, cached
+            s.clean_expired(now=time.time() + 100 * HOUR)
+            m = s.min_offset("Ret", 0)
+            r = reader.get_message("g", "Ret", 0, 0)
+            assert r.status == GetMessageStatus.OFFSET_TOO_SMALL and r.next_begin_offset == m
+            r = reader.get_message("g", "Ret", 0, m)
+            assert r.status == GetMessageStatus.FOUND
+            assert sum(b.num_rows for b in reader.scan("Ret", 0, 0)) == s.max_offset("Ret", 0) - m
+        finally:
+            reader.close()
