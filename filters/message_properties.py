@@ -254,6 +254,8 @@ class PropertiesText:
             if r1 <= r0:
                 continue
             b0, b1 = int(offsets[r0]), int(offsets[r1])
+            if b1 <= b0:
+                continue  # only empty texts
             seg = data[b0:b1]
             seps = np.flatnonzero(seg == 2)
             local_row_starts = row_starts[r0:r1] - b0
