@@ -366,6 +366,8 @@ def parse_sql92(selector: str) -> Expression:
         pos = len(selector) if token.type == "$END" else token.start_pos
         if token.type == "$END":
             reason = "the selector ends too early"
+        elif str(token).upper() == "LIKE":
+            reason = "LIKE is not part of RocketMQ's SQL92; use CONTAINS, STARTSWITH or ENDSWITH"
         elif exc.accepts and set(exc.accepts) <= {"STRING"}:
             reason = f"expected a string literal in single quotes, got {_describe_token(token)}"
         elif exc.state is not None and "$END" in exc.accepts:

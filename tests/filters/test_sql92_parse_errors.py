@@ -46,7 +46,7 @@ BAD = [
     ("   ", 0, "empty"),
     ("a == 1", 3, "unexpected"),
     ("a = 01", 5, "trailing input"),
-    ("a LIKE 'x%'", 2, "trailing input"),
+    ("a LIKE 'x%'", 2, "use CONTAINS, STARTSWITH or ENDSWITH"),
     ("a = 1\nAND b ! 2", 12, "unexpected character"),
 ]
 
