@@ -569,7 +569,7 @@ class MessageStore:
         return clean_expired(self, now=now, periodic=periodic, disk_used_ratio=disk_used_ratio)
 
     def scan(self, topic: str, queue_id: int, start: int, end: Optional[int] = None, message_filter=None,
-             batch_rows: int = 65536) -> Iterator[pa.RecordBatch]:
+             batch_rows: int = 32768) -> Iterator[pa.RecordBatch]:
         """Messages of one queue in [start, end) as Arrow RecordBatches (the vectorised bulk path)."""
         from .scan import scan
         return scan(self, topic, queue_id, start, end, message_filter, batch_rows)

@@ -16,25 +16,58 @@ def _offsets(arr) -> np.ndarray:
     return np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1, offset=arr.offset * 4)
 
 
-def spans_to_binary(data: pa.Buffer, bounds: np.ndarray, typ=pa.binary()) -> pa.Array:
-    """An array whose element i is data[bounds[i]:bounds[i+1]] (bounds non-decreasing int32), zero-copy."""
-    bounds = np.ascontiguousarray(bounds, dtype=np.int32)
-    return pa.Array.from_buffers(typ, len(bounds) - 1, [None, pa.py_buffer(bounds), data])
+def strided_view(buf: np.ndarray, dtype) -> np.ndarray:
+    """A view with one (overlapping) element starting at every byte of buf, so that view[positions] gathers
+    fixed-size items at arbitrary byte positions with one fancy index."""
+    dtype = np.dtype(dtype)
+    count = len(buf) - dtype.itemsize + 1
+    if count <= 0:
+        return np.zeros(0, dtype=dtype)
+    return np.ndarray(shape=(count,), dtype=dtype, buffer=buf, offset=0, strides=(1,))
 
 
-def gather_spans(data: pa.Buffer, starts: np.ndarray, ends: np.ndarray, typ=pa.binary()) -> pa.Array:
-    """Element i is data[starts[i]:ends[i]]; spans must be ascending and disjoint (records in log order).
-    Built as a zero-copy array of spans and gaps, then one Arrow take of the spans (a memcpy each)."""
+def gather_spans(data, starts: np.ndarray, ends: np.ndarray, typ=pa.binary()) -> pa.Array:
+    """Element i is data[starts[i]:ends[i]] (data: a buffer or uint8 array), copied into a new compact array.
+
+    Spans up to a few KiB are gathered as fixed-width items through a strided view (one fancy index) and
+    compacted with a mask; longer ones are copied one by one."""
     n = len(starts)
     if n == 0:
         return pa.array([], type=typ)
-    bounds = np.empty(2 * n, dtype=np.int64)
-    bounds[0::2] = starts
-    bounds[1::2] = ends
-    if bounds[-1] >= 2**31:
-        raise ValueError("span beyond 2 GiB")
-    spans = spans_to_binary(data, bounds, typ)
-    return spans.take(pa.array(np.arange(0, 2 * n - 1, 2, dtype=np.int32)))
+    buf = data if isinstance(data, np.ndarray) else np.frombuffer(data, dtype=np.uint8)
+    starts = np.asarray(starts, dtype=np.int64)
+    lens = np.asarray(ends, dtype=np.int64) - starts
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    total = int(offsets[-1])
+    if total >= 2**31:
+        raise ValueError("gathered spans exceed 2 GiB; use smaller batches")
+    width = int(lens.max())
+    if width == 0:
+        out = np.zeros(0, dtype=np.uint8)
+    elif width <= 4096 and n * width <= 4 * total + (1 << 20):
+        # Spans that end in the last `width` bytes of the buffer cannot be viewed as full items: pad a copy.
+        limit = len(buf) - width
+        late = starts > limit
+        if late.any():
+            tail_from = max(0, int(starts[late].min()))
+            padded = np.zeros(len(buf) - tail_from + width, dtype=np.uint8)
+            padded[:len(buf) - tail_from] = buf[tail_from:]
+            items = np.empty(n, dtype=f"V{width}")
+            early = ~late
+            items[early] = strided_view(buf, f"V{width}")[starts[early]]
+            items[late] = strided_view(padded, f"V{width}")[starts[late] - tail_from]
+        else:
+            items = strided_view(buf, f"V{width}")[starts]
+        matrix = items.view(np.uint8).reshape(n, width)
+        if (lens == width).all():
+            out = matrix.reshape(-1)
+        else:
+            out = matrix[np.arange(width) < lens[:, None]]
+    else:
+        mv = memoryview(buf)
+        out = np.frombuffer(b"".join(mv[a:a + l] for a, l in zip(starts.tolist(), lens.tolist())), dtype=np.uint8)
+    return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(out)])
 
 
 def parse_properties(props: pa.Array) -> pa.MapArray:

@@ -7,7 +7,7 @@ first because there is no batched form, the second because zlib has none.
 """
 from __future__ import annotations
 
-import zlib
+import mmap
 from typing import Iterator, Optional
 
 import numpy as np
@@ -15,8 +15,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import message_codec as codec
+from .body_crc import crc32_spans
 from .errors import CorruptRecordError
-from .properties_column import gather_spans, map_lookup, parse_properties
+from .properties_column import gather_spans, map_lookup, parse_properties, strided_view
 
 SCAN_SCHEMA = pa.schema([
     ("topic", pa.string()), ("queue_id", pa.int32()), ("queue_offset", pa.int64()),
@@ -66,6 +67,7 @@ def scan(store, topic: str, queue_id: int, start: int, end: Optional[int], messa
                 continue  # the file was removed by retention while we read: those messages are gone
             batches.append(decode_run(view, base, offsets[a:b], sizes[a:b], queue_offsets[a:b], topic, queue_id,
                                       store.commit_log.path_of(int(offsets[a]))))
+            _release(view, int(offsets[a] - base), int(offsets[b - 1] + sizes[b - 1] - base))
         if not batches:
             continue
         batch = batches[0] if len(batches) == 1 else pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
@@ -73,6 +75,19 @@ def scan(store, topic: str, queue_id: int, start: int, end: Optional[int], messa
             batch = _apply_commit_log_filter(message_filter, batch)
         if batch.num_rows:
             yield batch
+
+
+def _release(view, lo: int, hi: int) -> None:
+    """Drop the pages just decoded from this process's mapping (they stay in the page cache), so a scan's
+    resident memory stays bounded by one batch however much of the log it reads."""
+    page = mmap.PAGESIZE
+    start = lo - lo % page
+    end = min(len(view), hi + (-hi) % page)
+    if end > start:
+        try:
+            view.madvise(mmap.MADV_DONTNEED, start, end - start)
+        except (OSError, ValueError, AttributeError):
+            pass  # an optimisation only
 
 
 def _consume_queue_mask(message_filter, codes: np.ndarray) -> np.ndarray:
@@ -95,19 +110,26 @@ def _apply_commit_log_filter(message_filter, batch: pa.RecordBatch) -> pa.Record
 
 
 class _Gather:
-    """Big-endian integers at per-record byte positions of one mapped file."""
+    """Big-endian integers at per-record byte positions of one mapped file, one fancy index per field."""
 
     def __init__(self, buf: np.ndarray):
         self.buf = buf
-        self.last = len(buf) - 1
+        self._views = {}
 
-    def raw(self, pos: np.ndarray, width: int) -> np.ndarray:
-        idx = pos[:, None] + np.arange(width, dtype=np.int64)
-        np.minimum(idx, self.last, out=idx)  # positions past the file are caught by the size checks
-        return self.buf[idx]
+    def view(self, dtype: str) -> np.ndarray:
+        v = self._views.get(dtype)
+        if v is None:
+            v = self._views[dtype] = strided_view(self.buf, dtype)
+        return v
 
     def int(self, pos: np.ndarray, width: int, dtype: str) -> np.ndarray:
-        return self.raw(pos, width).view(dtype).ravel().astype(np.int64)
+        v = self.view(dtype)
+        pos = np.minimum(pos, len(v) - 1)  # positions past the file are caught by the size checks
+        return v[pos].astype(np.int64)
+
+    def raw(self, pos: np.ndarray, width: int) -> np.ndarray:
+        v = self.view(f"V{width}")
+        return v[np.minimum(pos, len(v) - 1)].view(np.uint8).reshape(len(pos), width)
 
 
 def decode_run(view, base: int, offsets: np.ndarray, sizes: np.ndarray, queue_offsets: np.ndarray, topic: str,
@@ -166,16 +188,17 @@ def decode_run(view, base: int, offsets: np.ndarray, sizes: np.ndarray, queue_of
     bad = (props_len < 0) | (props_pos + props_len != rec_end)
     if bad.any():
         fail(bad, "field lengths do not add up to TOTALSIZE")
-    data = pa.py_buffer(buf)
+    data = buf
     topic_bytes = topic.encode("utf-8")
-    topics = gather_spans(data, topic_pos, topic_pos + topic_len)
-    bad = ~pc.equal(topics, pa.scalar(topic_bytes, pa.binary())).to_numpy(zero_copy_only=False)
+    bad = topic_len != len(topic_bytes)
+    if not bad.any() and topic_bytes:
+        bad = g.raw(topic_pos, len(topic_bytes)).view(f"V{len(topic_bytes)}").ravel() != np.void(topic_bytes)
     if bad.any():
         fail(bad, f"record's TOPIC is not {topic!r}")
-    bodies = gather_spans(data, body_pos, body_pos + body_len)
-    computed = _crc32s(bodies)
+    computed = crc32_spans(buf, body_pos, body_pos + body_len)
     if (computed != crc).any():
         fail(computed != crc, "body CRC mismatch")
+    bodies = gather_spans(data, body_pos, body_pos + body_len)
     compressed = (sys_flag & codec.COMPRESSED_FLAG) != 0
     if compressed.any():
         bodies = _decompress(bodies, sys_flag, compressed, offsets, path)
@@ -209,17 +232,6 @@ def decode_run(view, base: int, offsets: np.ndarray, sizes: np.ndarray, queue_of
         pa.array(crc.astype(np.int32)),
     ]
     return pa.RecordBatch.from_arrays(arrays, schema=SCAN_SCHEMA)
-
-
-def _crc32s(bodies: pa.Array) -> np.ndarray:
-    n = len(bodies)
-    offs = np.frombuffer(bodies.buffers()[1], dtype=np.int32, count=n + 1, offset=bodies.offset * 4)
-    data = bodies.buffers()[2]
-    mv = memoryview(data) if data is not None else memoryview(b"")
-    crc = zlib.crc32
-    bounds = offs.tolist()
-    out = np.fromiter((crc(mv[bounds[i]:bounds[i + 1]]) for i in range(n)), dtype=np.int64, count=n)
-    return out & 0x7FFFFFFF
 
 
 def _decompress(bodies: pa.Array, sys_flag, compressed, offsets, path) -> pa.Array:

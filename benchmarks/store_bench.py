@@ -1,0 +1,184 @@
+"""Store benchmark: put_batch append throughput vs os.write, scan throughput vs Parquet, scan peak RSS.
+
+Run: .venv/bin/python benchmarks/store_bench.py [--messages 2000000] [--dir /tmp/rmq-bench]
+Every figure is printed with its reference measured in the same run.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from store import MessageStore, StoreConfig  # noqa: E402
+
+BATCH = 10_000
+
+
+def make_batch(n: int, body_size: int, seed: int):
+    rng = np.random.default_rng(seed)
+    bodies = pa.array(list(rng.bytes(body_size * n)[i * body_size:(i + 1) * body_size] for i in range(n)),
+                      pa.binary())
+    tags = pa.array(np.array(["TagA", "TagB", "TagC", "TagD"])[rng.integers(0, 4, n)])
+    keys = pa.array([f"order-{i}" for i in range(n)])
+    return bodies, tags, keys
+
+
+def bench_append(root: str, n: int, body_size: int, config: StoreConfig, label: str) -> float:
+    path = os.path.join(root, f"append-{label}-{body_size}")
+    shutil.rmtree(path, ignore_errors=True)
+    bodies, tags, keys = make_batch(BATCH, body_size, 1)
+    rounds = max(1, n // BATCH)
+    with MessageStore(path, config) as s:
+        s.create_topic("Bench", 8)
+        s.put_batch("Bench", bodies, tags=tags, keys=keys)  # warm up: topic, files
+        start_off = s.commit_log_max_offset()
+        t0 = time.perf_counter()
+        for _ in range(rounds):
+            s.put_batch("Bench", bodies, tags=tags, keys=keys)
+        elapsed = time.perf_counter() - t0
+        end_off = s.commit_log_max_offset()
+    msgs = rounds * BATCH
+    written = end_off - start_off
+    return msgs, written, elapsed, path, start_off
+
+
+def bench_os_write(root: str, store_path: str, start: int, length: int, rounds: int, fsync: bool) -> float:
+    """The reference: the same encoded bytes, written with plain os.write in the same number of calls."""
+    src = os.path.join(store_path, "commitlog")
+    data = bytearray()
+    for name in sorted(os.listdir(src)):
+        file_start = int(name)
+        size = os.path.getsize(os.path.join(src, name))
+        lo, hi = max(start, file_start), min(start + length, file_start + size)
+        if lo < hi:
+            with open(os.path.join(src, name), "rb") as f:
+                f.seek(lo - file_start)
+                data += f.read(hi - lo)
+    chunk = bytes(data)
+    per_call = len(chunk) // rounds
+    target = os.path.join(root, "oswrite.bin")
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    t0 = time.perf_counter()
+    for i in range(rounds):
+        os.write(fd, memoryview(chunk)[i * per_call:(i + 1) * per_call])
+        if fsync:
+            os.fsync(fd)
+    elapsed = time.perf_counter() - t0
+    os.close(fd)
+    os.remove(target)
+    return elapsed
+
+
+def fill_for_scan(path: str, n: int) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+    bodies, tags, keys = make_batch(BATCH, 100, 2)
+    props = pa.array([[("region", "eu-west"), ("price", "100.5")]] * BATCH, pa.map_(pa.string(), pa.string()))
+    with MessageStore(path) as s:
+        s.create_topic("Bench", 8)
+        for _ in range(n // BATCH):
+            s.put_batch("Bench", bodies, tags=tags, keys=keys, properties=props)
+
+
+def scan_all(path: str) -> tuple[int, float]:
+    t0 = time.perf_counter()
+    rows = 0
+    with MessageStore(path, read_only=True) as s:
+        for q in s.queues("Bench"):
+            for b in s.scan("Bench", q, 0):
+                rows += b.num_rows
+    return rows, time.perf_counter() - t0
+
+
+def write_parquet(path: str, parquet_path: str) -> None:
+    with MessageStore(path, read_only=True) as s:
+        batches = [b for q in s.queues("Bench") for b in s.scan("Bench", q, 0)]
+    pq.write_table(pa.Table.from_batches(batches), parquet_path)
+
+
+def peak_rss_of_scan(path: str) -> int:
+    """Peak RSS (MiB) of a fresh process that scans the whole store and keeps nothing."""
+    code = (f"import resource,sys; sys.path.insert(0, {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))!r});"
+            f"from store import MessageStore\n"
+            f"s = MessageStore({path!r}, read_only=True)\n"
+            f"n = sum(b.num_rows for q in s.queues('Bench') for b in s.scan('Bench', q, 0))\n"
+            f"print(n, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    return int(out[1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--messages", type=int, default=2_000_000, help="messages for the scan test")
+    ap.add_argument("--append-messages", type=int, default=500_000)
+    ap.add_argument("--dir", default=None)
+    ap.add_argument("--skip-sync", action="store_true")
+    args = ap.parse_args()
+    root = args.dir or tempfile.mkdtemp(prefix="rmq-bench-")
+    os.makedirs(root, exist_ok=True)
+    print(f"store benchmark in {root} (python {sys.version.split()[0]}, {os.cpu_count()} cores)")
+
+    print("\n== (1) append: put_batch of 10,000 messages per call, tags+keys, ASYNC_FLUSH")
+    for size in (100, 1024):
+        msgs, written, elapsed, path, start = bench_append(root, args.append_messages, size, StoreConfig(), "async")
+        ref = bench_os_write(root, path, start, written, msgs // BATCH, fsync=False)
+        print(f"body {size:>5} B: {msgs / elapsed:>12,.0f} msg/s {written / elapsed / 1e6:>8.1f} MB/s | "
+              f"os.write of the same bytes {written / ref / 1e6:>8.1f} MB/s | ratio {ref / elapsed:.2f} "
+              f"(target >= 0.5)")
+        shutil.rmtree(path, ignore_errors=True)
+    if not args.skip_sync:
+        sync_and_async(root, args.append_messages)
+
+    print(f"\n== (2) scan: {args.messages:,} messages, 100 B bodies, 8 queues, all columns into Arrow")
+    path = os.path.join(root, "scan")
+    fill_for_scan(path, args.messages)
+    rows, t_scan = scan_all(path)
+    rows, t_scan2 = scan_all(path)  # warm page cache for both sides
+    t_scan = min(t_scan, t_scan2)
+    parquet_path = os.path.join(root, "scan.parquet")
+    write_parquet(path, parquet_path)
+    times = []
+    for _ in range(2):
+        t0 = time.perf_counter()
+        table = pq.read_table(parquet_path)
+        times.append(time.perf_counter() - t0)
+        assert table.num_rows == rows
+        del table
+    t_pq = min(times)
+    print(f"scan: {rows / t_scan:>12,.0f} msg/s ({t_scan:.2f} s) | parquet.read_table {rows / t_pq:>12,.0f} msg/s "
+          f"({t_pq:.2f} s) | ratio {t_pq / t_scan:.2f} (target >= 0.5)")
+
+    print("\n== (3) scan peak RSS (fresh process scanning everything, keeping nothing)")
+    small = os.path.join(root, "scan-small")
+    fill_for_scan(small, max(BATCH, args.messages // 4))
+    rss_small = peak_rss_of_scan(small)
+    rss_big = peak_rss_of_scan(path)
+    print(f"peak RSS: {rss_small} MiB for {max(BATCH, args.messages // 4):,} messages, {rss_big} MiB for "
+          f"{args.messages:,} messages (ratio {rss_big / rss_small:.2f}; bounded means ~1.0)")
+    if not args.dir:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def sync_and_async(root: str, n: int) -> None:
+    """SYNC_FLUSH (fsync per put_batch) against ASYNC_FLUSH, 100-byte bodies."""
+    print("\n== (1b) append with flushDiskType=SYNC_FLUSH vs ASYNC_FLUSH, 100 B bodies, 10,000 per put_batch")
+    res = {}
+    for mode in ("ASYNC_FLUSH", "SYNC_FLUSH"):
+        msgs, written, elapsed, path, _ = bench_append(root, n // 2, 100, StoreConfig(flushDiskType=mode), mode)
+        res[mode] = msgs / elapsed
+        shutil.rmtree(path, ignore_errors=True)
+        print(f"{mode:<12}: {msgs / elapsed:>12,.0f} msg/s")
+    print(f"SYNC/ASYNC ratio {res['SYNC_FLUSH'] / res['ASYNC_FLUSH']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
