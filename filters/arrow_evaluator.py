@@ -18,9 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .comparison_rules import (
-    D_BOOL,
     D_DOUBLE,
-    D_LONG,
     D_NEVER_EQUAL,
     D_NONE,
     D_STRING,

@@ -9,7 +9,6 @@ refuse is refused when the filter is built, with the position of the fault.
 
 from __future__ import annotations
 
-import math
 from functools import lru_cache
 
 from lark import Lark, Token, Transformer, v_args

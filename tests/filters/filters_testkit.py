@@ -1,10 +1,12 @@
-"""Helpers shared by the filter tests (imported by name: tests/filters is on sys.path under pytest): every decision is made through both
-the per-record path and the vectorised path, which must agree."""
+"""Helpers shared by the filter tests (imported by module name: pytest puts
+tests/filters on sys.path).  Every decision is made through the per-record
+path and the vectorised paths, which must agree."""
 
 from __future__ import annotations
 
 import pyarrow as pa
-from filters import MessageFilter, properties_to_map
+
+from filters import MessageFilter
 
 
 def to_text(props: dict) -> str:
