@@ -9,7 +9,7 @@ import math
 
 import pyarrow as pa
 import pytest
-from filters_testkit import scan_batch
+from filters_testkit import scan_batch, storable, to_text
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -248,6 +248,8 @@ def test_three_evaluators_agree(tree, batch):
     vectorised = f.commit_log_mask(scan_batch(batch)).to_pylist()
     assert per_record == expected, text
     assert vectorised == expected, text
+    if all(storable(m) for m in batch):
+        assert f.properties_text_mask([to_text(m) for m in batch]).to_pylist() == expected, text
 
 
 @settings(max_examples=100, deadline=None)
