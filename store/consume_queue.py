@@ -71,9 +71,7 @@ class ConsumeQueue:
         begin = max(0, self._known_max - start_unit)
         if begin >= len(units):
             return start_unit + len(units)
-        sizes = units["size"][begin:]
-        empty = np.flatnonzero(sizes == 0)
-        count = begin + (int(empty[0]) if len(empty) else len(sizes))
+        count = _first_empty_unit(units["size"], begin)
         if count == 0 and len(self.files.files) > 1 and begin == 0:
             # The next file was created but nothing landed in it yet.
             prev = self.files.files[-2]
@@ -191,3 +189,20 @@ class ConsumeQueue:
 
     def close(self) -> None:
         self.files.close()
+
+
+def _first_empty_unit(sizes: np.ndarray, begin: int) -> int:
+    """Index of the first unit with size 0 at or after begin (len(sizes) if none), looking at windows that
+    double in size, so the cost follows the number of new units rather than the file size. A linear scan, not a
+    binary search: a run being written has a zero first unit in front of written ones."""
+    window = 64
+    pos = begin
+    n = len(sizes)
+    while pos < n:
+        chunk = sizes[pos:pos + window]
+        empty = np.flatnonzero(chunk == 0)
+        if len(empty):
+            return pos + int(empty[0])
+        pos += len(chunk)
+        window *= 2
+    return n

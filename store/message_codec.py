@@ -433,13 +433,22 @@ def blank_record(remaining: int) -> bytes:
 
 
 _uniq_counter = [0]
+_HEX_DIGITS = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
 
 
-def new_uniq_keys(n: int, address: bytes) -> list[str]:
-    """Client-style unique ids (ip, pid, time, counter as upper hex), unique within and across processes."""
+def new_uniq_keys(n: int, address: bytes) -> pa.Array:
+    """Client-style unique ids, as RocketMQ's MessageClientIDSetter lays them out: address, pid and a random
+    part, then time and a counter, in 32 upper-case hex digits; built as one character matrix."""
     import time
     prefix = (address[-4:] + struct.pack(">h", os.getpid() & 0x7FFF) + os.urandom(2)).hex().upper()
+    t = int(time.time() * 1000) & 0xFFFFFFFF
+    head = np.frombuffer((prefix + f"{t:08X}").encode(), dtype=np.uint8)
     start = _uniq_counter[0]
     _uniq_counter[0] += n
-    t = int(time.time() * 1000) & 0xFFFFFFFF
-    return [f"{prefix}{t:08X}{(start + i) & 0xFFFFFFFF:08X}" for i in range(n)]
+    counters = (np.arange(start, start + n, dtype=np.uint64) & 0xFFFFFFFF)
+    chars = np.empty((n, 32), dtype=np.uint8)
+    chars[:, :24] = head
+    for i in range(8):  # one hex digit of the counter per column, most significant first
+        chars[:, 24 + i] = _HEX_DIGITS[((counters >> np.uint64(28 - 4 * i)) & np.uint64(0xF)).astype(np.intp)]
+    bounds = np.arange(0, 32 * n + 1, 32, dtype=np.int32)
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(bounds), pa.py_buffer(chars)])

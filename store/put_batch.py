@@ -191,7 +191,7 @@ def _part(name: str, values: Optional[pa.Array]) -> Optional[pa.Array]:
 
 def uniq_keys(n: int, address: bytes) -> pa.Array:
     """Unique ids as the RocketMQ client makes them (address, pid, random, time, counter in upper hex)."""
-    return pa.array(codec.new_uniq_keys(n, address), pa.string())
+    return codec.new_uniq_keys(n, address)
 
 
 def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, sharding_key, flag, born_timestamp,

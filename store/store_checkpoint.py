@@ -27,13 +27,14 @@ class StoreCheckpoint:
         """RocketMQ's getMinTimestamp: the older of the commitlog and consume-queue stamps, less 3 s."""
         return max(0, min(self.physic_msg_timestamp, self.logics_msg_timestamp) - 3000)
 
-    def flush(self) -> None:
+    def flush(self, sync: bool = True) -> None:
         data = struct.pack(">qqq", self.physic_msg_timestamp, self.logics_msg_timestamp, self.index_msg_timestamp)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             if os.fstat(fd).st_size < CHECKPOINT_FILE_SIZE:
                 os.ftruncate(fd, CHECKPOINT_FILE_SIZE)
             os.pwrite(fd, data, 0)
-            os.fsync(fd)
+            if sync:
+                os.fsync(fd)
         finally:
             os.close(fd)
