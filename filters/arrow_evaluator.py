@@ -211,6 +211,15 @@ def _convert(col: pa.Array, null: np.ndarray, kind: str) -> tuple[np.ndarray, np
     return values, ok
 
 
+def _overlay(codes, mask, code: int):
+    """codes with `code` where mask holds; skips the pass when mask never does."""
+    if isinstance(mask, np.ndarray):
+        if not mask.any():
+            return codes
+        return np.where(mask, np.int8(code), codes).astype(np.int8, copy=False)
+    return np.int8(code) if mask else codes
+
+
 def _java_compare_doubles(a, b) -> np.ndarray:
     """Double.compare elementwise: NaN above everything and equal to itself, -0.0 < 0.0."""
     a = np.asarray(a, dtype=np.float64)
@@ -305,14 +314,14 @@ class ArrowEvaluator:
             else:
                 a, b = np.asarray(lv, dtype=np.int64), np.asarray(rv, dtype=np.int64)
                 outcome = _ORDER_TESTS[node.op]((a > b).astype(np.int8) - (a < b).astype(np.int8))
-            codes = np.where(outcome, T, F).astype(np.int8)
+            codes = outcome.astype(np.int8) if isinstance(outcome, np.ndarray) else np.int8(T if outcome else F)
             # Lowest priority first: RocketMQ checks left NULL, then evaluates
             # the right side, then converts.
-            codes = np.where(failed, E, codes)
-            codes = np.where(right.null, N, codes)
-            codes = np.where(right.err, E, codes)
-            codes = np.where(left.null, N, codes)
-            codes = np.where(left.err, E, codes)
+            codes = _overlay(codes, failed, E)
+            codes = _overlay(codes, right.null, N)
+            codes = _overlay(codes, right.err, E)
+            codes = _overlay(codes, left.null, N)
+            codes = _overlay(codes, left.err, E)
             return codes.astype(np.int8)
         if domain in (D_NONE, D_NEVER_EQUAL):
             equal = False
@@ -325,13 +334,13 @@ class ArrowEvaluator:
             equal = _java_compare_doubles(lv, rv) == 0
         else:
             equal = np.asarray(lv) == np.asarray(rv)
-        codes = np.where(equal, T, F)
-        codes = np.where(failed, E, codes)
+        codes = np.asarray(equal).astype(np.int8)  # T is 1, F is 0
+        codes = _overlay(codes, failed, E)
         both_null = np.logical_and(left.null, right.null)
-        codes = np.where(right.null, F, codes)
-        codes = np.where(left.null, N, codes)
-        codes = np.where(both_null, T, codes)
-        codes = np.where(np.logical_or(left.err, right.err), E, codes).astype(np.int8)
+        codes = _overlay(codes, right.null, F)
+        codes = _overlay(codes, left.null, N)
+        codes = _overlay(codes, both_null, T)
+        codes = _overlay(codes, np.logical_or(left.err, right.err), E)
         if node.op == "<>":
             codes = _NOT[codes]
         return codes
@@ -358,7 +367,13 @@ class ArrowEvaluator:
         if isinstance(node, In):
             name = node.property.name
             col = rows.column(name)
-            hit = _to_bool_numpy(pc.is_in(col, value_set=pa.array(node.values, type=pa.string())))
+            if len(node.values) <= 8:
+                # A few equality passes are cheaper than hashing every string.
+                hit = np.zeros(n, dtype=bool)
+                for value in dict.fromkeys(node.values):
+                    hit |= _to_bool_numpy(pc.equal(col, value))
+            else:
+                hit = _to_bool_numpy(pc.is_in(col, value_set=pa.array(node.values, type=pa.string())))
             if node.negated:
                 hit = ~hit
             return np.where(rows.null(name), N, np.where(hit, T, F)).astype(np.int8)
