@@ -130,7 +130,7 @@ COMMITTER = """
 
 
 def test_two_processes_committing_different_groups_keep_each_others_offsets(tmp_path):
-    rounds = 150
+    rounds = 80
     procs = [start_python(COMMITTER, tmp_path, g, rounds) for g in ("ga", "gb", "gc")]
     assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
     table = json.loads(_file(tmp_path).read_text())["offsetTable"]
