@@ -21,6 +21,11 @@ PROPERTY_SEPARATOR = "\x02"
 
 MAP_TYPE = pa.map_(pa.string(), pa.string())
 
+# Work on the text in slices of about this many bytes: temporaries stay in
+# cache and under malloc's mmap threshold, so they are reused rather than
+# faulted in afresh for every batch.
+_CHUNK_BYTES = 1 << 20
+
 
 def parse_properties(text: Optional[str]) -> dict[str, str]:
     """One message's properties text as a dict."""
@@ -50,38 +55,17 @@ def _as_string_array(strings) -> pa.Array:
     return strings
 
 
-def properties_to_map(strings: Union[pa.Array, pa.ChunkedArray, Iterable[Optional[str]]]) -> pa.MapArray:
-    """Parse many properties texts at once into a map<string, string> array
-    (a null text gives an empty map).
-
-    Works on the UTF-8 bytes with numpy: \\x01 and \\x02 never occur inside a
-    multi-byte character, so the byte offsets of the separators cut the text
-    exactly where Java's indexOf would.  Duplicate keys are kept in order, so
-    a reader taking the last one (dict() of the pairs, property_column) sees
-    the later duplicate win.
-    """
-    arr = _as_string_array(strings)
-    n = len(arr)
-    offset_type = np.int64 if pa.types.is_large_string(arr.type) else np.int32
-    bufs = arr.buffers()
-    offsets = np.frombuffer(bufs[1], dtype=offset_type)[arr.offset : arr.offset + n + 1].astype(np.int64)
-    if arr.null_count:
-        # A null slot's bytes are not properties; give it zero length.
-        valid = arr.is_valid().to_numpy(zero_copy_only=False)
-        lengths = np.diff(offsets)
-        lengths[~valid] = 0
-        ends = offsets[1:].copy()
-        starts = ends - lengths
-    else:
-        starts, ends = offsets[:-1], offsets[1:]
+def _pair_spans(offsets, starts, ends, valid, data):
+    """Byte spans (pair start, its first \\x01, pair end) and row of every
+    kept pair in the rows whose text offsets are `offsets` (global positions,
+    rows relative to the range)."""
+    n = len(offsets) - 1
     lo, hi = int(offsets[0]), int(offsets[-1])
-    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
     region = data[lo:hi]
-
     # Pair ends: every \x02 inside a row, and each row's end (a last pair without \x02).
     seps = np.flatnonzero(region == 2) + lo
     sep_rows = np.searchsorted(offsets, seps, side="right") - 1
-    if arr.null_count:
+    if valid is not None:
         keep = valid[sep_rows]
         seps, sep_rows = seps[keep], sep_rows[keep]
     same_row = np.zeros(len(seps), dtype=bool)
@@ -96,8 +80,8 @@ def properties_to_map(strings: Union[pa.Array, pa.ChunkedArray, Iterable[Optiona
 
     # The tail after each row's last \x02 (usually empty).
     per_row = np.bincount(sep_rows, minlength=n) if len(seps) else np.zeros(n, dtype=np.int64)
-    last_sep_index = np.cumsum(per_row) - 1
     if len(seps):
+        last_sep_index = np.cumsum(per_row) - 1
         tail_starts = np.where(per_row > 0, seps[np.maximum(last_sep_index, 0)] + 1, starts)
     else:
         tail_starts = starts
@@ -118,26 +102,70 @@ def properties_to_map(strings: Union[pa.Array, pa.ChunkedArray, Iterable[Optiona
     else:
         kv = pair_starts
         good = np.zeros(len(pair_starts), dtype=bool)
-    s, k, e, rows = pair_starts[good], kv[good], pair_ends[good], pair_rows[good]
-    m = len(s)
+    return pair_starts[good], kv[good], pair_ends[good], pair_rows[good]
 
-    # One zero-copy string array over the original bytes whose elements are
-    # key, "\x01", value, gap, key, ...; keys and values are taken from it.
-    token_offsets = np.empty(4 * m + 1, dtype=np.int64)
-    token_offsets[0:-1:4] = s
-    token_offsets[1:-1:4] = k
-    token_offsets[2:-1:4] = k + 1
-    token_offsets[3:-1:4] = e
-    token_offsets[-1] = e[-1] if m else lo
-    token_type = pa.large_string() if offset_type is np.int64 else pa.string()
-    tokens = pa.Array.from_buffers(
-        token_type, 4 * m, [None, pa.py_buffer(token_offsets.astype(offset_type)), bufs[2]]
+
+def _gather_spans(buffer, starts, ends, large: bool) -> pa.Array:
+    """Element i is the text at bytes [starts[i], ends[i]) of `buffer`
+    (ascending, disjoint spans): a zero-copy array of spans and the gaps
+    between them, then one take of the spans."""
+    m = len(starts)
+    if m == 0:
+        return pa.array([], type=pa.string())
+    bounds = np.empty(2 * m, dtype=np.int64 if large else np.int32)
+    bounds[0::2] = starts
+    bounds[1::2] = ends
+    spans = pa.Array.from_buffers(
+        pa.large_string() if large else pa.string(), 2 * m - 1, [None, pa.py_buffer(bounds), buffer]
     )
-    keys = tokens.take(pa.array(np.arange(0, 4 * m, 4, dtype=np.int64)))
-    values = tokens.take(pa.array(np.arange(2, 4 * m, 4, dtype=np.int64)))
-    if token_type == pa.large_string():
-        keys, values = keys.cast(pa.string()), values.cast(pa.string())
-    counts = np.bincount(rows, minlength=n) if m else np.zeros(n, dtype=np.int64)
+    taken = spans.take(pa.array(np.arange(0, 2 * m, 2, dtype=np.int64)))
+    return taken.cast(pa.string()) if large else taken
+
+
+def properties_to_map(strings: Union[pa.Array, pa.ChunkedArray, Iterable[Optional[str]]]) -> pa.MapArray:
+    """Parse many properties texts at once into a map<string, string> array
+    (a null text gives an empty map).
+
+    Works on the UTF-8 bytes with numpy, in slices of whole rows: \\x01 and
+    \\x02 never occur inside a multi-byte character, so the byte offsets of
+    the separators cut the text exactly where Java's indexOf would.
+    Duplicate keys are kept in order, so a reader taking the last one
+    (dict() of the pairs, property_column) sees the later duplicate win.
+    """
+    arr = _as_string_array(strings)
+    n = len(arr)
+    large = pa.types.is_large_string(arr.type)
+    bufs = arr.buffers()
+    offsets = np.frombuffer(bufs[1], dtype=np.int64 if large else np.int32)[arr.offset : arr.offset + n + 1]
+    offsets = offsets.astype(np.int64)
+    valid = None
+    if arr.null_count:
+        # A null slot's bytes are not properties; give it zero length.
+        valid = arr.is_valid().to_numpy(zero_copy_only=False)
+        starts = np.where(valid, offsets[:-1], offsets[1:])
+    else:
+        starts = offsets[:-1]
+    ends = offsets[1:]
+    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    cuts = np.searchsorted(offsets, np.arange(lo, hi, _CHUNK_BYTES), side="left")
+    cuts = np.unique(np.concatenate(([0], cuts, [n])))
+    parts = []
+    for r0, r1 in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+        if r1 <= r0 or offsets[r1] <= offsets[r0]:
+            continue
+        s, k, e, rows = _pair_spans(
+            offsets[r0 : r1 + 1], starts[r0:r1], ends[r0:r1], None if valid is None else valid[r0:r1], data
+        )
+        parts.append((s, k, e, rows + r0))
+    if parts:
+        s, k, e, rows = (np.concatenate(p) for p in zip(*parts))
+    else:
+        s = k = e = rows = np.zeros(0, dtype=np.int64)
+    keys = _gather_spans(bufs[2], s, k, large)
+    values = _gather_spans(bufs[2], k + 1, e, large)
+    counts = np.bincount(rows, minlength=n) if len(rows) else np.zeros(n, dtype=np.int64)
     map_offsets = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(counts, out=map_offsets[1:])
     return pa.MapArray.from_arrays(pa.array(map_offsets), keys, values, type=MAP_TYPE)
@@ -190,10 +218,6 @@ def property_column(map_array: Union[pa.MapArray, pa.ChunkedArray], name: str) -
     return MapColumn(map_array).column(name)
 
 
-# Work on the text in slices of about this many bytes: temporaries stay in
-# cache and under malloc's mmap threshold, so they are reused rather than
-# faulted in afresh for every batch.
-_CHUNK_BYTES = 1 << 20
 
 
 class PropertiesText:
