@@ -3,6 +3,7 @@ import time
 
 import pytest
 from chispa import assert_df_equality
+from pyspark.sql import functions as F
 
 from filters import MessageFilter
 from source_testkit import expected_df, fill, get_message_rows, ordered, read_metrics
@@ -128,3 +129,26 @@ def test_pushdown_narrows_queue_offset_ranges(spark, store2, pushdown, tmp_path)
           .filter("queue_offset BETWEEN 3 AND 5"))
     assert df.count() == 9
     assert sum(m["consume_queue_units_scanned"] for m in read_metrics(metrics)) == 9
+
+
+@pytest.mark.parametrize("on", [False, True])
+def test_store_timestamp_and_msg_id_filters_stay_exact(spark, tmp_path, pushdown, on):
+    """A store_timestamp range narrows the scan by offsets-by-time; msg_id sets are applied as a residual mask.
+    Either way the rows are exactly Spark's answer."""
+    import datetime as dt
+    path = fill(tmp_path / "s", "T", n=8, queues=2)
+    time.sleep(0.05)
+    cut = int(time.time() * 1000)
+    time.sleep(0.05)
+    fill(path, "T", n=6, queues=2, start=8)
+    pushdown(on)
+    metrics = str(tmp_path / "m")
+    since = dt.datetime.fromtimestamp(cut / 1000, tz=dt.timezone.utc)
+    df = (spark.read.format("rmq").option("topic", "T").option("metricsPath", metrics).load(path)
+          .filter(f"store_timestamp >= timestamp'{since.strftime('%Y-%m-%d %H:%M:%S.%f')}'"))
+    assert sorted(r.queue_offset for r in df.collect()) == [4, 4, 5, 5, 6, 6]
+    scanned = sum(m["consume_queue_units_scanned"] for m in read_metrics(metrics))
+    assert scanned == (6 if on else 14)
+    some = [r.msg_id for r in df.collect()][:2]
+    by_id = spark.read.format("rmq").option("topic", "T").load(path).filter(F.col("msg_id").isin(some))
+    assert sorted(r.msg_id for r in by_id.collect()) == sorted(some)
