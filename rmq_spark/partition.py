@@ -61,9 +61,17 @@ def split_ranges(ranges: list, min_partitions: Optional[int]) -> list:
 
 
 def store_for(path: str):
-    store = _STORES.get(path)
+    """The worker's read-only store for path; a directory deleted and made again at the same path (a new
+    inode) gets a fresh one, never mappings of the old files."""
+    try:
+        key = (path, os.stat(path).st_ino)
+    except FileNotFoundError:
+        key = (path, None)
+    store = _STORES.get(key)
     if store is None:
-        store = _STORES[path] = open_store(path)
+        for old in [k for k in _STORES if k[0] == path]:
+            _STORES.pop(old).close()
+        store = _STORES[key] = open_store(path)
     return store
 
 
