@@ -54,6 +54,11 @@ from .message_properties import MapColumn, PropertiesText, properties_to_map  # 
 
 F, T, N, E = 0, 1, 2, 3  # FALSE, TRUE, NULL, ERROR
 
+# Evaluate an AND/OR's right side on only the rows its left side left open
+# when they are at most this share of a batch of at least this many rows.
+SUBSET_MAX_SHARE = 0.5
+SUBSET_MIN_ROWS = 4096
+
 _NOT = np.array([T, F, N, E], dtype=np.int8)
 # rows: left code, columns: right code
 _AND = np.array(
@@ -103,6 +108,16 @@ class _Rows:
         self._columns: dict[str, pa.Array] = {}
         self._nulls: dict[str, np.ndarray] = {}
         self._converted: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
+
+    def subset(self, index: np.ndarray, wanted: list[str]) -> "_Rows":
+        """The same state for the rows at `index`: what is already computed
+        is carried over, the rest will be read from a narrowed source."""
+        taken = pa.array(index)
+        sub = _Rows(self.source.subset(index, [name for name in wanted if name not in self._columns]))
+        sub._columns = {name: col.take(taken) for name, col in self._columns.items()}
+        sub._nulls = {name: mask[index] for name, mask in self._nulls.items()}
+        sub._converted = {key: (values[index], ok[index]) for key, (values, ok) in self._converted.items()}
+        return sub
 
     def column(self, name: str) -> pa.Array:
         col = self._columns.get(name)
@@ -357,8 +372,22 @@ class ArrowEvaluator:
             return _NOT[self._condition(rows, node.operand)]
         if isinstance(node, (And, Or)):
             left = self._condition(rows, node.left)
-            right = self._condition(rows, node.right)
             table = _AND if isinstance(node, And) else _OR
+            # The right side matters only where the left did not decide (as
+            # RocketMQ short-circuits); when that is a minority of rows, the
+            # right side is evaluated on just those rows.
+            decided = F if isinstance(node, And) else T
+            open_rows = (left == T if decided == F else left == F) | (left == N)
+            count = int(np.count_nonzero(open_rows))
+            if count == 0:
+                return table[left * 4 + F]
+            if n >= SUBSET_MIN_ROWS and count <= SUBSET_MAX_SHARE * n:
+                index = np.flatnonzero(open_rows)
+                sub = rows.subset(index, referenced_properties(node.right))
+                right = np.full(n, F, dtype=np.int8)  # ignored by the table where the left decided
+                right[index] = np.broadcast_to(self._condition(sub, node.right), (count,))
+            else:
+                right = self._condition(rows, node.right)
             return table[left * 4 + right]
         if isinstance(node, Between):
             return self._condition(rows, node.expanded())
@@ -412,11 +441,19 @@ class PropertySource:
     def column(self, name: str) -> pa.Array:  # pragma: no cover - interface
         raise NotImplementedError
 
+    def subset(self, index: np.ndarray, names: list[str]) -> "PropertySource":  # pragma: no cover - interface
+        """The rows at `index`; `names` are the properties that will be read."""
+        raise NotImplementedError
+
 
 class MapPropertySource(PropertySource):
     def __init__(self, map_array) -> None:
+        self._array = map_array
         self._map = MapColumn(map_array)
         self.n = self._map.n
+
+    def subset(self, index: np.ndarray, names: list[str]) -> PropertySource:
+        return MapPropertySource(self._array.take(pa.array(index)))
 
     def column(self, name: str) -> pa.Array:
         return self._map.column(name)
@@ -429,6 +466,10 @@ class DictPropertySource(PropertySource):
         self._columns = columns
         self.n = n
 
+    def subset(self, index: np.ndarray, names: list[str]) -> PropertySource:
+        taken = pa.array(index)
+        return DictPropertySource({k: v.take(taken) for k, v in self._columns.items()}, len(index))
+
     def column(self, name: str) -> pa.Array:
         col = self._columns.get(name)
         return pa.nulls(self.n, type=pa.string()) if col is None else col
@@ -440,6 +481,9 @@ class TextPropertySource(PropertySource):
     def __init__(self, strings, names=None) -> None:
         self._text = PropertiesText(strings, names)
         self.n = self._text.n
+
+    def subset(self, index: np.ndarray, names: list[str]) -> PropertySource:
+        return TextPropertySource(self._text.strings.take(pa.array(index)), names)
 
     def column(self, name: str) -> pa.Array:
         return self._text.column(name)

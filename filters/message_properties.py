@@ -236,6 +236,7 @@ class PropertiesText:
         arr = _as_string_array(strings)
         self.n = len(arr)
         self._arr = arr
+        self.strings = arr
         self._names: list[str] = list(dict.fromkeys(names or ()))
         self._columns: dict[str, pa.Array] = {}
 
