@@ -34,6 +34,7 @@ class WalkedRecord:
     topic: str
     tags: Optional[str]
     store_timestamp: int
+    atomic_batch: Optional[str] = None  # "<first offset>-<end offset>" of an atomic put_batch
 
 
 class CommitLog:
@@ -140,7 +141,8 @@ class CommitLog:
                 # cannot see: a torn record, not a message.
                 return
             yield WalkedRecord(pos, m.store_size, m.sys_flag, m.queue_id, m.queue_offset, m.topic,
-                               m.properties.get(codec.PROPERTY_TAGS), m.store_timestamp)
+                               m.properties.get(codec.PROPERTY_TAGS), m.store_timestamp,
+                               m.properties.get(codec.PROPERTY_ATOMIC_BATCH))
             pos += m.store_size
             self.walk_end = pos
 

@@ -22,7 +22,7 @@ from .commit_log import CommitLog
 from .consume_queue import CQ_STORE_UNIT_SIZE, UNIT_DTYPE, ConsumeQueue
 from .errors import InvalidMessageError, ReadOnlyStoreError, UnknownTopicError
 from .get_message_result import GetMessageResult, GetMessageStatus, PutResult
-from .put_batch import PutBatchResult, build_batch
+from .put_batch import PutBatchResult, build_batch, incomplete_atomic_start, stamp_atomic_range
 from .store_checkpoint import StoreCheckpoint
 from .store_config import SYNC_FLUSH, StoreConfig
 from .topic_config import TopicConfig, TopicConfigManager
@@ -57,6 +57,7 @@ class MessageStore:
                 open(os.path.join(self.path, STORE_MARKER), "a").close()
         self.config = self._adopt_file_sizes(config)
         self._mutex = threading.RLock()
+        self._lock_depth = 0
         self._lock_fd: Optional[int] = None
         self._abort_fd: Optional[int] = None
         self._closed = False
@@ -167,13 +168,23 @@ class MessageStore:
         if self.read_only:
             raise ReadOnlyStoreError(f"store {self.path} is open read-only")
         with self._mutex:
-            if self._lock_fd is None:
-                self._lock_fd = os.open(os.path.join(self.path, "lock"), os.O_RDWR | os.O_CREAT, 0o644)
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+            outermost = self._lock_depth == 0
+            if outermost:
+                if self._lock_fd is None:
+                    self._lock_fd = os.open(os.path.join(self.path, "lock"), os.O_RDWR | os.O_CREAT, 0o644)
+                fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+            self._lock_depth += 1
             try:
                 yield
             finally:
-                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+                self._lock_depth -= 1
+                if outermost:  # re-entrant: only the outermost holder gives the file lock back
+                    fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+
+    def exclusive(self):
+        """Hold the store's write lock (re-entrant, across threads and processes) around several operations,
+        e.g. a check of what is stored followed by an append that depends on it."""
+        return self._write_lock()
 
     # -- topics and queues -----------------------------------------------------------------------------------
 
@@ -256,15 +267,21 @@ class MessageStore:
         return result[0]
 
     def put_batch(self, topic, bodies, *, tags=None, keys=None, properties=None, queue_id=None,
-                  sharding_key=None, flag=0, born_timestamp=None, sys_flag=0, born_host=None) -> PutBatchResult:
+                  sharding_key=None, flag=0, born_timestamp=None, sys_flag=0, born_host=None,
+                  atomic: bool = False) -> PutBatchResult:
         """Append many messages in one write. Every argument but `bodies` is a scalar for all messages or a
         sequence (or Arrow array) with one value per message. Everything is validated before anything is
-        written; the batch is appended under the store lock, so its queue offsets are dense and in order."""
+        written; the batch is appended under the store lock, so its queue offsets are dense and in order.
+
+        atomic=True: after a crash at any point the batch is wholly present or wholly absent. Each record then
+        carries the property RMQ_SPARK_ATOMIC_BATCH = "<first offset>-<end offset>" of its batch, and recovery
+        cuts a batch whose end was never written instead of dispatching its complete records."""
         if self.read_only:
             raise ReadOnlyStoreError(f"store {self.path} is open read-only")
         batch, plan = build_batch(self, topic, bodies, tags=tags, keys=keys, properties=properties,
                                   queue_id=queue_id, sharding_key=sharding_key, flag=flag,
-                                  born_timestamp=born_timestamp, sys_flag=sys_flag, born_host=born_host)
+                                  born_timestamp=born_timestamp, sys_flag=sys_flag, born_host=born_host,
+                                  atomic=atomic)
         with self._write_lock():
             return self._append_locked(batch, plan)
 
@@ -288,6 +305,8 @@ class MessageStore:
             queue_offsets[members] = start + np.arange(len(members))
             starts[(topic, qid)] = (start, members)
         positions, segments, end = self.commit_log.plan(self._write_pos, batch.sizes)
+        if plan.atomic:
+            batch.properties = stamp_atomic_range(batch.properties, int(positions[0]), end)
         store_ts = int(time.time() * 1000)
         data = codec.encode_records(batch, queue_offsets, positions, store_ts)
         rec_off = np.zeros(n + 1, dtype=np.int64)
@@ -429,6 +448,12 @@ class MessageStore:
         check_crc = self.config.checkCRCOnRecover or full_check
         records = list(self.commit_log.walk(start, check_crc=check_crc))
         end = self.commit_log.walk_end
+        cut = incomplete_atomic_start(records, end)
+        if cut is not None:
+            log.warning("store %s: cutting an atomic batch whose end was never written, from offset %d",
+                        self.path, cut)
+            records = [r for r in records if r.offset < cut]
+            end = cut
         pending, stop = self._plan_redispatch(records)
         if stop is not None:
             end = stop

@@ -73,6 +73,7 @@ class AppendPlan:
     dispatched: np.ndarray
     tags_codes: np.ndarray
     uniq_keys: pa.Array
+    atomic: bool = False
 
     def resolve_queue_ids(self, store) -> np.ndarray:
         n = len(self.topic_index)
@@ -194,8 +195,31 @@ def uniq_keys(n: int, address: bytes) -> pa.Array:
     return codec.new_uniq_keys(n, address)
 
 
+_ATOMIC_PLACEHOLDER = "0" * 20 + "-" + "0" * 20
+
+
+def stamp_atomic_range(props_text: pa.Array, first: int, end: int) -> pa.Array:
+    """Fill the fixed-width placeholder with the batch's commitlog range (same length: sizes do not move)."""
+    value = f"{first:020d}-{end:020d}"
+    head = codec.PROPERTY_ATOMIC_BATCH + "\x01"
+    return pc.replace_substring(props_text, head + _ATOMIC_PLACEHOLDER, head + value)
+
+
+def incomplete_atomic_start(records, valid_end: int):
+    """The start of the first atomic batch among walked records whose end lies past the valid log end."""
+    for rec in records:
+        if rec.atomic_batch:
+            try:
+                first, end = (int(x) for x in rec.atomic_batch.split("-"))
+            except ValueError:
+                continue
+            if end > valid_end:
+                return first
+    return None
+
+
 def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, sharding_key, flag, born_timestamp,
-                sys_flag, born_host):
+                sys_flag, born_host, atomic=False):
     bodies = _bodies(bodies)
     n = len(bodies)
     if n == 0:
@@ -244,7 +268,9 @@ def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, shard
         uniq_col = given_uniq
         new_uniq = None
     parts = [p for p in (user_text, _part(codec.PROPERTY_TAGS, explicit_tags),
-                         _part(codec.PROPERTY_KEYS, keys_arr), _part(codec.PROPERTY_UNIQ_KEY, new_uniq))
+                         _part(codec.PROPERTY_KEYS, keys_arr), _part(codec.PROPERTY_UNIQ_KEY, new_uniq),
+                         _part(codec.PROPERTY_ATOMIC_BATCH, pa.repeat(pa.scalar(_ATOMIC_PLACEHOLDER), n))
+                         if atomic else None)
              if p is not None]
     props_text = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, "")
     plen = pc.binary_length(props_text).to_numpy(zero_copy_only=False)
@@ -282,7 +308,8 @@ def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, shard
     tx = sys_flags & codec.TRANSACTION_TYPE_MASK
     dispatched = (tx == codec.TRANSACTION_NOT_TYPE) | (tx == codec.TRANSACTION_COMMIT_TYPE)
     plan = AppendPlan(topics=topics, topic_index=topic_index, queue_ids=None, sharding_hash=None,
-                      dispatched=dispatched, tags_codes=_tags_codes(tags_arr, n), uniq_keys=uniq_col)
+                      dispatched=dispatched, tags_codes=_tags_codes(tags_arr, n), uniq_keys=uniq_col,
+                      atomic=atomic)
     if queue_id is not None:
         if isinstance(queue_id, (list, tuple)):  # None in a list: that message's queue is chosen as usual
             queue_id = [-1 if q is None else q for q in queue_id]
