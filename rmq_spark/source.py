@@ -49,6 +49,15 @@ class RmqDataSource(DataSource):
             raise RmqOptionError("endingOffsets", "only for batch reads (spark.read); a stream has no end")
         return RmqStreamReader(config, message_filter)
 
+    # The sink (rmq_spark/sink): df.write / df.writeStream.
+    def writer(self, schema: StructType, overwrite: bool):
+        from .sink import make_writer
+        return make_writer(self.options, schema, overwrite)
+
+    def streamWriter(self, schema: StructType, overwrite: bool):
+        from .sink import make_stream_writer
+        return make_stream_writer(self.options, schema, overwrite)
+
 
 def _build_filter(config):
     from filters import MessageFilter

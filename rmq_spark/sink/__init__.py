@@ -1,0 +1,60 @@
+"""The rmq sink: df.writeStream.format("rmq") / df.write.format("rmq"), exactly once per microbatch.
+
+The data source delegates to make_writer / make_stream_writer; both check options and the input schema on
+the driver before any task runs (they run again, cheaply, in the commit process).
+"""
+from __future__ import annotations
+
+from pyspark.sql.types import StructType
+
+from ..options import RmqOptionError
+from .columns import check_input_schema
+from .exactly_once import SINK_COMMIT_TOPIC
+from .sink_options import batch_options, stream_options
+from .writer import RmqBatchWriter, RmqStreamWriter
+
+
+def _store_config(opts):
+    """The store's settings (maxMessageSize, flushDiskType...): the storeConfig file, else the defaults."""
+    from store.store_config import StoreConfig
+
+    if opts.store_config is None:
+        return StoreConfig()
+    try:
+        return StoreConfig.from_file(opts.store_config)
+    except ValueError as e:
+        raise RmqOptionError("storeConfig", f"{opts.store_config}: {e}") from None
+
+
+def _prepare_store(path: str, config) -> None:
+    """Create the store when missing (the sink may start a new one) and run its recovery now, on the driver."""
+    from store import MessageStore
+
+    with MessageStore(path, config):
+        pass
+
+
+def make_stream_writer(options, schema: StructType, overwrite: bool) -> RmqStreamWriter:
+    if overwrite:
+        raise RmqOptionError("outputMode", "the rmq sink supports append output mode only (a message log cannot "
+                                           "replace or update rows already appended); use outputMode(\"append\")")
+    opts = stream_options(options)
+    columns = check_input_schema(schema, opts.topic)
+    config = _store_config(opts)
+    _prepare_store(opts.path, config)
+    return RmqStreamWriter(opts, columns, config)
+
+
+def make_writer(options, schema: StructType, overwrite: bool) -> RmqBatchWriter:
+    if overwrite:
+        raise RmqOptionError("mode", "the rmq sink appends only; use mode(\"append\") (overwrite would delete "
+                                     "messages other readers may not have consumed)")
+    fresh = "sinkid" not in {k.lower() for k in dict(options)}
+    opts = batch_options(options)
+    columns = check_input_schema(schema, opts.topic)
+    config = _store_config(opts)
+    _prepare_store(opts.path, config)
+    return RmqBatchWriter(opts, columns, config, fresh)
+
+
+__all__ = ["make_writer", "make_stream_writer", "SINK_COMMIT_TOPIC", "RmqStreamWriter", "RmqBatchWriter"]

@@ -1,0 +1,153 @@
+"""The sink's options, checked on the driver when the query starts (writer()/streamWriter()), before any task.
+
+Spark hands option names lower-cased; every error is an RmqOptionError naming the option at fault.
+"""
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import os
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
+from store.message_codec import MAX_TOPIC_LENGTH
+
+from ..options import RmqOptionError
+
+OPTION_NAMES = ("path", "topic", "sinkId", "batchId", "storeConfig", "checkpointLocation")
+_BY_LOWER = {n.lower(): n for n in OPTION_NAMES}
+_SAFE_DIR = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    path: str
+    topic: Optional[str]          # the `topic` option: every row goes there (wins over a topic column)
+    sink_id: str                  # names the sink in its commit records
+    batch_id: Optional[int]       # batch writes only: the id of this write (None: a fresh id per job)
+    checkpoint: Optional[str]
+    store_config: Optional[str] = None  # a broker.conf-style file (maxMessageSize, flushDiskType, ...)
+
+    @property
+    def sink_dir(self) -> str:
+        """<store>/sink/<sinkId, or its sha1 when it is not a safe file name>: staging and the commit cache."""
+        key = self.sink_id if _SAFE_DIR.match(self.sink_id) and self.sink_id not in (".", "..") else \
+            "id-" + hashlib.sha1(self.sink_id.encode("utf-8")).hexdigest()
+        return os.path.join(self.path, "sink", key)
+
+
+def _known(options: Mapping[str, str]) -> dict:
+    opts = {}
+    for key, value in dict(options).items():
+        name = _BY_LOWER.get(key.lower())
+        if name is None:
+            close = difflib.get_close_matches(key.lower(), list(_BY_LOWER), n=1, cutoff=0.6)
+            hint = f"; did you mean '{_BY_LOWER[close[0]]}'?" if close else ""
+            raise RmqOptionError(key, f"unknown option for writing format(\"rmq\"){hint} "
+                                      f"The sink takes: {', '.join(OPTION_NAMES)}")
+        opts[name] = value
+    return opts
+
+
+def _path(opts: dict) -> str:
+    path = opts.get("path")
+    if path is None or not str(path).strip():
+        raise RmqOptionError("path", "the store directory is required: .option(\"path\", dir) or .save(dir)")
+    path = os.path.abspath(os.path.expanduser(str(path)))
+    if os.path.isdir(os.path.join(path, "commitlog")) and os.listdir(os.path.join(path, "commitlog")) and \
+            not os.path.exists(os.path.join(path, ".rmq-spark")):
+        # A broker's store: a live broker may own it, and its recovery knows nothing of our sink records.
+        raise RmqOptionError("path", f"{path} holds a store that rmq-spark did not create (no .rmq-spark marker); "
+                                     "the sink appends only to stores it owns (read a broker's store instead)")
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise RmqOptionError("path", f"{path} exists and is not a directory")
+    return path
+
+
+def _topic(opts: dict) -> Optional[str]:
+    topic = opts.get("topic")
+    if topic is None:
+        return None
+    from store.message_codec import check_topic
+    try:
+        check_topic(topic)
+    except ValueError as e:
+        raise RmqOptionError("topic", f"{e} (topics are 1..{MAX_TOPIC_LENGTH} characters of [A-Za-z0-9_%|-])") \
+            from None
+    return topic
+
+
+def _sink_id(opts: dict) -> Optional[str]:
+    sink_id = opts.get("sinkId")
+    if sink_id is not None and (not sink_id.strip() or len(sink_id) > 255 or any(c in sink_id for c in "\x01\x02")):
+        raise RmqOptionError("sinkId", f"{sink_id!r} must be 1..255 characters without \\x01/\\x02")
+    return sink_id
+
+
+def stream_options(options: Mapping[str, str]) -> SinkOptions:
+    """df.writeStream: sinkId defaults to the query id kept in the checkpoint (stable across restarts from it,
+    new when the checkpoint is deleted), else a hash of the checkpoint path."""
+    opts = _known(options)
+    if "batchId" in opts:
+        raise RmqOptionError("batchId", "only for batch writes (df.write); a stream's batch ids come from Spark")
+    path, topic = _path(opts), _topic(opts)
+    checkpoint = opts.get("checkpointLocation")
+    sink_id = _sink_id(opts)
+    if sink_id is None:
+        if not checkpoint:
+            raise RmqOptionError("sinkId", "required for a stream whose checkpoint location the sink is not told "
+                                           "(set option(\"checkpointLocation\", ...) on the query, or option "
+                                           "(\"sinkId\", ...) naming this sink uniquely and stably)")
+        sink_id = default_stream_sink_id(checkpoint)
+    return SinkOptions(path=path, topic=topic, sink_id=sink_id, batch_id=None, checkpoint=checkpoint,
+                       store_config=_config_path(opts))
+
+
+def default_stream_sink_id(checkpoint: str) -> str:
+    local = checkpoint[len("file:"):] if checkpoint.startswith("file:") else checkpoint
+    local = re.sub(r"^/+", "/", local) if local.startswith("//") else local
+    try:
+        with open(os.path.join(local, "metadata"), encoding="utf-8") as f:
+            query_id = json.loads(f.readline())["id"]
+        return f"query-{query_id}"
+    except (OSError, ValueError, KeyError, TypeError):
+        digest = hashlib.sha1(os.path.abspath(local).encode("utf-8")).hexdigest()[:16]
+        return f"checkpoint-{digest}"
+
+
+def batch_options(options: Mapping[str, str]) -> SinkOptions:
+    """df.write: a fresh sink id per job unless both sinkId and batchId are given (then the same pair written
+    again is a no-op: an idempotent batch write)."""
+    opts = _known(options)
+    path, topic = _path(opts), _topic(opts)
+    sink_id = _sink_id(opts)
+    raw_batch = opts.get("batchId")
+    if (sink_id is None) != (raw_batch is None):
+        missing = "batchId" if raw_batch is None else "sinkId"
+        raise RmqOptionError(missing, "give sinkId and batchId together for an idempotent batch write "
+                                      "(or neither: every df.write then appends once)")
+    batch_id = None
+    if raw_batch is not None:
+        try:
+            batch_id = int(raw_batch)
+        except ValueError:
+            raise RmqOptionError("batchId", f"{raw_batch!r} is not an integer") from None
+        if batch_id < 0:
+            raise RmqOptionError("batchId", f"{batch_id} must be >= 0")
+    if sink_id is None:
+        sink_id, batch_id = f"write-{uuid.uuid4().hex}", 0
+    return SinkOptions(path=path, topic=topic, sink_id=sink_id, batch_id=batch_id,
+                       checkpoint=opts.get("checkpointLocation"), store_config=_config_path(opts))
+
+
+def _config_path(opts: dict) -> Optional[str]:
+    value = opts.get("storeConfig")
+    if value is None:
+        return None
+    value = os.path.abspath(os.path.expanduser(value))
+    if not os.path.isfile(value):
+        raise RmqOptionError("storeConfig", f"{value}: no such file (a broker.conf-style key=value file)")
+    return value

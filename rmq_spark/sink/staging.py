@@ -1,0 +1,101 @@
+"""Staged rows: what a task attempt wrote, durable on disk but invisible to readers until the batch commits.
+
+<store>/sink/<sink>/staging/<batchId>/<partition>-<taskAttemptId>.arrow: an Arrow IPC file written to a
+temporary name, fsynced, renamed, and the directory fsynced, so a file that exists under its final name is
+complete. Attempts that failed leave files nobody names; they go with their batch's directory.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Iterable, Iterator
+
+import pyarrow as pa
+
+from .columns import STAGED_SCHEMA
+
+
+def batch_dir(sink_dir: str, batch_id) -> str:
+    return os.path.join(sink_dir, "staging", str(batch_id))
+
+
+def fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class StagedFile:
+    """Write STAGED_SCHEMA batches to one task attempt's file; commit() makes it durable under its name."""
+
+    def __init__(self, directory: str, name: str):
+        os.makedirs(directory, exist_ok=True)
+        self.directory = directory
+        self.path = os.path.join(directory, name + ".arrow")
+        self.tmp = self.path + f".tmp-{os.getpid()}"
+        self._sink = pa.OSFile(self.tmp, "wb")
+        self._writer = pa.ipc.new_file(self._sink, STAGED_SCHEMA)
+        self.rows = 0
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        self._writer.write_batch(batch)
+        self.rows += batch.num_rows
+
+    def commit(self) -> str:
+        self._writer.close()
+        self._sink.flush()
+        fd = os.open(self.tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._sink.close()
+        os.replace(self.tmp, self.path)
+        fsync_dir(self.directory)
+        return self.path
+
+    def discard(self) -> None:
+        try:
+            self._writer.close()
+        except Exception:
+            pass
+        self._sink.close()
+        try:
+            os.remove(self.tmp)
+        except FileNotFoundError:
+            pass
+
+
+def read_staged(paths: Iterable[str]) -> pa.Table:
+    """All staged rows, in the order of `paths` (the commit messages' order, i.e. partition order)."""
+    tables = []
+    for p in paths:
+        with pa.memory_map(p, "r") as source:
+            tables.append(pa.ipc.open_file(source).read_all())
+    if not tables:
+        return STAGED_SCHEMA.empty_table()
+    return pa.concat_tables(tables).combine_chunks()
+
+
+def remove_batches_through(sink_dir: str, batch_id: int) -> None:
+    """Delete the staging directories of this batch and every earlier one (committed or aborted by now)."""
+    root = os.path.join(sink_dir, "staging")
+    for name in (os.listdir(root) if os.path.isdir(root) else []):
+        if name.lstrip("-").isdigit() and int(name) <= batch_id:
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+
+
+def remove_paths(paths: Iterable[str]) -> None:
+    for p in paths:
+        try:
+            os.remove(p)
+        except FileNotFoundError:
+            pass
+
+
+def iter_dirs(sink_dir: str) -> Iterator[str]:
+    root = os.path.join(sink_dir, "staging")
+    for name in (os.listdir(root) if os.path.isdir(root) else []):
+        yield os.path.join(root, name)

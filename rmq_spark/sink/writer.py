@@ -1,0 +1,156 @@
+"""The rmq sink's writers: tasks stage Arrow batches (write), the driver commits them once (commit/abort).
+
+Spark runs write() in executor workers and commit()/abort() in a separate driver-side process on a fresh
+writer, so everything commit needs travels in the RmqCommitMessage or is on disk.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import uuid
+from dataclasses import dataclass
+from typing import Iterator, List, Optional, Tuple
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+
+from store.errors import InvalidMessageError
+from store.message_codec import local_host_address
+from store.store_config import StoreConfig
+
+from .columns import RowError, to_staged
+from .exactly_once import abort_batch, commit_batch
+from .sink_options import SinkOptions
+from .staging import StagedFile, batch_dir
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RmqCommitMessage(WriterCommitMessage):
+    """One successful task attempt: its staged file, row count and the topics its rows go to."""
+    path: Optional[str]
+    rows: int
+    topics: Tuple[str, ...]
+    partition: int
+    attempt: int
+
+
+class _Validator:
+    """What the store's put_batch validation reads (maxMessageSize, the store host), without opening a store."""
+
+    def __init__(self, config: StoreConfig, address: bytes, port: int):
+        self.config = config
+        self.store_host = (address, port)
+
+
+def _validate(staged: pa.RecordBatch, validator: _Validator, first_row: int, where: str) -> None:
+    """The store's own checks (topic names, reserved characters, body and properties sizes) on the rows now,
+    so a bad row fails its task and nothing of the batch becomes visible."""
+    from store.put_batch import build_batch
+
+    def present(i):
+        col = staged.column(i)
+        return col if col.null_count < len(col) else None
+
+    try:
+        build_batch(validator, staged.column(0), staged.column(1), tags=present(2), keys=present(3),
+                    properties=staged.column(4), queue_id=None, sharding_key=present(6), flag=0,
+                    born_timestamp=present(7), sys_flag=0, born_host=None)
+    except InvalidMessageError as e:
+        text = str(e)
+        if text.startswith("message "):
+            num, _, reason = text[len("message "):].partition(":")
+            if num.isdigit():
+                raise RowError(f"{where}: row {first_row + int(num)}:{reason}") from None
+        raise RowError(f"{where}: {text}") from None
+
+
+class _Writing:
+    """write() for both writers: validate and stage one task attempt's rows."""
+
+    options: SinkOptions
+    columns: dict
+    config: StoreConfig
+
+    def _stage(self, iterator: Iterator[pa.RecordBatch], batch_id) -> RmqCommitMessage:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        partition = ctx.partitionId() if ctx else 0
+        attempt = ctx.taskAttemptId() if ctx else 0
+        where = f"sink {self.options.sink_id} batch {batch_id} partition {partition}"
+        address = local_host_address()
+        validator = _Validator(self.config, address, self.config.listenPort)
+        staged = StagedFile(batch_dir(self.options.sink_dir, batch_id),
+                            f"{partition}-{attempt}-{uuid.uuid4().hex[:8]}")
+        topics = set()
+        try:
+            for batch in iterator:
+                if batch.num_rows == 0:
+                    continue
+                try:
+                    rows = to_staged(batch, self.columns, self.options.topic, address, staged.rows)
+                except RowError as e:
+                    raise RowError(f"{where}: {e}") from None
+                _validate(rows, validator, staged.rows, where)
+                topics.update(pc.unique(rows.column(0)).to_pylist())
+                staged.write(rows)
+            path = staged.commit()
+        except BaseException:
+            staged.discard()
+            raise
+        return RmqCommitMessage(path=path, rows=staged.rows, topics=tuple(sorted(topics)), partition=partition,
+                                attempt=attempt)
+
+
+def _paths(messages) -> List[str]:
+    return [m.path for m in messages if m is not None and m.path]
+
+
+def _topics(messages) -> List[str]:
+    return sorted({t for m in messages if m is not None for t in m.topics})
+
+
+class RmqStreamWriter(_Writing, DataSourceStreamArrowWriter):
+    def __init__(self, options: SinkOptions, columns: dict, config: StoreConfig):
+        self.options, self.columns, self.config = options, columns, config
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> RmqCommitMessage:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        batch_id = ctx.getLocalProperty("streaming.sql.batchId") if ctx else None
+        return self._stage(iterator, batch_id if batch_id is not None else "unknown")
+
+    def commit(self, messages, batchId: int) -> None:
+        outcome = commit_batch(self.options.path, self.options.sink_dir, self.options.sink_id, int(batchId),
+                               _paths(messages), _topics(messages), self.config)
+        log.info("sink %s batch %d: %s", self.options.sink_id, batchId, outcome)
+
+    def abort(self, messages, batchId: int) -> None:
+        abort_batch(self.options.sink_dir, int(batchId), _paths(messages))
+
+
+class RmqBatchWriter(_Writing, DataSourceArrowWriter):
+    """df.write: one job is one batch; with sinkId + batchId options it is idempotent across jobs too."""
+
+    def __init__(self, options: SinkOptions, columns: dict, config: StoreConfig, fresh: bool):
+        self.options, self.columns, self.config = options, columns, config
+        self.fresh = fresh  # a sink id made for this job alone: its directory goes when the job ends
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> RmqCommitMessage:
+        return self._stage(iterator, self.options.batch_id)
+
+    def commit(self, messages) -> None:
+        commit_batch(self.options.path, self.options.sink_dir, self.options.sink_id, self.options.batch_id,
+                     _paths(messages), _topics(messages), self.config)
+        if self.fresh:
+            shutil.rmtree(self.options.sink_dir, ignore_errors=True)
+
+    def abort(self, messages) -> None:
+        abort_batch(self.options.sink_dir, self.options.batch_id, _paths(messages))
+        if self.fresh:
+            shutil.rmtree(self.options.sink_dir, ignore_errors=True)
