@@ -33,13 +33,25 @@ def from_offset_dict(offsets: Optional[dict]) -> Positions:
     return {(topic, int(qid)): int(off) for topic, queues in (offsets or {}).items() for qid, off in queues.items()}
 
 
+# RocketMQ's system topics (TopicValidator): never matched by a pattern, as Kafka's patterns skip internal
+# topics; naming one in subscribe/assign still reads it. The sink's commit markers live in RMQ_SYS_SINK_COMMIT.
+SYSTEM_TOPIC_PREFIX = "RMQ_SYS_"
+SYSTEM_TOPICS = frozenset({"SCHEDULE_TOPIC_XXXX", "TBW102", "OFFSET_MOVED_EVENT", "SELF_TEST_TOPIC",
+                           "BenchmarkTest", "TRANS_CHECK_MAX_TIME_TOPIC"})
+
+
+def is_system_topic(topic: str) -> bool:
+    return topic.startswith(SYSTEM_TOPIC_PREFIX) or topic in SYSTEM_TOPICS
+
+
 def subscribed_queues(store: MessageStore, sub: Subscription) -> list[Queue]:
     """The queues the subscription names right now (a pattern picks up topics created since the last call)."""
     if sub.kind == "topics":
         return [(t, q) for t in sub.topics for q in store.queues(t)]
     if sub.kind == "pattern":
         rx = re.compile(sub.pattern)
-        return [(t, q) for t in store.topics() if rx.fullmatch(t) for q in store.queues(t)]
+        return [(t, q) for t in store.topics() if rx.fullmatch(t) and not is_system_topic(t)
+                for q in store.queues(t)]
     return [(t, q) for t, qs in sub.assign for q in qs]
 
 

@@ -25,6 +25,7 @@ from rmq_spark.schema import SCHEMA
 def stream_reader(path, **options) -> RmqStreamReader:
     opts = {"path": str(path), "topic": "T"}
     opts.update({k: str(v) for k, v in options.items()})
+    opts = {k: v for k, v in opts.items() if v != "None"}
     return RmqDataSource(opts).streamReader(SCHEMA)
 
 
@@ -235,3 +236,13 @@ def test_default_consumer_group_is_stable_and_depends_on_the_subscription(store_
     assert a.startswith("rmq-spark-") and len(a) == len("rmq-spark-") + 12
     assert a != parse_options({"path": store_path, "topic": "T", "tags": "Aa"}).consumer_group
     assert parse_options({"path": store_path, "topic": "T", "consumerGroup": "mine"}).consumer_group == "mine"
+
+
+def test_patterns_skip_rocketmq_system_topics(tmp_path):
+    path = fill(tmp_path / "s", "Orders", n=2, queues=1)
+    fill(path, "RMQ_SYS_SINK_COMMIT", n=1, queues=1)
+    fill(path, "SCHEDULE_TOPIC_XXXX", n=1, queues=1)
+    r = stream_reader(path, topic=None, subscribePattern=".*", startingOffsets="earliest")
+    assert r.initialOffset() == {"Orders": {"0": 0}}
+    named = stream_reader(path, topic="RMQ_SYS_SINK_COMMIT", startingOffsets="earliest")
+    assert named.initialOffset() == {"RMQ_SYS_SINK_COMMIT": {"0": 0}}
