@@ -56,7 +56,7 @@ F, T, N, E = 0, 1, 2, 3  # FALSE, TRUE, NULL, ERROR
 
 # Evaluate an AND/OR's right side on only the rows its left side left open
 # when they are at most this share of a batch of at least this many rows.
-SUBSET_MAX_SHARE = 0.5
+SUBSET_MAX_SHARE = 0.3
 SUBSET_MIN_ROWS = 4096
 
 _NOT = np.array([T, F, N, E], dtype=np.int8)
@@ -226,6 +226,15 @@ def _convert(col: pa.Array, null: np.ndarray, kind: str) -> tuple[np.ndarray, np
     return values, ok
 
 
+def _read_first(node: Expression) -> list[str]:
+    """Properties every row needs: those of the condition evaluated first
+    (the leftmost below AND / OR / NOT).  The others may only be needed on
+    the rows it leaves open, so they are read later, on those rows."""
+    while isinstance(node, (And, Or, Not)):
+        node = node.left if isinstance(node, (And, Or)) else node.operand
+    return referenced_properties(node)
+
+
 def _overlay(codes, mask, code: int):
     """codes with `code` where mask holds; skips the pass when mask never does."""
     if isinstance(mask, np.ndarray):
@@ -277,7 +286,7 @@ class ArrowEvaluator:
     def mask_from_properties_text(self, strings) -> pa.BooleanArray:
         """The mask straight from stored `k\\x01v\\x02` texts: only the
         properties the expression reads are cut out, no full map is built."""
-        return self.mask_for(TextPropertySource(strings, referenced_properties(self.expression)))
+        return self.mask_for(TextPropertySource(strings, _read_first(self.expression)))
 
     # ---- values
     def _value(self, rows: _Rows, node: Expression) -> _Value:
@@ -383,10 +392,11 @@ class ArrowEvaluator:
                 return table[left * 4 + F]
             if n >= SUBSET_MIN_ROWS and count <= SUBSET_MAX_SHARE * n:
                 index = np.flatnonzero(open_rows)
-                sub = rows.subset(index, referenced_properties(node.right))
+                sub = rows.subset(index, _read_first(node.right))
                 right = np.full(n, F, dtype=np.int8)  # ignored by the table where the left decided
                 right[index] = np.broadcast_to(self._condition(sub, node.right), (count,))
             else:
+                rows.source.prefetch(referenced_properties(node.right))  # one pass for them all
                 right = self._condition(rows, node.right)
             return table[left * 4 + right]
         if isinstance(node, Between):
@@ -445,6 +455,10 @@ class PropertySource:
         """The rows at `index`; `names` are the properties that will be read."""
         raise NotImplementedError
 
+    def prefetch(self, names: list[str]) -> None:
+        """A hint that these properties will be read (sources that find
+        several properties in one pass use it)."""
+
 
 class MapPropertySource(PropertySource):
     def __init__(self, map_array) -> None:
@@ -484,6 +498,9 @@ class TextPropertySource(PropertySource):
 
     def subset(self, index: np.ndarray, names: list[str]) -> PropertySource:
         return TextPropertySource(self._text.strings.take(pa.array(index)), names)
+
+    def prefetch(self, names: list[str]) -> None:
+        self._text.prefetch(names)
 
     def column(self, name: str) -> pa.Array:
         return self._text.column(name)

@@ -239,6 +239,13 @@ class PropertiesText:
         self.strings = arr
         self._names: list[str] = list(dict.fromkeys(names or ()))
         self._columns: dict[str, pa.Array] = {}
+        self._slice_cache = None
+
+    def prefetch(self, names) -> None:
+        """Find these properties now, in one pass with the ones not yet read."""
+        missing = [k for k in dict.fromkeys(list(names) + self._names) if k not in self._columns]
+        if missing:
+            self._columns.update(self._extract(missing))
 
     def column(self, name: str) -> pa.Array:
         col = self._columns.get(name)
@@ -248,32 +255,11 @@ class PropertiesText:
             col = self._columns[name]
         return col
 
-    def _extract(self, names: list[str]) -> dict[str, pa.Array]:
-        arr, n = self._arr, self.n
-        out: dict[str, pa.Array] = {}
-        keys = []
-        for name in names:
-            if not name or "\x01" in name or "\x02" in name:
-                out[name] = pa.nulls(n, type=pa.string())  # no stored key can look like that
-            else:
-                keys.append((name, np.frombuffer(name.encode("utf-8") + b"\x01", dtype=np.uint8)))
-        if not keys:
-            return out
-        large = pa.types.is_large_string(arr.type)
-        bufs = arr.buffers()
-        offsets = np.frombuffer(bufs[1], dtype=np.int64 if large else np.int32)[arr.offset : arr.offset + n + 1]
-        offsets = offsets.astype(np.int64)
-        if arr.null_count:
-            # A null slot's bytes are not properties: make it empty.
-            valid = arr.is_valid().to_numpy(zero_copy_only=False)
-            row_starts = np.where(valid, offsets[:-1], offsets[1:])
-        else:
-            row_starts = offsets[:-1]
-        row_ends = offsets[1:]
-        data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
-        found = {name: ([], [], []) for name, _ in keys}
-
-        # Slices of whole rows, about _CHUNK_BYTES each.
+    @staticmethod
+    def _slices(data, offsets, row_starts, row_ends, n):
+        """Per slice of whole rows (about _CHUNK_BYTES): its rows and bytes,
+        and every pair's start, end (its \\x02 or the slice end) and first
+        byte, relative to the slice.  Kept for the next properties read."""
         lo, hi = int(offsets[0]), int(offsets[-1])
         cuts = np.searchsorted(offsets, np.arange(lo, hi, _CHUNK_BYTES), side="left")
         cuts = np.unique(np.concatenate(([0], cuts, [n])))
@@ -313,6 +299,39 @@ class PropertiesText:
                 else:
                     pair_ends = np.full(len(starts), len(seg), dtype=starts.dtype)
             first = seg[starts]
+            yield r0, r1, b0, b1, starts, pair_ends, first
+
+    def _extract(self, names: list[str]) -> dict[str, pa.Array]:
+        arr, n = self._arr, self.n
+        out: dict[str, pa.Array] = {}
+        keys = []
+        for name in names:
+            if not name or "\x01" in name or "\x02" in name:
+                out[name] = pa.nulls(n, type=pa.string())  # no stored key can look like that
+            else:
+                keys.append((name, np.frombuffer(name.encode("utf-8") + b"\x01", dtype=np.uint8)))
+        if not keys:
+            return out
+        large = pa.types.is_large_string(arr.type)
+        bufs = arr.buffers()
+        offsets = np.frombuffer(bufs[1], dtype=np.int64 if large else np.int32)[arr.offset : arr.offset + n + 1]
+        offsets = offsets.astype(np.int64)
+        if arr.null_count:
+            # A null slot's bytes are not properties: make it empty.
+            valid = arr.is_valid().to_numpy(zero_copy_only=False)
+            row_starts = np.where(valid, offsets[:-1], offsets[1:])
+        else:
+            row_starts = offsets[:-1]
+        row_ends = offsets[1:]
+        data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+        found = {name: ([], [], []) for name, _ in keys}
+
+        if self._slice_cache is None:
+            self._slice_cache = list(self._slices(data, offsets, row_starts, row_ends, n))
+        for r0, r1, b0, b1, starts, pair_ends, first in self._slice_cache:
+            seg = data[b0:b1]
+            local_row_starts = row_starts[r0:r1] - b0
+            local_row_ends = row_ends[r0:r1] - b0
             for name, key in keys:
                 width = len(key)
                 idx = np.flatnonzero(first == key[0])
