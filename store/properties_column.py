@@ -9,6 +9,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from filters.message_properties import properties_to_map, property_column
+
 MAP_TYPE = pa.map_(pa.string(), pa.string())
 
 
@@ -71,35 +73,19 @@ def gather_spans(data, starts: np.ndarray, ends: np.ndarray, typ=pa.binary()) ->
 
 
 def parse_properties(props: pa.Array) -> pa.MapArray:
-    """A string array of RocketMQ property texts -> map<string,string>."""
-    n = len(props)
-    props = props.cast(pa.string())
-    if props.null_count:
-        props = props.fill_null("")
-    if n == 0:
-        return pa.array([], type=MAP_TYPE)
-    pairs = pc.split_pattern(props, "\x02")
-    flat = pairs.flatten()
-    parent = pc.list_parent_indices(pairs).to_numpy()
-    sep = pc.find_substring(flat, "\x01").to_numpy(zero_copy_only=False).astype(np.int64)
-    fo = _offsets(flat).astype(np.int64)
-    start, end = fo[:-1], fo[1:]
-    cut = start + sep
-    keep = (sep > 0) & (cut + 1 < end)  # non-empty key and value
-    data = flat.buffers()[2]
-    if data is None or not keep.any():
-        return pa.MapArray.from_arrays(pa.array(np.zeros(n + 1, np.int32)), pa.array([], pa.string()),
-                                       pa.array([], pa.string()))
-    start, cut, end, parent = start[keep], cut[keep], end[keep], parent[keep]
-    keys = gather_spans(data, start, cut, pa.string())
-    values = gather_spans(data, cut + 1, end, pa.string())
-    counts = np.bincount(parent, minlength=n)
-    offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(counts, out=offsets[1:])
-    dup_rows = _rows_with_duplicate_keys(keys, parent, n)
-    if len(dup_rows):
-        keys, values, offsets = _keep_last_duplicates(keys, values, parent, offsets, dup_rows)
-    return pa.MapArray.from_arrays(pa.array(offsets), keys, values)
+    """A string array of RocketMQ property texts -> map<string,string>, one entry per key (the later of
+    duplicates wins, as RocketMQ's decoder does; Spark refuses maps with duplicate keys)."""
+    result = properties_to_map(props)
+    n = len(result)
+    if n == 0 or len(result.keys) == 0:
+        return result
+    offsets = _raw_offsets(result).astype(np.int64)
+    parent = np.repeat(np.arange(n, dtype=np.int64), np.diff(offsets))
+    dup_rows = _rows_with_duplicate_keys(result.keys, parent, n)
+    if len(dup_rows) == 0:
+        return result
+    keys, values, new_offsets = _keep_last_duplicates(result.keys, result.items, parent, offsets, dup_rows)
+    return pa.MapArray.from_arrays(pa.array(new_offsets), keys, values)
 
 
 def _rows_with_duplicate_keys(keys: pa.Array, parent: np.ndarray, n: int) -> np.ndarray:
@@ -138,24 +124,8 @@ def _keep_last_duplicates(keys, values, parent, offsets, dup_rows):
 
 
 def map_lookup(props: pa.MapArray, key: str) -> pa.Array:
-    """The value of `key` in each row's map (null when absent) — vectorised, last occurrence wins."""
-    n = len(props)
-    props = _compact(props)
-    keys = props.keys
-    values = props.items
-    if len(keys) == 0:
-        return pa.nulls(n, pa.string())
-    hit = pc.equal(keys, key).to_numpy(zero_copy_only=False)
-    where = np.flatnonzero(hit)
-    if len(where) == 0:
-        return pa.nulls(n, pa.string())
-    off = _map_offsets(props).to_numpy()
-    parent = np.repeat(np.arange(n, dtype=np.int64), np.diff(off))
-    pos = np.full(n, -1, dtype=np.int64)
-    pos[parent[where]] = where
-    missing = pos < 0
-    pos[missing] = 0
-    return values.take(pa.array(pos, mask=missing))
+    """The value of `key` in each row's map (null when absent), vectorised; the last occurrence wins."""
+    return property_column(props, key)
 
 
 def properties_to_strings(props: pa.MapArray) -> pa.StringArray:
