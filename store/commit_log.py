@@ -51,15 +51,10 @@ class CommitLog:
         file another process created, so offsets map to the right files."""
         if not self._size_known:
             self.files.refresh()
-            first = self.files.first()
-            if first is not None:
-                try:
-                    size = os.path.getsize(first.path)
-                except FileNotFoundError:
-                    size = 0
-                if size:
-                    self._file_size = self.files.file_size = size
-                    self._size_known = True
+            size = self.files.first_file_size_on_disk()
+            if size:
+                self._file_size = self.files.file_size = size
+                self._size_known = True
         return self._file_size
 
     def min_offset(self) -> int:

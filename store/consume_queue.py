@@ -33,15 +33,10 @@ class ConsumeQueue:
         if not self._size_known:
             if not self.files.files:
                 self.files.refresh()
-            first = self.files.first()
-            if first is not None:
-                try:
-                    size = os.path.getsize(first.path)
-                except FileNotFoundError:
-                    size = 0
-                if size and size % CQ_STORE_UNIT_SIZE == 0:
-                    self._file_size = self.files.file_size = size
-                    self._size_known = True
+            size = self.files.first_file_size_on_disk()
+            if size and size % CQ_STORE_UNIT_SIZE == 0:
+                self._file_size = self.files.file_size = size
+                self._size_known = True
         return self._file_size
 
     @property

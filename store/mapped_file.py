@@ -141,6 +141,16 @@ class MappedFileQueue:
             gone.close()
         self.files = files
 
+    def first_file_size_on_disk(self) -> int:
+        """The size of the first file as it is on disk; 0 while there is none."""
+        first = self.first()
+        if first is None:
+            return 0
+        try:
+            return os.path.getsize(first.path)
+        except FileNotFoundError:  # removed by retention in another process meanwhile
+            return 0
+
     def first(self) -> Optional[MappedFile]:
         return self.files[0] if self.files else None
 
