@@ -6,12 +6,14 @@ PY := $(abspath $(VENV))/bin/python
 export PYSPARK_PYTHON := $(PY)
 export PYSPARK_DRIVER_PYTHON := $(PY)
 
-.PHONY: venv test demo bench clean
+.PHONY: venv test demo notebooks bench clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml setup.py store/_body_crc.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]' --config-settings editable_mode=compat
+	# The notebooks' kernel ("rmq-spark"), inside the venv: Jupyter and the notebook tests run this interpreter.
+	$(PY) -m ipykernel install --sys-prefix --name rmq-spark --display-name "rmq-spark (.venv)" >/dev/null
 	touch $@
 
 venv: $(VENV)/.installed
@@ -21,6 +23,10 @@ test: venv
 
 demo: venv
 	$(PY) -m rmq_spark.demo
+
+# Execute every notebook in notebooks/ (as the test suite does), outputs kept in memory only.
+notebooks: venv
+	$(PY) -m pytest -q tests/test_notebooks.py
 
 bench: venv
 	$(PY) benchmarks/store_bench.py

@@ -1,118 +1,281 @@
-"""`make demo`: build a sample store under ./data/demo-store, summarise it per queue, and consume with filters.
+"""`make demo`: a Spark Structured Streaming pipeline on the embedded store under ./data/demo-store.
 
-(A later issue turns this into the Spark demo.) Fresh on every run; seconds, not minutes.
+A producer thread keeps appending orders to the topic Orders while one streaming query reads them with
+format("rmq") (tag and SQL92 selectors pushed into the scan), enriches them and writes them back with the rmq
+sink (exactly once per microbatch) into OrdersEU. One line per microbatch: rows, rates and the lag of each queue
+as the consumer group's committed offsets show it (`rmq stat --group`); then a summary that counts the output
+against what was produced. The Spark session takes conf/spark-defaults.conf and conf/log4j2.properties.
+Fresh on every run.
 """
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import random
 import shutil
 import sys
+import threading
 import time
 
-from store import MessageStore, StoreConfig
+from store import MessageStore, OffsetStore, ReadOffsetType, StoreConfig
 from store.store_check import check_store
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONF_DIR = os.path.join(ROOT, "conf")
 STORE_DIR = os.path.join("data", "demo-store")
-TOPICS = {"Orders": 4, "Payments": 4, "Shipments": 2}
+CHECKPOINT_DIR = os.path.join("data", "demo-checkpoint")
+
+SOURCE_TOPIC, QUEUES = "Orders", 4
+TARGET_TOPIC = "OrdersEU"
+GROUP = "demo-enrich"
 TAGS = ["TagA", "TagB", "TagC", "TagD"]
 REGIONS = ["EU", "US", "APAC"]
-MESSAGES_PER_TOPIC = {"Orders": 3000, "Payments": 1500, "Shipments": 500}
 TAG_SELECTOR = "TagA || TagC"
-SQL_SELECTOR = "region = 'EU' AND amount > 900"
+SQL_SELECTOR = "region = 'EU' AND amount > 300"
 
 
-def sample(topic: str, n: int, rng: random.Random) -> dict:
-    """n messages of one topic: bodies, tags, keys and properties, one value per message."""
-    bodies, tags, keys, props = [], [], [], []
-    for i in range(n):
-        order = f"{topic[0]}{i:05d}"
-        region = rng.choice(REGIONS)
-        amount = rng.randint(1, 1000)
-        tags.append(rng.choice(TAGS))
-        keys.append([order, f"customer-{rng.randint(1, 200)}"])
-        props.append({"region": region, "amount": str(amount)})
-        bodies.append(f'{{"id": "{order}", "topic": "{topic}", "amount": {amount}, "region": "{region}"}}')
-    return {"bodies": bodies, "tags": tags, "keys": keys, "properties": props}
+# --- Spark ---------------------------------------------------------------------------------------------------
+
+def spark_defaults(conf_dir: str = CONF_DIR) -> dict:
+    """conf/spark-defaults.conf as a dict ("key value" lines), with the log4j2 file given by absolute path so the
+    session's logging does not depend on the working directory."""
+    conf = {}
+    with open(os.path.join(conf_dir, "spark-defaults.conf"), encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if line and not line.startswith("#"):
+                key, _, value = line.partition(" ")
+                conf[key] = value.strip()
+    log4j = os.path.join(conf_dir, "log4j2.properties")
+    conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log4j}"
+    return conf
 
 
-def table(rows, header) -> str:
-    cells = [header] + [[str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    return "\n".join("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
-                     for r in cells)
+def spark_session(app_name: str = "rmq-spark-demo"):
+    # Python workers must run this interpreter, or they fail with "Python worker failed to connect back".
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    for key, value in spark_defaults().items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
 
 
-def pull_all(store, topic: str, message_filter) -> list:
-    """Every matching message of a topic, pulled the way a RocketMQ consumer does (get_message loop)."""
-    from store import GetMessageStatus
-    got = []
-    for qid in store.queues(topic):
-        offset = store.min_offset(topic, qid)
-        while True:
-            r = store.get_message("demo", topic, qid, offset, 32, message_filter)
-            got.extend(r.messages)
-            if r.status not in (GetMessageStatus.FOUND, GetMessageStatus.NO_MATCHED_MESSAGE) \
-                    or r.next_begin_offset == offset or r.next_begin_offset >= r.max_offset:
-                break
-            offset = r.next_begin_offset
-    return got
+# --- Data ----------------------------------------------------------------------------------------------------
+
+class Producer:
+    """Orders with tags, keys and properties; remembers how many match the demo's selectors."""
+
+    def __init__(self, store: MessageStore, seed: int = 7):
+        self.store, self.rng = store, random.Random(seed)
+        self.produced = self.matching = 0
+        self.next_id = 0
+
+    def produce(self, n: int) -> None:
+        bodies, tags, keys, props = [], [], [], []
+        for _ in range(n):
+            order, tag = f"order-{self.next_id:06d}", self.rng.choice(TAGS)
+            region, amount = self.rng.choice(REGIONS), self.rng.randint(1, 1000)
+            self.next_id += 1
+            tags.append(tag)
+            keys.append([order, f"customer-{self.rng.randint(1, 500)}"])
+            props.append({"region": region, "amount": str(amount)})
+            bodies.append(json.dumps({"id": order, "amount": amount, "region": region, "items": amount % 7 + 1}))
+            self.matching += tag in ("TagA", "TagC") and region == "EU" and amount > 300
+        self.store.put_batch(SOURCE_TOPIC, bodies, tags=tags, keys=keys, properties=props)
+        self.produced += n
 
 
-def show(title: str, messages: list, expected: int) -> None:
-    verdict = "as expected" if len(messages) == expected else f"EXPECTED {expected}"
-    print(f"\n{title}: {len(messages)} messages ({verdict})")
-    for m in messages[:5]:
-        print(f"  {m.topic}/{m.queue_id}@{m.queue_offset}  tags={m.tags}  keys={' '.join(m.keys)}  "
-              f"region={m.properties['region']} amount={m.properties['amount']}")
-    if len(messages) > 5:
-        print(f"  ... and {len(messages) - 5} more")
+def pipeline(spark, store_dir: str, checkpoint: str, max_per_trigger: int):
+    """Orders -> (tags, SQL92 pushed into the scan) -> enrich -> OrdersEU through the rmq sink."""
+    from pyspark.sql import functions as F
+
+    orders = (spark.readStream.format("rmq")
+              .option("subscribe", SOURCE_TOPIC)
+              .option("tags", TAG_SELECTOR)
+              .option("sql", SQL_SELECTOR)
+              .option("startingOffsets", "earliest")
+              .option("maxMessagesPerTrigger", max_per_trigger)
+              .option("consumerGroup", GROUP)
+              .load(store_dir))
+    order = F.from_json(F.col("body").cast("string"), "id string, amount int, region string, items int")
+    enriched = (orders
+                .withColumn("order", order)
+                .withColumn("priority", F.when(F.col("order.amount") > 800, "High").otherwise("Normal"))
+                .select(
+                    F.col("priority").alias("tags"),
+                    F.col("keys"),
+                    F.to_json(F.struct(
+                        F.col("order.id").alias("id"), F.col("order.amount").alias("amount"),
+                        F.col("order.items").alias("items"),
+                        F.round(F.col("order.amount") / F.col("order.items"), 2).alias("per_item"),
+                        F.col("store_timestamp").alias("received"))).alias("body"),
+                    F.map_concat(F.col("properties"), F.create_map(
+                        F.lit("source_msg_id"), F.col("msg_id"),
+                        F.lit("priority"), F.col("priority"))).alias("properties")))
+    return (enriched.writeStream.format("rmq")
+            .option("path", store_dir)
+            .option("topic", TARGET_TOPIC)
+            .option("checkpointLocation", checkpoint)
+            .start())
 
 
-def main() -> int:
+# --- Progress ------------------------------------------------------------------------------------------------
+
+def group_offsets(store_dir: str) -> dict:
+    offsets = OffsetStore(store_dir, GROUP)
+    return {q: offsets.read_offset((SOURCE_TOPIC, q), ReadOffsetType.READ_FROM_STORE) for q in range(QUEUES)}
+
+
+def lags(store: MessageStore, store_dir: str) -> dict:
+    """Per queue: max offset - the group's committed offset (everything, when nothing is committed yet)."""
+    committed = group_offsets(store_dir)
+    return {q: store.max_offset(SOURCE_TOPIC, q) - max(committed[q], 0) for q in range(QUEUES)}
+
+
+def queue_total(store: MessageStore, topic: str) -> int:
+    if topic not in store.topics():
+        return 0
+    return sum(store.max_offset(topic, q) - store.min_offset(topic, q) for q in store.queues(topic))
+
+
+def offsets_read(progress: dict) -> int:
+    """Queue offsets a batch covered (matching or not): end - start summed over queues."""
+    src = progress["sources"][0]
+    start, end = (_offset(src.get(key)) for key in ("startOffset", "endOffset"))
+    return sum(o - start.get(SOURCE_TOPIC, {}).get(q, 0) for q, o in end.get(SOURCE_TOPIC, {}).items())
+
+
+def _offset(value) -> dict:
+    """A progress report's offset: JSON text, already parsed, or null before the first batch."""
+    if isinstance(value, str):
+        value = json.loads(value)
+    return value if isinstance(value, dict) else {}
+
+
+HEADER = (f"{'batch':>5}  {'offsets':>7}  {'rows':>6}  {'in rows/s':>9}  {'done rows/s':>11}  {'ms':>6}  "
+          f"{'written':>7}  lag per queue (group {GROUP})")
+
+
+def progress_line(p: dict, store: MessageStore, store_dir: str) -> str:
+    lag = lags(store, store_dir)
+    lag_text = " ".join(f"q{q}={n:<5}" for q, n in lag.items())
+    return (f"{p['batchId']:>5}  {offsets_read(p):>7}  {p['numInputRows']:>6}  "
+            f"{p.get('inputRowsPerSecond') or 0:>9.0f}  {p.get('processedRowsPerSecond') or 0:>11.0f}  "
+            f"{p['durationMs'].get('triggerExecution', 0):>6}  {queue_total(store, TARGET_TOPIC):>7}  "
+            f"{lag_text} total={sum(lag.values())}")
+
+
+# --- Main ----------------------------------------------------------------------------------------------------
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m rmq_spark.demo", description=__doc__.splitlines()[0])
+    ap.add_argument("--messages", type=int, default=20_000, help="orders in the store before the query starts")
+    ap.add_argument("--bursts", type=int, default=6, help="bursts the producer adds while the query runs")
+    ap.add_argument("--burst-size", type=int, default=2_500, help="orders per burst (one burst a second)")
+    ap.add_argument("--max-per-trigger", type=int, default=6_000, help="maxMessagesPerTrigger of the query")
+    ap.add_argument("--timeout", type=float, default=150, help="give up when not caught up after this many s")
+    args = ap.parse_args(argv)
+
     started = time.monotonic()
-    shutil.rmtree(STORE_DIR, ignore_errors=True)
-    rng = random.Random(7)
-    produced = {}
-    # Small files, so the demo store rolls like a real one does at 1 GiB.
-    config = StoreConfig(mappedFileSizeCommitLog=256 * 1024, mappedFileSizeConsumeQueue=20 * 1000)
-    with MessageStore(STORE_DIR, config) as store:
-        for topic, queues in TOPICS.items():
-            store.create_topic(topic, queues)
-            produced[topic] = sample(topic, MESSAGES_PER_TOPIC[topic], rng)
-            store.put_batch(topic, produced[topic]["bodies"], tags=produced[topic]["tags"],
-                            keys=produced[topic]["keys"], properties=produced[topic]["properties"])
-        total = sum(MESSAGES_PER_TOPIC.values())
-        print(f"Produced {total} messages into {os.path.abspath(STORE_DIR)} "
-              f"({len(os.listdir(os.path.join(STORE_DIR, 'commitlog')))} commitlog files)\n")
+    store_dir, checkpoint = os.path.abspath(STORE_DIR), os.path.abspath(CHECKPOINT_DIR)
+    for d in (store_dir, checkpoint):
+        shutil.rmtree(d, ignore_errors=True)
+    print("rmq-spark demo: Orders -> format(\"rmq\") stream (tags + SQL92 pushed down) -> enrich -> rmq sink "
+          f"-> {TARGET_TOPIC}")
+    print(f"store {store_dir}\nconf  {os.path.join(CONF_DIR, 'spark-defaults.conf')}, "
+          f"{os.path.join(CONF_DIR, 'log4j2.properties')}\n", flush=True)
 
-        rows = []
-        for topic in store.topics():
-            for qid in store.queues(topic):
-                lo, hi = store.min_offset(topic, qid), store.max_offset(topic, qid)
-                rows.append([topic, qid, lo, hi, hi - lo])
-        print(table(rows, ["TOPIC", "QUEUE", "MIN OFFSET", "MAX OFFSET", "MESSAGES"]))
+    # Small files, so the demo store rolls over like a real one does at 1 GiB.
+    config = StoreConfig(mappedFileSizeCommitLog=1024 * 1024, mappedFileSizeConsumeQueue=20 * 4000)
+    with MessageStore(store_dir, config) as store:
+        store.create_topic(SOURCE_TOPIC, QUEUES)
+        store.create_topic(TARGET_TOPIC, QUEUES)
+        producer = Producer(store)
+        producer.produce(args.messages)
+        print(f"Produced {producer.produced} messages into {SOURCE_TOPIC} ({QUEUES} queues); "
+              f"{args.bursts} bursts of {args.burst_size} follow while the query runs", flush=True)
 
-        try:
-            from filters import MessageFilter
-        except ImportError:
-            MessageFilter = None
-        data = produced["Orders"]
-        if MessageFilter is not None:
-            wanted = set(t.strip() for t in TAG_SELECTOR.split("||"))
-            got = pull_all(store, "Orders", MessageFilter.by_tags(TAG_SELECTOR))
-            show(f"Orders with tag selector `{TAG_SELECTOR}`", got, sum(t in wanted for t in data["tags"]))
-            got = pull_all(store, "Orders", MessageFilter.by_sql(SQL_SELECTOR))
-            show(f"Orders with SQL92 selector `{SQL_SELECTOR}`", got,
-                 sum(p["region"] == "EU" and int(p["amount"]) > 900 for p in data["properties"]))
-        else:
-            print("\n(the filters package is not installed: no filtered consume)")
+        t0 = time.monotonic()
+        spark = spark_session()
+        spark.sparkContext.setLogLevel("WARN")
+        print(f"Spark {spark.version} session {spark.sparkContext.master} started in {time.monotonic() - t0:.1f} s")
+        print(f"Query: tags `{TAG_SELECTOR}`, sql `{SQL_SELECTOR}`, maxMessagesPerTrigger {args.max_per_trigger}, "
+              f"checkpoint {checkpoint}\n", flush=True)
 
-    report = check_store(STORE_DIR)
-    print(f"\n{report.summary()}")
-    print(f"Done in {time.monotonic() - started:.1f} s. Try: rmq --store {STORE_DIR} consume --topic Orders "
-          f"--tags '{TAG_SELECTOR}' --max 3")
-    return 0 if report.ok else 1
+        def bursts():
+            for _ in range(args.bursts):
+                time.sleep(1.0)
+                producer.produce(args.burst_size)
+
+        query = pipeline(spark, store_dir, checkpoint, args.max_per_trigger)
+        query_started = time.monotonic()
+        # The bursts start once the first batch is done (it also starts Spark's Python workers), so the lag
+        # moves while the query runs.
+        feeder = threading.Thread(target=bursts, name="producer", daemon=True)
+        print(HEADER + "\n", end="", flush=True)
+        printed, batches, rows_in, error = set(), 0, 0, None
+        deadline = time.monotonic() + args.timeout
+
+        def print_new() -> None:
+            nonlocal batches, rows_in
+            for p in query.recentProgress:
+                if p["batchId"] in printed or (p["numInputRows"] == 0 and offsets_read(p) == 0):
+                    continue
+                printed.add(p["batchId"])
+                batches += 1
+                rows_in += p["numInputRows"]
+                print(progress_line(p, store, store_dir), flush=True)
+
+        # Run until the producer is done and the group has committed everything it produced (lag 0 per queue).
+        while True:
+            time.sleep(0.25)
+            if query.exception() is not None:
+                error = query.exception()
+                break
+            print_new()
+            if batches and feeder.ident is None:
+                feeder.start()
+            if feeder.ident is not None and not feeder.is_alive() and sum(lags(store, store_dir).values()) == 0:
+                break
+            if time.monotonic() > deadline:
+                error = f"not caught up after {args.timeout:.0f} s"
+                break
+        query.stop()
+        print_new()
+        elapsed = time.monotonic() - query_started
+        if error is not None:
+            print(f"\nFAILED: {error}", file=sys.stderr)
+            spark.stop()
+            return 1
+
+        # Count the output with a batch read: every matching order once, none twice.
+        from pyspark.sql import functions as F
+        out = spark.read.format("rmq").option("topic", TARGET_TOPIC).load(store_dir)
+        counts = out.agg(F.count("*").alias("rows"),
+                         F.countDistinct(F.col("properties")["source_msg_id"]).alias("distinct"),
+                         F.sum(F.when(F.col("tags") == "High", 1).otherwise(0)).alias("high")).first()
+        spark.stop()
+        final_lag = lags(store, store_dir)
+        expected = producer.matching
+        written = queue_total(store, TARGET_TOPIC)
+
+    report = check_store(store_dir)
+    duplicates, missing = counts["rows"] - counts["distinct"], expected - counts["distinct"]
+    print(f"\nSummary ({time.monotonic() - started:.1f} s in all, query {elapsed:.1f} s)")
+    print(f"  produced      {producer.produced} orders into {SOURCE_TOPIC}; {expected} match the selectors")
+    print(f"  streamed      {rows_in} rows in {batches} microbatches ({rows_in / elapsed:.0f} rows/s over the query)")
+    print(f"  written       {written} messages into {TARGET_TOPIC} ({counts['high']} tagged High)")
+    print(f"  exactly once  duplicates {duplicates}, missing {missing}")
+    print(f"  group {GROUP}  lag " + " ".join(f"q{q}={n}" for q, n in final_lag.items()))
+    print(f"  store         {report.summary()}")
+    print(f"\nNext: .venv/bin/rmq -s {STORE_DIR} stat --group {GROUP}   ·   "
+          f".venv/bin/rmq -s {STORE_DIR} consume --topic {TARGET_TOPIC} --tags High --max 3   ·   notebooks/")
+    ok = report.ok and duplicates == 0 and missing == 0 and written == expected and sum(final_lag.values()) == 0
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
