@@ -129,12 +129,17 @@ def main():
 
     print("\n== (1) append: put_batch of 10,000 messages per call, tags+keys, ASYNC_FLUSH")
     for size in (100, 1024):
-        msgs, written, elapsed, path, start = bench_append(root, args.append_messages, size, StoreConfig(), "async")
-        ref = bench_os_write(root, path, start, written, msgs // BATCH, fsync=False)
-        print(f"body {size:>5} B: {msgs / elapsed:>12,.0f} msg/s {written / elapsed / 1e6:>8.1f} MB/s | "
-              f"os.write of the same bytes {written / ref / 1e6:>8.1f} MB/s | ratio {ref / elapsed:.2f} "
+        # Alternate the two sides and keep each one's best of three: the machine's load moves between runs.
+        best, best_ref = float("inf"), float("inf")
+        for _ in range(3):
+            msgs, written, elapsed, path, start = bench_append(root, args.append_messages, size, StoreConfig(),
+                                                               "async")
+            ref = bench_os_write(root, path, start, written, msgs // BATCH, fsync=False)
+            shutil.rmtree(path, ignore_errors=True)
+            best, best_ref = min(best, elapsed), min(best_ref, ref)
+        print(f"body {size:>5} B: {msgs / best:>12,.0f} msg/s {written / best / 1e6:>8.1f} MB/s | "
+              f"os.write of the same bytes {written / best_ref / 1e6:>8.1f} MB/s | ratio {best_ref / best:.2f} "
               f"(target >= 0.5)")
-        shutil.rmtree(path, ignore_errors=True)
     if not args.skip_sync:
         sync_and_async(root, args.append_messages)
 
