@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import collections
+import os
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -14,6 +15,8 @@ SYSTEM_PROPERTIES = ("RMQ_SPARK_ATOMIC_BATCH",)  # written by the store itself, 
 
 def stored(path, topic) -> pa.Table:
     """Every message of `topic`, all queues, as the store's scan gives them."""
+    if not os.path.isdir(os.path.join(str(path), "commitlog")):
+        return pa.table({"body": pa.array([], pa.binary())})
     with MessageStore(str(path), read_only=True) as s:
         if topic not in s.topics():
             return pa.table({"body": pa.array([], pa.binary())})

@@ -1,0 +1,40 @@
+"""Run by test_sink_exactly_once / the benchmark as a child process: one commit of a staged batch, to be killed
+with SIGKILL at a random moment (or at a named step of the protocol, when one is given)."""
+import json
+import os
+import signal
+import sys
+
+from rmq_spark.sink import exactly_once
+from rmq_spark.sink.exactly_once import commit_batch
+
+
+def main():
+    args = json.loads(sys.argv[1])
+    if not args.get("atomic", True):  # the store's plain put_batch: a killed append leaves a prefix behind
+        exactly_once.supports_atomic = lambda store: False
+    at = args.get("kill_at")
+
+    if at == "torn":  # die inside the commitlog write: half the batch's records written, the next one torn
+        from store.commit_log import CommitLog
+        write = CommitLog.write
+
+        def torn_write(self, segments, data, record_offsets, sync):
+            cut = int(record_offsets[(len(record_offsets) - 1) // 2]) + 7
+            write(self, segments, memoryview(data)[:cut], record_offsets, sync)
+            os.kill(os.getpid(), signal.SIGKILL)
+        CommitLog.write = torn_write
+
+    def step(name):
+        if name == at:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    print("ready", flush=True)
+    sys.stdin.readline()  # the parent starts its clock, then says go
+    out = commit_batch(args["path"], args["sink_dir"], args["sink_id"], args["batch_id"], args["paths"],
+                       args["topics"], crash_point=step)
+    print(out, flush=True)
+
+
+if __name__ == "__main__":
+    main()
