@@ -1,0 +1,92 @@
+"""Bad input to the rmq sink: schema and option errors when the query starts, bad rows fail the batch with
+the row's position and reason, and nothing of a failed batch becomes visible."""
+import pyspark.sql.functions as F
+import pytest
+from pyspark.sql.types import MapType, StringType, StructField, StructType
+
+from rmq_spark.sink.sink_options import default_stream_sink_id, stream_options
+from rmq_spark.options import RmqOptionError
+from sink_testkit import markers, stored
+
+
+def _write(df, dst, **options):
+    w = df.write.format("rmq").mode("append")
+    for k, v in options.items():
+        w = w.option(k, v)
+    w.save(dst)
+
+
+@pytest.mark.parametrize("select, message", [
+    (["body", "id"], "column 'id' is not accepted by the rmq sink. Accepted columns and types: body: binary or "
+                     "string"),
+    (["id as body"], "column 'body' has type bigint; the rmq sink takes body: binary or string"),
+    (["cast(id as string) as topic"], "the DataFrame has no `body` (or `value`) column"),
+    (["body", "body as value"], "has both `body` and its alias `value`"),
+    (["body", "array(1) as keys"], "column 'keys' has type array<int>; the rmq sink takes keys: string "
+                                   "(space-separated) or array<string>"),
+])
+def test_schema_errors_at_start_name_the_column_and_list_what_is_accepted(spark, tmp_path, select, message):
+    df = spark.range(3).withColumn("body", F.col("id").cast("string")).selectExpr(*select)
+    with pytest.raises(Exception) as err:
+        _write(df, str(tmp_path / "dst"), topic="T")
+    assert message in str(err.value)
+    assert not (tmp_path / "dst").exists()  # failed before anything was touched
+
+
+def test_option_errors(spark, tmp_path):
+    df = spark.range(3).select(F.col("id").cast("string").alias("body"))
+    with pytest.raises(Exception, match="option 'topik': unknown option .*did you mean 'topic'"):
+        _write(df, str(tmp_path / "d"), topik="T")
+    with pytest.raises(Exception, match="option 'topic': no topic"):
+        _write(df, str(tmp_path / "d"))
+    with pytest.raises(Exception, match="option 'mode': the rmq sink appends only"):
+        df.write.format("rmq").mode("overwrite").option("topic", "T").save(str(tmp_path / "d"))
+    with pytest.raises(Exception, match="option 'batchId': give sinkId and batchId together"):
+        _write(df, str(tmp_path / "d"), topic="T", sinkId="s")
+    with pytest.raises(Exception, match="option 'topic': "):
+        _write(df, str(tmp_path / "d"), topic="bad topic!")
+
+
+def test_stream_needs_append_mode(spark, tmp_path):
+    src = spark.readStream.format("rate").option("rowsPerSecond", 1).load()
+    agg = src.groupBy((F.col("value") % 2).alias("k")).count().select(F.col("k").cast("string").alias("body"))
+    with pytest.raises(Exception) as err:
+        q = (agg.writeStream.format("rmq").outputMode("complete").option("topic", "T")
+             .option("checkpointLocation", str(tmp_path / "cp")).start(str(tmp_path / "dst")))
+        q.awaitTermination(30)
+        q.stop()
+    assert "append output mode only" in str(err.value)
+
+
+def test_sink_id_defaults(tmp_path):
+    cp = tmp_path / "cp"
+    cp.mkdir()
+    (cp / "metadata").write_text('{"id":"0b8a352a-428f-444f-855e-7d0dd8ab49eb"}\n')
+    assert default_stream_sink_id(str(cp)) == "query-0b8a352a-428f-444f-855e-7d0dd8ab49eb"
+    assert default_stream_sink_id("file:" + str(cp)) == "query-0b8a352a-428f-444f-855e-7d0dd8ab49eb"
+    assert default_stream_sink_id(str(tmp_path / "none")).startswith("checkpoint-")
+    with pytest.raises(RmqOptionError, match="option 'sinkId': required for a stream"):
+        stream_options({"path": str(tmp_path / "s"), "topic": "T"})
+    assert stream_options({"path": str(tmp_path / "s"), "topic": "T", "sinkid": "mine"}).sink_id == "mine"
+
+
+@pytest.mark.parametrize("rows, message", [
+    ([("T", "ok", None), ("T", "ok", None), ("bad topic!", "x", None)], "row 2: topic"),
+    ([("T", "ok", None), ("T", "ok", {"p": "a\x01b"})], "row 1: property value 'a\\x01b' contains a reserved"),
+    ([("T", "ok", None), ("T", "x" * 2000, None)], "row 1: body is 2000 bytes, more than maxMessageSize (1024)"),
+])
+def test_a_bad_row_fails_the_batch_with_its_position_and_nothing_is_visible(spark, tmp_path, rows, message):
+    conf = tmp_path / "store.conf"
+    conf.write_text("maxMessageSize=1024\n")
+    dst = str(tmp_path / "dst")
+    schema = StructType([StructField("topic", StringType()), StructField("body", StringType()),
+                         StructField("properties", MapType(StringType(), StringType()))])
+    good = [("T", f"good-{i}", None) for i in range(5)]
+    # one partition, so the bad row's position is known; the good rows before it must not become visible
+    df = spark.createDataFrame(good + rows, schema).coalesce(1)
+    with pytest.raises(Exception) as err:
+        _write(df, dst, storeConfig=str(conf))
+    text = str(err.value)
+    row = int(message.split(":")[0].split()[1]) + len(good)
+    assert f"row {row}:" + message.split(":", 1)[1] in text, text
+    assert stored(dst, "T").num_rows == 0 and markers(dst) == []
