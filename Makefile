@@ -8,7 +8,7 @@ export PYSPARK_DRIVER_PYTHON := $(PY)
 
 .PHONY: venv test demo notebooks bench clean
 
-$(VENV)/.installed: setup.cfg pyproject.toml setup.py store/_body_crc.c
+$(VENV)/.installed: setup.cfg pyproject.toml setup.py store/_native.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]' --config-settings editable_mode=compat

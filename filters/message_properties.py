@@ -151,6 +151,13 @@ def properties_to_map(strings: Union[pa.Array, pa.ChunkedArray, Iterable[Optiona
     ends = offsets[1:]
     data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
 
+    fast = _native_pairs(bufs[2], starts, ends) if bufs[2] is not None else None
+    if fast is not None:
+        rows, s, k, e = fast
+        keys = native.gather_spans(bufs[2], s, k, pa.string())
+        values = native.gather_spans(bufs[2], k + 1, e, pa.string())
+        return _assemble_map(rows, n, keys, values)
+
     lo, hi = int(offsets[0]), int(offsets[-1])
     cuts = np.searchsorted(offsets, np.arange(lo, hi, _CHUNK_BYTES), side="left")
     cuts = np.unique(np.concatenate(([0], cuts, [n])))
@@ -168,6 +175,17 @@ def properties_to_map(strings: Union[pa.Array, pa.ChunkedArray, Iterable[Optiona
         s = k = e = rows = np.zeros(0, dtype=np.int64)
     keys = _gather_spans(bufs[2], s, k, large)
     values = _gather_spans(bufs[2], k + 1, e, large)
+    return _assemble_map(rows, n, keys, values)
+
+
+def _native_pairs(data, starts, ends):
+    """The pair spans from the store's compiled scanner (memchr per pair), or None where it is not built."""
+    from store import native  # the record-bytes helpers live with the store
+    globals()["native"] = native
+    return native.property_pairs(data, starts, ends)
+
+
+def _assemble_map(rows, n, keys, values) -> pa.MapArray:
     counts = np.bincount(rows, minlength=n) if len(rows) else np.zeros(n, dtype=np.int64)
     map_offsets = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(counts, out=map_offsets[1:])

@@ -339,7 +339,7 @@ class EncodedBatch:
 
 def body_crcs(bodies: pa.BinaryArray) -> np.ndarray:
     """BODYCRC for each body, as int32."""
-    from .body_crc import body_crcs as crcs
+    from .native import body_crcs as crcs
     return crcs(bodies).astype(np.int32)
 
 

@@ -1,33 +1,40 @@
-"""BODYCRC (CRC32 & 0x7FFFFFFF) of many bodies at once.
+"""numpy-facing wrappers of store/_native.c: the loops over record bytes that have no vector form.
 
-zlib has no batched form and costs ~0.4 us per call on small bodies, which dominated both the append and the
-scan paths; store/_body_crc.c computes all spans of a buffer in one call. Without the compiled module (no
-compiler at install time) the same values come from zlib, one call per body.
+Each works on a whole batch in one call. Without the compiled module (no compiler where the project was
+installed) the same results come from zlib and numpy, more slowly.
 """
 from __future__ import annotations
 
 import logging
 import zlib
+from typing import Optional
 
 import numpy as np
 import pyarrow as pa
 
 try:
-    from . import _body_crc
+    from . import _native
 except ImportError:  # pragma: no cover - depends on the machine that installed us
-    _body_crc = None
-    logging.getLogger(__name__).warning("store._body_crc is not built; CRC32 falls back to zlib per body")
+    _native = None
+    logging.getLogger(__name__).warning("store._native is not built; falling back to zlib/numpy loops")
+
+
+def available() -> bool:
+    return _native is not None
+
+
+def _i64(a) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.int64)
 
 
 def crc32_spans(data, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """CRC32 & 0x7FFFFFFF of data[starts[i]:ends[i]] for every i, as int64."""
+    """CRC32 & 0x7FFFFFFF of data[starts[i]:ends[i]] for every i, as int64 (RocketMQ's BODYCRC)."""
     n = len(starts)
-    starts = np.ascontiguousarray(starts, dtype=np.int64)
-    ends = np.ascontiguousarray(ends, dtype=np.int64)
-    if _body_crc is not None:
+    starts, ends = _i64(starts), _i64(ends)
+    if _native is not None:
         out = np.empty(n, dtype=np.uint32)
         if n:
-            _body_crc.crc32_spans(data, starts, ends, out)
+            _native.crc32_spans(data, starts, ends, out)
         return out.astype(np.int64) & 0x7FFFFFFF
     mv = memoryview(data).cast("B")
     crc = zlib.crc32
@@ -47,3 +54,45 @@ def body_crcs(bodies: pa.Array) -> np.ndarray:
     if data is None:
         return np.zeros(n, dtype=np.int64)
     return crc32_spans(data, offs[:-1], offs[1:])
+
+
+def property_pairs(data, starts: np.ndarray, ends: np.ndarray) -> Optional[tuple]:
+    """(rows, key starts, \\x01 positions, value ends) of the kept pairs of the properties texts
+    data[starts[r]:ends[r]] (one entry per key and row: a repeated key keeps the later value), or None without
+    the compiled module (callers then use their numpy path)."""
+    if _native is None:
+        return None
+    starts, ends = _i64(starts), _i64(ends)
+    raw = np.frombuffer(data, dtype=np.uint8)
+    lo = int(starts.min()) if len(starts) else 0
+    hi = int(ends.max()) if len(ends) else 0
+    cap = int(np.count_nonzero(raw[lo:hi] == 2)) + len(starts)
+    rows = np.empty(cap, dtype=np.int64)
+    keys = np.empty(cap, dtype=np.int64)
+    seps = np.empty(cap, dtype=np.int64)
+    pair_ends = np.empty(cap, dtype=np.int64)
+    count = _native.property_pairs(data, starts, ends, rows, keys, seps, pair_ends) if cap else 0
+    return rows[:count], keys[:count], seps[:count], pair_ends[:count]
+
+
+def gather_spans(data, starts: np.ndarray, ends: np.ndarray, typ=pa.binary()) -> pa.Array:
+    """An Arrow array whose element i is a copy of data[starts[i]:ends[i]]."""
+    n = len(starts)
+    starts, ends = _i64(starts), _i64(ends)
+    if (ends < starts).any():
+        i = int(np.flatnonzero(ends < starts)[0])
+        raise ValueError(f"span {i} [{starts[i]}, {ends[i]}) is outside the buffer (it ends before it starts)")
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(ends - starts, out=offsets[1:])
+    total = int(offsets[-1])
+    if total >= 2**31:
+        raise ValueError("gathered spans exceed 2 GiB; use smaller batches")
+    if _native is not None:
+        out = np.empty(total, dtype=np.uint8)
+        if n:
+            _native.gather_spans(data, starts, ends, out)
+    else:
+        buf = np.frombuffer(data, dtype=np.uint8)
+        idx = np.repeat(starts - offsets[:-1], ends - starts) + np.arange(total)
+        out = buf[idx]
+    return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(out)])

@@ -11,6 +11,8 @@ import pyarrow.compute as pc
 
 from filters.message_properties import properties_to_map, property_column
 
+from . import native
+
 MAP_TYPE = pa.map_(pa.string(), pa.string())
 
 
@@ -29,53 +31,16 @@ def strided_view(buf: np.ndarray, dtype) -> np.ndarray:
 
 
 def gather_spans(data, starts: np.ndarray, ends: np.ndarray, typ=pa.binary()) -> pa.Array:
-    """Element i is data[starts[i]:ends[i]] (data: a buffer or uint8 array), copied into a new compact array.
-
-    Spans up to a few KiB are gathered as fixed-width items through a strided view (one fancy index) and
-    compacted with a mask; longer ones are copied one by one."""
-    n = len(starts)
-    if n == 0:
-        return pa.array([], type=typ)
-    buf = data if isinstance(data, np.ndarray) else np.frombuffer(data, dtype=np.uint8)
-    starts = np.asarray(starts, dtype=np.int64)
-    lens = np.asarray(ends, dtype=np.int64) - starts
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(lens, out=offsets[1:])
-    total = int(offsets[-1])
-    if total >= 2**31:
-        raise ValueError("gathered spans exceed 2 GiB; use smaller batches")
-    width = int(lens.max())
-    if width == 0:
-        out = np.zeros(0, dtype=np.uint8)
-    elif width <= 4096 and n * width <= 4 * total + (1 << 20):
-        # Spans that end in the last `width` bytes of the buffer cannot be viewed as full items: pad a copy.
-        limit = len(buf) - width
-        late = starts > limit
-        if late.any():
-            tail_from = max(0, int(starts[late].min()))
-            padded = np.zeros(len(buf) - tail_from + width, dtype=np.uint8)
-            padded[:len(buf) - tail_from] = buf[tail_from:]
-            items = np.empty(n, dtype=f"V{width}")
-            early = ~late
-            items[early] = strided_view(buf, f"V{width}")[starts[early]]
-            items[late] = strided_view(padded, f"V{width}")[starts[late] - tail_from]
-        else:
-            items = strided_view(buf, f"V{width}")[starts]
-        matrix = items.view(np.uint8).reshape(n, width)
-        if (lens == width).all():
-            out = matrix.reshape(-1)
-        else:
-            out = matrix[np.arange(width) < lens[:, None]]
-    else:
-        mv = memoryview(buf)
-        out = np.frombuffer(b"".join(mv[a:a + l] for a, l in zip(starts.tolist(), lens.tolist())), dtype=np.uint8)
-    return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(out)])
+    """Element i is a copy of data[starts[i]:ends[i]] (data: a buffer or uint8 array)."""
+    return native.gather_spans(data, starts, ends, typ)
 
 
 def parse_properties(props: pa.Array) -> pa.MapArray:
     """A string array of RocketMQ property texts -> map<string,string>, one entry per key (the later of
     duplicates wins, as RocketMQ's decoder does; Spark refuses maps with duplicate keys)."""
     result = properties_to_map(props)
+    if native.available():
+        return result  # the compiled scanner already keeps one entry per key
     n = len(result)
     if n == 0 or len(result.keys) == 0:
         return result

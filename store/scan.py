@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import message_codec as codec
-from .body_crc import crc32_spans
+from .native import crc32_spans
 from .errors import CorruptRecordError
 from .properties_column import gather_spans, map_lookup, parse_properties, strided_view
 
