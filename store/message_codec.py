@@ -305,7 +305,7 @@ def decode_record(buf, pos: int = 0, *, check_crc: bool = True, limit: Optional[
 # Encoding: one batch of records, vectorised
 # ---------------------------------------------------------------------------------------------------------------
 
-def _header_dtype(born_v6: bool, store_v6: bool) -> np.dtype:
+def header_dtype(born_v6: bool, store_v6: bool) -> np.dtype:
     return np.dtype([
         ("total", ">i4"), ("magic", ">u4"), ("crc", ">i4"), ("queue_id", ">i4"), ("flag", ">i4"),
         ("queue_offset", ">i8"), ("physical_offset", ">i8"), ("sys_flag", ">i4"), ("born_ts", ">i8"),
@@ -346,7 +346,7 @@ def body_crcs(bodies: pa.BinaryArray) -> np.ndarray:
 def record_sizes(batch: EncodedBatch, topic_part_lengths: np.ndarray) -> np.ndarray:
     born_v6 = len(batch.born_host[0]) == 16
     store_v6 = len(batch.store_host[0]) == 16
-    head = _header_dtype(born_v6, store_v6).itemsize
+    head = header_dtype(born_v6, store_v6).itemsize
     body_len = pc.binary_length(batch.bodies).to_numpy(zero_copy_only=False).astype(np.int64)
     props_len = pc.binary_length(batch.properties.cast(pa.binary())).to_numpy(zero_copy_only=False).astype(np.int64)
     return head + body_len + topic_part_lengths[batch.topic_index] + 2 + props_len
@@ -367,7 +367,7 @@ def encode_records(batch: EncodedBatch, queue_offsets: np.ndarray, physical_offs
     n = len(batch)
     born_v6 = len(batch.born_host[0]) == 16
     store_v6 = len(batch.store_host[0]) == 16
-    dtype = _header_dtype(born_v6, store_v6)
+    dtype = header_dtype(born_v6, store_v6)
     parts = topic_parts(batch.topics)
     v2 = np.array([len(p) - 1 > 127 for p in parts], dtype=bool)
     head = np.zeros(n, dtype=dtype)

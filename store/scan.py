@@ -29,6 +29,7 @@ SCAN_SCHEMA = pa.schema([
 ])
 
 _HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
+_HEAD_V4 = codec.header_dtype(False, False)  # TOTALSIZE .. BODY length with IPv4 hosts: 88 bytes
 
 
 def scan(store, topic: str, queue_id: int, start: int, end: Optional[int], message_filter,
@@ -146,34 +147,55 @@ def decode_run(view, base: int, offsets: np.ndarray, sizes: np.ndarray, queue_of
 
     if (rel + sizes > len(buf)).any():
         fail(rel + sizes > len(buf), "record runs past the end of its file")
-    total = g.int(rel, 4, ">i4")
-    magic = g.int(rel + codec.POS_MAGIC, 4, ">u4")
+    # One gather of the 88-byte header as IPv4 hosts lay it out; fields before BORNHOST are the same for all.
+    head = g.view(_HEAD_V4)
+    hdr = head[np.minimum(rel, len(head) - 1)]
+    total = hdr["total"].astype(np.int64)
+    magic = hdr["magic"].astype(np.int64)
     if not np.isin(magic, (codec.MAGIC_V1, codec.MAGIC_V2)).all():
         fail(~np.isin(magic, (codec.MAGIC_V1, codec.MAGIC_V2)), "bad magic code")
     if (total != sizes).any():
         fail(total != sizes, "TOTALSIZE does not match the consume-queue unit's size")
-    phys = g.int(rel + codec.POS_PHYSICALOFFSET, 8, ">i8")
+    phys = hdr["physical_offset"].astype(np.int64)
     if (phys != offsets).any():
         fail(phys != offsets, "PHYSICALOFFSET does not match the record's position")
-    qid = g.int(rel + codec.POS_QUEUEID, 4, ">i4")
-    qoff = g.int(rel + codec.POS_QUEUEOFFSET, 8, ">i8")
+    qid = hdr["queue_id"].astype(np.int64)
+    qoff = hdr["queue_offset"].astype(np.int64)
     if (qid != queue_id).any() or (qoff != queue_offsets).any():
         fail((qid != queue_id) | (qoff != queue_offsets), "QUEUEID/QUEUEOFFSET do not match the consume queue")
-    crc = g.int(rel + codec.POS_BODYCRC, 4, ">i4")
-    flag = g.int(rel + codec.POS_FLAG, 4, ">i4")
-    sys_flag = g.int(rel + codec.POS_SYSFLAG, 4, ">i4")
-    born_ts = g.int(rel + codec.POS_BORNTIMESTAMP, 8, ">i8")
+    crc = hdr["crc"].astype(np.int64)
+    flag = hdr["flag"].astype(np.int64)
+    sys_flag = hdr["sys_flag"].astype(np.int64)
+    born_ts = hdr["born_ts"].astype(np.int64)
     born_v6 = (sys_flag & codec.BORNHOST_V6_FLAG) != 0
     store_v6 = (sys_flag & codec.STOREHOSTADDRESS_V6_FLAG) != 0
-    born_addr_pos = rel + codec.POS_BORNHOST
-    born_port_pos = born_addr_pos + np.where(born_v6, 16, 4)
-    store_ts_pos = born_port_pos + 4
-    store_addr_pos = store_ts_pos + 8
-    store_port_pos = store_addr_pos + np.where(store_v6, 16, 4)
-    reconsume_pos = store_port_pos + 4
-    body_len_pos = reconsume_pos + 4 + 8
-    body_len = g.int(body_len_pos, 4, ">i4")
-    body_pos = body_len_pos + 4
+    if not (born_v6.any() or store_v6.any()):
+        born_host = _hosts_v4(hdr["born_addr"], hdr["born_port"].astype(np.int64))
+        store_port = hdr["store_port"].astype(np.int64)
+        store_host = _hosts_v4(hdr["store_addr"], store_port)
+        msg_ids = _msg_ids_v4(hdr["store_addr"], store_port, offsets)
+        store_ts = hdr["store_ts"].astype(np.int64)
+        reconsume = hdr["reconsume"].astype(np.int64)
+        body_len = hdr["body_len"].astype(np.int64)
+        body_pos = rel + _HEAD_V4.itemsize
+    else:
+        born_addr_pos = rel + codec.POS_BORNHOST
+        born_port_pos = born_addr_pos + np.where(born_v6, 16, 4)
+        store_ts_pos = born_port_pos + 4
+        store_addr_pos = store_ts_pos + 8
+        store_port_pos = store_addr_pos + np.where(store_v6, 16, 4)
+        reconsume_pos = store_port_pos + 4
+        body_len_pos = reconsume_pos + 4 + 8
+        store_port = g.int(store_port_pos, 4, ">i4")
+        born_host = _hosts_any(g, born_addr_pos, born_v6, g.int(born_port_pos, 4, ">i4"))
+        store_host = _hosts_any(g, store_addr_pos, store_v6, store_port)
+        store_raw = [bytes(g.raw(store_addr_pos[i:i + 1], 16 if store_v6[i] else 4)[0]) for i in range(n)]
+        msg_ids = pa.array([codec.create_message_id(a, int(p), int(o))
+                            for a, p, o in zip(store_raw, store_port.tolist(), offsets.tolist())], pa.string())
+        store_ts = g.int(store_ts_pos, 8, ">i8")
+        reconsume = g.int(reconsume_pos, 4, ">i4")
+        body_len = g.int(body_len_pos, 4, ">i4")
+        body_pos = body_len_pos + 4
     rec_end = rel + total
     bad = (body_len < 0) | (body_pos + body_len > rec_end)
     if bad.any():
@@ -205,13 +227,6 @@ def decode_run(view, base: int, offsets: np.ndarray, sizes: np.ndarray, queue_of
     props = parse_properties(gather_spans(data, props_pos, props_pos + props_len, pa.string()))
     tags = map_lookup(props, codec.PROPERTY_TAGS)
     keys = _split_keys(map_lookup(props, codec.PROPERTY_KEYS))
-    store_port = g.int(store_port_pos, 4, ">i4")
-    if store_v6.any():
-        store_raw = [bytes(g.raw(store_addr_pos[i:i + 1], 16 if store_v6[i] else 4)[0]) for i in range(n)]
-        msg_ids = pa.array([codec.create_message_id(a, int(p), int(o))
-                            for a, p, o in zip(store_raw, store_port, offsets)], pa.string())
-    else:
-        msg_ids = _msg_ids_v4(g.raw(store_addr_pos, 4), store_port, offsets)
     arrays = [
         pa.repeat(pa.scalar(topic, pa.string()), n),
         pa.array(qid.astype(np.int32)),
@@ -223,12 +238,12 @@ def decode_run(view, base: int, offsets: np.ndarray, sizes: np.ndarray, queue_of
         props,
         bodies,
         pa.array(born_ts, pa.int64()).cast(pa.timestamp("ms")),
-        pa.array(g.int(store_ts_pos, 8, ">i8"), pa.int64()).cast(pa.timestamp("ms")),
-        _hosts(g, born_addr_pos, born_v6, g.int(born_port_pos, 4, ">i4")),
-        _hosts(g, store_addr_pos, store_v6, store_port),
+        pa.array(store_ts, pa.int64()).cast(pa.timestamp("ms")),
+        born_host,
+        store_host,
         pa.array(sys_flag.astype(np.int32)),
         pa.array(flag.astype(np.int32)),
-        pa.array(g.int(reconsume_pos, 4, ">i4").astype(np.int32)),
+        pa.array(reconsume.astype(np.int32)),
         pa.array(crc.astype(np.int32)),
     ]
     return pa.RecordBatch.from_arrays(arrays, schema=SCAN_SCHEMA)
@@ -270,16 +285,16 @@ def _msg_ids_v4(addr: np.ndarray, port: np.ndarray, offsets: np.ndarray) -> pa.A
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(bounds), pa.py_buffer(chars)])
 
 
-def _hosts(g: _Gather, addr_pos: np.ndarray, v6: np.ndarray, port: np.ndarray) -> pa.Array:
-    """'ip:port' per record, formatted once per distinct host."""
-    n = len(addr_pos)
-    if v6.any():
-        texts = [codec.format_host(bytes(g.raw(addr_pos[i:i + 1], 16 if v6[i] else 4)[0]), int(port[i]))
-                 for i in range(n)]
-        return pa.array(texts, pa.string())
-    addr = g.raw(addr_pos, 4).view(">u4").ravel().astype(np.int64)
-    key = (addr << 32) | (port & 0xFFFFFFFF)
+def _hosts_v4(addr: np.ndarray, port: np.ndarray) -> pa.Array:
+    """'ip:port' per record from (n, 4) address bytes, formatted once per distinct host."""
+    key = (addr.view(">u4").ravel().astype(np.int64) << 32) | (port & 0xFFFFFFFF)
     uniq, inverse = np.unique(key, return_inverse=True)
     texts = [codec.format_host(int(k >> 32).to_bytes(4, "big"), int(np.int32(np.uint32(k & 0xFFFFFFFF))))
              for k in uniq.tolist()]
     return pa.array(texts, pa.string()).take(pa.array(inverse.astype(np.int32)))
+
+
+def _hosts_any(g: _Gather, addr_pos: np.ndarray, v6: np.ndarray, port: np.ndarray) -> pa.Array:
+    """'ip:port' per record where some hosts are IPv6 (rare: one record at a time)."""
+    return pa.array([codec.format_host(bytes(g.raw(addr_pos[i:i + 1], 16 if v6[i] else 4)[0]), int(port[i]))
+                     for i in range(len(addr_pos))], pa.string())

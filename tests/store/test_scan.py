@@ -108,3 +108,15 @@ def test_scan_arrow_properties_input(tmp_path):
         rows = rows_of(s, "T", 0)
         assert [r["tags"] for r in rows] == [None, "FromMap"]
         assert [dict(r["properties"]).get("a") for r in rows] == ["1", None]
+
+
+def test_scan_of_ipv6_born_hosts_equals_get_message(tmp_path):
+    with MessageStore(tmp_path / "s") as s:
+        s.put_batch("T", [b"v4", b"v4b"], queue_id=0)
+        s.put_batch("T", [b"v6"], queue_id=0, born_host="[2001:db8::1]:5555")
+        rows = rows_of(s, "T", 0)
+        pulled = s.get_message("g", "T", 0, 0).messages
+        assert [r["born_host"] for r in rows] == [m.born_host for m in pulled]
+        assert rows[-1]["born_host"] == "[2001:db8::1]:5555" and rows[-1]["sys_flag"] & codec.BORNHOST_V6_FLAG
+        assert [r["msg_id"] for r in rows] == [m.msg_id for m in pulled]
+        assert [r["body"] for r in rows] == [b"v4", b"v4b", b"v6"]
