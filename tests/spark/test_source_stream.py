@@ -49,7 +49,7 @@ def test_available_now_per_batch_limits_and_group_commits(spark, tmp_path):
     sources = [s for s in _sources(q) if s["numInputRows"] > 0]
     assert [s["numInputRows"] for s in sources] == [10, 10, 10]
     ends = [s["endOffset"] for s in sources]
-    assert ends[0] == {"T": {"0": 4, "1": 3, "2": 3}} or sorted(ends[0]["T"].values()) == [3, 3, 4]
+    assert sorted(ends[0]["T"].values()) == [3, 3, 4]  # 10 shared by equal backlogs
     data = [b for b in batches if b[1]]
     assert data[0][2] == {"T": {"0": 0, "1": 0, "2": 0}}   # the start, committed when batch 0 was planned
     assert [b[2] for b in data[1:]] == ends[:-1]              # batch k sees the end of batch k-1

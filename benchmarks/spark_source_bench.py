@@ -1,0 +1,224 @@
+"""Spark source benchmark (issue 5): rows/s of spark.readStream.format("rmq") with availableNow into the noop sink,
+as ratios to references measured in the same run:
+
+  (a) our stream, all 16 columns, availableNow -> noop
+  (b) a trivial Python Arrow stream source yielding the same columns from memory (the framework's ceiling)
+  (c) Spark's native Parquet scan of the same messages -> noop
+  targets: a/b >= 0.7, a/c >= 0.8
+  plus: a 1%-selective tag filter >= 5x faster than unfiltered, a 10%-selective SQL92 filter >= 2x faster.
+
+Default: 10 million messages, 100-byte bodies, TAGS/KEYS plus two properties, 8 queues, local[2].
+    .venv/bin/python benchmarks/spark_source_bench.py [--messages 10000000] [--dir /tmp/rmq-spark-bench] [--repeat 2]
+The store and the Parquet copy are built once under --dir and reused by later runs with the same size.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition  # noqa: E402
+from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow  # noqa: E402
+
+from rmq_spark.schema import SCHEMA, to_spark_batch  # noqa: E402
+from store import MessageStore  # noqa: E402
+
+QUEUES = 8
+TOPIC = "Bench"
+RARE_TAG = "TagRare"          # 1% of messages
+COMMON_TAGS = ["TagA", "TagB", "TagC", "TagD", "TagE"]
+SQL_10PCT = "price >= 900"    # price is uniform over 0..999
+CHUNK = 250_000
+
+
+def build_store(path: str, n: int) -> None:
+    if os.path.exists(os.path.join(path, "bench.json")):
+        with open(os.path.join(path, "bench.json")) as f:
+            if json.load(f).get("messages") == n:
+                return
+    shutil.rmtree(path, ignore_errors=True)
+    rng = np.random.default_rng(5)
+    t0 = time.time()
+    with MessageStore(path) as s:
+        s.create_topic(TOPIC, QUEUES)
+        body = b"x" * 100
+        for lo in range(0, n, CHUNK):
+            m = min(CHUNK, n - lo)
+            idx = np.arange(lo, lo + m)
+            tags = np.array(COMMON_TAGS, dtype=object)[idx % len(COMMON_TAGS)]
+            tags[rng.random(m) < 0.01] = RARE_TAG
+            price = rng.integers(0, 1000, m)
+            region = np.array(["eu", "us", "ap", "sa", "af"], dtype=object)[idx % 5]
+            props = pa.MapArray.from_arrays(
+                pa.array(np.arange(0, 2 * m + 1, 2, dtype=np.int32)),
+                pa.array(np.tile(["price", "region"], m)),
+                pa.array(np.ravel(np.column_stack([price.astype(str), region]))))
+            s.put_batch(TOPIC, [body] * m, tags=tags.tolist(), keys=[f"order-{i}" for i in idx.tolist()],
+                        properties=props, queue_id=(idx % QUEUES).tolist())
+    with open(os.path.join(path, "bench.json"), "w") as f:
+        json.dump({"messages": n}, f)
+    print(f"built store: {n:,} messages in {time.time() - t0:.1f} s", flush=True)
+
+
+def build_parquet(store_path: str, out: str, n: int) -> None:
+    marker = out + ".json"
+    if os.path.exists(marker):
+        with open(marker) as f:
+            if json.load(f).get("messages") == n:
+                return
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    with MessageStore(store_path, read_only=True) as s:
+        for q in range(QUEUES):
+            with pq.ParquetWriter(os.path.join(out, f"part-{q}.parquet"), to_spark_batch(
+                    next(s.scan(TOPIC, q, 0, 1))).schema) as w:
+                for b in s.scan(TOPIC, q, 0):
+                    w.write_batch(to_spark_batch(b))
+    with open(marker, "w") as f:
+        json.dump({"messages": n}, f)
+
+
+# -- (b): the framework's ceiling, a Python Arrow stream source that yields prepared batches from memory --------
+
+class MemoryArrowReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options):
+        self.rows = int(options["rows"])
+        self.store = options["store"]
+
+    def initialOffset(self):
+        return {"rows": 0}
+
+    def prepareForTriggerAvailableNow(self):
+        pass
+
+    def latestOffset(self, start, limit):
+        return {"rows": self.rows}
+
+    def partitions(self, start, end):
+        n = end["rows"] - start["rows"]
+        per = -(-n // QUEUES)
+        return [InputPartition((q, min(per, n - q * per))) for q in range(QUEUES) if n - q * per > 0]
+
+    def read(self, partition):
+        q, rows = partition.value
+        with MessageStore(self.store, read_only=True) as s:
+            batch = to_spark_batch(next(s.scan(TOPIC, q, 0, 65536)))  # prepared once, outside the timed loop
+        while rows > 0:
+            take = min(rows, batch.num_rows)
+            yield batch if take == batch.num_rows else batch.slice(0, take)
+            rows -= take
+
+
+class MemoryArrowSource(DataSource):
+    @classmethod
+    def name(cls):
+        return "rmq_bench_memory"
+
+    def schema(self):
+        return SCHEMA
+
+    def streamReader(self, schema):
+        return MemoryArrowReader(self.options)
+
+
+# -- runs -----------------------------------------------------------------------------------------------------
+
+def run_stream(spark, df, tmp: str) -> float:
+    ck = os.path.join(tmp, f"ck-{time.time_ns()}")
+    t0 = time.perf_counter()
+    q = df.writeStream.format("noop").option("checkpointLocation", ck).trigger(availableNow=True).start()
+    q.awaitTermination()
+    elapsed = time.perf_counter() - t0
+    rows = sum(p["numInputRows"] for p in q.recentProgress)
+    shutil.rmtree(ck, ignore_errors=True)
+    return elapsed, rows
+
+
+def best(fn, repeat):
+    runs = [fn() for _ in range(repeat)]
+    return min(runs, key=lambda r: r[0])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--messages", type=int, default=10_000_000)
+    ap.add_argument("--dir", default="/tmp/rmq-spark-bench")
+    ap.add_argument("--repeat", type=int, default=2, help="runs per measurement; the best is reported")
+    ap.add_argument("--cases", default="a,b,c,tag,sql",
+                    help="which measurements to run (a is always run: everything is a ratio to it)")
+    args = ap.parse_args()
+    n = args.messages
+    store_path = os.path.join(args.dir, "store")
+    parquet_path = os.path.join(args.dir, "parquet")
+    os.makedirs(args.dir, exist_ok=True)
+    build_store(store_path, n)
+    build_parquet(store_path, parquet_path, n)
+
+    from pyspark.sql import SparkSession
+    spark = (SparkSession.builder.master("local[2]").appName("spark_source_bench")
+             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+             .config("spark.driver.memory", "4g").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(MemoryArrowSource)
+
+    def ours(**opts):
+        r = spark.readStream.format("rmq").option("topic", TOPIC).option("startingOffsets", "earliest")
+        for k, v in opts.items():
+            r = r.option(k, v)
+        return r.load(store_path)
+
+    tmp = os.path.join(args.dir, "tmp")
+    # Warm-up: start the JVM's Python workers and the lookup of format("rmq") outside the timings.
+    run_stream(spark, ours(tags=RARE_TAG), tmp)
+
+    cases = set(args.cases.split(",")) | {"a"}
+    a_t, a_rows = best(lambda: run_stream(spark, ours(), tmp), args.repeat)
+    assert a_rows == n, (a_rows, n)
+    a = n / a_t
+    print(f"\nspark_source_bench: {n:,} messages, 100-byte bodies, {QUEUES} queues, local[2], "
+          f"best of {args.repeat}")
+    print(f"(a) rmq stream availableNow -> noop         {a:>12,.0f} rows/s  ({a_t:.2f} s)", flush=True)
+    if "b" in cases:
+        b_t, b_rows = best(lambda: run_stream(spark, spark.readStream.format("rmq_bench_memory").option("rows", n)
+                                              .option("store", store_path).load(), tmp), args.repeat)
+        assert b_rows == n, (b_rows, n)
+        b = n / b_t
+        print(f"(b) Python Arrow stream from memory -> noop {b:>12,.0f} rows/s  ({b_t:.2f} s)")
+        print(f"a/b = {a / b:.2f}  (target >= 0.7: {'met' if a / b >= 0.7 else 'MISSED'})", flush=True)
+    if "c" in cases:
+        c_t, _ = best(lambda: _timed(lambda: spark.read.parquet(parquet_path).write.format("noop")
+                                     .mode("overwrite").save()), args.repeat)
+        c = n / c_t
+        print(f"(c) native Parquet scan -> noop             {c:>12,.0f} rows/s  ({c_t:.2f} s)")
+        print(f"a/c = {a / c:.2f}  (target >= 0.8: {'met' if a / c >= 0.8 else 'MISSED'})", flush=True)
+    if "tag" in cases:
+        tag_t, tag_rows = best(lambda: run_stream(spark, ours(tags=RARE_TAG), tmp), args.repeat)
+        print(f"tags={RARE_TAG} ({tag_rows / n:.1%} selective): {tag_t:.2f} s, {a_t / tag_t:.1f}x faster than "
+              f"unfiltered (target >= 5x: {'met' if a_t / tag_t >= 5 else 'MISSED'})", flush=True)
+    if "sql" in cases:
+        sql_t, sql_rows = best(lambda: run_stream(spark, ours(sql=SQL_10PCT), tmp), args.repeat)
+        print(f"sql=\"{SQL_10PCT}\" ({sql_rows / n:.1%} selective): {sql_t:.2f} s, {a_t / sql_t:.1f}x faster than "
+              f"unfiltered (target >= 2x: {'met' if a_t / sql_t >= 2 else 'MISSED'})", flush=True)
+    spark.stop()
+
+
+def _timed(fn):
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0, None
+
+
+if __name__ == "__main__":
+    main()
