@@ -258,6 +258,8 @@ class PropertiesText:
         self._names: list[str] = list(dict.fromkeys(names or ()))
         self._columns: dict[str, pa.Array] = {}
         self._slice_cache = None
+        self._pairs = None  # the compiled scanner's pair spans, when it is built
+        self._key_words = None
 
     def prefetch(self, names) -> None:
         """Find these properties now, in one pass with the ones not yet read."""
@@ -319,6 +321,44 @@ class PropertiesText:
             first = seg[starts]
             yield r0, r1, b0, b1, starts, pair_ends, first
 
+    def _extract_from_pairs(self, keys, data: np.ndarray, buffer) -> dict[str, pa.Array]:
+        """Values of the wanted keys from the compiled scanner's pairs (one per key and row already)."""
+        rows, key_starts, seps, ends = self._pairs
+        key_lens = seps - key_starts
+        if self._key_words is None:
+            # The first 8 bytes at every key start as one integer (little-endian), to compare short keys as
+            # integers; starts in the buffer's last 8 bytes cannot be read that way and are compared as bytes.
+            words = np.ndarray(shape=(max(0, len(data) - 7),), dtype="<u8", buffer=data, strides=(1,))
+            late = key_starts > len(data) - 8
+            self._key_words = (words[np.where(late, 0, key_starts)] if len(words) else
+                               np.zeros(len(key_starts), dtype=np.uint64), late)
+        key_words, late = self._key_words
+        out = {}
+        for name, key in keys:
+            raw = key[:-1].tobytes()  # without the \x01
+            cand = np.flatnonzero(key_lens == len(raw))
+            if len(cand) and len(raw) <= 8:
+                mask = np.uint64((1 << (8 * len(raw))) - 1)
+                hit = (key_words[cand] & mask) == np.uint64(int.from_bytes(raw, "little"))
+                odd = late[cand]
+                if odd.any():
+                    hit[odd] = [data[k:k + len(raw)].tobytes() == raw for k in key_starts[cand[odd]].tolist()]
+                cand = cand[hit]
+            elif len(cand):
+                items = np.ndarray(shape=(len(data) - len(raw) + 1,), dtype=f"V{len(raw)}", buffer=data,
+                                   strides=(1,))  # one item starting at every byte
+                cand = cand[items[key_starts[cand]] == np.void(raw)]
+            if len(cand) == 0:
+                out[name] = pa.nulls(self.n, type=pa.string())
+                continue
+            values = native.gather_spans(buffer, seps[cand] + 1, ends[cand], pa.string())
+            pos = np.full(self.n, -1, dtype=np.int64)
+            pos[rows[cand]] = np.arange(len(cand))
+            missing = pos < 0
+            out[name] = values if not missing.any() and len(cand) == self.n and (
+                rows[cand] == np.arange(self.n)).all() else values.take(pa.array(pos, mask=missing))
+        return out
+
     def _extract(self, names: list[str]) -> dict[str, pa.Array]:
         arr, n = self._arr, self.n
         out: dict[str, pa.Array] = {}
@@ -342,6 +382,11 @@ class PropertiesText:
             row_starts = offsets[:-1]
         row_ends = offsets[1:]
         data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+        if self._pairs is None and bufs[2] is not None and not large:
+            self._pairs = _native_pairs(bufs[2], row_starts, row_ends) or False
+        if self._pairs:
+            out.update(self._extract_from_pairs(keys, data, bufs[2]))
+            return out
         found = {name: ([], [], []) for name, _ in keys}
 
         if self._slice_cache is None:
