@@ -8,11 +8,12 @@ export PYSPARK_DRIVER_PYTHON := $(PY)
 
 .PHONY: venv test demo notebooks bench clean
 
+# The venv also gets the notebooks' Jupyter kernel "rmq-spark" (ipykernel install --sys-prefix): Jupyter and
+# tests/test_notebooks.py then run notebooks with this interpreter.
 $(VENV)/.installed: setup.cfg pyproject.toml setup.py store/_native.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]' --config-settings editable_mode=compat
-	# The notebooks' kernel ("rmq-spark"), inside the venv: Jupyter and the notebook tests run this interpreter.
 	$(PY) -m ipykernel install --sys-prefix --name rmq-spark --display-name "rmq-spark (.venv)" >/dev/null
 	touch $@
 
