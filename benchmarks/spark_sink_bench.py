@@ -1,0 +1,173 @@
+"""Spark sink benchmark (issue 6): rows/s of df.writeStream.format("rmq"), as a ratio to Spark's Parquet sink
+and the noop sink fed the same stream in the same run (target: ours / Parquet >= 0.5), then the exactly-once
+fault runs with their counts (duplicates and lost must be 0).
+
+Default: 2 million rows, 100-byte bodies, a tag and two properties, local[2]. The rows are written once as
+Parquet files under --dir; each sink reads them as a stream (maxFilesPerTrigger=1, availableNow), so every sink
+sees the same microbatches.
+    .venv/bin/python benchmarks/spark_sink_bench.py [--rows 2000000] [--files 8] [--trials 40] [--dir /tmp/...]
+
+Fault runs: (1) SIGKILL of a child process running the commit of a staged batch, at named protocol steps,
+inside the commitlog write and at random moments, each followed by the replay a restarted query would do;
+(2) a streaming query stopped at random points and restarted from its checkpoint until the input is done.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "tests", "spark"))  # the fault-injection helpers the tests use
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+def session():
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master("local[2]").appName("rmq-sink-bench")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2").config("spark.driver.memory", "3g")
+             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def make_input(spark, path: str, rows: int, files: int) -> None:
+    import pyspark.sql.functions as F
+
+    marker = os.path.join(path, f"_rows_{rows}_{files}")
+    if os.path.exists(marker):
+        return
+    shutil.rmtree(path, ignore_errors=True)
+    df = spark.range(0, rows, numPartitions=files).select(
+        F.encode(F.lpad(F.col("id").cast("string"), 100, "x"), "utf-8").alias("body"),  # 100 bytes, unique
+        F.concat(F.lit("Tag"), (F.col("id") % 10).cast("string")).alias("tags"),
+        F.create_map(F.lit("region"), F.when(F.col("id") % 2 == 0, "eu").otherwise("us"),
+                     F.lit("price"), (F.col("id") % 1000).cast("string")).alias("properties"))
+    df.write.mode("overwrite").parquet(path)
+    open(marker, "w").close()
+
+
+def timed_stream(spark, src: str, schema, sink: str, out: str, cp: str, **options) -> float:
+    stream = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(src)
+    w = stream.writeStream.format(sink).option("checkpointLocation", cp).trigger(availableNow=True)
+    for k, v in options.items():
+        w = w.option(k, v)
+    t0 = time.perf_counter()
+    q = w.start(out) if out else w.start()
+    q.awaitTermination()
+    if q.exception():
+        raise q.exception()
+    return time.perf_counter() - t0
+
+
+def throughput(spark, work: str, rows: int, files: int, repeat: int) -> None:
+    src = os.path.join(work, "input")
+    make_input(spark, src, rows, files)
+    schema = spark.read.parquet(src).schema
+    # Warm-up, untimed, every sink on a small input: Python workers, the data source lookup, JIT (the first
+    # Python data source write of a session costs ~15 s of start-up).
+    warm = os.path.join(work, "warm-input")
+    make_input(spark, warm, 20_000, 2)
+    for sink in ("noop", "parquet", "rmq"):
+        out, cp = os.path.join(work, f"warm-out-{sink}"), os.path.join(work, f"warm-cp-{sink}")
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.rmtree(cp, ignore_errors=True)
+        timed_stream(spark, warm, schema, sink, "" if sink == "noop" else out, cp,
+                     **({"topic": "Warm"} if sink == "rmq" else {}))
+    results = {"rmq": [], "parquet": [], "noop": []}
+    for r in range(repeat):
+        for sink in ("noop", "parquet", "rmq"):
+            out = os.path.join(work, f"out-{sink}")
+            cp = os.path.join(work, f"cp-{sink}")
+            shutil.rmtree(out, ignore_errors=True)
+            shutil.rmtree(cp, ignore_errors=True)
+            opts = {"topic": "Bench"} if sink == "rmq" else {}
+            secs = timed_stream(spark, src, schema, sink, "" if sink == "noop" else out, cp, **opts)
+            results[sink].append(rows / secs)
+    best = {k: max(v) for k, v in results.items()}
+    print(f"rows {rows:,} in {files} microbatches of {rows // files:,} (100-byte bodies, a tag, two properties), "
+          f"local[2], best of {repeat}")
+    for sink in ("rmq", "parquet", "noop"):
+        print(f"  {sink:8s} sink: {best[sink]:12,.0f} rows/s   (runs: {', '.join(f'{x:,.0f}' for x in results[sink])})")
+    print(f"  ours / Parquet = {best['rmq'] / best['parquet']:.2f}   (target >= 0.5)")
+    print(f"  ours / noop    = {best['rmq'] / best['noop']:.2f}")
+    from sink_testkit import counts
+    n, distinct, dup, lost = counts(os.path.join(work, "out-rmq"), "Bench", [])
+    print(f"  rmq store holds {n:,} messages, {distinct:,} distinct UNIQ_KEYs")
+
+
+def fault_runs(spark, work: str, trials: int, rows_per_trial: int, restarts: int) -> None:
+    from sink_testkit import counts, markers
+    from store.store_check import check_store
+    from test_sink_exactly_once import sigkill_trials
+
+    seed = random.randrange(1 << 30)
+    for atomic in (True, False):
+        path = os.path.join(work, f"crash-{'atomic' if atomic else 'plain'}")
+        shutil.rmtree(path, ignore_errors=True)
+        t0 = time.perf_counter()
+        expected, outcomes = sigkill_trials(path, trials, rows_per_trial, random.Random(seed), atomic=atomic)
+        n, distinct, dup, lost = counts(path, "C", expected)
+        kinds = {k: outcomes.count(k) for k in sorted(set(outcomes))}
+        print(f"SIGKILL inside commit ({'atomic' if atomic else 'plain'} put_batch), seed {seed}: {trials} trials x "
+              f"{rows_per_trial:,} rows in {time.perf_counter() - t0:.0f} s; replays {kinds}; input {len(expected):,}, "
+              f"stored {n:,}, distinct UNIQ_KEYs {distinct:,}, duplicates {dup}, lost {lost}, "
+              f"rmq check {'ok' if check_store(path).ok else 'FAILED'}")
+
+    # a query stopped at random points and restarted from its checkpoint
+    from source_testkit import fill
+    rng = random.Random(seed)
+    base = os.path.join(work, "restarts")
+    shutil.rmtree(base, ignore_errors=True)
+    n = 20_000
+    src = fill(os.path.join(base, "src"), "T", n=n, queues=4)
+    dst = os.path.join(base, "dst")
+
+    def start(available_now):
+        s = (spark.readStream.format("rmq").option("topic", "T").option("startingOffsets", "earliest")
+             .option("maxMessagesPerTrigger", 500).load(src).select("body", "tags", "properties"))
+        w = s.writeStream.format("rmq").option("topic", "S").option("checkpointLocation", os.path.join(base, "cp"))
+        return w.trigger(availableNow=True).start(dst) if available_now else w.start(dst)
+
+    stops = 0
+    t0 = time.perf_counter()
+    for _ in range(restarts):
+        q = start(False)
+        time.sleep(rng.uniform(0.2, 4.0))
+        q.stop()
+        stops += 1
+    q = start(True)
+    q.awaitTermination()
+    stored_n, distinct, dup, lost = counts(dst, "S", [f"body-T-{i}".encode() for i in range(n)])
+    ids = [m[1] for m in markers(dst)]
+    print(f"query stopped at random points and restarted: {stops} stops in {time.perf_counter() - t0:.0f} s; "
+          f"input {n:,}, stored {stored_n:,}, distinct UNIQ_KEYs {distinct:,}, duplicates {dup}, lost {lost}, "
+          f"batches committed {len(ids)} (each once: {len(ids) == len(set(ids))})")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=2_000_000)
+    ap.add_argument("--files", type=int, default=8, help="input files = microbatches")
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--trials", type=int, default=40, help="SIGKILL trials per put_batch kind")
+    ap.add_argument("--trial-rows", type=int, default=20_000)
+    ap.add_argument("--restarts", type=int, default=8)
+    ap.add_argument("--dir", default="/tmp/rmq-spark-sink-bench")
+    args = ap.parse_args()
+    os.makedirs(args.dir, exist_ok=True)
+    spark = session()
+    throughput(spark, args.dir, args.rows, args.files, args.repeat)
+    fault_runs(spark, args.dir, args.trials, args.trial_rows, args.restarts)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
