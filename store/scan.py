@@ -39,6 +39,9 @@ def scan(store, topic: str, queue_id: int, start: int, end: Optional[int], messa
     end = max_off if end is None else min(end, max_off)
     pos = max(start, cq.min_offset(store.commit_log.min_offset()))
     file_size = store.commit_log.file_size
+    # A filter that decides from the stored property texts runs before bodies and other columns are built,
+    # so records it rejects cost only their header and properties.
+    text_filter = getattr(message_filter, "properties_text_mask", None) if message_filter is not None else None
     while pos < end:
         units = cq.units(pos, min(end, pos + batch_rows))
         empty = np.flatnonzero(units["size"] == 0)
@@ -67,12 +70,12 @@ def scan(store, topic: str, queue_id: int, start: int, end: Optional[int], messa
             if view is None:
                 continue  # the file was removed by retention while we read: those messages are gone
             batches.append(decode_run(view, base, offsets[a:b], sizes[a:b], queue_offsets[a:b], topic, queue_id,
-                                      store.commit_log.path_of(int(offsets[a]))))
+                                      store.commit_log.path_of(int(offsets[a])), text_filter))
             _release(view, int(offsets[a] - base), int(offsets[b - 1] + sizes[b - 1] - base))
         if not batches:
             continue
         batch = batches[0] if len(batches) == 1 else pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
-        if message_filter is not None:
+        if message_filter is not None and text_filter is None:
             batch = _apply_commit_log_filter(message_filter, batch)
         if batch.num_rows:
             yield batch
@@ -134,8 +137,9 @@ class _Gather:
 
 
 def decode_run(view, base: int, offsets: np.ndarray, sizes: np.ndarray, queue_offsets: np.ndarray, topic: str,
-               queue_id: int, path: str) -> pa.RecordBatch:
-    """Records at `offsets` (ascending, one file) as a RecordBatch; CorruptRecordError if any is invalid."""
+               queue_id: int, path: str, text_filter=None) -> pa.RecordBatch:
+    """Records at `offsets` (ascending, one file) as a RecordBatch; CorruptRecordError if any is invalid.
+    With `text_filter` (property texts -> BooleanArray) only the records it accepts are decoded further."""
     buf = np.frombuffer(view, dtype=np.uint8)
     g = _Gather(buf)
     n = len(offsets)
@@ -217,6 +221,18 @@ def decode_run(view, base: int, offsets: np.ndarray, sizes: np.ndarray, queue_of
         bad = g.raw(topic_pos, len(topic_bytes)).view(f"V{len(topic_bytes)}").ravel() != np.void(topic_bytes)
     if bad.any():
         fail(bad, f"record's TOPIC is not {topic!r}")
+    props_text = gather_spans(data, props_pos, props_pos + props_len, pa.string())
+    if text_filter is not None:
+        keep = pc.fill_null(text_filter(props_text), False).to_numpy(zero_copy_only=False)
+        if not keep.all():
+            idx = np.flatnonzero(keep)
+            take = pa.array(idx)
+            n = len(idx)
+            (offsets, queue_offsets, qid, crc, flag, sys_flag, born_ts, store_ts, reconsume, body_pos,
+             body_len) = (x[idx] for x in (offsets, queue_offsets, qid, crc, flag, sys_flag, born_ts, store_ts,
+                                           reconsume, body_pos, body_len))
+            born_host, store_host, msg_ids, props_text = (
+                a.take(take) for a in (born_host, store_host, msg_ids, props_text))
     computed = crc32_spans(buf, body_pos, body_pos + body_len)
     if (computed != crc).any():
         fail(computed != crc, "body CRC mismatch")
@@ -224,7 +240,7 @@ def decode_run(view, base: int, offsets: np.ndarray, sizes: np.ndarray, queue_of
     compressed = (sys_flag & codec.COMPRESSED_FLAG) != 0
     if compressed.any():
         bodies = _decompress(bodies, sys_flag, compressed, offsets, path)
-    props = parse_properties(gather_spans(data, props_pos, props_pos + props_len, pa.string()))
+    props = parse_properties(props_text)
     tags = map_lookup(props, codec.PROPERTY_TAGS)
     keys = _split_keys(map_lookup(props, codec.PROPERTY_KEYS))
     arrays = [

@@ -120,3 +120,25 @@ def test_scan_of_ipv6_born_hosts_equals_get_message(tmp_path):
         assert rows[-1]["born_host"] == "[2001:db8::1]:5555" and rows[-1]["sys_flag"] & codec.BORNHOST_V6_FLAG
         assert [r["msg_id"] for r in rows] == [m.msg_id for m in pulled]
         assert [r["body"] for r in rows] == [b"v4", b"v4b", b"v6"]
+
+
+@pytest.mark.parametrize("make", [
+    lambda: __import__("filters").MessageFilter.by_sql("a between 2 and 5 AND region <> 'us'"),
+    lambda: __import__("filters").MessageFilter.by_tags("Aa || TagC"),
+    lambda: __import__("filters").MessageFilter.by_sql("TAGS IS NULL"),
+])
+def test_real_filters_in_scan_equal_the_pull_path(tmp_path, make):
+    f = make()
+    with MessageStore(tmp_path / "s") as s:
+        n = 300
+        s.put_batch("T", [b"m%d" % i for i in range(n)], queue_id=[i % 2 for i in range(n)],
+                    tags=[("Aa", "BB", "TagC", None)[i % 4] for i in range(n)],
+                    properties=[{"a": str(i % 9), "region": ("eu", "us", "ap")[i % 3]} for i in range(n)])
+        for q in (0, 1):
+            scanned = [r["body"] for r in rows_of(s, "T", q, message_filter=f)]
+            pulled, offset = [], 0
+            while offset < s.max_offset("T", q):
+                r = s.get_message("g", "T", q, offset, message_filter=f)
+                pulled += [m.body for m in r.messages]
+                offset = r.next_begin_offset
+            assert scanned == pulled and len(scanned) > 0
