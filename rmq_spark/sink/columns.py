@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 from pyspark.sql.types import (ArrayType, BinaryType, ByteType, IntegerType, LongType, MapType, ShortType,
                                StringType, StructType, TimestampNTZType, TimestampType)
 
-from store.message_codec import PROPERTY_UNIQ_KEY, new_uniq_keys
+from store.message_codec import MAX_PROPERTIES_LENGTH, PROPERTY_UNIQ_KEY, check_topic, new_uniq_keys
 from store.properties_column import map_lookup
 
 from ..options import RmqOptionError
@@ -198,3 +198,60 @@ def with_uniq_keys(props: Optional[pa.MapArray], n: int, address: bytes):
     pos = np.cumsum(need) - 1
     uniq = pc.if_else(pa.array(need), new.take(pa.array(np.where(need, pos, 0))), given)
     return merged, uniq
+
+
+def _has_separator(arr: pa.Array) -> Optional[int]:
+    """Index of the first value holding RocketMQ's reserved \\x01 or \\x02, else None."""
+    if len(arr) == 0 or arr.null_count == len(arr):
+        return None
+    data = arr.buffers()[2]
+    if data is not None:  # fast path: no byte 1 or 2 anywhere in the values' buffer
+        raw = np.frombuffer(data, dtype=np.uint8)
+        if not np.any((raw == 1) | (raw == 2)):
+            return None
+    bad = pc.or_(pc.match_substring(arr, "\x01"), pc.match_substring(arr, "\x02"))
+    bad = pc.fill_null(bad, False)
+    return _first(bad) if pc.any(bad).as_py() else None
+
+
+def validate_staged(rows: pa.RecordBatch, max_message_size: int, first_row: int) -> None:
+    """The checks put_batch makes on each message, vectorised over a staged batch, so a bad row fails its task
+    (with its position) instead of the batch's commit. put_batch checks again when the batch is appended."""
+    topic, body, tags, keys, props = (rows.column(i) for i in range(5))
+    enc = pc.dictionary_encode(topic)
+    for i, name in enumerate(enc.dictionary.to_pylist()):
+        try:
+            check_topic(name)
+        except ValueError as e:
+            row = _first(pc.equal(enc.indices, i))
+            raise RowError(f"row {first_row + row}: {e}") from None
+    lengths = pc.binary_length(body).to_numpy(zero_copy_only=False)
+    if len(lengths) and lengths.max() > max_message_size:
+        row = int(np.flatnonzero(lengths > max_message_size)[0])
+        raise RowError(f"row {first_row + row}: body is {int(lengths[row])} bytes, more than maxMessageSize "
+                       f"({max_message_size})")
+    for name, arr in (("tags", tags), ("keys", keys)):
+        row = _has_separator(arr)
+        if row is not None:
+            raise RowError(f"row {first_row + row}: {name} {arr[row].as_py()!r} contains a reserved separator "
+                           "(\\x01 or \\x02)")
+    off = _offsets(props)
+    for name, arr in (("property key", props.keys), ("property value", props.items)):
+        j = _has_separator(arr)
+        if j is not None:
+            row = int(np.searchsorted(off, j, side="right") - 1)
+            raise RowError(f"row {first_row + row}: {name} {arr[j].as_py()!r} contains a reserved separator "
+                           "(\\x01 or \\x02)")
+    # The properties text: key \x01 value \x02 per entry, plus TAGS and KEYS when given.
+    entry = (pc.binary_length(props.keys).to_numpy(zero_copy_only=False).astype(np.int64)
+             + pc.binary_length(props.items).to_numpy(zero_copy_only=False) + 2)
+    sizes = np.add.reduceat(np.append(entry, 0), off[:-1]) if len(entry) else np.zeros(len(props), np.int64)
+    sizes = np.where(np.diff(off) > 0, sizes, 0)
+    for name, arr in (("TAGS", tags), ("KEYS", keys)):
+        if arr.null_count < len(arr):
+            sizes = sizes + pc.fill_null(pc.add(pc.binary_length(arr), len(name) + 2), 0).to_numpy(
+                zero_copy_only=False)
+    if len(sizes) and sizes.max() > MAX_PROPERTIES_LENGTH:
+        row = int(np.flatnonzero(sizes > MAX_PROPERTIES_LENGTH)[0])
+        raise RowError(f"row {first_row + row}: properties are {int(sizes[row])} bytes, more than "
+                       f"{MAX_PROPERTIES_LENGTH}")

@@ -32,12 +32,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from store import MessageStore
+from store import SYNC_FLUSH, MessageStore
 from store.message_codec import PROPERTY_UNIQ_KEY, new_uniq_keys
 from store.properties_column import map_lookup
 
 from .columns import MAP_TYPE, STAGED_SCHEMA
-from .staging import batch_dir, fsync_dir, read_staged, remove_batches_through
+from .staging import batch_dir, fsync_dir, fsync_file, read_staged, remove_batches_through
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,7 @@ def exclusive(store: MessageStore):
     ex = getattr(store, "exclusive", None)
     if callable(ex):
         with ex():
+            store._sync_write_state()  # what an append does first under the lock; exclusive() does not
             yield
         return
     # Until the store has a public re-entrant exclusive(): its lock and its own first step of an append.
@@ -199,9 +200,13 @@ def commit_batch(path: str, sink_dir: str, sink_id: str, batch_id: int, paths: S
                     outcome = "committed"
                     os.makedirs(commit_dir, exist_ok=True)
                     moved = []
+                    durable = store.config.flushDiskType == SYNC_FLUSH
                     for p in paths:
                         dest = os.path.join(commit_dir, os.path.basename(p))
-                        os.replace(p, dest)
+                        if os.path.exists(p) or not os.path.exists(dest):  # (moved by an earlier try)
+                            os.replace(p, dest)
+                        if durable:  # the intent will point at it: it must outlive a power loss too
+                            fsync_file(dest)
                         moved.append(dest)
                     fsync_dir(commit_dir)
                     step("moved")

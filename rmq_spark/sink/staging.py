@@ -1,8 +1,7 @@
 """Staged rows: what a task attempt wrote, durable on disk but invisible to readers until the batch commits.
 
-<store>/sink/<sink>/staging/<batchId>/<partition>-<taskAttemptId>.arrow: an Arrow IPC file written to a
-temporary name, fsynced, renamed, and the directory fsynced, so a file that exists under its final name is
-complete. Attempts that failed leave files nobody names; they go with their batch's directory.
+<store>/sink/<sink>/staging/<batchId>/<partition>-<taskAttemptId>-<random>.arrow: an Arrow IPC file written to
+a temporary name and renamed, so a file that exists under its final name is complete. Attempts that failed leave files nobody names; they go with their batch's directory.
 """
 from __future__ import annotations
 
@@ -17,6 +16,14 @@ from .columns import STAGED_SCHEMA
 
 def batch_dir(sink_dir: str, batch_id) -> str:
     return os.path.join(sink_dir, "staging", str(batch_id))
+
+
+def fsync_file(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def fsync_dir(path: str) -> None:
@@ -44,16 +51,11 @@ class StagedFile:
         self.rows += batch.num_rows
 
     def commit(self) -> str:
+        """Complete under its final name. Not fsynced here: a staged file only has to outlive a power loss once
+        a commit has pinned it in an intent, and the commit fsyncs it then (see exactly_once)."""
         self._writer.close()
-        self._sink.flush()
-        fd = os.open(self.tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
         self._sink.close()
         os.replace(self.tmp, self.path)
-        fsync_dir(self.directory)
         return self.path
 
     def discard(self) -> None:

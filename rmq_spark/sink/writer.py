@@ -16,11 +16,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
-from store.errors import InvalidMessageError
 from store.message_codec import local_host_address
 from store.store_config import StoreConfig
 
-from .columns import RowError, to_staged
+from .columns import RowError, to_staged, validate_staged
 from .exactly_once import abort_batch, commit_batch
 from .sink_options import SinkOptions
 from .staging import StagedFile, batch_dir
@@ -38,36 +37,6 @@ class RmqCommitMessage(WriterCommitMessage):
     attempt: int
 
 
-class _Validator:
-    """What the store's put_batch validation reads (maxMessageSize, the store host), without opening a store."""
-
-    def __init__(self, config: StoreConfig, address: bytes, port: int):
-        self.config = config
-        self.store_host = (address, port)
-
-
-def _validate(staged: pa.RecordBatch, validator: _Validator, first_row: int, where: str) -> None:
-    """The store's own checks (topic names, reserved characters, body and properties sizes) on the rows now,
-    so a bad row fails its task and nothing of the batch becomes visible."""
-    from store.put_batch import build_batch
-
-    def present(i):
-        col = staged.column(i)
-        return col if col.null_count < len(col) else None
-
-    try:
-        build_batch(validator, staged.column(0), staged.column(1), tags=present(2), keys=present(3),
-                    properties=staged.column(4), queue_id=None, sharding_key=present(6), flag=0,
-                    born_timestamp=present(7), sys_flag=0, born_host=None)
-    except InvalidMessageError as e:
-        text = str(e)
-        if text.startswith("message "):
-            num, _, reason = text[len("message "):].partition(":")
-            if num.isdigit():
-                raise RowError(f"{where}: row {first_row + int(num)}:{reason}") from None
-        raise RowError(f"{where}: {text}") from None
-
-
 class _Writing:
     """write() for both writers: validate and stage one task attempt's rows."""
 
@@ -83,7 +52,6 @@ class _Writing:
         attempt = ctx.taskAttemptId() if ctx else 0
         where = f"sink {self.options.sink_id} batch {batch_id} partition {partition}"
         address = local_host_address()
-        validator = _Validator(self.config, address, self.config.listenPort)
         staged = StagedFile(batch_dir(self.options.sink_dir, batch_id),
                             f"{partition}-{attempt}-{uuid.uuid4().hex[:8]}")
         topics = set()
@@ -95,7 +63,10 @@ class _Writing:
                     rows = to_staged(batch, self.columns, self.options.topic, address, staged.rows)
                 except RowError as e:
                     raise RowError(f"{where}: {e}") from None
-                _validate(rows, validator, staged.rows, where)
+                try:
+                    validate_staged(rows, self.config.maxMessageSize, staged.rows)
+                except RowError as e:
+                    raise RowError(f"{where}: {e}") from None
                 topics.update(pc.unique(rows.column(0)).to_pylist())
                 staged.write(rows)
             path = staged.commit()
