@@ -235,7 +235,16 @@ def test_sigkill_trials_lose_nothing_acknowledged(tmp_path):
     SYNC_FLUSH killed at random moments, sometimes two at once; after each, the store opens, `rmq check`
     passes, every acknowledged message is there exactly once and nothing torn is returned."""
     bench = load_crash_bench()
-    totals = bench.run_trials(6, seed=11, work_dir=str(tmp_path), epoch=6, min_delay=0.05, max_delay=0.8)
+    totals = bench.run_trials(6, seed=11, work_dir=str(tmp_path / "t0"), epoch=6, min_delay=0.05, max_delay=0.8)
     assert totals.trials == 6
-    assert totals.acknowledged > 0
     assert totals.ok(), totals.problems
+    # On a loaded machine a writer may not get one put acknowledged before its kill; then kill later, so the
+    # test always checks acknowledged messages (bounded: a few more trials at most).
+    for round_ in range(1, 4):
+        if totals.acknowledged > 0:
+            break
+        more = bench.run_trials(3, seed=11 + round_, work_dir=str(tmp_path / f"t{round_}"), epoch=3,
+                                min_delay=0.5 * round_, max_delay=2.0 * round_)
+        assert more.ok(), more.problems
+        totals.acknowledged += more.acknowledged
+    assert totals.acknowledged > 0
