@@ -235,6 +235,8 @@ def test_sigkill_trials_lose_nothing_acknowledged(tmp_path):
     SYNC_FLUSH killed at random moments, sometimes two at once; after each, the store opens, `rmq check`
     passes, every acknowledged message is there exactly once and nothing torn is returned."""
     bench = load_crash_bench()
+    for i in range(4):
+        (tmp_path / f"t{i}").mkdir()
     totals = bench.run_trials(6, seed=11, work_dir=str(tmp_path / "t0"), epoch=6, min_delay=0.05, max_delay=0.8)
     assert totals.trials == 6
     assert totals.ok(), totals.problems
