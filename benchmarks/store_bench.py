@@ -106,12 +106,14 @@ def write_parquet(path: str, parquet_path: str) -> None:
 
 
 def peak_rss_of_scan(path: str) -> int:
-    """Peak RSS (MiB) of a fresh process that scans the whole store and keeps nothing."""
-    code = (f"import resource,sys; sys.path.insert(0, {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))!r});"
+    """Peak RSS (MiB) of a fresh process that scans the whole store and keeps nothing. VmHWM, not ru_maxrss:
+    the latter survives exec and would report this (large) parent's size at fork time."""
+    code = (f"import sys; sys.path.insert(0, {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))!r});"
             f"from store import MessageStore\n"
             f"s = MessageStore({path!r}, read_only=True)\n"
             f"n = sum(b.num_rows for q in s.queues('Bench') for b in s.scan('Bench', q, 0))\n"
-            f"print(n, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)")
+            f"hwm = int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0])\n"
+            f"print(n, hwm // 1024)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     return int(out[1])
 
