@@ -27,11 +27,15 @@ def _store_config(opts):
 
 
 def _prepare_store(path: str, config) -> None:
-    """Create the store when missing (the sink may start a new one) and run its recovery now, on the driver."""
+    """Create the store when missing (the sink may start a new one). An existing store is left to the commit,
+    which opens it (and recovers it if needed) anyway: this runs for every microbatch, twice."""
+    import os
+
     from store import MessageStore
 
-    with MessageStore(path, config):
-        pass
+    if not os.path.isdir(os.path.join(path, "commitlog")):
+        with MessageStore(path, config):
+            pass
 
 
 def make_stream_writer(options, schema: StructType, overwrite: bool) -> RmqStreamWriter:
