@@ -181,10 +181,16 @@ class MessageStore:
                 if outermost:  # re-entrant: only the outermost holder gives the file lock back
                     fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
+    @contextmanager
     def exclusive(self):
         """Hold the store's write lock (re-entrant, across threads and processes) around several operations,
-        e.g. a check of what is stored followed by an append that depends on it."""
-        return self._write_lock()
+        e.g. a check of what is stored followed by an append that depends on it. On entry the log end is
+        brought up to date (another process's appends seen, a dead writer's complete records dispatched, a
+        torn tail cut), so what is read inside is what the next append builds on."""
+        with self._write_lock():
+            if self._lock_depth == 1:
+                self._sync_write_state()
+            yield
 
     # -- topics and queues -----------------------------------------------------------------------------------
 

@@ -25,7 +25,6 @@ import json
 import logging
 import os
 import shutil
-from contextlib import contextmanager
 from typing import Optional, Sequence
 
 import numpy as np
@@ -47,22 +46,10 @@ PROP_BATCH_ID = "SINK_BATCH_ID"
 PROP_ROWS = "SINK_ROWS"
 
 
-@contextmanager
 def exclusive(store: MessageStore):
-    """The store's cross-process write lock, with the log end brought up to date (a dead writer's complete
-    records dispatched, a torn tail cut) so what we read under it is what the next append builds on."""
-    ex = getattr(store, "exclusive", None)
-    if callable(ex):
-        with ex():
-            store._sync_write_state()  # what an append does first under the lock; exclusive() does not
-            yield
-        return
-    # Until the store has a public re-entrant exclusive(): its lock and its own first step of an append.
-    # put_batch inside takes the lock again and releases the flock when it returns, so the append must be
-    # the last store operation in this block (it is).
-    with store._write_lock():
-        store._sync_write_state()
-        yield
+    """The store's cross-process write lock, with the log end brought up to date on entry (a dead writer's
+    complete records dispatched, a torn tail cut), so what we read under it is what the next append builds on."""
+    return store.exclusive()
 
 
 def supports_atomic(store: MessageStore) -> bool:
