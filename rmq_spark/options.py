@@ -22,7 +22,6 @@ OPTION_NAMES = (
     "consumerGroup", "commitOffsets", "failOnDataLoss", "minPartitions", "pollTimeoutMs", "readOnly",
     "metricsPath",
 )
-_BY_LOWER = {n.lower(): n for n in OPTION_NAMES}
 
 EARLIEST, LATEST = -2, -1
 _GROUP_NAME = re.compile(r"^[%|a-zA-Z0-9_-]{1,255}$")
@@ -77,17 +76,23 @@ class SourceOptions:
     raw: dict = field(default_factory=dict, compare=False)
 
 
-def parse_options(options: Mapping[str, str]) -> SourceOptions:
-    """Static checks (names, syntax, numbers). Checks against the store are in check_against_store."""
+def canonical_options(options: Mapping[str, str], names, what: str) -> dict:
+    """Spark lower-cases option names: map them back to ours, refusing an unknown one with a "did you mean"."""
+    by_lower = {n.lower(): n for n in names}
     opts = {}
     for key, value in dict(options).items():
-        name = _BY_LOWER.get(key.lower())
+        name = by_lower.get(key.lower())
         if name is None:
-            close = difflib.get_close_matches(key.lower(), list(_BY_LOWER), n=1, cutoff=0.6)
-            hint = f"; did you mean '{_BY_LOWER[close[0]]}'?" if close else ""
-            raise RmqOptionError(key, f"unknown option for format(\"rmq\"){hint} "
-                                      f"Known options: {', '.join(OPTION_NAMES)}")
+            close = difflib.get_close_matches(key.lower(), list(by_lower), n=1, cutoff=0.6)
+            hint = f"; did you mean '{by_lower[close[0]]}'?" if close else ""
+            raise RmqOptionError(key, f"unknown option for {what}{hint} Known options: {', '.join(names)}")
         opts[name] = value
+    return opts
+
+
+def parse_options(options: Mapping[str, str]) -> SourceOptions:
+    """Static checks (names, syntax, numbers). Checks against the store are in check_against_store."""
+    opts = canonical_options(options, OPTION_NAMES, 'format("rmq")')
 
     path = opts.get("path")
     if path is None or not str(path).strip():

@@ -4,7 +4,6 @@ Spark hands option names lower-cased; every error is an RmqOptionError naming th
 """
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import os
@@ -15,10 +14,9 @@ from typing import Mapping, Optional
 
 from store.message_codec import MAX_TOPIC_LENGTH
 
-from ..options import RmqOptionError
+from ..options import RmqOptionError, canonical_options
 
 OPTION_NAMES = ("path", "topic", "sinkId", "batchId", "storeConfig", "checkpointLocation")
-_BY_LOWER = {n.lower(): n for n in OPTION_NAMES}
 _SAFE_DIR = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 
 
@@ -40,16 +38,7 @@ class SinkOptions:
 
 
 def _known(options: Mapping[str, str]) -> dict:
-    opts = {}
-    for key, value in dict(options).items():
-        name = _BY_LOWER.get(key.lower())
-        if name is None:
-            close = difflib.get_close_matches(key.lower(), list(_BY_LOWER), n=1, cutoff=0.6)
-            hint = f"; did you mean '{_BY_LOWER[close[0]]}'?" if close else ""
-            raise RmqOptionError(key, f"unknown option for writing format(\"rmq\"){hint} "
-                                      f"The sink takes: {', '.join(OPTION_NAMES)}")
-        opts[name] = value
-    return opts
+    return canonical_options(options, OPTION_NAMES, 'writing format("rmq")')
 
 
 def _path(opts: dict) -> str:
