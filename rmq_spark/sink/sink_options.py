@@ -16,7 +16,8 @@ from store.message_codec import MAX_TOPIC_LENGTH
 
 from ..options import RmqOptionError, canonical_options
 
-OPTION_NAMES = ("path", "topic", "sinkId", "batchId", "storeConfig", "checkpointLocation")
+# queryName: Spark hands a streaming query's .queryName(...) to its sink as an option; accepted and unused.
+OPTION_NAMES = ("path", "topic", "sinkId", "batchId", "storeConfig", "checkpointLocation", "queryName")
 _SAFE_DIR = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 
 

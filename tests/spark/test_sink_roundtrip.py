@@ -37,9 +37,9 @@ def test_stream_round_trip_with_transform(spark, tmp_path):
               .option("maxMessagesPerTrigger", 40).load(src))
     transformed = stream.select(F.concat(F.col("body"), F.lit(b"!")).alias("value"), F.upper("tags").alias("tags"),
                                 "keys", "properties")
-    q = (transformed.writeStream.format("rmq").option("topic", "UP").option("checkpointLocation",
-                                                                               str(tmp_path / "cp"))
-         .trigger(availableNow=True).start(dst))
+    # queryName: Spark hands it to the sink as an option, which must be accepted
+    q = (transformed.writeStream.format("rmq").queryName("roundtrip").option("topic", "UP")
+         .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start(dst))
     q.awaitTermination()
     assert q.exception() is None
     back = spark.read.format("rmq").option("topic", "UP").load(dst)
