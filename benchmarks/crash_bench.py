@@ -24,6 +24,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
+from tqdm import tqdm
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 if ROOT not in sys.path:
@@ -233,7 +235,7 @@ def run_trials(trials: int, seed: int = 1, work_dir: str | None = None, epoch: i
     store_log.addHandler(handler)
     store_log.setLevel(logging.INFO)
     try:
-        for trial in range(trials):
+        for trial in tqdm(range(trials), desc="SIGKILL trials", leave=False, disable=None):
             if trial % epoch == 0:
                 if store_dir is not None:
                     _final(store_dir, acked, totals)

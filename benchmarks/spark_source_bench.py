@@ -53,7 +53,8 @@ def build_store(path: str, n: int) -> None:
     with MessageStore(path) as s:
         s.create_topic(TOPIC, QUEUES)
         body = b"x" * 100
-        for lo in range(0, n, CHUNK):
+        from tqdm import tqdm  # building 10M messages takes a while: show it
+        for lo in tqdm(range(0, n, CHUNK), desc=f"building the store ({n:,} messages)", leave=False, disable=None):
             m = min(CHUNK, n - lo)
             idx = np.arange(lo, lo + m)
             tags = np.array(COMMON_TAGS, dtype=object)[idx % len(COMMON_TAGS)]

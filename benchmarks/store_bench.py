@@ -24,6 +24,12 @@ from store import MessageStore, StoreConfig  # noqa: E402
 BATCH = 10_000
 
 
+def progress(iterable, desc: str):
+    """A progress bar on stderr when it is a terminal (tqdm decides), so long runs show they are alive."""
+    from tqdm import tqdm
+    return tqdm(iterable, desc=desc, leave=False, disable=None)
+
+
 def make_batch(n: int, body_size: int, seed: int):
     rng = np.random.default_rng(seed)
     bodies = pa.array(list(rng.bytes(body_size * n)[i * body_size:(i + 1) * body_size] for i in range(n)),
@@ -43,7 +49,7 @@ def bench_append(root: str, n: int, body_size: int, config: StoreConfig, label: 
         s.put_batch("Bench", bodies, tags=tags, keys=keys)  # warm up: topic, files
         start_off = s.commit_log_max_offset()
         t0 = time.perf_counter()
-        for _ in range(rounds):
+        for _ in progress(range(rounds), f"append {body_size} B ({label})"):
             s.put_batch("Bench", bodies, tags=tags, keys=keys)
         elapsed = time.perf_counter() - t0
         end_off = s.commit_log_max_offset()
@@ -85,7 +91,7 @@ def fill_for_scan(path: str, n: int) -> None:
     props = pa.array([[("region", "eu-west"), ("price", "100.5")]] * BATCH, pa.map_(pa.string(), pa.string()))
     with MessageStore(path) as s:
         s.create_topic("Bench", 8)
-        for _ in range(n // BATCH):
+        for _ in progress(range(n // BATCH), f"fill {n:,} messages"):
             s.put_batch("Bench", bodies, tags=tags, keys=keys, properties=props)
 
 
