@@ -18,8 +18,9 @@ def offset_to_file_name(offset: int) -> str:
     return f"{offset:020d}"
 
 
-def fsync_directory(directory: str) -> None:
-    fd = os.open(directory, os.O_RDONLY)
+def fsync_path(path: str) -> None:
+    """fsync a file or a directory (a directory's entries: a new or renamed name survives a power loss)."""
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
@@ -190,7 +191,7 @@ class MappedFileQueue:
         finally:
             os.close(fd)
         if sync:
-            fsync_directory(self.directory)  # the new name must survive a power loss with the data in it
+            fsync_path(self.directory)  # the new name must survive a power loss with the data in it
         self.refresh()
         f = self.find(file_from_offset)
         assert f is not None and f.file_from_offset == file_from_offset

@@ -127,8 +127,8 @@ class MessageStore:
             alone = False
         fcntl.flock(self._abort_fd, fcntl.LOCK_SH)
         if not existed:
-            from .mapped_file import fsync_directory
-            fsync_directory(self.path)  # the abort file must outlive a power loss to trigger recovery
+            from .mapped_file import fsync_path
+            fsync_path(self.path)  # the abort file must outlive a power loss to trigger recovery
         return existed and alone
 
     def close(self) -> None:

@@ -11,6 +11,8 @@ from typing import Iterable, Iterator
 
 import pyarrow as pa
 
+from store.mapped_file import fsync_path
+
 from .columns import STAGED_SCHEMA
 
 
@@ -18,20 +20,8 @@ def batch_dir(sink_dir: str, batch_id) -> str:
     return os.path.join(sink_dir, "staging", str(batch_id))
 
 
-def fsync_file(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+# One call for both: fsync of a read-only descriptor works for files and directories alike.
+fsync_file = fsync_dir = fsync_path
 
 
 class StagedFile:
