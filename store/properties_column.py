@@ -16,10 +16,6 @@ from . import native
 MAP_TYPE = pa.map_(pa.string(), pa.string())
 
 
-def _offsets(arr) -> np.ndarray:
-    return np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1, offset=arr.offset * 4)
-
-
 def strided_view(buf: np.ndarray, dtype) -> np.ndarray:
     """A view with one (overlapping) element starting at every byte of buf, so that view[positions] gathers
     fixed-size items at arbitrary byte positions with one fancy index."""
