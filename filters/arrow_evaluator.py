@@ -285,8 +285,11 @@ class ArrowEvaluator:
 
     def mask_from_properties_text(self, strings) -> pa.BooleanArray:
         """The mask straight from stored `k\\x01v\\x02` texts: only the
-        properties the expression reads are cut out, no full map is built."""
-        return self.mask_for(TextPropertySource(strings, _read_first(self.expression)))
+        properties the expression reads are cut out, no full map is built.
+        All of them are found in one pass over the texts (a pass costs about
+        the same for one name as for several); each is cut out only on the
+        rows that read it."""
+        return self.mask_for(TextPropertySource(strings, referenced_properties(self.expression)))
 
     # ---- values
     def _value(self, rows: _Rows, node: Expression) -> _Value:
@@ -493,11 +496,11 @@ class TextPropertySource(PropertySource):
     """Properties read straight from the stored texts (see PropertiesText)."""
 
     def __init__(self, strings, names=None) -> None:
-        self._text = PropertiesText(strings, names)
+        self._text = strings if isinstance(strings, PropertiesText) else PropertiesText(strings, names)
         self.n = self._text.n
 
     def subset(self, index: np.ndarray, names: list[str]) -> PropertySource:
-        return TextPropertySource(self._text.strings.take(pa.array(index)), names)
+        return TextPropertySource(self._text.subset(index, names))
 
     def prefetch(self, names: list[str]) -> None:
         self._text.prefetch(names)

@@ -151,8 +151,9 @@ def properties_to_map(strings: Union[pa.Array, pa.ChunkedArray, Iterable[Optiona
     ends = offsets[1:]
     data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
 
-    fast = _native_pairs(bufs[2], starts, ends) if bufs[2] is not None else None
-    if fast is not None:
+    native = _native_module()
+    fast = native.property_pairs(bufs[2], starts, ends) if bufs[2] is not None else None
+    if fast is not None:  # the compiled pair scanner (one entry per key)
         rows, s, k, e = fast
         keys = native.gather_spans(bufs[2], s, k, pa.string())
         values = native.gather_spans(bufs[2], k + 1, e, pa.string())
@@ -178,11 +179,9 @@ def properties_to_map(strings: Union[pa.Array, pa.ChunkedArray, Iterable[Optiona
     return _assemble_map(rows, n, keys, values)
 
 
-def _native_pairs(data, starts, ends):
-    """The pair spans from the store's compiled scanner (memchr per pair), or None where it is not built."""
-    from store import native  # the record-bytes helpers live with the store
-    globals()["native"] = native
-    return native.property_pairs(data, starts, ends)
+def _native_module():
+    from store import native  # the record-bytes kernels live with the store (which imports this module)
+    return native
 
 
 def _assemble_map(rows, n, keys, values) -> pa.MapArray:
@@ -237,217 +236,74 @@ class MapColumn:
 def property_column(map_array: Union[pa.MapArray, pa.ChunkedArray], name: str) -> pa.Array:
     """One property of a map<string,string> column as a string column."""
     return MapColumn(map_array).column(name)
-
-
+def _spans_column(buffer, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
+    """A string array whose element i is buffer[starts[i]:ends[i]], or null where starts[i] < 0."""
+    n = len(starts)
+    present = starts >= 0
+    if not present.any():
+        return pa.nulls(n, type=pa.string())
+    if present.all():
+        return _native_module().gather_spans(buffer, starts, ends, pa.string())
+    # A missing value is an empty span (0, 0), made null by the validity bitmap.
+    col = _native_module().gather_spans(buffer, np.maximum(starts, 0), np.maximum(ends, 0), pa.string())
+    validity = pa.py_buffer(np.packbits(present, bitorder="little"))
+    return pa.Array.from_buffers(pa.string(), n, [validity, *col.buffers()[1:]])
 
 
 class PropertiesText:
     """Property lookups straight from stored properties texts, without
-    building the whole map.  The texts are walked once, in slices of whole
-    rows; in each slice the \\x02 separators are located, and each wanted key
-    is matched at the pair starts and its value's byte span recorded.  The
-    values are then cut out of the original bytes in one take per key.
+    building the whole map: one pass over the bytes (store.native's
+    property_values) finds the value spans of every property asked for
+    together, and a column is cut out of the original bytes when read.
     Same rules as parse_properties (first \\x01 splits, empty pairs dropped,
-    later duplicates win)."""
+    later duplicates win).  `subset` narrows to some rows without reading
+    the texts again."""
 
     def __init__(self, strings, names=None) -> None:
         arr = _as_string_array(strings)
-        self.n = len(arr)
-        self._arr = arr
-        self.strings = arr
-        self._names: list[str] = list(dict.fromkeys(names or ()))
+        n = len(arr)
+        bufs = arr.buffers()
+        large = pa.types.is_large_string(arr.type)
+        offsets = np.frombuffer(bufs[1], dtype=np.int64 if large else np.int32)[arr.offset : arr.offset + n + 1]
+        offsets = offsets.astype(np.int64)
+        row_ends = offsets[1:]
+        # A null slot's bytes are not properties: make it empty.
+        row_starts = np.where(arr.is_valid().to_numpy(zero_copy_only=False), offsets[:-1], row_ends) if (
+            arr.null_count) else offsets[:-1]
+        self._init(bufs[2] if bufs[2] is not None else b"", row_starts, row_ends, names, {})
+
+    def _init(self, buffer, row_starts, row_ends, names, spans) -> None:
+        self.n = len(row_starts)
+        self._buffer = buffer
+        self._row_starts, self._row_ends = row_starts, row_ends
+        self._spans: dict[str, tuple[np.ndarray, np.ndarray]] = spans
         self._columns: dict[str, pa.Array] = {}
-        self._slice_cache = None
-        self._pairs = None  # the compiled scanner's pair spans, when it is built
-        self._key_words = None
+        self._names = [k for k in dict.fromkeys(names or ()) if k not in spans]
+
+    def subset(self, index: np.ndarray, names=None) -> "PropertiesText":
+        """The rows at `index` (what was found already is kept; `names` will be read)."""
+        sub = PropertiesText.__new__(PropertiesText)
+        spans = {name: (s[index], e[index]) for name, (s, e) in self._spans.items()}
+        sub._init(self._buffer, self._row_starts[index], self._row_ends[index], names, spans)
+        return sub
 
     def prefetch(self, names) -> None:
         """Find these properties now, in one pass with the ones not yet read."""
-        missing = [k for k in dict.fromkeys(list(names) + self._names) if k not in self._columns]
+        missing = [k for k in dict.fromkeys(list(names) + self._names) if k not in self._spans]
         if missing:
-            self._columns.update(self._extract(missing))
+            starts, ends = _native_module().property_values(self._buffer, self._row_starts, self._row_ends, missing)
+            for i, name in enumerate(missing):
+                self._spans[name] = (starts[i], ends[i])
+            self._names = []
+
+    def spans(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """(starts, ends) of the property's value in the texts' buffer per row; -1 where missing."""
+        if name not in self._spans:
+            self.prefetch([name])
+        return self._spans[name]
 
     def column(self, name: str) -> pa.Array:
         col = self._columns.get(name)
         if col is None:
-            wanted = [name] + [k for k in self._names if k not in self._columns and k != name]
-            self._columns.update(self._extract(wanted))
-            col = self._columns[name]
+            col = self._columns[name] = _spans_column(self._buffer, *self.spans(name))
         return col
-
-    @staticmethod
-    def _slices(data, offsets, row_starts, row_ends, n):
-        """Per slice of whole rows (about _CHUNK_BYTES): its rows and bytes,
-        and every pair's start, end (its \\x02 or the slice end) and first
-        byte, relative to the slice.  Kept for the next properties read."""
-        lo, hi = int(offsets[0]), int(offsets[-1])
-        cuts = np.searchsorted(offsets, np.arange(lo, hi, _CHUNK_BYTES), side="left")
-        cuts = np.unique(np.concatenate(([0], cuts, [n])))
-        for r0, r1 in zip(cuts[:-1], cuts[1:]):
-            r0, r1 = int(r0), int(r1)
-            if r1 <= r0:
-                continue
-            b0, b1 = int(offsets[r0]), int(offsets[r1])
-            if b1 <= b0:
-                continue  # only empty texts
-            seg = data[b0:b1]
-            seps = np.flatnonzero(seg == 2)
-            local_row_starts = row_starts[r0:r1] - b0
-            local_row_ends = row_ends[r0:r1] - b0
-            # Pairs start after each \x02 and run to the next one (or the slice end);
-            # also at a non-empty row start not right after a \x02 (normally only
-            # the slice's first row).
-            starts = seps + 1
-            pair_ends = np.empty_like(starts)
-            if len(seps):
-                pair_ends[:-1] = seps[1:]
-                pair_ends[-1] = len(seg)
-                if starts[-1] >= len(seg):
-                    starts, pair_ends = starts[:-1], pair_ends[:-1]
-            inner = local_row_starts[1:]
-            lone = inner[(inner < local_row_ends[1:]) & (seg[np.maximum(inner - 1, 0)] != 2)]
-            if local_row_starts[0] == 0 and local_row_ends[0] > 0:
-                lone = np.concatenate(([0], lone))
-            if len(lone) == 1 and lone[0] == 0:
-                starts = np.concatenate((lone, starts))
-                pair_ends = np.concatenate(([seps[0] if len(seps) else len(seg)], pair_ends))
-            elif len(lone):
-                starts = np.sort(np.concatenate((starts, lone)))
-                if len(seps):
-                    nxt = np.searchsorted(seps, starts, side="left")
-                    pair_ends = np.where(nxt < len(seps), seps[np.minimum(nxt, len(seps) - 1)], len(seg))
-                else:
-                    pair_ends = np.full(len(starts), len(seg), dtype=starts.dtype)
-            first = seg[starts]
-            yield r0, r1, b0, b1, starts, pair_ends, first
-
-    def _extract_from_pairs(self, keys, data: np.ndarray, buffer) -> dict[str, pa.Array]:
-        """Values of the wanted keys from the compiled scanner's pairs (one per key and row already)."""
-        rows, key_starts, seps, ends = self._pairs
-        key_lens = seps - key_starts
-        if self._key_words is None:
-            # The first 8 bytes at every key start as one integer (little-endian), to compare short keys as
-            # integers; starts in the buffer's last 8 bytes cannot be read that way and are compared as bytes.
-            words = np.ndarray(shape=(max(0, len(data) - 7),), dtype="<u8", buffer=data, strides=(1,))
-            late = key_starts > len(data) - 8
-            self._key_words = (words[np.where(late, 0, key_starts)] if len(words) else
-                               np.zeros(len(key_starts), dtype=np.uint64), late)
-        key_words, late = self._key_words
-        out = {}
-        for name, key in keys:
-            raw = key[:-1].tobytes()  # without the \x01
-            cand = np.flatnonzero(key_lens == len(raw))
-            if len(cand) and len(raw) <= 8:
-                mask = np.uint64((1 << (8 * len(raw))) - 1)
-                hit = (key_words[cand] & mask) == np.uint64(int.from_bytes(raw, "little"))
-                odd = late[cand]
-                if odd.any():
-                    hit[odd] = [data[k:k + len(raw)].tobytes() == raw for k in key_starts[cand[odd]].tolist()]
-                cand = cand[hit]
-            elif len(cand):
-                items = np.ndarray(shape=(len(data) - len(raw) + 1,), dtype=f"V{len(raw)}", buffer=data,
-                                   strides=(1,))  # one item starting at every byte
-                cand = cand[items[key_starts[cand]] == np.void(raw)]
-            if len(cand) == 0:
-                out[name] = pa.nulls(self.n, type=pa.string())
-                continue
-            values = native.gather_spans(buffer, seps[cand] + 1, ends[cand], pa.string())
-            pos = np.full(self.n, -1, dtype=np.int64)
-            pos[rows[cand]] = np.arange(len(cand))
-            missing = pos < 0
-            out[name] = values if not missing.any() and len(cand) == self.n and (
-                rows[cand] == np.arange(self.n)).all() else values.take(pa.array(pos, mask=missing))
-        return out
-
-    def _extract(self, names: list[str]) -> dict[str, pa.Array]:
-        arr, n = self._arr, self.n
-        out: dict[str, pa.Array] = {}
-        keys = []
-        for name in names:
-            if not name or "\x01" in name or "\x02" in name:
-                out[name] = pa.nulls(n, type=pa.string())  # no stored key can look like that
-            else:
-                keys.append((name, np.frombuffer(name.encode("utf-8") + b"\x01", dtype=np.uint8)))
-        if not keys:
-            return out
-        large = pa.types.is_large_string(arr.type)
-        bufs = arr.buffers()
-        offsets = np.frombuffer(bufs[1], dtype=np.int64 if large else np.int32)[arr.offset : arr.offset + n + 1]
-        offsets = offsets.astype(np.int64)
-        if arr.null_count:
-            # A null slot's bytes are not properties: make it empty.
-            valid = arr.is_valid().to_numpy(zero_copy_only=False)
-            row_starts = np.where(valid, offsets[:-1], offsets[1:])
-        else:
-            row_starts = offsets[:-1]
-        row_ends = offsets[1:]
-        data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
-        if self._pairs is None and bufs[2] is not None and not large:
-            self._pairs = _native_pairs(bufs[2], row_starts, row_ends) or False
-        if self._pairs:
-            out.update(self._extract_from_pairs(keys, data, bufs[2]))
-            return out
-        found = {name: ([], [], []) for name, _ in keys}
-
-        if self._slice_cache is None:
-            self._slice_cache = list(self._slices(data, offsets, row_starts, row_ends, n))
-        for r0, r1, b0, b1, starts, pair_ends, first in self._slice_cache:
-            seg = data[b0:b1]
-            local_row_starts = row_starts[r0:r1] - b0
-            local_row_ends = row_ends[r0:r1] - b0
-            for name, key in keys:
-                width = len(key)
-                idx = np.flatnonzero(first == key[0])
-                cand = starts[idx]
-                ok = cand + width <= len(seg)
-                if not ok.all():
-                    idx, cand = idx[ok], cand[ok]
-                if width == 2:
-                    hit = seg[cand + 1] == 1
-                    idx, cand = idx[hit], cand[hit]
-                elif width > 2 and len(cand):
-                    hit = (seg[cand[:, None] + np.arange(1, width)] == key[1:]).all(axis=1)
-                    idx, cand = idx[hit], cand[hit]
-                if len(cand) == 0:
-                    continue
-                rows = np.searchsorted(local_row_starts, cand, side="right") - 1
-                vstart = cand + width
-                vend = np.minimum(pair_ends[idx], local_row_ends[rows])
-                # Non-empty value inside its own row (this also drops keys in null slots).
-                ok = vend > vstart
-                if not ok.all():
-                    rows, vstart, vend = rows[ok], vstart[ok], vend[ok]
-                if len(rows) == 0:
-                    continue
-                last = np.empty(len(rows), dtype=bool)
-                last[-1] = True
-                np.not_equal(rows[1:], rows[:-1], out=last[:-1])
-                if not last.all():
-                    rows, vstart, vend = rows[last], vstart[last], vend[last]
-                lists = found[name]
-                lists[0].append(rows + r0)
-                lists[1].append(vstart + b0)
-                lists[2].append(vend + b0)
-
-        for name, _ in keys:
-            rows_l, starts_l, ends_l = found[name]
-            if not rows_l:
-                out[name] = pa.nulls(n, type=pa.string())
-                continue
-            rows = np.concatenate(rows_l)
-            m = len(rows)
-            # A zero-copy array of (value, gap) spans over the original bytes, then one take.
-            bounds = np.empty(2 * m, dtype=np.int64 if large else np.int32)
-            bounds[0::2] = np.concatenate(starts_l)
-            bounds[1::2] = np.concatenate(ends_l)
-            spans = pa.Array.from_buffers(
-                pa.large_string() if large else pa.string(), 2 * m - 1, [None, pa.py_buffer(bounds), bufs[2]]
-            )
-            if m == n:
-                taken = spans.take(pa.array(np.arange(0, 2 * m, 2, dtype=np.int64)))
-            else:
-                index = np.full(n, -1, dtype=np.int64)
-                index[rows] = np.arange(0, 2 * m, 2)
-                taken = spans.take(pa.array(index, mask=index < 0))
-            out[name] = taken.cast(pa.string()) if large else taken
-        return out

@@ -2,11 +2,15 @@
  * one call and without the GIL:
  *   crc32_spans   RocketMQ's BODYCRC of many bodies (zlib has no batched form and costs ~0.4 us a call);
  *   property_pairs the key/value spans of many RocketMQ properties texts (`k\x01v\x02...`);
+ *   property_values the value spans of a few wanted keys in many properties texts (what a filter reads);
  *   gather_spans  many byte spans copied back to back (the data of an Arrow binary/string column). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 static uint32_t T[8][256];
 
@@ -143,6 +147,147 @@ done:
     return result;
 }
 
+/* Bit i of the result is set when p[i] is \x02 (i < count <= 16): where the pairs of a properties text end. */
+static inline uint32_t pair_end_bits(const uint8_t *p, int count) {
+    uint32_t bits = 0;
+#ifdef __SSE2__
+    if (count == 16)
+        return (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)p), _mm_set1_epi8(2)));
+#endif
+    for (int i = 0; i < count; i++) bits |= (uint32_t)(p[i] == 2) << i;
+    return bits;
+}
+
+static inline int lowest_bit(uint64_t m) {
+#if defined(__GNUC__) || defined(__clang__)
+    return __builtin_ctzll(m);
+#else
+    int i = 0;
+    while (!(m & 1u)) { m >>= 1; i++; }
+    return i;
+#endif
+}
+
+/* A wanted key as the bytes a matching pair starts with: the name, then \x01 (the pair's first \x01 then ends
+ * the key exactly, as the name holds neither separator); `head` is its first 8 of those bytes as one word. */
+typedef struct {
+    const uint8_t *name;
+    int64_t len;      /* of the name; -1: a name no stored key can equal (it holds \x01 or \x02, or is empty) */
+    uint64_t head, head_mask;
+} wanted_key;
+
+static inline uint64_t load_word(const uint8_t *p) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+    return w;
+}
+
+/* Whether the pair data[pair:q] is `name \x01 value` with a non-empty value; head: the pair's first 8 bytes as a
+ * word, when they could be read (little-endian machines). */
+static inline int pair_has_key(const wanted_key *k, const uint8_t *base, int64_t pair, int64_t q, int word,
+                               uint64_t head) {
+    if (k->len < 0 || q - pair < k->len + 2) return 0;
+    if (word ? (head & k->head_mask) != k->head : memcmp(base + pair, k->name, (size_t)k->len) != 0) return 0;
+    return base[pair + k->len] == 1 && (k->len < 8 || memcmp(base + pair, k->name, (size_t)k->len) == 0);
+}
+
+/* property_values(data, starts, ends, keys, key_ends, value_starts, value_ends).
+ * Row r's text is data[starts[r]:ends[r]]; the wanted keys are the UTF-8 names in `keys`, back to back, name j
+ * ending at key_ends[j] (int64, distinct names). Same pair rules as property_pairs; for name j and row r,
+ * value_starts[j*n + r] and value_ends[j*n + r] receive the byte span of the value of the row's last kept pair
+ * with that key, or -1 and -1 when there is none. One pass over the bytes for all the names: \x02s are found 16
+ * bytes at a time, and each pair's start is compared with the names (as words where 8 bytes can be read). */
+static PyObject *property_values(PyObject *self, PyObject *args) {
+    Py_buffer data, starts, ends, keys, key_ends, vstarts, vends;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*w*w*", &data, &starts, &ends, &keys, &key_ends, &vstarts, &vends))
+        return NULL;
+    PyObject *result = NULL;
+    wanted_key *wanted = NULL;
+    uint64_t by_first_byte[256] = {0};  /* bit j: wanted key j starts with that byte (keys 0..63) */
+    Py_ssize_t n = starts.len / 8, nk = key_ends.len / 8;
+    const int64_t *s = (const int64_t *)starts.buf, *e = (const int64_t *)ends.buf;
+    const int64_t *kend = (const int64_t *)key_ends.buf;
+    if (ends.len / 8 != n || vstarts.len / 8 != n * nk || vends.len / 8 != n * nk) {
+        PyErr_SetString(PyExc_ValueError, "property_values: inconsistent buffer sizes");
+        goto done;
+    }
+    if (!spans_inside(s, e, n, data.len)) goto done;
+    wanted = PyMem_Calloc(nk ? (size_t)nk : 1, sizeof(wanted_key));
+    if (!wanted) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t j = 0; j < nk; j++) {
+        int64_t k0 = j ? kend[j - 1] : 0;
+        if (kend[j] < k0 || kend[j] > keys.len) {
+            PyErr_SetString(PyExc_ValueError, "property_values: key_ends do not describe the keys buffer");
+            goto done;
+        }
+        const uint8_t *name = (const uint8_t *)keys.buf + k0;
+        int64_t len = kend[j] - k0;
+        wanted[j].name = name;
+        wanted[j].len = len && !memchr(name, 1, (size_t)len) && !memchr(name, 2, (size_t)len) ? len : -1;
+        for (int64_t i = 0; i < 8 && i <= len; i++) {
+            wanted[j].head |= (uint64_t)(i < len ? name[i] : 1) << (8 * i);
+            wanted[j].head_mask |= (uint64_t)0xFF << (8 * i);
+        }
+        if (j < 64 && wanted[j].len > 0) by_first_byte[name[0]] |= (uint64_t)1 << j;
+    }
+    int64_t *vs = (int64_t *)vstarts.buf, *ve = (int64_t *)vends.buf;
+    const uint8_t *base = (const uint8_t *)data.buf;
+    const int64_t len = (int64_t)data.len;
+    int le = little_endian();
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n * nk; i++) vs[i] = ve[i] = -1;
+    for (Py_ssize_t r = 0; r < n; r++) {
+        const int64_t end = e[r];
+        int64_t pair = s[r];
+        for (int64_t block = s[r]; block <= end; block += 16) {
+            /* The row's end acts as a last \x02; a block may read past it (never past the buffer) and ignores that. */
+            int64_t left = end - block;
+            uint32_t m = 0;
+            if (left > 0) {
+                m = pair_end_bits(base + block, len - block >= 16 ? 16 : (int)(len - block));
+                if (left < 16) m &= (1u << left) - 1;
+            }
+            if (left < 16) m |= 1u << left;
+            while (m) {
+                int64_t q = block + lowest_bit(m);  /* the pair is data[pair:q] */
+                m &= m - 1;
+                /* at least a key byte, the \x01 and a value byte; then only the names with that first byte */
+                uint64_t candidates = q - pair >= 3 ? by_first_byte[base[pair]] : 0;
+                int word = le && pair + 8 <= len;
+                uint64_t head = word && (candidates || nk > 64) ? load_word(base + pair) : 0;
+                while (candidates) {
+                    int j = lowest_bit(candidates);
+                    candidates &= candidates - 1;
+                    if (pair_has_key(&wanted[j], base, pair, q, word, head)) {
+                        vs[j * n + r] = pair + wanted[j].len + 1;
+                        ve[j * n + r] = q;
+                        break;
+                    }
+                }
+                for (Py_ssize_t j = 64; j < nk; j++) {  /* names beyond the first 64, rarely wanted */
+                    if (pair_has_key(&wanted[j], base, pair, q, word, head)) {
+                        vs[j * n + r] = pair + wanted[j].len + 1;
+                        ve[j * n + r] = q;
+                        break;
+                    }
+                }
+                pair = q + 1;
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    PyMem_Free(wanted);
+    PyBuffer_Release(&data); PyBuffer_Release(&starts); PyBuffer_Release(&ends); PyBuffer_Release(&keys);
+    PyBuffer_Release(&key_ends); PyBuffer_Release(&vstarts); PyBuffer_Release(&vends);
+    return result;
+}
+
 /* gather_spans(src, starts, ends, dst): dst = src[starts[0]:ends[0]] + src[starts[1]:ends[1]] + ... */
 static PyObject *gather_spans(PyObject *self, PyObject *args) {
     Py_buffer src, starts, ends, dst;
@@ -180,6 +325,7 @@ done:
 static PyMethodDef methods[] = {
     {"crc32_spans", crc32_spans, METH_VARARGS, "CRC32 of data[starts[i]:ends[i]] into out[i] (uint32)."},
     {"property_pairs", property_pairs, METH_VARARGS, "Kept key/value pair spans of many properties texts."},
+    {"property_values", property_values, METH_VARARGS, "Value spans of a few wanted keys in many properties texts."},
     {"gather_spans", gather_spans, METH_VARARGS, "Copy many spans of a buffer back to back."},
     {NULL, NULL, 0, NULL},
 };

@@ -75,6 +75,63 @@ def property_pairs(data, starts: np.ndarray, ends: np.ndarray) -> Optional[tuple
     return rows[:count], keys[:count], seps[:count], pair_ends[:count]
 
 
+def property_values(data, starts: np.ndarray, ends: np.ndarray, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(value starts, value ends), each of shape (len(names), rows): the byte span in `data` of each named
+    property's value in each properties text data[starts[r]:ends[r]], -1 where the text lacks it. Same rules as
+    property_pairs (a pair needs a non-empty key and value; a later duplicate wins). Names must be distinct."""
+    starts, ends = _i64(starts), _i64(ends)
+    n, nk = len(starts), len(names)
+    encoded = [name.encode("utf-8") for name in names]
+    if _native is not None:
+        value_starts = np.empty((nk, n), dtype=np.int64)
+        value_ends = np.empty((nk, n), dtype=np.int64)
+        key_ends = np.cumsum([len(k) for k in encoded], dtype=np.int64) if nk else np.zeros(0, np.int64)
+        _native.property_values(data, starts, ends, b"".join(encoded), key_ends, value_starts, value_ends)
+        return value_starts, value_ends
+    return _property_values_numpy(data, starts, ends, encoded)
+
+
+def _property_values_numpy(data, starts: np.ndarray, ends: np.ndarray, keys: list[bytes]):
+    n = len(starts)
+    value_starts = np.full((len(keys), n), -1, dtype=np.int64)
+    value_ends = np.full((len(keys), n), -1, dtype=np.int64)
+    raw = np.frombuffer(data, dtype=np.uint8)
+    if (starts < 0).any() or (ends < starts).any() or (ends > len(raw)).any():
+        i = int(np.flatnonzero((starts < 0) | (ends < starts) | (ends > len(raw)))[0])
+        raise ValueError(f"span {i} [{starts[i]}, {ends[i]}) is outside the buffer of {len(raw)} bytes")
+    if n == 0 or not keys:
+        return value_starts, value_ends
+    # The rows back to back, each followed by a \x02 (so every pair, the last included, ends at one), and
+    # the map from a position there back to the original bytes.
+    lengths = ends - starts + 1
+    shift = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=shift[1:])
+    row_of = np.repeat(np.arange(n), lengths)
+    origin = np.arange(int(shift[-1])) - shift[row_of] + starts[row_of]  # position in data (the added \x02: end)
+    text = np.full(int(shift[-1]), 2, dtype=np.uint8)
+    inside = origin < ends[row_of]
+    text[inside] = raw[origin[inside]]
+    pair_ends = np.flatnonzero(text == 2)
+    pair_starts = np.concatenate(([0], pair_ends[:-1] + 1))
+    ones = np.flatnonzero(text == 1)
+    first = np.searchsorted(ones, pair_starts)
+    seps = ones[np.minimum(first, len(ones) - 1)] if len(ones) else pair_starts
+    kept = (first < len(ones)) & (seps > pair_starts) & (seps + 1 < pair_ends)
+    pair_starts, seps, pair_ends = pair_starts[kept], seps[kept], pair_ends[kept]
+    rows = row_of[pair_starts]
+    for j, key in enumerate(keys):
+        hit = np.flatnonzero(seps - pair_starts == len(key))
+        if len(key):
+            at = pair_starts[hit][:, None] + np.arange(len(key))
+            hit = hit[(text[at] == np.frombuffer(key, dtype=np.uint8)).all(axis=1)]
+        last = np.ones(len(hit), dtype=bool)  # the row's last such pair wins
+        last[:-1] = rows[hit[1:]] != rows[hit[:-1]]
+        hit = hit[last]
+        value_starts[j, rows[hit]] = origin[seps[hit] + 1]
+        value_ends[j, rows[hit]] = origin[pair_ends[hit]]
+    return value_starts, value_ends
+
+
 def gather_spans(data, starts: np.ndarray, ends: np.ndarray, typ=pa.binary()) -> pa.Array:
     """An Arrow array whose element i is a copy of data[starts[i]:ends[i]]."""
     n = len(starts)

@@ -71,3 +71,77 @@ def test_spans_outside_the_buffer_are_refused():
         native.crc32_spans(b"abc", np.array([0]), np.array([5]))
     with pytest.raises(ValueError, match="outside the buffer"):
         native.gather_spans(b"abc", np.array([2]), np.array([1]))
+
+
+# Keys that share first bytes, a prefix of another, longer than a machine word, multibyte, and names no stored key
+# can equal (empty, holding a separator).
+VALUE_NAMES = ["a", "ab", "b", "key_longer_than_8", "key_longer_than_9", "é", "😀k", "", "a\x01", "\x02"]
+value_texts = st.lists(
+    st.lists(st.sampled_from(["a", "ab", "b", "key_longer_than_8", "é", "😀k", "v", "\x01", "\x02"]),
+             max_size=16).map("".join),
+    min_size=1, max_size=12)
+
+
+def _values(data: bytes, starts, ends, names):
+    value_starts, value_ends = native.property_values(data, starts, ends, names)
+    assert value_starts.shape == value_ends.shape == (len(names), len(starts))
+    return [[data[s:e].decode() if s >= 0 else None for s, e in zip(value_starts[j], value_ends[j])]
+            for j in range(len(names))]
+
+
+@settings(max_examples=150, deadline=None)
+@given(value_texts, st.lists(st.sampled_from(VALUE_NAMES), unique=True, max_size=6), st.randoms())
+def test_property_values_with_and_without_native(values, names, rnd):
+    encoded = [v.encode() for v in values]
+    data = b"".join(encoded)  # the last text ends at the buffer's end (no whole word to read there)
+    ends = np.cumsum([len(v) for v in encoded])
+    starts = ends - [len(v) for v in encoded]
+    want = [[codec.string_to_properties(v).get(name) for v in values] for name in names]
+    assert _values(data, starts, ends, names) == want
+    with_native = native.property_values(data, starts, ends, names)
+    fallback = native._property_values_numpy(data, starts, ends, [n.encode() for n in names])
+    assert all((a == b).all() for a, b in zip(with_native, fallback))
+    # rows in any order, repeated, or cut short inside the buffer (the bytes after a row's end are not its own)
+    order = [rnd.randrange(len(values)) for _ in range(len(values) + 2)]
+    cut = [rnd.randint(int(starts[i]), int(ends[i])) for i in order]
+    texts = [data[starts[i]:c].decode("utf-8", "replace") for i, c in zip(order, cut)]
+    got = native.property_values(data, starts[order], cut, names)
+    fallback = native._property_values_numpy(data, starts[order], np.array(cut), [n.encode() for n in names])
+    assert all((a == b).all() for a, b in zip(got, fallback))
+    for j, name in enumerate(names):
+        for r, text in enumerate(texts):
+            if "\ufffd" not in text:  # a cut inside a character: only the spans are compared
+                assert (data[got[0][j, r]:got[1][j, r]].decode() if got[0][j, r] >= 0 else None) == \
+                    codec.string_to_properties(text).get(name)
+
+
+def test_property_values_edge_cases(without_native):
+    texts = ["a\x011\x02a\x012", "a\x011\x02a\x01\x02", "\x01a\x02b\x01\x01\x02", "a\x01x\x01y", "", "ab\x01", "a"]
+    data = "".join(texts).encode()
+    ends = np.cumsum([len(t.encode()) for t in texts])
+    starts = ends - [len(t.encode()) for t in texts]
+    names = ["a", "b", "ab", "", "a\x01"]
+    want = [["2", "1", None, "x\x01y", None, None, None], [None, None, "\x01", None, None, None, None],
+            [None] * 7, [None] * 7, [None] * 7]
+    assert _values(data, starts, ends, names) == want
+    assert without_native(_values, data, starts, ends, names) == want
+    assert native.property_values(data, starts, ends, [])[0].shape == (0, len(texts))
+    assert without_native(native.property_values, data, starts[:0], ends[:0], ["a"])[0].shape == (1, 0)
+    for run in (lambda f, *a: f(*a), without_native):
+        with pytest.raises(ValueError, match="outside the buffer"):
+            run(native.property_values, data, np.array([0]), np.array([len(data) + 1]), ["a"])
+
+
+def test_properties_text_columns_with_and_without_native(without_native):
+    from filters.message_properties import PropertiesText
+    texts = pa.array(["a\x011\x02b\x01x", None, "b\x01y\x02a\x01é\x02a\x01😀", "a\x01\x02"]).slice(1)
+    want = {"a": [None, "😀", None], "b": [None, "y", None], "zz": [None, None, None]}
+
+    def columns():
+        text = PropertiesText(texts, ["a"])
+        sub = text.subset(np.array([1, 2]), ["b"])
+        return ({name: text.column(name).to_pylist() for name in want},
+                {name: sub.column(name).to_pylist() for name in want})
+    expected = (want, {name: column[1:] for name, column in want.items()})
+    assert columns() == expected
+    assert without_native(columns) == expected
