@@ -151,9 +151,22 @@ class _Rows:
 
 
 def _to_bool_numpy(arr: Union[pa.Array, pa.ChunkedArray]) -> np.ndarray:
+    """A boolean array as numpy, null as False (unpacking the bits: much faster than to_numpy)."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
     if arr.null_count:
         arr = arr.fill_null(False)
-    return arr.to_numpy(zero_copy_only=False)
+    n, skip = len(arr), arr.offset % 8
+    if n == 0:
+        return np.zeros(0, dtype=bool)
+    bits = np.frombuffer(arr.buffers()[1], dtype=np.uint8)[arr.offset // 8 :]
+    return np.unpackbits(bits, count=skip + n, bitorder="little")[skip:].view(bool)
+
+
+def _codes(hit, null=False, err=False) -> np.ndarray:
+    """int8 codes: TRUE where hit and FALSE elsewhere, then NULL where null, then ERROR where err."""
+    codes = np.asarray(hit, dtype=bool).view(np.int8)  # T is 1, F is 0
+    return _overlay(_overlay(codes, null, N), err, E)
 
 
 def _string_lengths(col: pa.Array) -> np.ndarray:
@@ -240,8 +253,15 @@ def _overlay(codes, mask, code: int):
     if isinstance(mask, np.ndarray):
         if not mask.any():
             return codes
-        return np.where(mask, np.int8(code), codes).astype(np.int8, copy=False)
+        # Bitwise (codes ^ ((codes ^ code) & all-ones where mask)): a few times faster than np.where.
+        ones = np.negative(mask.view(np.int8))
+        return np.bitwise_xor(codes, np.bitwise_and(np.bitwise_xor(codes, np.int8(code)), ones))
     return np.int8(code) if mask else codes
+
+
+def _combine(table: np.ndarray, left: np.ndarray, right) -> np.ndarray:
+    """table[left * 4 + right], the codes of AND / OR."""
+    return np.take(table, np.bitwise_or(np.left_shift(left, 2), right))
 
 
 def _java_compare_doubles(a, b) -> np.ndarray:
@@ -379,7 +399,7 @@ class ArrowEvaluator:
             code = {True: T, False: F, None: N}[node.value]  # type: ignore[index]
             return np.full(n, code, dtype=np.int8)
         if isinstance(node, AsCondition):
-            return np.where(rows.null(node.property.name), N, F).astype(np.int8)
+            return _codes(False, rows.null(node.property.name))
         if isinstance(node, Not):
             return _NOT[self._condition(rows, node.operand)]
         if isinstance(node, (And, Or)):
@@ -392,7 +412,7 @@ class ArrowEvaluator:
             open_rows = (left == T if decided == F else left == F) | (left == N)
             count = int(np.count_nonzero(open_rows))
             if count == 0:
-                return table[left * 4 + F]
+                return _combine(table, left, np.int8(F))
             if n >= SUBSET_MIN_ROWS and count <= SUBSET_MAX_SHARE * n:
                 index = np.flatnonzero(open_rows)
                 sub = rows.subset(index, _read_first(node.right))
@@ -401,7 +421,7 @@ class ArrowEvaluator:
             else:
                 rows.source.prefetch(referenced_properties(node.right))  # one pass for them all
                 right = self._condition(rows, node.right)
-            return table[left * 4 + right]
+            return _combine(table, left, right)
         if isinstance(node, Between):
             return self._condition(rows, node.expanded())
         if isinstance(node, Comparison):
@@ -418,7 +438,7 @@ class ArrowEvaluator:
                 hit = _to_bool_numpy(pc.is_in(col, value_set=pa.array(node.values, type=pa.string())))
             if node.negated:
                 hit = ~hit
-            return np.where(rows.null(name), N, np.where(hit, T, F)).astype(np.int8)
+            return _codes(hit, rows.null(name))
         if isinstance(node, StringMatch):
             if not node.search:
                 return np.full(n, F, dtype=np.int8)
@@ -437,11 +457,11 @@ class ArrowEvaluator:
                 hit = np.full(n, found != node.negated)
             else:
                 hit = np.zeros(n, dtype=bool)  # not a string: FALSE
-            return np.where(v.err, E, np.where(hit, T, F)).astype(np.int8)
+            return _codes(np.broadcast_to(hit, (n,)), err=v.err)
         if isinstance(node, IsNull):
             v = self._value(rows, node.operand)
             is_null = np.logical_xor(v.null, node.negated)
-            return np.broadcast_to(np.where(v.err, E, np.where(is_null, T, F)).astype(np.int8), (n,))
+            return _codes(np.broadcast_to(is_null, (n,)), err=v.err)
         raise TypeError(f"{node!r} is not a condition")
 
 

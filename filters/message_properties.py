@@ -236,28 +236,14 @@ class MapColumn:
 def property_column(map_array: Union[pa.MapArray, pa.ChunkedArray], name: str) -> pa.Array:
     """One property of a map<string,string> column as a string column."""
     return MapColumn(map_array).column(name)
-def _spans_column(buffer, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
-    """A string array whose element i is buffer[starts[i]:ends[i]], or null where starts[i] < 0."""
-    n = len(starts)
-    present = starts >= 0
-    if not present.any():
-        return pa.nulls(n, type=pa.string())
-    if present.all():
-        return _native_module().gather_spans(buffer, starts, ends, pa.string())
-    # A missing value is an empty span (0, 0), made null by the validity bitmap.
-    col = _native_module().gather_spans(buffer, np.maximum(starts, 0), np.maximum(ends, 0), pa.string())
-    validity = pa.py_buffer(np.packbits(present, bitorder="little"))
-    return pa.Array.from_buffers(pa.string(), n, [validity, *col.buffers()[1:]])
-
-
 class PropertiesText:
     """Property lookups straight from stored properties texts, without
     building the whole map: one pass over the bytes (store.native's
-    property_values) finds the value spans of every property asked for
-    together, and a column is cut out of the original bytes when read.
-    Same rules as parse_properties (first \\x01 splits, empty pairs dropped,
-    later duplicates win).  `subset` narrows to some rows without reading
-    the texts again."""
+    property_columns) cuts out every property asked for together.  Same
+    rules as parse_properties (first \\x01 splits, empty pairs dropped,
+    later duplicates win).  `subset` narrows to some rows: what was found
+    is taken from the found columns, anything else is read from just those
+    rows' texts."""
 
     def __init__(self, strings, names=None) -> None:
         arr = _as_string_array(strings)
@@ -270,40 +256,42 @@ class PropertiesText:
         # A null slot's bytes are not properties: make it empty.
         row_starts = np.where(arr.is_valid().to_numpy(zero_copy_only=False), offsets[:-1], row_ends) if (
             arr.null_count) else offsets[:-1]
-        self._init(bufs[2] if bufs[2] is not None else b"", row_starts, row_ends, names, {})
+        self._init(bufs[2] if bufs[2] is not None else b"", row_starts, row_ends, names)
 
-    def _init(self, buffer, row_starts, row_ends, names, spans) -> None:
+    def _init(self, buffer, row_starts, row_ends, names, parent=None, index=None) -> None:
         self.n = len(row_starts)
         self._buffer = buffer
         self._row_starts, self._row_ends = row_starts, row_ends
-        self._spans: dict[str, tuple[np.ndarray, np.ndarray]] = spans
         self._columns: dict[str, pa.Array] = {}
-        self._names = [k for k in dict.fromkeys(names or ()) if k not in spans]
+        self._names = list(dict.fromkeys(names or ()))
+        self._parent, self._index = parent, index
 
     def subset(self, index: np.ndarray, names=None) -> "PropertiesText":
-        """The rows at `index` (what was found already is kept; `names` will be read)."""
+        """The rows at `index`; `names` are the properties that will be read."""
         sub = PropertiesText.__new__(PropertiesText)
-        spans = {name: (s[index], e[index]) for name, (s, e) in self._spans.items()}
-        sub._init(self._buffer, self._row_starts[index], self._row_ends[index], names, spans)
+        sub._init(self._buffer, self._row_starts[index], self._row_ends[index], names, self, index)
         return sub
+
+    def _found(self, name: str) -> Optional[pa.Array]:
+        col = self._columns.get(name)
+        if col is None and self._parent is not None:
+            col = self._parent._found(name)
+            if col is not None:
+                col = self._columns[name] = col.take(pa.array(self._index))
+        return col
 
     def prefetch(self, names) -> None:
         """Find these properties now, in one pass with the ones not yet read."""
-        missing = [k for k in dict.fromkeys(list(names) + self._names) if k not in self._spans]
+        missing = [k for k in dict.fromkeys(list(names) + self._names) if self._found(k) is None]
         if missing:
-            starts, ends = _native_module().property_values(self._buffer, self._row_starts, self._row_ends, missing)
-            for i, name in enumerate(missing):
-                self._spans[name] = (starts[i], ends[i])
-            self._names = []
-
-    def spans(self, name: str) -> tuple[np.ndarray, np.ndarray]:
-        """(starts, ends) of the property's value in the texts' buffer per row; -1 where missing."""
-        if name not in self._spans:
-            self.prefetch([name])
-        return self._spans[name]
+            columns = _native_module().property_columns(self._buffer, self._row_starts, self._row_ends, missing)
+            self._columns.update(zip(missing, columns))
+        self._names = []
 
     def column(self, name: str) -> pa.Array:
-        col = self._columns.get(name)
+        """The property `name` per row; null where missing."""
+        col = self._found(name)
         if col is None:
-            col = self._columns[name] = _spans_column(self._buffer, *self.spans(name))
+            self.prefetch([name])
+            col = self._columns[name]
         return col

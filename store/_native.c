@@ -2,7 +2,7 @@
  * one call and without the GIL:
  *   crc32_spans   RocketMQ's BODYCRC of many bodies (zlib has no batched form and costs ~0.4 us a call);
  *   property_pairs the key/value spans of many RocketMQ properties texts (`k\x01v\x02...`);
- *   property_values the value spans of a few wanted keys in many properties texts (what a filter reads);
+ *   property_columns the string columns of a few wanted keys of many properties texts (what a filter reads);
  *   gather_spans  many byte spans copied back to back (the data of an Arrow binary/string column). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -147,14 +147,19 @@ done:
     return result;
 }
 
-/* Bit i of the result is set when p[i] is \x02 (i < count <= 16): where the pairs of a properties text end. */
-static inline uint32_t pair_end_bits(const uint8_t *p, int count) {
-    uint32_t bits = 0;
+/* Bit i of the result is set when p[i] is \x02 (i < count <= 64): where the pairs of a properties text end. */
+static inline uint64_t pair_end_bits(const uint8_t *p, int count) {
+    uint64_t bits = 0;
 #ifdef __SSE2__
-    if (count == 16)
-        return (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)p), _mm_set1_epi8(2)));
+    if (count == 64) {
+        const __m128i two = _mm_set1_epi8(2);
+        for (int i = 0; i < 4; i++)
+            bits |= (uint64_t)(uint32_t)_mm_movemask_epi8(
+                        _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(p + 16 * i)), two)) << (16 * i);
+        return bits;
+    }
 #endif
-    for (int i = 0; i < count; i++) bits |= (uint32_t)(p[i] == 2) << i;
+    for (int i = 0; i < count; i++) bits |= (uint64_t)(p[i] == 2) << i;
     return bits;
 }
 
@@ -191,37 +196,57 @@ static inline int pair_has_key(const wanted_key *k, const uint8_t *base, int64_t
     return base[pair + k->len] == 1 && (k->len < 8 || memcmp(base + pair, k->name, (size_t)k->len) == 0);
 }
 
-/* property_values(data, starts, ends, keys, key_ends, value_starts, value_ends).
+/* Room for `need` more bytes (and 16 of slack for short copies) at *pos in a values bytearray, growing it with
+ * the GIL held (the caller has released it). */
+static int values_room(PyObject *values, char **buf, int64_t pos, int64_t need, PyThreadState **saved) {
+    int64_t want = pos + need + 16;
+    if (want <= (int64_t)PyByteArray_GET_SIZE(values)) return 1;
+    int64_t size = 2 * (int64_t)PyByteArray_GET_SIZE(values);
+    PyEval_RestoreThread(*saved);
+    int ok = PyByteArray_Resize(values, (Py_ssize_t)(size > want ? size : want)) == 0;
+    *saved = PyEval_SaveThread();
+    *buf = PyByteArray_AS_STRING(values);
+    return ok;
+}
+
+/* property_columns(data, starts, ends, keys, key_ends, validity, offsets) -> list of bytearrays.
  * Row r's text is data[starts[r]:ends[r]]; the wanted keys are the UTF-8 names in `keys`, back to back, name j
- * ending at key_ends[j] (int64, distinct names). Same pair rules as property_pairs; for name j and row r,
- * value_starts[j*n + r] and value_ends[j*n + r] receive the byte span of the value of the row's last kept pair
- * with that key, or -1 and -1 when there is none. One pass over the bytes for all the names: \x02s are found 16
- * bytes at a time, and each pair's start is compared with the names (as words where 8 bytes can be read). */
-static PyObject *property_values(PyObject *self, PyObject *args) {
-    Py_buffer data, starts, ends, keys, key_ends, vstarts, vends;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*w*w*", &data, &starts, &ends, &keys, &key_ends, &vstarts, &vends))
+ * ending at key_ends[j] (int64, distinct names). Same pair rules as property_pairs. For name j, the result is the
+ * string column of that property's value per row (the row's last kept pair with that key; null where none) as
+ * Arrow buffers: validity bits j*((n+7)/8).. (zeroed by the caller), int32 offsets j*(n+1).., and the values,
+ * returned. One pass over the bytes for all the names: \x02s are found 64 bytes at a time, each pair's start is
+ * compared with the names (as words where 8 bytes can be read), and a value is copied while its bytes are in
+ * cache. */
+static PyObject *property_columns(PyObject *self, PyObject *args) {
+    Py_buffer data, starts, ends, keys, key_ends, validity, offsets;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*w*w*", &data, &starts, &ends, &keys, &key_ends, &validity, &offsets))
         return NULL;
     PyObject *result = NULL;
     wanted_key *wanted = NULL;
+    int64_t *pos = NULL;
+    char **out = NULL;
     uint64_t by_first_byte[256] = {0};  /* bit j: wanted key j starts with that byte (keys 0..63) */
-    Py_ssize_t n = starts.len / 8, nk = key_ends.len / 8;
+    Py_ssize_t n = starts.len / 8, nk = key_ends.len / 8, nbytes = (n + 7) / 8;
     const int64_t *s = (const int64_t *)starts.buf, *e = (const int64_t *)ends.buf;
     const int64_t *kend = (const int64_t *)key_ends.buf;
-    if (ends.len / 8 != n || vstarts.len / 8 != n * nk || vends.len / 8 != n * nk) {
-        PyErr_SetString(PyExc_ValueError, "property_values: inconsistent buffer sizes");
+    if (ends.len / 8 != n || validity.len != nbytes * nk || offsets.len / 4 != (n + 1) * nk) {
+        PyErr_SetString(PyExc_ValueError, "property_columns: inconsistent buffer sizes");
         goto done;
     }
     if (!spans_inside(s, e, n, data.len)) goto done;
     wanted = PyMem_Calloc(nk ? (size_t)nk : 1, sizeof(wanted_key));
-    if (!wanted) {
-        PyErr_NoMemory();
-        goto done;
+    pos = PyMem_Calloc(2 * (nk ? (size_t)nk : 1), sizeof(int64_t));
+    out = PyMem_Calloc(nk ? (size_t)nk : 1, sizeof(char *));
+    result = PyList_New(nk);
+    if (!wanted || !pos || !out || !result) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        goto fail;
     }
     for (Py_ssize_t j = 0; j < nk; j++) {
         int64_t k0 = j ? kend[j - 1] : 0;
         if (kend[j] < k0 || kend[j] > keys.len) {
-            PyErr_SetString(PyExc_ValueError, "property_values: key_ends do not describe the keys buffer");
-            goto done;
+            PyErr_SetString(PyExc_ValueError, "property_columns: key_ends do not describe the keys buffer");
+            goto fail;
         }
         const uint8_t *name = (const uint8_t *)keys.buf + k0;
         int64_t len = kend[j] - k0;
@@ -232,25 +257,32 @@ static PyObject *property_values(PyObject *self, PyObject *args) {
             wanted[j].head_mask |= (uint64_t)0xFF << (8 * i);
         }
         if (j < 64 && wanted[j].len > 0) by_first_byte[name[0]] |= (uint64_t)1 << j;
+        PyObject *values = PyByteArray_FromStringAndSize(NULL, 8 * n + 64);
+        if (!values) goto fail;
+        PyList_SET_ITEM(result, j, values);
+        out[j] = PyByteArray_AS_STRING(values);
     }
-    int64_t *vs = (int64_t *)vstarts.buf, *ve = (int64_t *)vends.buf;
+    int64_t *row_pos = pos + nk;  /* where each column's values for the current row begin */
+    uint8_t *valid = (uint8_t *)validity.buf;
+    int32_t *offs = (int32_t *)offsets.buf;
     const uint8_t *base = (const uint8_t *)data.buf;
     const int64_t len = (int64_t)data.len;
-    int le = little_endian();
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < n * nk; i++) vs[i] = ve[i] = -1;
-    for (Py_ssize_t r = 0; r < n; r++) {
+    int le = little_endian(), failed = 0;
+    PyThreadState *saved = PyEval_SaveThread();
+    for (Py_ssize_t j = 0; j < nk; j++) offs[j * (n + 1)] = 0;
+    for (Py_ssize_t r = 0; r < n && !failed; r++) {
         const int64_t end = e[r];
         int64_t pair = s[r];
-        for (int64_t block = s[r]; block <= end; block += 16) {
+        for (Py_ssize_t j = 0; j < nk; j++) row_pos[j] = pos[j];
+        for (int64_t block = s[r]; block <= end && !failed; block += 64) {
             /* The row's end acts as a last \x02; a block may read past it (never past the buffer) and ignores that. */
             int64_t left = end - block;
-            uint32_t m = 0;
+            uint64_t m = 0;
             if (left > 0) {
-                m = pair_end_bits(base + block, len - block >= 16 ? 16 : (int)(len - block));
-                if (left < 16) m &= (1u << left) - 1;
+                m = pair_end_bits(base + block, len - block >= 64 ? 64 : (int)(len - block));
+                if (left < 64) m &= ((uint64_t)1 << left) - 1;
             }
-            if (left < 16) m |= 1u << left;
+            if (left < 64) m |= (uint64_t)1 << left;
             while (m) {
                 int64_t q = block + lowest_bit(m);  /* the pair is data[pair:q] */
                 m &= m - 1;
@@ -258,33 +290,54 @@ static PyObject *property_values(PyObject *self, PyObject *args) {
                 uint64_t candidates = q - pair >= 3 ? by_first_byte[base[pair]] : 0;
                 int word = le && pair + 8 <= len;
                 uint64_t head = word && (candidates || nk > 64) ? load_word(base + pair) : 0;
+                Py_ssize_t j = -1;
                 while (candidates) {
-                    int j = lowest_bit(candidates);
+                    int c = lowest_bit(candidates);
                     candidates &= candidates - 1;
-                    if (pair_has_key(&wanted[j], base, pair, q, word, head)) {
-                        vs[j * n + r] = pair + wanted[j].len + 1;
-                        ve[j * n + r] = q;
+                    if (pair_has_key(&wanted[c], base, pair, q, word, head)) {
+                        j = c;
                         break;
                     }
                 }
-                for (Py_ssize_t j = 64; j < nk; j++) {  /* names beyond the first 64, rarely wanted */
-                    if (pair_has_key(&wanted[j], base, pair, q, word, head)) {
-                        vs[j * n + r] = pair + wanted[j].len + 1;
-                        ve[j * n + r] = q;
+                for (Py_ssize_t c = 64; c < nk && j < 0; c++)  /* names beyond the first 64, rarely wanted */
+                    if (pair_has_key(&wanted[c], base, pair, q, word, head)) j = c;
+                if (j >= 0) {
+                    /* the value, over an earlier one of the same key in this row (the later duplicate wins) */
+                    int64_t from = pair + wanted[j].len + 1, size = q - from, at = row_pos[j];
+                    if (at + size > INT32_MAX ||
+                        !values_room(PyList_GET_ITEM(result, j), &out[j], at, size, &saved)) {
+                        failed = 1;
                         break;
                     }
+                    if (size <= 16 && from + 16 <= len)
+                        memcpy(out[j] + at, base + from, 16);
+                    else
+                        memcpy(out[j] + at, base + from, (size_t)size);
+                    pos[j] = at + size;
+                    valid[j * nbytes + (r >> 3)] |= (uint8_t)(1u << (r & 7));
                 }
                 pair = q + 1;
             }
         }
+        for (Py_ssize_t j = 0; j < nk; j++) offs[j * (n + 1) + r + 1] = (int32_t)pos[j];
     }
-    Py_END_ALLOW_THREADS
-    Py_INCREF(Py_None);
-    result = Py_None;
+    PyEval_RestoreThread(saved);
+    if (failed) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "property_columns: a column's values exceed 2 GiB; use smaller batches");
+        goto fail;
+    }
+    for (Py_ssize_t j = 0; j < nk; j++)
+        if (PyByteArray_Resize(PyList_GET_ITEM(result, j), (Py_ssize_t)pos[j]) != 0) goto fail;
+    goto done;
+fail:
+    Py_CLEAR(result);
 done:
     PyMem_Free(wanted);
+    PyMem_Free(pos);
+    PyMem_Free(out);
     PyBuffer_Release(&data); PyBuffer_Release(&starts); PyBuffer_Release(&ends); PyBuffer_Release(&keys);
-    PyBuffer_Release(&key_ends); PyBuffer_Release(&vstarts); PyBuffer_Release(&vends);
+    PyBuffer_Release(&key_ends); PyBuffer_Release(&validity); PyBuffer_Release(&offsets);
     return result;
 }
 
@@ -309,9 +362,15 @@ static PyObject *gather_spans(PyObject *self, PyObject *args) {
     const char *from = (const char *)src.buf;
     char *to = (char *)dst.buf;
     Py_BEGIN_ALLOW_THREADS
+    /* Most spans are short: copy those as 16 fixed bytes (one load and store, the excess overwritten next) where
+     * both buffers have them, rather than call memcpy for each. */
+    const char *to_slack = (char *)dst.buf + dst.len - 16;
     for (Py_ssize_t i = 0; i < n; i++) {
         size_t len = (size_t)(e[i] - s[i]);
-        memcpy(to, from + s[i], len);
+        if (len <= 16 && s[i] + 16 <= src.len && to <= to_slack)
+            memcpy(to, from + s[i], 16);
+        else
+            memcpy(to, from + s[i], len);
         to += len;
     }
     Py_END_ALLOW_THREADS
@@ -325,7 +384,7 @@ done:
 static PyMethodDef methods[] = {
     {"crc32_spans", crc32_spans, METH_VARARGS, "CRC32 of data[starts[i]:ends[i]] into out[i] (uint32)."},
     {"property_pairs", property_pairs, METH_VARARGS, "Kept key/value pair spans of many properties texts."},
-    {"property_values", property_values, METH_VARARGS, "Value spans of a few wanted keys in many properties texts."},
+    {"property_columns", property_columns, METH_VARARGS, "String columns of a few wanted keys of many properties texts."},
     {"gather_spans", gather_spans, METH_VARARGS, "Copy many spans of a buffer back to back."},
     {NULL, NULL, 0, NULL},
 };

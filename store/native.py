@@ -75,23 +75,34 @@ def property_pairs(data, starts: np.ndarray, ends: np.ndarray) -> Optional[tuple
     return rows[:count], keys[:count], seps[:count], pair_ends[:count]
 
 
-def property_values(data, starts: np.ndarray, ends: np.ndarray, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """(value starts, value ends), each of shape (len(names), rows): the byte span in `data` of each named
-    property's value in each properties text data[starts[r]:ends[r]], -1 where the text lacks it. Same rules as
-    property_pairs (a pair needs a non-empty key and value; a later duplicate wins). Names must be distinct."""
+def property_columns(data, starts: np.ndarray, ends: np.ndarray, names: list[str]) -> list[pa.Array]:
+    """For each name, the string column of that property's value in each properties text
+    data[starts[r]:ends[r]] (null where the text lacks it). Same rules as property_pairs (a pair needs a
+    non-empty key and value; a later duplicate wins). Names must be distinct."""
     starts, ends = _i64(starts), _i64(ends)
-    n, nk = len(starts), len(names)
+    n = len(starts)
+    if _native is None:
+        value_starts, value_ends = _property_values_numpy(data, starts, ends, [k.encode("utf-8") for k in names])
+        columns = []
+        for vs, ve in zip(value_starts, value_ends):
+            present = vs >= 0
+            # a missing value gathers the empty span (0, 0) and is made null by the validity bitmap
+            col = gather_spans(data, np.where(present, vs, 0), np.where(present, ve, 0), pa.string())
+            validity = pa.py_buffer(np.packbits(present, bitorder="little"))
+            columns.append(pa.Array.from_buffers(pa.string(), n, [validity, *col.buffers()[1:]]))
+        return columns
     encoded = [name.encode("utf-8") for name in names]
-    if _native is not None:
-        value_starts = np.empty((nk, n), dtype=np.int64)
-        value_ends = np.empty((nk, n), dtype=np.int64)
-        key_ends = np.cumsum([len(k) for k in encoded], dtype=np.int64) if nk else np.zeros(0, np.int64)
-        _native.property_values(data, starts, ends, b"".join(encoded), key_ends, value_starts, value_ends)
-        return value_starts, value_ends
-    return _property_values_numpy(data, starts, ends, encoded)
+    key_ends = np.cumsum([len(k) for k in encoded], dtype=np.int64) if names else np.zeros(0, np.int64)
+    validity = np.zeros((len(names), (n + 7) // 8), dtype=np.uint8)
+    offsets = np.empty((len(names), n + 1), dtype=np.int32)
+    values = _native.property_columns(data, starts, ends, b"".join(encoded), key_ends, validity, offsets)
+    return [pa.Array.from_buffers(pa.string(), n, [pa.py_buffer(v), pa.py_buffer(o), pa.py_buffer(d)])
+            for v, o, d in zip(validity, offsets, values)]
 
 
 def _property_values_numpy(data, starts: np.ndarray, ends: np.ndarray, keys: list[bytes]):
+    """property_columns' fallback, as byte spans: (value starts, value ends), each (len(keys), rows), -1 where
+    missing."""
     n = len(starts)
     value_starts = np.full((len(keys), n), -1, dtype=np.int64)
     value_ends = np.full((len(keys), n), -1, dtype=np.int64)

@@ -88,3 +88,14 @@ def test_map_column_with_null_rows_and_duplicates():
     batch = pa.RecordBatch.from_arrays([props], names=["properties"])
     assert f.commit_log_mask(batch).to_pylist() == [True, True, True, True]
     assert f.commit_log_mask(batch.slice(0, 0)).to_pylist() == []
+
+
+def test_boolean_columns_to_numpy_at_any_offset():
+    from filters.arrow_evaluator import _to_bool_numpy
+    values = [True, None, False, True, True, None, False, False, True, True, False]
+    arr = pa.array(values, pa.bool_())
+    for start in range(len(values)):
+        for length in (0, 1, len(values) - start):
+            want = [bool(v) for v in values[start : start + length]]  # null counts as False
+            assert _to_bool_numpy(arr.slice(start, length)).tolist() == want
+    assert _to_bool_numpy(pa.chunked_array([values[:3], values[3:]], pa.bool_())).tolist() == [bool(v) for v in values]
