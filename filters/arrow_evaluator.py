@@ -81,8 +81,8 @@ _OR = np.array(
 ).ravel()
 
 # Text that Arrow's own casts parse exactly as Java does; anything else goes
-# through the per-value Java rules, once per distinct text.
-_FAST_LONG = r"^-?[0-9]{1,18}$"
+# through the per-value Java rules, once per distinct text.  (Integers: see
+# store.native.decimal_longs.)
 _FAST_DOUBLE = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]{1,3})?$"
 
 
@@ -102,25 +102,32 @@ class _Value:
 class _Rows:
     """Per-batch state: property columns and their conversions, computed once."""
 
-    def __init__(self, source: "PropertySource") -> None:
+    def __init__(self, source: "PropertySource", parent: Optional["_Rows"] = None, index=None) -> None:
         self.source = source
         self.n = source.n
         self._columns: dict[str, pa.Array] = {}
         self._nulls: dict[str, np.ndarray] = {}
         self._converted: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
+        self._parent, self._index = parent, index
 
     def subset(self, index: np.ndarray, wanted: list[str]) -> "_Rows":
         """The same state for the rows at `index`: what is already computed
-        is carried over, the rest will be read from a narrowed source."""
-        taken = pa.array(index)
-        sub = _Rows(self.source.subset(index, [name for name in wanted if name not in self._columns]))
-        sub._columns = {name: col.take(taken) for name, col in self._columns.items()}
-        sub._nulls = {name: mask[index] for name, mask in self._nulls.items()}
-        sub._converted = {key: (values[index], ok[index]) for key, (values, ok) in self._converted.items()}
-        return sub
+        is taken from here when first needed, the rest is read from a
+        narrowed source."""
+        return _Rows(self.source.subset(index, [name for name in wanted if name not in self._columns]), self, index)
+
+    def _inherited(self, cache: str, key, narrow: Callable):
+        """What the enclosing rows computed under `key` in `cache`, narrowed
+        to these rows (and kept); None when they did not."""
+        found = getattr(self, cache).get(key)
+        if found is None and self._parent is not None:
+            found = self._parent._inherited(cache, key, narrow)
+            if found is not None:
+                found = getattr(self, cache)[key] = narrow(found, self._index)
+        return found
 
     def column(self, name: str) -> pa.Array:
-        col = self._columns.get(name)
+        col = self._inherited("_columns", name, lambda c, index: c.take(pa.array(index)))
         if col is None:
             col = self.source.column(name)
             self._columns[name] = col
@@ -135,7 +142,7 @@ class _Rows:
             elif col.null_count == len(col):
                 mask = np.ones(self.n, dtype=bool)
             else:
-                mask = col.is_null().to_numpy(zero_copy_only=False)
+                mask = _to_bool_numpy(col.is_null())
             self._nulls[name] = mask
         return mask
 
@@ -143,7 +150,7 @@ class _Rows:
         """(values, ok) of property `name` converted to `kind`; ok is False
         where the text is present but Java would refuse it (and where missing)."""
         key = (name, kind)
-        hit = self._converted.get(key)
+        hit = self._inherited("_converted", key, lambda h, index: (h[0][index], h[1][index]))
         if hit is None:
             hit = _convert(self.column(name), self.null(name), kind)
             self._converted[key] = hit
@@ -163,16 +170,17 @@ def _to_bool_numpy(arr: Union[pa.Array, pa.ChunkedArray]) -> np.ndarray:
     return np.unpackbits(bits, count=skip + n, bitorder="little")[skip:].view(bool)
 
 
+def _equal_any(col: pa.Array, values) -> np.ndarray:
+    """Which strings of `col` equal one of `values` (False where null)."""
+    from store import native  # the compiled byte loops live with the store (which imports filters)
+
+    return native.strings_in(col, list(values))
+
+
 def _codes(hit, null=False, err=False) -> np.ndarray:
     """int8 codes: TRUE where hit and FALSE elsewhere, then NULL where null, then ERROR where err."""
     codes = np.asarray(hit, dtype=bool).view(np.int8)  # T is 1, F is 0
     return _overlay(_overlay(codes, null, N), err, E)
-
-
-def _string_lengths(col: pa.Array) -> np.ndarray:
-    dtype = np.int64 if pa.types.is_large_string(col.type) else np.int32
-    offsets = np.frombuffer(col.buffers()[1], dtype=dtype)[col.offset : col.offset + len(col) + 1]
-    return np.diff(offsets)
 
 
 def _convert(col: pa.Array, null: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray]:
@@ -188,19 +196,12 @@ def _convert(col: pa.Array, null: np.ndarray, kind: str) -> tuple[np.ndarray, np
     if n == 0 or null.all():
         return values, ok
     if numeric:
-        # Plain ASCII digits (at most 18: no int64 overflow) are text Arrow's
-        # cast and Java read alike; a leading '-' is checked by regex.  (Arrow
-        # alone would also take "0x1F" and refuse "+5".)
-        fast = _to_bool_numpy(pc.ascii_is_decimal(col)) & (_string_lengths(col) <= 18)
-        rest = ~fast & ~null
-        if rest.any():
-            idx = np.flatnonzero(rest)
-            fast[idx] = _to_bool_numpy(pc.match_substring_regex(col.take(pa.array(idx)), _FAST_LONG))
-        if fast.all():
-            values = pc.cast(col, pa.int64()).to_numpy()
-        elif fast.any():
-            idx = np.flatnonzero(fast)
-            values[idx] = pc.cast(col.take(pa.array(idx)), pa.int64()).to_numpy()
+        # An optional '-' and at most 18 ASCII digits (no int64 overflow):
+        # text any reading and Java's agree on.
+        from store import native  # the compiled byte loops live with the store (which imports filters)
+
+        values, fast = native.decimal_longs(col)
+        fast &= ~null
         ok = fast.copy()
     else:
         try:
@@ -264,11 +265,16 @@ def _combine(table: np.ndarray, left: np.ndarray, right) -> np.ndarray:
     return np.take(table, np.bitwise_or(np.left_shift(left, 2), right))
 
 
+def _sign(a, b) -> np.ndarray:
+    """-1, 0 or 1 (int8) as a < b, a == b or a > b (the booleans viewed as int8, not copied)."""
+    return np.subtract(np.greater(a, b).view(np.int8), np.less(a, b).view(np.int8))
+
+
 def _java_compare_doubles(a, b) -> np.ndarray:
     """Double.compare elementwise: NaN above everything and equal to itself, -0.0 < 0.0."""
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
-    c = (a > b).astype(np.int8) - (a < b).astype(np.int8)
+    c = _sign(a, b)
     a_nan, b_nan = np.isnan(a), np.isnan(b)
     if a_nan.any() or b_nan.any():
         c = np.where(a_nan, np.where(b_nan, 0, 1), np.where(b_nan, -1, c)).astype(np.int8)
@@ -360,8 +366,8 @@ class ArrowEvaluator:
                 outcome = _ORDER_TESTS[node.op](_java_compare_doubles(lv, rv))
             else:
                 a, b = np.asarray(lv, dtype=np.int64), np.asarray(rv, dtype=np.int64)
-                outcome = _ORDER_TESTS[node.op]((a > b).astype(np.int8) - (a < b).astype(np.int8))
-            codes = outcome.astype(np.int8) if isinstance(outcome, np.ndarray) else np.int8(T if outcome else F)
+                outcome = _ORDER_TESTS[node.op](_sign(a, b))
+            codes = outcome.view(np.int8) if isinstance(outcome, np.ndarray) else np.int8(T if outcome else F)
             # Lowest priority first: RocketMQ checks left NULL, then evaluates
             # the right side, then converts.
             codes = _overlay(codes, failed, E)
@@ -369,19 +375,21 @@ class ArrowEvaluator:
             codes = _overlay(codes, right.err, E)
             codes = _overlay(codes, left.null, N)
             codes = _overlay(codes, left.err, E)
-            return codes.astype(np.int8)
+            return np.asarray(codes, dtype=np.int8)
         if domain in (D_NONE, D_NEVER_EQUAL):
             equal = False
         elif domain == D_STRING:
             if isinstance(lv, str) and isinstance(rv, str):
                 equal = lv == rv
+            elif isinstance(lv, str) or isinstance(rv, str):
+                equal = _equal_any(rv, [lv]) if isinstance(lv, str) else _equal_any(lv, [rv])
             else:
                 equal = _to_bool_numpy(pc.equal(lv, rv))
         elif domain == D_DOUBLE:
             equal = _java_compare_doubles(lv, rv) == 0
         else:
             equal = np.asarray(lv) == np.asarray(rv)
-        codes = np.asarray(equal).astype(np.int8)  # T is 1, F is 0
+        codes = np.asarray(equal, dtype=bool).view(np.int8)  # T is 1, F is 0
         codes = _overlay(codes, failed, E)
         both_null = np.logical_and(left.null, right.null)
         codes = _overlay(codes, right.null, F)
@@ -399,7 +407,7 @@ class ArrowEvaluator:
             code = {True: T, False: F, None: N}[node.value]  # type: ignore[index]
             return np.full(n, code, dtype=np.int8)
         if isinstance(node, AsCondition):
-            return _codes(False, rows.null(node.property.name))
+            return _codes(np.zeros(n, dtype=bool), rows.null(node.property.name))
         if isinstance(node, Not):
             return _NOT[self._condition(rows, node.operand)]
         if isinstance(node, (And, Or)):
@@ -430,10 +438,7 @@ class ArrowEvaluator:
             name = node.property.name
             col = rows.column(name)
             if len(node.values) <= 8:
-                # A few equality passes are cheaper than hashing every string.
-                hit = np.zeros(n, dtype=bool)
-                for value in dict.fromkeys(node.values):
-                    hit |= _to_bool_numpy(pc.equal(col, value))
+                hit = _equal_any(col, node.values)  # a few comparisons are cheaper than hashing every string
             else:
                 hit = _to_bool_numpy(pc.is_in(col, value_set=pa.array(node.values, type=pa.string())))
             if node.negated:

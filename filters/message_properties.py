@@ -259,9 +259,9 @@ class PropertiesText:
         self._init(bufs[2] if bufs[2] is not None else b"", row_starts, row_ends, names)
 
     def _init(self, buffer, row_starts, row_ends, names, parent=None, index=None) -> None:
-        self.n = len(row_starts)
+        self.n = len(row_starts) if parent is None else len(index)
         self._buffer = buffer
-        self._row_starts, self._row_ends = row_starts, row_ends
+        self._row_spans = (row_starts, row_ends) if parent is None else None
         self._columns: dict[str, pa.Array] = {}
         self._names = list(dict.fromkeys(names or ()))
         self._parent, self._index = parent, index
@@ -269,8 +269,15 @@ class PropertiesText:
     def subset(self, index: np.ndarray, names=None) -> "PropertiesText":
         """The rows at `index`; `names` are the properties that will be read."""
         sub = PropertiesText.__new__(PropertiesText)
-        sub._init(self._buffer, self._row_starts[index], self._row_ends[index], names, self, index)
+        sub._init(self._buffer, None, None, names, self, index)
         return sub
+
+    def _rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """(start, end) of each row's text in the buffer."""
+        if self._row_spans is None:
+            starts, ends = self._parent._rows()
+            self._row_spans = (starts[self._index], ends[self._index])
+        return self._row_spans
 
     def _found(self, name: str) -> Optional[pa.Array]:
         col = self._columns.get(name)
@@ -284,7 +291,7 @@ class PropertiesText:
         """Find these properties now, in one pass with the ones not yet read."""
         missing = [k for k in dict.fromkeys(list(names) + self._names) if self._found(k) is None]
         if missing:
-            columns = _native_module().property_columns(self._buffer, self._row_starts, self._row_ends, missing)
+            columns = _native_module().property_columns(self._buffer, *self._rows(), missing)
             self._columns.update(zip(missing, columns))
         self._names = []
 

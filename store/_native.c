@@ -3,6 +3,8 @@
  *   crc32_spans   RocketMQ's BODYCRC of many bodies (zlib has no batched form and costs ~0.4 us a call);
  *   property_pairs the key/value spans of many RocketMQ properties texts (`k\x01v\x02...`);
  *   property_columns the string columns of a few wanted keys of many properties texts (what a filter reads);
+ *   strings_in    which strings of a column equal one of a few constants (a filter's = and IN);
+ *   decimal_longs the plain decimal integers of a string column (a filter's numeric comparisons);
  *   gather_spans  many byte spans copied back to back (the data of an Arrow binary/string column). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -341,6 +343,118 @@ done:
     return result;
 }
 
+/* Checks that the n strings of an Arrow string column (int32 offsets) lie inside its data of len bytes. */
+static int strings_inside(const int32_t *o, Py_ssize_t n, Py_ssize_t len, const char *caller) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (o[i] < 0 || o[i + 1] < o[i] || o[i + 1] > len) {
+            PyErr_Format(PyExc_ValueError, "%s: string %zd [%d, %d) is outside the data of %zd bytes", caller, i,
+                         o[i], o[i + 1], len);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* strings_in(offsets, data, literals, literal_ends, out): out[i] = 1 when the string data[offsets[i]:offsets[i+1]]
+ * (int32 offsets, an Arrow string column's) is one of the literals (UTF-8, back to back, literal j ending at
+ * literal_ends[j]), else 0: a filter's `=` / IN against string constants, without Arrow's per-kernel overhead.
+ * Strings of at most 8 bytes are compared as one masked word with every literal, without branches. */
+static PyObject *strings_in(PyObject *self, PyObject *args) {
+    Py_buffer offsets, data, literals, literal_ends, out;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*w*", &offsets, &data, &literals, &literal_ends, &out)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = offsets.len / 4 - 1, nl = literal_ends.len / 8;
+    uint64_t *words = NULL;  /* per literal: its bytes as a little-endian word (when at most 8), mask, length */
+    const int32_t *o = (const int32_t *)offsets.buf;
+    const int64_t *lend = (const int64_t *)literal_ends.buf;
+    if (n < 0 || out.len != n) {
+        PyErr_SetString(PyExc_ValueError, "strings_in: out must have one byte per string");
+        goto done;
+    }
+    if (!strings_inside(o, n, data.len, "strings_in")) goto done;
+    words = PyMem_Calloc(3 * (nl ? (size_t)nl : 1), sizeof(uint64_t));
+    if (!words) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    uint64_t *masks = words + nl, *lens = words + 2 * nl;
+    for (Py_ssize_t j = 0; j < nl; j++) {
+        int64_t l0 = j ? lend[j - 1] : 0;
+        if (lend[j] < l0 || lend[j] > literals.len) {
+            PyErr_SetString(PyExc_ValueError, "strings_in: literal_ends do not describe the literals buffer");
+            goto done;
+        }
+        lens[j] = (uint64_t)(lend[j] - l0);
+        if (lens[j] <= 8) memcpy(&words[j], (const uint8_t *)literals.buf + l0, (size_t)lens[j]);
+        masks[j] = lens[j] >= 8 ? ~(uint64_t)0 : ((uint64_t)1 << (8 * lens[j])) - 1;
+    }
+    const uint8_t *base = (const uint8_t *)data.buf, *lit = (const uint8_t *)literals.buf;
+    uint8_t *hit = (uint8_t *)out.buf;
+    const int64_t len = (int64_t)data.len;
+    int le = little_endian();
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t at = o[i], size = (int64_t)o[i + 1] - at;
+        uint8_t found = 0;
+        if (size <= 8 && le && at + 8 <= len) {
+            uint64_t a = load_word(base + at);
+            for (Py_ssize_t j = 0; j < nl; j++) found |= (lens[j] == (uint64_t)size) & (((a ^ words[j]) & masks[j]) == 0);
+        } else {
+            for (Py_ssize_t j = 0; j < nl && !found; j++)
+                found = lens[j] == (uint64_t)size && memcmp(base + at, lit + (j ? lend[j - 1] : 0), (size_t)size) == 0;
+        }
+        hit[i] = found;
+    }
+    Py_END_ALLOW_THREADS
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    PyMem_Free(words);
+    PyBuffer_Release(&offsets); PyBuffer_Release(&data); PyBuffer_Release(&literals);
+    PyBuffer_Release(&literal_ends); PyBuffer_Release(&out);
+    return result;
+}
+
+/* decimal_longs(offsets, data, values, ok): for each string data[offsets[i]:offsets[i+1]] (int32 offsets, an Arrow
+ * string column's), ok[i] = 1 and values[i] = its value when it is an optional '-' and 1 to 18 ASCII digits (text
+ * that Java's Long.parseLong and a plain reading agree on, without overflow), else ok[i] = 0 and values[i] = 0. */
+static PyObject *decimal_longs(PyObject *self, PyObject *args) {
+    Py_buffer offsets, data, values, ok;
+    if (!PyArg_ParseTuple(args, "y*y*w*w*", &offsets, &data, &values, &ok)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = offsets.len / 4 - 1;
+    const int32_t *o = (const int32_t *)offsets.buf;
+    if (n < 0 || values.len != 8 * n || ok.len != n) {
+        PyErr_SetString(PyExc_ValueError, "decimal_longs: values and ok must have one item per string");
+        goto done;
+    }
+    if (!strings_inside(o, n, data.len, "decimal_longs")) goto done;
+    const uint8_t *base = (const uint8_t *)data.buf;
+    int64_t *v = (int64_t *)values.buf;
+    uint8_t *good = (uint8_t *)ok.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t at = o[i], end = o[i + 1];
+        int negative = at < end && base[at] == '-';
+        at += negative;
+        int64_t x = 0;
+        uint8_t fine = end - at >= 1 && end - at <= 18;
+        for (int64_t p = at; p < end && fine; p++) {
+            unsigned d = (unsigned)base[p] - '0';
+            fine = d <= 9;
+            x = 10 * x + d;
+        }
+        v[i] = fine ? (negative ? -x : x) : 0;
+        good[i] = fine;
+    }
+    Py_END_ALLOW_THREADS
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    PyBuffer_Release(&offsets); PyBuffer_Release(&data); PyBuffer_Release(&values); PyBuffer_Release(&ok);
+    return result;
+}
+
 /* gather_spans(src, starts, ends, dst): dst = src[starts[0]:ends[0]] + src[starts[1]:ends[1]] + ... */
 static PyObject *gather_spans(PyObject *self, PyObject *args) {
     Py_buffer src, starts, ends, dst;
@@ -385,6 +499,8 @@ static PyMethodDef methods[] = {
     {"crc32_spans", crc32_spans, METH_VARARGS, "CRC32 of data[starts[i]:ends[i]] into out[i] (uint32)."},
     {"property_pairs", property_pairs, METH_VARARGS, "Kept key/value pair spans of many properties texts."},
     {"property_columns", property_columns, METH_VARARGS, "String columns of a few wanted keys of many properties texts."},
+    {"strings_in", strings_in, METH_VARARGS, "Which strings of an Arrow string column are among a few literals."},
+    {"decimal_longs", decimal_longs, METH_VARARGS, "Plain decimal integers of an Arrow string column."},
     {"gather_spans", gather_spans, METH_VARARGS, "Copy many spans of a buffer back to back."},
     {NULL, NULL, 0, NULL},
 };

@@ -11,6 +11,7 @@ from typing import Optional
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 try:
     from . import _native
@@ -141,6 +142,48 @@ def _property_values_numpy(data, starts: np.ndarray, ends: np.ndarray, keys: lis
         value_starts[j, rows[hit]] = origin[seps[hit] + 1]
         value_ends[j, rows[hit]] = origin[pair_ends[hit]]
     return value_starts, value_ends
+
+
+def strings_in(strings: pa.Array, values: list[str]) -> np.ndarray:
+    """Boolean numpy array: which elements of a string array equal one of `values` (False where null)."""
+    n = len(strings)
+    found = np.zeros(n, dtype=bool)
+    if n == 0 or not values:
+        return found
+    if _native is None or strings.type != pa.string():
+        for value in dict.fromkeys(values):
+            found |= pc.equal(strings, value).fill_null(False).to_numpy(zero_copy_only=False)
+        return found
+    offsets = np.frombuffer(strings.buffers()[1], dtype=np.int32)[strings.offset : strings.offset + n + 1]
+    data = strings.buffers()[2] or b""
+    encoded = [value.encode("utf-8") for value in dict.fromkeys(values)]
+    literal_ends = np.cumsum([len(v) for v in encoded], dtype=np.int64)
+    _native.strings_in(np.ascontiguousarray(offsets), data, b"".join(encoded), literal_ends, found.view(np.uint8))
+    if strings.null_count:
+        found &= strings.is_valid().to_numpy(zero_copy_only=False)
+    return found
+
+
+def decimal_longs(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(values int64, ok bool) of a string array: ok where the text is an optional '-' and 1 to 18 ASCII digits
+    (read alike by Java's Long.parseLong and any plain parse, and never overflowing), with its value; elsewhere
+    (null included) ok is False and the value 0."""
+    n = len(strings)
+    values = np.zeros(n, dtype=np.int64)
+    ok = np.zeros(n, dtype=bool)
+    if n == 0:
+        return values, ok
+    if _native is None or strings.type != pa.string():
+        ok = pc.match_substring_regex(strings, r"^-?[0-9]{1,18}$").fill_null(False).to_numpy(zero_copy_only=False)
+        if ok.any():
+            values[ok] = pc.cast(strings.filter(pa.array(ok)), pa.int64()).to_numpy()
+        return values, ok
+    offsets = np.frombuffer(strings.buffers()[1], dtype=np.int32)[strings.offset : strings.offset + n + 1]
+    _native.decimal_longs(np.ascontiguousarray(offsets), strings.buffers()[2] or b"", values, ok.view(np.uint8))
+    if strings.null_count:
+        null = ~strings.is_valid().to_numpy(zero_copy_only=False)
+        ok[null], values[null] = False, 0
+    return values, ok
 
 
 def gather_spans(data, starts: np.ndarray, ends: np.ndarray, typ=pa.binary()) -> pa.Array:

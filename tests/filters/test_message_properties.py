@@ -99,3 +99,12 @@ def test_boolean_columns_to_numpy_at_any_offset():
             want = [bool(v) for v in values[start : start + length]]  # null counts as False
             assert _to_bool_numpy(arr.slice(start, length)).tolist() == want
     assert _to_bool_numpy(pa.chunked_array([values[:3], values[3:]], pa.bool_())).tolist() == [bool(v) for v in values]
+
+
+def test_big_batches_narrowed_to_open_rows_agree_with_per_record():
+    # past SUBSET_MIN_ROWS the right side of AND / OR runs on only the rows the left left open
+    texts = [f"a\x01{i % 7 - 1}\x02b\x01{'x' if i % 3 else 'y'}" + ("\x02c\x01z" if i % 5 else "") for i in range(5000)]
+    for selector in ["a OR a > 0", "b = 'y' AND a > 2", "c IS NULL OR a BETWEEN 1 AND 3", "NOT (b = 'x') AND c = 'z'"]:
+        f = MessageFilter.by_sql(selector)
+        expected = [f.is_matched_by_commit_log(parse_properties(t)) for t in texts]
+        assert f.properties_text_mask(texts).to_pylist() == expected, selector

@@ -1,4 +1,5 @@
 """The compiled record-bytes loops (store/_native.c) and their numpy/zlib fallbacks give the same answers."""
+import re
 import zlib
 
 import numpy as np
@@ -167,3 +168,43 @@ def test_properties_text_columns_with_and_without_native(without_native):
     expected = ({name: column[1:] for name, column in want.items()}, want)
     assert columns() == expected
     assert without_native(columns) == expected
+
+
+words = st.lists(st.sampled_from(["", "a", "ab", "é", "TagA", "TagB", "TagAB", "12345678", "123456789", "😀x"]),
+                 max_size=3).map("".join)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(st.none(), words), max_size=40), st.lists(words, max_size=4), st.integers(0, 5))
+def test_strings_in_with_and_without_native(strings, literals, cut):
+    arr = pa.array(strings, pa.string())
+    arr = arr.slice(min(cut, len(arr)))  # columns may be slices
+    want = [s is not None and s in literals for s in arr.to_pylist()]
+    assert native.strings_in(arr, literals).tolist() == want
+    assert _without_native(native.strings_in, arr, literals).tolist() == want
+    assert native.strings_in(arr.cast(pa.large_string()), literals).tolist() == want
+
+
+def test_string_kernels_refuse_offsets_outside_the_data():
+    with pytest.raises(ValueError, match="outside the data"):
+        native._native.strings_in(np.array([0, 5], np.int32), b"abc", b"abc", np.array([3], np.int64),
+                                  np.zeros(1, np.uint8))
+    with pytest.raises(ValueError, match="outside the data"):
+        native._native.decimal_longs(np.array([2, 1], np.int32), b"123", np.zeros(1, np.int64), np.zeros(1, np.uint8))
+
+
+numbers = st.one_of(st.integers(-10**19, 10**19).map(str), st.sampled_from(
+    ["", "-", "+5", "-0", "007", "1.5", " 1", "1 ", "0x1F", "١٢", "999999999999999999", "-999999999999999999",
+     "1000000000000000000", "12a"]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(st.none(), numbers), max_size=30), st.integers(0, 5))
+def test_decimal_longs_with_and_without_native(strings, cut):
+    arr = pa.array(strings, pa.string())
+    arr = arr.slice(min(cut, len(arr)))
+    plain = [s is not None and re.fullmatch("-?[0-9]{1,18}", s) is not None for s in arr.to_pylist()]
+    want_values = [int(s) if ok else 0 for s, ok in zip(arr.to_pylist(), plain)]
+    for run in (lambda f, *a: f(*a), _without_native):
+        values, ok = run(native.decimal_longs, arr)
+        assert ok.tolist() == plain and values.tolist() == want_values
