@@ -1,6 +1,7 @@
 """RocketMQ's stored properties text (`key\\x01value\\x02...`) as a dict (one
 message) or as an Arrow map column (many), and one property of a map column
-as a string column.
+as a string column; PropertiesText cuts the few properties a filter reads
+straight out of many texts.
 
 Rules, as RocketMQ's MessageDecoder.string2messageProperties: pairs end at
 \\x02 (the last may lack it); the key ends at the pair's first \\x01 and the

@@ -198,16 +198,14 @@ static inline int pair_has_key(const wanted_key *k, const uint8_t *base, int64_t
     return base[pair + k->len] == 1 && (k->len < 8 || memcmp(base + pair, k->name, (size_t)k->len) == 0);
 }
 
-/* Room for `need` more bytes (and 16 of slack for short copies) at *pos in a values bytearray, growing it with
- * the GIL held (the caller has released it). */
-static int values_room(PyObject *values, char **buf, int64_t pos, int64_t need, PyThreadState **saved) {
-    int64_t want = pos + need + 16;
-    if (want <= (int64_t)PyByteArray_GET_SIZE(values)) return 1;
-    int64_t size = 2 * (int64_t)PyByteArray_GET_SIZE(values);
+/* Grows a values bytearray to hold at least `want` bytes, with the GIL held (the caller has released it). */
+static int grow_values(PyObject *values, char **buf, int64_t *cap, int64_t want, PyThreadState **saved) {
+    int64_t size = 2 * *cap > want ? 2 * *cap : want;
     PyEval_RestoreThread(*saved);
-    int ok = PyByteArray_Resize(values, (Py_ssize_t)(size > want ? size : want)) == 0;
+    int ok = PyByteArray_Resize(values, (Py_ssize_t)size) == 0;
     *saved = PyEval_SaveThread();
     *buf = PyByteArray_AS_STRING(values);
+    *cap = (int64_t)PyByteArray_GET_SIZE(values);
     return ok;
 }
 
@@ -237,7 +235,7 @@ static PyObject *property_columns(PyObject *self, PyObject *args) {
     }
     if (!spans_inside(s, e, n, data.len)) goto done;
     wanted = PyMem_Calloc(nk ? (size_t)nk : 1, sizeof(wanted_key));
-    pos = PyMem_Calloc(2 * (nk ? (size_t)nk : 1), sizeof(int64_t));
+    pos = PyMem_Calloc(3 * (nk ? (size_t)nk : 1), sizeof(int64_t));
     out = PyMem_Calloc(nk ? (size_t)nk : 1, sizeof(char *));
     result = PyList_New(nk);
     if (!wanted || !pos || !out || !result) {
@@ -263,8 +261,10 @@ static PyObject *property_columns(PyObject *self, PyObject *args) {
         if (!values) goto fail;
         PyList_SET_ITEM(result, j, values);
         out[j] = PyByteArray_AS_STRING(values);
+        pos[2 * nk + j] = 8 * n + 64;
     }
     int64_t *row_pos = pos + nk;  /* where each column's values for the current row begin */
+    int64_t *cap = pos + 2 * nk;  /* the size of each values bytearray */
     uint8_t *valid = (uint8_t *)validity.buf;
     int32_t *offs = (int32_t *)offsets.buf;
     const uint8_t *base = (const uint8_t *)data.buf;
@@ -306,8 +306,10 @@ static PyObject *property_columns(PyObject *self, PyObject *args) {
                 if (j >= 0) {
                     /* the value, over an earlier one of the same key in this row (the later duplicate wins) */
                     int64_t from = pair + wanted[j].len + 1, size = q - from, at = row_pos[j];
-                    if (at + size > INT32_MAX ||
-                        !values_room(PyList_GET_ITEM(result, j), &out[j], at, size, &saved)) {
+                    /* room for the value and 16 bytes of slack (short values are copied as 16 bytes) */
+                    if (at + size + 16 > cap[j] &&
+                        (at + size > INT32_MAX ||
+                         !grow_values(PyList_GET_ITEM(result, j), &out[j], &cap[j], at + size + 16, &saved))) {
                         failed = 1;
                         break;
                     }
@@ -316,12 +318,17 @@ static PyObject *property_columns(PyObject *self, PyObject *args) {
                     else
                         memcpy(out[j] + at, base + from, (size_t)size);
                     pos[j] = at + size;
-                    valid[j * nbytes + (r >> 3)] |= (uint8_t)(1u << (r & 7));
                 }
                 pair = q + 1;
             }
         }
         for (Py_ssize_t j = 0; j < nk; j++) offs[j * (n + 1) + r + 1] = (int32_t)pos[j];
+    }
+    /* A kept value is never empty: a row has one where its offsets grow. */
+    for (Py_ssize_t j = 0; j < nk && !failed; j++) {
+        const int32_t *oj = offs + j * (n + 1);
+        uint8_t *vj = valid + j * nbytes;
+        for (Py_ssize_t r = 0; r < n; r++) vj[r >> 3] |= (uint8_t)((oj[r + 1] > oj[r]) << (r & 7));
     }
     PyEval_RestoreThread(saved);
     if (failed) {
