@@ -191,31 +191,29 @@ def _convert(col: pa.Array, null: np.ndarray, kind: str) -> tuple[np.ndarray, np
         return values, ok
     numeric = kind in (INT, LONG)
     dtype = np.int64 if numeric else np.float64
-    values = np.zeros(n, dtype=dtype)
-    ok = np.zeros(n, dtype=bool)
     if n == 0 or null.all():
-        return values, ok
+        return np.zeros(n, dtype=dtype), np.zeros(n, dtype=bool)
     if numeric:
         # An optional '-' and at most 18 ASCII digits (no int64 overflow):
         # text any reading and Java's agree on.
         from store import native  # the compiled byte loops live with the store (which imports filters)
 
         values, fast = native.decimal_longs(col)
-        fast &= ~null
-        ok = fast.copy()
     else:
         try:
             # Arrow's finite doubles are a subset of Java's syntax; its NaN and
             # infinities ("nan", "inf" in any case) are not, so non-finite
             # results are redone by Java's rules below.
-            values = pc.cast(col, pa.float64()).fill_null(0.0).to_numpy(zero_copy_only=False).copy()
-            fast = np.isfinite(values) & ~null
+            values = pc.cast(col, pa.float64()).fill_null(0.0).to_numpy(zero_copy_only=False)
+            fast = np.isfinite(values)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            values = np.zeros(n, dtype=dtype)
             fast = _to_bool_numpy(pc.match_substring_regex(col, _FAST_DOUBLE))
             if fast.any():
                 idx = np.flatnonzero(fast)
                 values[idx] = pc.cast(col.take(pa.array(idx)), pa.float64()).to_numpy()
-        ok = fast.copy()
+    fast &= ~null
+    ok = fast.copy()
     slow = ~fast & ~null
     if slow.any():
         # Unusual texts (signs, other scripts' digits, hex floats, NaN...):
@@ -233,6 +231,8 @@ def _convert(col: pa.Array, null: np.ndarray, kind: str) -> tuple[np.ndarray, np
             except ValueError:
                 pass
         codes = encoded.indices.to_numpy()
+        if not values.flags.writeable:  # Arrow's own buffer
+            values = values.copy()
         values[idx] = uniq_values[codes]
         ok[idx] = uniq_ok[codes]
     if kind == INT:
@@ -262,7 +262,9 @@ def _overlay(codes, mask, code: int):
 
 def _combine(table: np.ndarray, left: np.ndarray, right) -> np.ndarray:
     """table[left * 4 + right], the codes of AND / OR."""
-    return np.take(table, np.bitwise_or(np.left_shift(left, 2), right))
+    index = np.left_shift(left, 2)
+    index |= right
+    return np.take(table, index)
 
 
 def _sign(a, b) -> np.ndarray:

@@ -169,16 +169,14 @@ def decimal_longs(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     (read alike by Java's Long.parseLong and any plain parse, and never overflowing), with its value; elsewhere
     (null included) ok is False and the value 0."""
     n = len(strings)
-    values = np.zeros(n, dtype=np.int64)
-    ok = np.zeros(n, dtype=bool)
-    if n == 0:
-        return values, ok
-    if _native is None or strings.type != pa.string():
+    if _native is None or strings.type != pa.string() or n == 0:
+        values = np.zeros(n, dtype=np.int64)
         ok = pc.match_substring_regex(strings, r"^-?[0-9]{1,18}$").fill_null(False).to_numpy(zero_copy_only=False)
         if ok.any():
             values[ok] = pc.cast(strings.filter(pa.array(ok)), pa.int64()).to_numpy()
         return values, ok
     offsets = np.frombuffer(strings.buffers()[1], dtype=np.int32)[strings.offset : strings.offset + n + 1]
+    values, ok = np.empty(n, dtype=np.int64), np.empty(n, dtype=bool)  # every item is written
     _native.decimal_longs(np.ascontiguousarray(offsets), strings.buffers()[2] or b"", values, ok.view(np.uint8))
     if strings.null_count:
         null = ~strings.is_valid().to_numpy(zero_copy_only=False)
