@@ -307,8 +307,8 @@ static PyObject *property_columns(PyObject *self, PyObject *args) {
                     /* the value, over an earlier one of the same key in this row (the later duplicate wins) */
                     int64_t from = pair + wanted[j].len + 1, size = q - from, at = row_pos[j];
                     /* room for the value and 16 bytes of slack (short values are copied as 16 bytes) */
-                    if (at + size + 16 > cap[j] &&
-                        (at + size > INT32_MAX ||
+                    if (at + size > INT32_MAX ||
+                        (at + size + 16 > cap[j] &&
                          !grow_values(PyList_GET_ITEM(result, j), &out[j], &cap[j], at + size + 16, &saved))) {
                         failed = 1;
                         break;

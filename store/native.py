@@ -113,6 +113,17 @@ def _property_values_numpy(data, starts: np.ndarray, ends: np.ndarray, keys: lis
         raise ValueError(f"span {i} [{starts[i]}, {ends[i]}) is outside the buffer of {len(raw)} bytes")
     if n == 0 or not keys:
         return value_starts, value_ends
+    # In slices of rows of about a megabyte of text: the temporaries take several bytes per byte of text.
+    cuts = np.searchsorted(np.cumsum(ends - starts + 1), np.arange(1 << 20, int((ends - starts + 1).sum()), 1 << 20))
+    for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), n]):
+        if hi > lo:
+            _spans_numpy(raw, starts[lo:hi], ends[lo:hi], keys, value_starts[:, lo:hi], value_ends[:, lo:hi])
+    return value_starts, value_ends
+
+
+def _spans_numpy(raw: np.ndarray, starts: np.ndarray, ends: np.ndarray, keys: list[bytes], value_starts,
+                 value_ends) -> None:
+    n = len(starts)
     # The rows back to back, each followed by a \x02 (so every pair, the last included, ends at one), and
     # the map from a position there back to the original bytes.
     lengths = ends - starts + 1
@@ -141,7 +152,6 @@ def _property_values_numpy(data, starts: np.ndarray, ends: np.ndarray, keys: lis
         hit = hit[last]
         value_starts[j, rows[hit]] = origin[seps[hit] + 1]
         value_ends[j, rows[hit]] = origin[pair_ends[hit]]
-    return value_starts, value_ends
 
 
 def strings_in(strings: pa.Array, values: list[str]) -> np.ndarray:

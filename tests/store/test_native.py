@@ -208,3 +208,14 @@ def test_decimal_longs_with_and_without_native(strings, cut):
     for run in (lambda f, *a: f(*a), _without_native):
         values, ok = run(native.decimal_longs, arr)
         assert ok.tolist() == plain and values.tolist() == want_values
+
+
+def test_property_columns_fallback_over_many_slices():
+    # past a megabyte of text the numpy fallback works slice by slice; rows straddle the cuts
+    texts = [f"k\x01{'v' * (i % 700)}\x02j\x01{i}\x02k\x01{i}" if i % 3 else f"j\x01{'é' * (i % 500)}" for i in range(4000)]
+    data = "".join(texts).encode()
+    ends = np.cumsum([len(t.encode()) for t in texts])
+    starts = ends - [len(t.encode()) for t in texts]
+    want = [[codec.string_to_properties(t).get(name) for t in texts] for name in ["k", "j"]]
+    assert _columns(data, starts, ends, ["k", "j"]) == want
+    assert _without_native(_columns, data, starts, ends, ["k", "j"]) == want
