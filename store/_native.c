@@ -502,6 +502,360 @@ done:
     return result;
 }
 
+/* Where properties_row writes one row's map, TAGS and KEYS (Arrow buffers, int32 offsets; see
+ * properties_columns), and its per-row scratch for the row's kept pairs. */
+typedef struct {
+    int32_t *mo, *ko, *vo, *tgo, *lko, *kio;
+    char *kd, *vd, *tgd, *kid;
+    uint8_t *tgv;
+    int64_t *ps, *pk, *pe;
+    int32_t pairs, items, kpos, vpos, tgpos, kipos;
+} props_out;
+
+static void props_out_init(props_out *o) {
+    o->pairs = o->items = o->kpos = o->vpos = o->tgpos = o->kipos = 0;
+    o->mo[0] = o->ko[0] = o->vo[0] = o->tgo[0] = o->lko[0] = o->kio[0] = 0;
+}
+
+/* Row r's properties text base[p:end]: its kept pairs (as property_pairs keeps them), TAGS and split KEYS. */
+static void properties_row(props_out *o, const char *base, int64_t p, int64_t end, Py_ssize_t r) {
+    int64_t *ps = o->ps, *pk = o->pk, *pe = o->pe;
+    Py_ssize_t m = 0;  /* the row's kept pairs: start, \x01, end */
+    while (p < end) {
+        const char *q = memchr(base + p, 2, (size_t)(end - p));
+        int64_t pair_end = q ? (int64_t)(q - base) : end;
+        const char *k = memchr(base + p, 1, (size_t)(pair_end - p));
+        if (k) {
+            int64_t sep = (int64_t)(k - base);
+            if (sep > p && sep < pair_end - 1) {
+                Py_ssize_t j = 0;
+                for (; j < m; j++)
+                    if (pk[j] - ps[j] == sep - p && memcmp(base + ps[j], base + p, (size_t)(sep - p)) == 0)
+                        break;
+                if (j == m) m++;
+                ps[j] = p; pk[j] = sep; pe[j] = pair_end;
+            }
+        }
+        p = pair_end + 1;
+    }
+    int64_t tags_s = -1, tags_e = -1, keys_s = -1, keys_e = -1;
+    for (Py_ssize_t j = 0; j < m; j++) {
+        size_t kl = (size_t)(pk[j] - ps[j]), vl = (size_t)(pe[j] - pk[j] - 1);
+        memcpy(o->kd + o->kpos, base + ps[j], kl);
+        o->kpos += (int32_t)kl;
+        memcpy(o->vd + o->vpos, base + pk[j] + 1, vl);
+        o->vpos += (int32_t)vl;
+        o->pairs++;
+        o->ko[o->pairs] = o->kpos;
+        o->vo[o->pairs] = o->vpos;
+        if (kl == 4 && memcmp(base + ps[j], "TAGS", 4) == 0) { tags_s = pk[j] + 1; tags_e = pe[j]; }
+        if (kl == 4 && memcmp(base + ps[j], "KEYS", 4) == 0) { keys_s = pk[j] + 1; keys_e = pe[j]; }
+    }
+    o->mo[r + 1] = o->pairs;
+    o->tgv[r] = tags_s >= 0;
+    if (tags_s >= 0) {
+        memcpy(o->tgd + o->tgpos, base + tags_s, (size_t)(tags_e - tags_s));
+        o->tgpos += (int32_t)(tags_e - tags_s);
+    }
+    o->tgo[r + 1] = o->tgpos;
+    for (int64_t a = keys_s; a >= 0 && a < keys_e;) {
+        if (base[a] == ' ') { a++; continue; }
+        int64_t b = a;
+        while (b < keys_e && base[b] != ' ') b++;
+        memcpy(o->kid + o->kipos, base + a, (size_t)(b - a));
+        o->kipos += (int32_t)(b - a);
+        o->kio[++o->items] = o->kipos;
+        a = b;
+    }
+    o->lko[r + 1] = o->items;
+}
+
+/* Parses the output buffers of properties_columns' arguments (from index `first` of args) into o; checks their
+ * sizes for n rows and `bytes` bytes of texts. */
+static int props_out_parse(PyObject *args, Py_ssize_t first, Py_buffer bufs[11], props_out *o, Py_ssize_t n,
+                           int64_t bytes) {
+    Py_ssize_t got = 0;
+    for (; got < 11; got++) {
+        PyObject *item = PyTuple_GetItem(args, first + got);
+        if (!item || PyObject_GetBuffer(item, &bufs[got], PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) break;
+    }
+    if (got < 11) {
+        for (Py_ssize_t i = 0; i < got; i++) PyBuffer_Release(&bufs[i]);
+        return 0;
+    }
+    const Py_ssize_t cap = n + bytes / 2 + 2;  /* offsets entries for pairs and key items */
+    /* map, key, key data, value, value data, tags, tags data, tags valid, keys, key items, key item data */
+    const Py_ssize_t need[11] = {4 * (n + 1), 4 * cap, bytes, 4 * cap, bytes, 4 * (n + 1), bytes, n, 4 * (n + 1),
+                                 4 * cap, bytes};
+    for (int i = 0; i < 11; i++)
+        if (bufs[i].len < need[i] || bytes > INT32_MAX) {
+            for (int j = 0; j < 11; j++) PyBuffer_Release(&bufs[j]);
+            PyErr_SetString(PyExc_ValueError, "properties output buffers too small");
+            return 0;
+        }
+    o->mo = bufs[0].buf; o->ko = bufs[1].buf; o->kd = bufs[2].buf; o->vo = bufs[3].buf; o->vd = bufs[4].buf;
+    o->tgo = bufs[5].buf; o->tgd = bufs[6].buf; o->tgv = bufs[7].buf; o->lko = bufs[8].buf; o->kio = bufs[9].buf;
+    o->kid = bufs[10].buf;
+    return 1;
+}
+
+/* Scratch for one row's pairs: a text of at most max_len bytes keeps at most max_len / 3 + 1 pairs. */
+static int props_out_scratch(props_out *o, int64_t max_len) {
+    size_t per = (size_t)(max_len / 3 + 2);
+    o->ps = PyMem_Malloc(sizeof(int64_t) * 3 * per);
+    if (!o->ps) {
+        PyErr_NoMemory();
+        return 0;
+    }
+    o->pk = o->ps + per;
+    o->pe = o->pk + per;
+    return 1;
+}
+
+/* decode_v4_records(data, offsets, sizes, queue_offsets, base, queue_id, topic, full, ints, longs, msg_ids,
+ *                   body_offsets, body_data, <properties_columns' 11 outputs>) -> (-1, or the index of the first
+ * record this fast path leaves to the general one; pairs; key items).
+ * The records at data[offsets[i] - base:][:sizes[i]] of one queue, all with IPv4 hosts, checked as the numpy
+ * decoder checks them (magic, TOTALSIZE, PHYSICALOFFSET, QUEUEID/QUEUEOFFSET, field lengths, TOPIC, and when
+ * `full` the BODYCRC) in one pass. Outputs, column after column: ints (int32, 4 x n) crc, flag, sys_flag,
+ * reconsume_times; longs (int64, 8 x n) born_ts, store_ts, born host and store host (address << 32 | port),
+ * body start, body end, properties start, properties end (positions in data); msg_ids (32 x n bytes) the
+ * offset message ids in upper-case hex; when `full`, the bodies back to back as an Arrow binary column (int32
+ * offsets, n + 1, and data with room for all) and the properties columns as properties_columns writes them,
+ * while each record is in cache (the data buffers sized for sum(sizes - 91 - len(topic)) bytes). A record with an
+ * IPv6 host or that fails a check stops the pass: the caller decodes the run the general way, which names the
+ * error. */
+static inline uint32_t be32(const uint8_t *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
+}
+
+static inline uint64_t be64(const uint8_t *p) { return ((uint64_t)be32(p) << 32) | be32(p + 4); }
+
+#define DECODE_PREFETCH 8 /* records ahead: a queue's records are spread over the log, each a few cache lines */
+
+/* CRC32 register c carried over p[0:len] (slicing-by-8, as crc32_span). */
+static inline uint32_t crc32_more(uint32_t c, const uint8_t *p, size_t len, int le) {
+    if (le)
+        for (; len >= 8; p += 8, len -= 8) {
+            uint32_t lo, hi;
+            memcpy(&lo, p, 4);
+            memcpy(&hi, p + 4, 4);
+            lo ^= c;
+            c = T[7][lo & 0xFF] ^ T[6][(lo >> 8) & 0xFF] ^ T[5][(lo >> 16) & 0xFF] ^ T[4][lo >> 24] ^
+                T[3][hi & 0xFF] ^ T[2][(hi >> 8) & 0xFF] ^ T[1][(hi >> 16) & 0xFF] ^ T[0][hi >> 24];
+        }
+    while (len--) c = T[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
+    return c;
+}
+
+/* The CRC32s of four spans at once: four independent chains of table look-ups keep the CPU busy where one
+ * chain waits on its previous step (bodies of one queue usually have the same length). */
+static void crc32_x4(const uint8_t *p[4], const size_t len[4], uint32_t out[4], int le) {
+    size_t common = len[0];
+    for (int k = 1; k < 4; k++) common = len[k] < common ? len[k] : common;
+    common &= ~(size_t)7;
+    uint32_t c[4] = {0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu};
+    if (le)
+        for (size_t i = 0; i < common; i += 8)
+            for (int k = 0; k < 4; k++) c[k] = crc32_more(c[k], p[k] + i, 8, 1);
+    else
+        common = 0;
+    for (int k = 0; k < 4; k++) out[k] = crc32_more(c[k], p[k] + common, len[k] - common, le) ^ 0xFFFFFFFFu;
+}
+
+static PyObject *decode_v4_records(PyObject *self, PyObject *args) {
+    Py_buffer data, offs, sizes, qoffs, topic, ints, longs, ids, boffs, bdata, outs[11];
+    long long base;
+    int queue_id, full;
+    props_out po;
+    if (PyTuple_GET_SIZE(args) != 24) {
+        PyErr_SetString(PyExc_TypeError, "decode_v4_records takes 24 arguments");
+        return NULL;
+    }
+    PyObject *head = PyTuple_GetSlice(args, 0, 13);
+    int parsed = head && PyArg_ParseTuple(head, "y*y*y*y*Liy*pw*w*w*w*w*", &data, &offs, &sizes, &qoffs, &base,
+                                          &queue_id, &topic, &full, &ints, &longs, &ids, &boffs, &bdata);
+    Py_XDECREF(head);
+    if (!parsed) return NULL;
+    PyObject *result = NULL;
+    int have_outs = 0;
+    po.ps = NULL;
+    Py_ssize_t n = offs.len / 8, stop = -1;
+    if (sizes.len / 8 != n || qoffs.len / 8 != n || ints.len / 4 < 4 * n || longs.len / 8 < 8 * n ||
+        ids.len < 32 * n || boffs.len / 4 < n + 1) {
+        PyErr_SetString(PyExc_ValueError, "decode_v4_records: inconsistent buffer sizes");
+        goto done;
+    }
+    const uint8_t *buf = (const uint8_t *)data.buf, *tp = (const uint8_t *)topic.buf;
+    const int64_t *off = (const int64_t *)offs.buf, *size = (const int64_t *)sizes.buf;
+    if (full) {
+        int64_t room = 0;
+        for (Py_ssize_t i = 0; i < n; i++) room += size[i] > 91 + topic.len ? size[i] - 91 - topic.len : 0;
+        if (!(have_outs = props_out_parse(args, 13, outs, &po, n, room)) || !props_out_scratch(&po, 32767))
+            goto done;
+        props_out_init(&po);
+    }
+    const int64_t *qoff = (const int64_t *)qoffs.buf;
+    const int64_t len = (int64_t)data.len, tlen = (int64_t)topic.len;
+    int32_t *crc_o = (int32_t *)ints.buf, *flag_o = crc_o + n, *sys_o = flag_o + n, *rec_o = sys_o + n;
+    int64_t *born_ts_o = (int64_t *)longs.buf, *store_ts_o = born_ts_o + n, *born_o = store_ts_o + n;
+    int64_t *store_o = born_o + n, *body_s = store_o + n, *body_e = body_s + n, *prop_s = body_e + n;
+    int64_t *prop_e = prop_s + n;
+    uint8_t *id_o = (uint8_t *)ids.buf, *bd = (uint8_t *)bdata.buf;
+    int32_t *bo = (int32_t *)boffs.buf;
+    const int64_t bcap = (int64_t)bdata.len;
+    int64_t bpos = 0;
+    static const char hex[] = "0123456789ABCDEF";
+    int le = little_endian();
+    Py_BEGIN_ALLOW_THREADS
+    bo[0] = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+#if defined(__GNUC__) || defined(__clang__)
+        if (i + DECODE_PREFETCH < n) {
+            int64_t a = off[i + DECODE_PREFETCH] - base, z = a + size[i + DECODE_PREFETCH];
+            if (a >= 0 && z <= len)
+                for (int64_t c = a; c < z; c += 64) __builtin_prefetch(buf + c);
+        }
+#endif
+        const int64_t rel = off[i] - base, total = size[i], rec_end = rel + total;
+        if (rel < 0 || total < 91 || rec_end > len) { stop = i; break; }  /* 88-byte header + lengths */
+        const uint8_t *r = buf + rel;
+        uint32_t magic = be32(r + 4);
+        uint32_t sys_flag = be32(r + 36);
+        if ((int64_t)(int32_t)be32(r) != total || (magic != 0xDAA320A7u && magic != 0xDAA320ABu) ||
+            (int64_t)be64(r + 28) != off[i] || (int32_t)be32(r + 12) != queue_id ||
+            (int64_t)be64(r + 20) != qoff[i] || (sys_flag & 0x30)) { stop = i; break; }
+        int64_t body_len = (int32_t)be32(r + 84);
+        int64_t body_pos = rel + 88, tpos = body_pos + body_len;
+        int v2 = magic == 0xDAA320ABu;
+        if (body_len < 0 || tpos + (v2 ? 2 : 1) > rec_end) { stop = i; break; }
+        int64_t topic_len = v2 ? (int64_t)(int16_t)((buf[tpos] << 8) | buf[tpos + 1]) : buf[tpos];
+        int64_t topic_pos = tpos + (v2 ? 2 : 1), plen_pos = topic_pos + topic_len;
+        if (topic_len != tlen || plen_pos + 2 > rec_end || memcmp(buf + topic_pos, tp, (size_t)tlen)) {
+            stop = i; break;
+        }
+        int64_t props_len = (int16_t)((buf[plen_pos] << 8) | buf[plen_pos + 1]);
+        if (props_len < 0 || plen_pos + 2 + props_len != rec_end) { stop = i; break; }
+        int32_t crc = (int32_t)be32(r + 8);
+        if (full && (bpos + body_len > bcap || bpos + body_len > INT32_MAX)) { stop = i; break; }
+        if (full) {
+            memcpy(bd + bpos, buf + body_pos, (size_t)body_len);
+            bpos += body_len;
+            properties_row(&po, (const char *)buf, plen_pos + 2, rec_end, i);
+        }
+        bo[i + 1] = (int32_t)bpos;
+        crc_o[i] = crc;
+        flag_o[i] = (int32_t)be32(r + 16);
+        sys_o[i] = (int32_t)sys_flag;
+        rec_o[i] = (int32_t)be32(r + 72);
+        born_ts_o[i] = (int64_t)be64(r + 40);
+        store_ts_o[i] = (int64_t)be64(r + 56);
+        born_o[i] = (int64_t)(((uint64_t)be32(r + 48) << 32) | be32(r + 52));
+        store_o[i] = (int64_t)(((uint64_t)be32(r + 64) << 32) | be32(r + 68));
+        body_s[i] = body_pos;
+        body_e[i] = tpos;
+        prop_s[i] = plen_pos + 2;
+        prop_e[i] = rec_end;
+        /* address (4), port (4, big-endian), commit-log offset (8, big-endian): 16 bytes -> 32 hex digits */
+        uint8_t raw[16];
+        memcpy(raw, r + 64, 8);
+        uint64_t o = (uint64_t)off[i];
+        for (int k = 0; k < 8; k++) raw[8 + k] = (uint8_t)(o >> (56 - 8 * k));
+        uint8_t *d = id_o + 32 * i;
+        for (int k = 0; k < 16; k++) {
+            d[2 * k] = (uint8_t)hex[raw[k] >> 4];
+            d[2 * k + 1] = (uint8_t)hex[raw[k] & 15];
+        }
+    }
+    if (full) {  /* BODYCRC over the copied bodies (contiguous now), four at a time */
+        Py_ssize_t done_n = stop < 0 ? n : stop;
+        for (Py_ssize_t i = 0; i < done_n; i += 4) {
+            const uint8_t *p[4];
+            size_t l[4];
+            uint32_t c[4];
+            for (int k = 0; k < 4; k++) {
+                Py_ssize_t j = i + k < done_n ? i + k : i;  /* past the end: repeat the first */
+                p[k] = bd + bo[j];
+                l[k] = (size_t)(bo[j + 1] - bo[j]);
+            }
+            crc32_x4(p, l, c, le);
+            for (int k = 0; k < 4 && i + k < done_n; k++)
+                if ((int64_t)(c[k] & 0x7FFFFFFFu) != crc_o[i + k]) {
+                    stop = i + k;
+                    done_n = 0;  /* leave both loops: the caller decodes the run the general way */
+                    break;
+                }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_BuildValue("nnn", stop, full ? (Py_ssize_t)po.pairs : 0, full ? (Py_ssize_t)po.items : 0);
+done:
+    PyMem_Free(po.ps);
+    if (have_outs)
+        for (int i = 0; i < 11; i++) PyBuffer_Release(&outs[i]);
+    PyBuffer_Release(&data); PyBuffer_Release(&offs); PyBuffer_Release(&sizes); PyBuffer_Release(&qoffs);
+    PyBuffer_Release(&topic); PyBuffer_Release(&ints); PyBuffer_Release(&longs); PyBuffer_Release(&ids);
+    PyBuffer_Release(&boffs); PyBuffer_Release(&bdata);
+    return result;
+}
+
+/* properties_columns(data, starts, ends, map_offsets, key_offsets, key_data, value_offsets, value_data,
+ *                    tags_offsets, tags_data, tags_valid, keys_offsets, key_item_offsets, key_item_data)
+ * -> (pairs, key items).
+ * Row r's properties text is data[starts[r]:ends[r]] (int64 positions). Writes, as Arrow buffers (int32
+ * offsets), the scan's three columns that come from it: the map<string,string> (pairs as property_pairs keeps
+ * them: one per key, a later value in the earlier one's place), the TAGS value (tags_valid[r] = 0 where there is
+ * none) and the KEYS value split at spaces with empty parts dropped (an empty list where there is none). Offsets
+ * arrays hold n + 1 (rows) or n + bytes / 2 + 2 (pairs, key items) entries, data buffers as many bytes as the
+ * texts hold together. */
+static PyObject *properties_columns(PyObject *self, PyObject *args) {
+    Py_buffer tdata, starts, ends, outs[11];
+    props_out o;
+    if (PyTuple_GET_SIZE(args) != 14) {
+        PyErr_SetString(PyExc_TypeError, "properties_columns takes 14 arguments");
+        return NULL;
+    }
+    PyObject *head = PyTuple_GetSlice(args, 0, 3);
+    int parsed = head && PyArg_ParseTuple(head, "y*y*y*", &tdata, &starts, &ends);
+    Py_XDECREF(head);
+    if (!parsed) return NULL;
+    PyObject *result = NULL;
+    int have_outs = 0;
+    o.ps = NULL;
+    Py_ssize_t n = starts.len / 8;
+    const int64_t *ts = (const int64_t *)starts.buf, *te = (const int64_t *)ends.buf;
+    int64_t bytes = 0, longest = 0;
+    if (ends.len / 8 != n || !spans_inside(ts, te, n, tdata.len)) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "properties_columns: starts and ends differ");
+        goto done;
+    }
+    for (Py_ssize_t r = 0; r < n; r++) {
+        bytes += te[r] - ts[r];
+        longest = te[r] - ts[r] > longest ? te[r] - ts[r] : longest;
+    }
+    if (!(have_outs = props_out_parse(args, 3, outs, &o, n, bytes)) || !props_out_scratch(&o, longest)) goto done;
+    const char *base = (const char *)tdata.buf;
+    Py_BEGIN_ALLOW_THREADS
+    props_out_init(&o);
+    for (Py_ssize_t r = 0; r < n; r++) {
+#if defined(__GNUC__) || defined(__clang__)
+        /* The texts may lie far apart (in the mapped log): fetch a few rows ahead. */
+        if (r + DECODE_PREFETCH < n)
+            for (int64_t c = ts[r + DECODE_PREFETCH]; c < te[r + DECODE_PREFETCH]; c += 64)
+                __builtin_prefetch(base + c);
+#endif
+        properties_row(&o, base, ts[r], te[r], r);
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_BuildValue("nn", (Py_ssize_t)o.pairs, (Py_ssize_t)o.items);
+done:
+    PyMem_Free(o.ps);
+    if (have_outs)
+        for (int i = 0; i < 11; i++) PyBuffer_Release(&outs[i]);
+    PyBuffer_Release(&tdata); PyBuffer_Release(&starts); PyBuffer_Release(&ends);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"crc32_spans", crc32_spans, METH_VARARGS, "CRC32 of data[starts[i]:ends[i]] into out[i] (uint32)."},
     {"property_pairs", property_pairs, METH_VARARGS, "Kept key/value pair spans of many properties texts."},
@@ -509,6 +863,8 @@ static PyMethodDef methods[] = {
     {"strings_in", strings_in, METH_VARARGS, "Which strings of an Arrow string column are among a few literals."},
     {"decimal_longs", decimal_longs, METH_VARARGS, "Plain decimal integers of an Arrow string column."},
     {"gather_spans", gather_spans, METH_VARARGS, "Copy many spans of a buffer back to back."},
+    {"decode_v4_records", decode_v4_records, METH_VARARGS, "Fixed fields and spans of many IPv4-host records."},
+    {"properties_columns", properties_columns, METH_VARARGS, "Map, TAGS and KEYS columns of many properties texts."},
     {NULL, NULL, 0, NULL},
 };
 

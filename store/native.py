@@ -215,3 +215,75 @@ def gather_spans(data, starts: np.ndarray, ends: np.ndarray, typ=pa.binary()) ->
         idx = np.repeat(starts - offsets[:-1], ends - starts) + np.arange(total)
         out = buf[idx]
     return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(out)])
+
+
+def decode_v4_records(data, base: int, offsets: np.ndarray, sizes: np.ndarray, queue_offsets: np.ndarray,
+                      queue_id: int, topic: bytes, full: bool) -> Optional[tuple]:
+    """One pass over records of one queue whose hosts are all IPv4: (ints, longs, msg_id hex bytes, bodies,
+    (map, TAGS, KEYS) of the properties) as _native.c's decode_v4_records lays them out (bodies and properties
+    columns built, and CRCs checked, only when `full`; else None for both), or None without the compiled module
+    or when some record needs the general decoder (an IPv6 host, or anything invalid, which that decoder
+    names)."""
+    if _native is None:
+        return None
+    n = len(offsets)
+    sizes = _i64(sizes)
+    ints = np.empty((4, n), dtype=np.int32)
+    longs = np.empty((8, n), dtype=np.int64)
+    ids = np.empty(32 * n, dtype=np.uint8)
+    body_offsets = np.empty(n + 1, dtype=np.int32)
+    # Room for every body or properties text: a record holds at least 91 bytes of header and lengths, and the topic.
+    room = int(np.maximum(sizes - (91 + len(topic)), 0).sum()) if full else 0
+    body_data = np.empty(room, dtype=np.uint8)
+    outs = _properties_buffers(n if full else 0, room)
+    stop, pairs, items = _native.decode_v4_records(data, _i64(offsets), sizes, _i64(queue_offsets), int(base),
+                                                   int(queue_id), topic, bool(full), ints, longs, ids,
+                                                   body_offsets, body_data, *outs)
+    if stop >= 0:
+        return None
+    if not full:
+        return ints, longs, ids, None, None
+    return ints, longs, ids, _arrow(pa.binary(), n, body_offsets, body_data), _properties_arrays(outs, n, pairs,
+                                                                                                  items)
+
+
+def _arrow(typ, n: int, offsets: np.ndarray, data: np.ndarray) -> pa.Array:
+    """A binary/string array over int32 offsets and the used part of data (no copy)."""
+    return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(offsets), pa.py_buffer(data[:int(offsets[n])])])
+
+
+def properties_columns(data, starts: np.ndarray, ends: np.ndarray) -> Optional[tuple]:
+    """(map<string,string>, TAGS, KEYS as list<string>) of the properties texts data[starts[r]:ends[r]] in one
+    compiled pass (see _native.c), or None without the compiled module (callers then parse and look up with
+    Arrow/numpy)."""
+    if _native is None:
+        return None
+    n = len(starts)
+    starts, ends = _i64(starts), _i64(ends)
+    outs = _properties_buffers(n, int((ends - starts).sum()))
+    pairs, items = _native.properties_columns(data, starts, ends, *outs)
+    return _properties_arrays(outs, n, pairs, items)
+
+
+def _properties_buffers(n: int, size: int) -> list:
+    """The 11 output buffers of the properties kernels for n rows of `size` text bytes together."""
+    cap = n + size // 2 + 2
+    i32 = np.int32
+    return [np.empty(n + 1, i32), np.empty(cap, i32), np.empty(size, np.uint8), np.empty(cap, i32),
+            np.empty(size, np.uint8), np.empty(n + 1, i32), np.empty(size, np.uint8), np.empty(n, np.bool_),
+            np.empty(n + 1, i32), np.empty(cap, i32), np.empty(size, np.uint8)]
+
+
+def _properties_arrays(outs: list, n: int, pairs: int, items: int) -> tuple:
+    (map_offsets, key_offsets, key_data, value_offsets, value_data, tags_offsets, tags_data, tags_valid,
+     keys_offsets, item_offsets, item_data) = outs
+    props = pa.MapArray.from_arrays(pa.array(map_offsets), _arrow(pa.string(), pairs, key_offsets, key_data),
+                                    _arrow(pa.string(), pairs, value_offsets, value_data),
+                                    type=pa.map_(pa.string(), pa.string()))
+    present = int(np.count_nonzero(tags_valid))
+    validity = None if present == n else pa.py_buffer(np.packbits(tags_valid, bitorder="little"))
+    tags = pa.Array.from_buffers(pa.string(), n, [validity, pa.py_buffer(tags_offsets),
+                                                  pa.py_buffer(tags_data[:int(tags_offsets[n])])],
+                                 null_count=n - present)
+    keys = pa.ListArray.from_arrays(pa.array(keys_offsets), _arrow(pa.string(), items, item_offsets, item_data))
+    return props, tags, keys

@@ -15,9 +15,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import message_codec as codec
+from . import native
 from .native import crc32_spans
 from .errors import CorruptRecordError
-from .properties_column import gather_spans, map_lookup, parse_properties, strided_view
+from .properties_column import gather_spans, scan_columns, strided_view
 
 SCAN_SCHEMA = pa.schema([
     ("topic", pa.string()), ("queue_id", pa.int32()), ("queue_offset", pa.int64()),
@@ -141,6 +142,89 @@ def decode_run(view, base: int, offsets: np.ndarray, sizes: np.ndarray, queue_of
     """Records at `offsets` (ascending, one file) as a RecordBatch; CorruptRecordError if any is invalid.
     With `text_filter` (property texts -> BooleanArray) only the records it accepts are decoded further."""
     buf = np.frombuffer(view, dtype=np.uint8)
+    # The compiled pass decodes and checks IPv4-host records (almost all) in one go, with the body CRC unless a
+    # text filter will drop most records first; anything else (IPv6 hosts, a corrupt record) takes the numpy
+    # decoder, which names the error.
+    fast = native.decode_v4_records(buf, base, offsets, sizes, queue_offsets, queue_id, topic.encode("utf-8"),
+                                    full=text_filter is None)
+    if fast is not None:
+        f, bodies, prop_columns = _fields_v4(fast, offsets, queue_offsets), fast[3], fast[4]
+    else:
+        f, bodies, prop_columns = _decode_fields(buf, base, offsets, sizes, queue_offsets, topic, queue_id, path), \
+            None, None
+    if text_filter is not None:
+        props_text = gather_spans(buf, f.props_start, f.props_end, pa.string())
+        keep = pc.fill_null(text_filter(props_text), False).to_numpy(zero_copy_only=False)
+        if not keep.all():
+            f = f.take(np.flatnonzero(keep))
+    n = len(f.offsets)
+    if not f.crc_checked:
+        computed = crc32_spans(buf, f.body_start, f.body_end)
+        bad = computed != f.crc
+        if bad.any():
+            raise CorruptRecordError("body CRC mismatch", path, int(f.offsets[np.flatnonzero(bad)[0]]))
+    if bodies is None:
+        bodies = gather_spans(buf, f.body_start, f.body_end)
+    compressed = (f.sys_flag & codec.COMPRESSED_FLAG) != 0
+    if compressed.any():
+        bodies = _decompress(bodies, f.sys_flag, compressed, f.offsets, path)
+    props, tags, keys = prop_columns or scan_columns(buf, f.props_start, f.props_end)
+    arrays = [
+        pa.repeat(pa.scalar(topic, pa.string()), n),
+        pa.array(np.full(n, queue_id, dtype=np.int32)),
+        pa.array(f.queue_offsets),
+        pa.array(f.offsets),
+        f.msg_ids,
+        tags,
+        keys,
+        props,
+        bodies,
+        pa.array(f.born_ts, pa.int64()).cast(pa.timestamp("ms")),
+        pa.array(f.store_ts, pa.int64()).cast(pa.timestamp("ms")),
+        f.born_host,
+        f.store_host,
+        pa.array(f.sys_flag.astype(np.int32, copy=False)),
+        pa.array(f.flag.astype(np.int32, copy=False)),
+        pa.array(f.reconsume.astype(np.int32, copy=False)),
+        pa.array(f.crc.astype(np.int32, copy=False)),
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=SCAN_SCHEMA)
+
+
+class _Fields:
+    """A run's decoded fixed fields and spans: numpy arrays (one per record) and Arrow arrays for the texts."""
+    ARRAYS = ("offsets", "queue_offsets", "crc", "flag", "sys_flag", "reconsume", "born_ts", "store_ts",
+              "body_start", "body_end", "props_start", "props_end")
+    ARROW = ("born_host", "store_host", "msg_ids")
+
+    def __init__(self, crc_checked: bool, **fields):
+        self.crc_checked = crc_checked
+        self.__dict__.update(fields)
+
+    def take(self, idx: np.ndarray) -> "_Fields":
+        taken = {k: getattr(self, k)[idx] for k in self.ARRAYS}
+        indices = pa.array(idx)
+        taken.update({k: getattr(self, k).take(indices) for k in self.ARROW})
+        return _Fields(self.crc_checked, **taken)
+
+
+def _fields_v4(fast, offsets: np.ndarray, queue_offsets: np.ndarray) -> _Fields:
+    ints, longs, ids = fast[:3]
+    n = len(offsets)
+    crc, flag, sys_flag, reconsume = ints
+    born_ts, store_ts, born_key, store_key, body_start, body_end, props_start, props_end = longs
+    bounds = np.arange(0, 32 * n + 1, 32, dtype=np.int32)
+    msg_ids = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(bounds), pa.py_buffer(ids)])
+    crc_checked = fast[3] is not None  # bodies were copied, and their CRC checked, in the same pass
+    return _Fields(crc_checked, offsets=offsets, queue_offsets=queue_offsets, crc=crc, flag=flag, sys_flag=sys_flag,
+                   reconsume=reconsume, born_ts=born_ts, store_ts=store_ts, body_start=body_start,
+                   body_end=body_end, props_start=props_start, props_end=props_end,
+                   born_host=_hosts_from_keys(born_key), store_host=_hosts_from_keys(store_key), msg_ids=msg_ids)
+
+
+def _decode_fields(buf: np.ndarray, base: int, offsets: np.ndarray, sizes: np.ndarray, queue_offsets: np.ndarray,
+                   topic: str, queue_id: int, path: str) -> _Fields:
+    """The numpy decoder: any host kind, and the named error of the first invalid record."""
     g = _Gather(buf)
     n = len(offsets)
     rel = offsets - base
@@ -214,55 +298,16 @@ def decode_run(view, base: int, offsets: np.ndarray, sizes: np.ndarray, queue_of
     bad = (props_len < 0) | (props_pos + props_len != rec_end)
     if bad.any():
         fail(bad, "field lengths do not add up to TOTALSIZE")
-    data = buf
     topic_bytes = topic.encode("utf-8")
     bad = topic_len != len(topic_bytes)
     if not bad.any() and topic_bytes:
         bad = g.raw(topic_pos, len(topic_bytes)).view(f"V{len(topic_bytes)}").ravel() != np.void(topic_bytes)
     if bad.any():
         fail(bad, f"record's TOPIC is not {topic!r}")
-    props_text = gather_spans(data, props_pos, props_pos + props_len, pa.string())
-    if text_filter is not None:
-        keep = pc.fill_null(text_filter(props_text), False).to_numpy(zero_copy_only=False)
-        if not keep.all():
-            idx = np.flatnonzero(keep)
-            take = pa.array(idx)
-            n = len(idx)
-            (offsets, queue_offsets, qid, crc, flag, sys_flag, born_ts, store_ts, reconsume, body_pos,
-             body_len) = (x[idx] for x in (offsets, queue_offsets, qid, crc, flag, sys_flag, born_ts, store_ts,
-                                           reconsume, body_pos, body_len))
-            born_host, store_host, msg_ids, props_text = (
-                a.take(take) for a in (born_host, store_host, msg_ids, props_text))
-    computed = crc32_spans(buf, body_pos, body_pos + body_len)
-    if (computed != crc).any():
-        fail(computed != crc, "body CRC mismatch")
-    bodies = gather_spans(data, body_pos, body_pos + body_len)
-    compressed = (sys_flag & codec.COMPRESSED_FLAG) != 0
-    if compressed.any():
-        bodies = _decompress(bodies, sys_flag, compressed, offsets, path)
-    props = parse_properties(props_text)
-    tags = map_lookup(props, codec.PROPERTY_TAGS)
-    keys = _split_keys(map_lookup(props, codec.PROPERTY_KEYS))
-    arrays = [
-        pa.repeat(pa.scalar(topic, pa.string()), n),
-        pa.array(qid.astype(np.int32)),
-        pa.array(queue_offsets),
-        pa.array(offsets),
-        msg_ids,
-        tags,
-        keys,
-        props,
-        bodies,
-        pa.array(born_ts, pa.int64()).cast(pa.timestamp("ms")),
-        pa.array(store_ts, pa.int64()).cast(pa.timestamp("ms")),
-        born_host,
-        store_host,
-        pa.array(sys_flag.astype(np.int32)),
-        pa.array(flag.astype(np.int32)),
-        pa.array(reconsume.astype(np.int32)),
-        pa.array(crc.astype(np.int32)),
-    ]
-    return pa.RecordBatch.from_arrays(arrays, schema=SCAN_SCHEMA)
+    return _Fields(False, offsets=offsets, queue_offsets=queue_offsets, crc=crc, flag=flag, sys_flag=sys_flag,
+                   reconsume=reconsume, born_ts=born_ts, store_ts=store_ts, body_start=body_pos,
+                   body_end=body_pos + body_len, props_start=props_pos, props_end=props_pos + props_len,
+                   born_host=born_host, store_host=store_host, msg_ids=msg_ids)
 
 
 def _decompress(bodies: pa.Array, sys_flag, compressed, offsets, path) -> pa.Array:
@@ -273,19 +318,6 @@ def _decompress(bodies: pa.Array, sys_flag, compressed, offsets, path) -> pa.Arr
         except Exception as e:
             raise CorruptRecordError(f"body does not decompress: {e}", path, int(offsets[i])) from None
     return pa.array(values, pa.binary())
-
-
-def _split_keys(keys_text: pa.Array) -> pa.Array:
-    """KEYS text -> list of keys (space separated, empties dropped); an empty list when absent."""
-    n = len(keys_text)
-    lists = pc.split_pattern(keys_text.fill_null(""), " ")
-    flat = lists.flatten()
-    parent = pc.list_parent_indices(lists).to_numpy()
-    keep = pc.not_equal(flat, "").to_numpy(zero_copy_only=False)
-    counts = np.bincount(parent[keep], minlength=n)
-    offs = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(counts, out=offs[1:])
-    return pa.ListArray.from_arrays(pa.array(offs), flat.filter(pa.array(keep)))
 
 
 def _msg_ids_v4(addr: np.ndarray, port: np.ndarray, offsets: np.ndarray) -> pa.Array:
@@ -302,12 +334,20 @@ def _msg_ids_v4(addr: np.ndarray, port: np.ndarray, offsets: np.ndarray) -> pa.A
 
 
 def _hosts_v4(addr: np.ndarray, port: np.ndarray) -> pa.Array:
-    """'ip:port' per record from (n, 4) address bytes, formatted once per distinct host."""
-    key = (addr.view(">u4").ravel().astype(np.int64) << 32) | (port & 0xFFFFFFFF)
-    uniq, inverse = np.unique(key, return_inverse=True)
-    texts = [codec.format_host(int(k >> 32).to_bytes(4, "big"), int(np.int32(np.uint32(k & 0xFFFFFFFF))))
-             for k in uniq.tolist()]
-    return pa.array(texts, pa.string()).take(pa.array(inverse.astype(np.int32)))
+    """'ip:port' per record from (n, 4) address bytes."""
+    return _hosts_from_keys((addr.view(">u4").ravel().astype(np.int64) << 32) | (port & 0xFFFFFFFF))
+
+
+def _hosts_from_keys(keys: np.ndarray) -> pa.Array:
+    """'ip:port' per record from int64 keys (IPv4 address << 32 | port), formatted once per distinct host
+    (a batch usually holds one: a single text repeated)."""
+    def text(k: int) -> str:
+        return codec.format_host(((k >> 32) & 0xFFFFFFFF).to_bytes(4, "big"),
+                                 int(np.int32(np.uint32(k & 0xFFFFFFFF))))
+    if len(keys) and (keys == keys[0]).all():
+        return pa.repeat(pa.scalar(text(int(keys[0])), pa.string()), len(keys))
+    uniq, inverse = np.unique(keys, return_inverse=True)
+    return pa.array([text(k) for k in uniq.tolist()], pa.string()).take(pa.array(inverse.astype(np.int32)))
 
 
 def _hosts_any(g: _Gather, addr_pos: np.ndarray, v6: np.ndarray, port: np.ndarray) -> pa.Array:

@@ -1,13 +1,15 @@
 """The vectorised scan agrees with the per-record pull path and with what was put, over random messages."""
 import datetime
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from store import SCAN_SCHEMA, MessageStore, StoreConfig
+from store import SCAN_SCHEMA, CorruptRecordError, MessageStore, StoreConfig
 from store import message_codec as codec
+from store import native
 
 text = st.text(alphabet=st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), max_size=12)
 nonempty = text.filter(lambda s: s != "")
@@ -145,3 +147,86 @@ def test_real_filters_in_scan_equal_the_pull_path(tmp_path, make):
             assert scanned == pulled
             total += len(scanned)
         assert 0 < total < 300
+
+
+# -- the compiled decoder (store/_native.c) against the numpy decoder it falls back to --------------------------
+
+needs_native = pytest.mark.skipif(not native.available(), reason="store._native is not built here")
+
+
+def rows_without_native(store, topic, queue_id, message_filter=None):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(native, "_native", None)
+        return rows_of(store, topic, queue_id, message_filter=message_filter)
+
+
+@needs_native
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(message, min_size=1, max_size=40))
+def test_compiled_and_numpy_decoders_agree(tmp_path_factory, msgs):
+    from filters import MessageFilter
+    path = tmp_path_factory.mktemp("agree")
+    with MessageStore(path, StoreConfig(mappedFileSizeCommitLog=4096)) as s:
+        s.create_topic("T", 3)
+        s.put_batch("T", [m["body"] for m in msgs], tags=[m["tags"] for m in msgs],
+                    keys=[m["keys"] for m in msgs], properties=[m["properties"] for m in msgs],
+                    queue_id=[m["queue_id"] for m in msgs])
+        for f in (None, MessageFilter.by_sql("TAGS IS NOT NULL")):
+            for q in range(3):
+                assert rows_of(s, "T", q, message_filter=f) == rows_without_native(s, "T", q, message_filter=f)
+
+
+pairs_text = st.lists(st.tuples(st.sampled_from(["TAGS", "KEYS", "a", "é", "", "TAG", "KEYSX"]),
+                                st.text(alphabet=st.sampled_from(["x", " ", "😀", "\x01", "y"]), max_size=6)),
+                      max_size=6).map(lambda ps: "\x02".join(f"{k}\x01{v}" for k, v in ps))
+
+
+@needs_native
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.one_of(pairs_text, st.text(alphabet=st.sampled_from(["\x01", "\x02", "T", "A", "G", "S", " "]),
+                                              max_size=12)), min_size=1, max_size=12))
+def test_properties_columns_follow_rocketmq_with_and_without_native(texts):
+    from store.properties_column import scan_columns
+    data = "".join(texts).encode("utf-8")
+    lens = [len(t.encode("utf-8")) for t in texts]
+    ends = np.cumsum(lens)
+    starts = ends - np.array(lens)
+    fast = scan_columns(data, starts, ends)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(native, "_native", None)
+        slow = scan_columns(data, starts, ends)
+    for props, tags, keys in (fast, slow):
+        want = [codec.string_to_properties(t) for t in texts]
+        got = props.to_pylist()
+        assert [dict(m) for m in got] == want
+        assert all(len({k for k, _ in m}) == len(m) for m in got)  # Spark refuses duplicate map keys
+        assert tags.to_pylist() == [w.get("TAGS") for w in want]
+        assert keys.to_pylist() == [[k for k in w.get("KEYS", "").split(" ") if k] for w in want]
+
+
+def test_hosts_above_127_format_like_get_message(tmp_path):
+    with MessageStore(tmp_path / "s", StoreConfig(brokerIP1="192.168.7.200")) as s:
+        s.put_batch("T", [b"a", b"b"], queue_id=0, born_host="203.0.113.9:65535")
+        rows = rows_of(s, "T", 0)
+        pulled = s.get_message("g", "T", 0, 0).messages
+        assert [r["store_host"] for r in rows] == [m.store_host for m in pulled]
+        assert rows[0]["store_host"].startswith("192.168.7.200:")
+        assert [r["born_host"] for r in rows] == [m.born_host for m in pulled] == ["203.0.113.9:65535"] * 2
+        assert [r["msg_id"] for r in rows] == [m.msg_id for m in pulled]
+
+
+def test_corrupt_body_is_caught_on_the_filtered_path_too(tmp_path):
+    from filters import MessageFilter
+    path = tmp_path / "s"
+    with MessageStore(path) as s:
+        s.put_batch("T", [b"precious payload", b"other"], tags=["A", "B"], queue_id=0)
+    with open(path / "commitlog" / "00000000000000000000", "r+b") as f:
+        data = bytearray(f.read(400))
+        f.seek(data.index(b"precious"))
+        f.write(b"X")
+    with MessageStore(path, read_only=True) as s:
+        for f in (None, MessageFilter.by_tags("A"), MessageFilter.by_sql("TAGS = 'A'")):
+            with pytest.raises(CorruptRecordError, match="CRC"):
+                list(s.scan("T", 0, 0, message_filter=f))
+        # the record the filter drops is never checked, and the other one is intact
+        assert [b.num_rows for b in s.scan("T", 0, 0, message_filter=MessageFilter.by_tags("B"))] == [1]
