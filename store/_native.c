@@ -5,7 +5,8 @@
  *   property_columns the string columns of a few wanted keys of many properties texts (what a filter reads);
  *   strings_in    which strings of a column equal one of a few constants (a filter's = and IN);
  *   decimal_longs the plain decimal integers of a string column (a filter's numeric comparisons);
- *   gather_spans  many byte spans copied back to back (the data of an Arrow binary/string column). */
+ *   gather_spans  many byte spans copied back to back (the data of an Arrow binary/string column);
+ *   decode_v4_records / properties_columns  the scan's columns of many records in one pass (store/scan.py). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>

@@ -1,9 +1,10 @@
-"""The bulk read path: one queue's messages as Arrow RecordBatches, gathered with numpy from the mapped files.
+"""The bulk read path: one queue's messages as Arrow RecordBatches, decoded from the mapped commitlog.
 
-Consume-queue units are read as one array; tag codes are filtered as an array; fixed record fields are gathered
-from the commitlog mapping by fancy indexing; variable-length fields (body, properties, topic) become Arrow
-arrays through one `take` over a zero-copy span array. Only decompression and CRC32 run once per record, the
-first because there is no batched form, the second because zlib has none.
+Consume-queue units are read as one array and tag codes filtered as an array. The records of a run (one file)
+then go through one compiled pass (store._native.decode_v4_records): header checks, fixed fields, message ids,
+bodies with their CRC, and the properties map with TAGS and KEYS, each record read once while it is in cache.
+Records it does not take (IPv6 hosts, anything corrupt) and builds without the compiled module use the numpy
+decoder, which gives the same columns and names the error.
 """
 from __future__ import annotations
 
