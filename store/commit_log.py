@@ -174,21 +174,35 @@ class CommitLog:
                 pos = file_end
         return positions, segments, pos
 
-    def write(self, segments: list[AppendSegment], data, record_offsets: np.ndarray, sync: bool) -> None:
-        """Write the encoded records (data, with record_offsets[i] the byte offset of record i in it)."""
-        touched = []
-        for seg in segments:
-            f = self.files.get_or_create(seg.file_from_offset, sync=sync)
-            rel = seg.position - seg.file_from_offset
-            if seg.last > seg.first:
-                a, b = int(record_offsets[seg.first]), int(record_offsets[seg.last])
-                f.write(rel, memoryview(data)[a:b])
-                rel += b - a
-            if seg.blank_after:
-                f.write(rel, codec.blank_record(self.file_size - rel))
-            touched.append(f)
+    # Records are encoded this many bytes at a time, each chunk written while the next is encoded: a chunk stays
+    # in the CPU's cache from encoding to the copy into the page cache.
+    WRITE_CHUNK = 256 << 10
+
+    def write(self, segments: list[AppendSegment], records, sizes: np.ndarray, sync: bool) -> None:
+        """Write a batch's records where plan() put them, in order, each file's end-of-file record after its
+        records. records: a record_encoder.RecordEncoder."""
+        files = [self.files.get_or_create(seg.file_from_offset, sync=sync) for seg in segments]
+        if records.native:
+            starts = np.zeros(len(sizes) + 1, dtype=np.int64)
+            np.cumsum(sizes, out=starts[1:])
+            runs = []
+            for f, seg in zip(files, segments):
+                rel = seg.position - seg.file_from_offset
+                blank = self.file_size - (rel + int(starts[seg.last] - starts[seg.first])) if seg.blank_after else 0
+                # the descriptor MappedFile.write writes with: the same file, the same page cache
+                runs.append((f._open_fd(), rel, seg.first, seg.last, blank))
+            records.write(runs, self.WRITE_CHUNK)
+        else:
+            for f, seg in zip(files, segments):
+                rel = seg.position - seg.file_from_offset
+                if seg.last > seg.first:
+                    data = records(seg.first, seg.last)
+                    f.write(rel, data)
+                    rel += len(data)
+                if seg.blank_after:
+                    f.write(rel, codec.blank_record(self.file_size - rel))
         if sync:
-            for f in {id(f): f for f in touched}.values():
+            for f in {id(f): f for f in files}.values():
                 f.flush()
 
     def truncate(self, offset: int) -> None:

@@ -57,6 +57,8 @@ class ConsumeQueue:
 
     def max_offset(self) -> int:
         """One past the last written unit (RocketMQ's getMaxOffsetInQueue)."""
+        if self._known_end_holds():
+            return self._known_max
         self.files.refresh()
         last = self.files.last()
         if last is None:
@@ -73,6 +75,23 @@ class ConsumeQueue:
             return prev.file_from_offset // CQ_STORE_UNIT_SIZE + len(self._file_units(prev))
         self._known_max = start_unit + count
         return self._known_max
+
+    def _known_end_holds(self) -> bool:
+        """Whether the end found last time is still the end, checked without listing the directory (an append
+        calls max_offset for every queue it writes): it lies inside the last file we know, whose name is still
+        linked, the unit there is empty and the one before it is not. Anything else (units appended, a new
+        file, a cut by recovery) takes the full path."""
+        last = self.files.last()
+        if last is None or self._known_max <= 0:
+            return False
+        k = self._known_max - last.file_from_offset // CQ_STORE_UNIT_SIZE
+        try:
+            sizes = self._file_units(last)["size"]
+            if not (0 < k < len(sizes)) or sizes[k] != 0 or sizes[k - 1] == 0:
+                return False
+            return os.fstat(last._open_fd()).st_nlink > 0
+        except OSError:
+            return False
 
     def first_unit_offset(self) -> int:
         """Queue offset of the first unit still on disk (before correcting for deleted commitlog)."""
@@ -131,25 +150,26 @@ class ConsumeQueue:
     # -- writing (under the store's write lock) --------------------------------------------------------------
 
     def put_units(self, start: int, units: np.ndarray) -> None:
-        """Write units for queue offsets [start, start+len). The first unit's size goes last, so a reader in
-        another process sees the whole run at once or none of it."""
+        """Write units for queue offsets [start, start+len). In each file, the run's first size goes last, so a
+        reader in another process sees the run's units in a file at once or none of them, and a file's units
+        only after those in the file before: max_offset, which counts the units of the last file, never runs
+        past a unit still held back in the file before it."""
         if len(units) == 0:
             return
-        units = np.ascontiguousarray(units, dtype=UNIT_DTYPE)
-        first_size = units["size"][0].copy()
-        staged = units.copy()
-        staged["size"][0] = 0
         pos = start
         i = 0
-        while i < len(staged):
+        while i < len(units):
             file_start = (pos // self.units_per_file) * self.units_per_file
+            n = min(len(units) - i, file_start + self.units_per_file - pos)
+            staged = np.array(units[i:i + n], dtype=UNIT_DTYPE)  # a copy: the first size is held back in it
+            first_size = int(staged["size"][0])
+            staged["size"][0] = 0
             f = self.files.get_or_create(file_start * CQ_STORE_UNIT_SIZE)
-            n = min(len(staged) - i, file_start + self.units_per_file - pos)
-            f.write((pos - file_start) * CQ_STORE_UNIT_SIZE, staged[i:i + n].tobytes())
+            at = (pos - file_start) * CQ_STORE_UNIT_SIZE
+            f.write(at, staged.view(np.uint8))
+            f.write(at + 8, first_size.to_bytes(4, "big", signed=True))
             pos += n
             i += n
-        f0 = self.files.find(start * CQ_STORE_UNIT_SIZE)
-        f0.write((start * CQ_STORE_UNIT_SIZE - f0.file_from_offset) + 8, np.array([first_size], ">i4").tobytes())
         self._known_max = max(self._known_max, start + len(units))
 
     def truncate_from(self, queue_offset: int) -> None:

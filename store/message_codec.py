@@ -321,7 +321,7 @@ class EncodedBatch:
     topics: list            # distinct topics in this batch
     topic_index: np.ndarray  # int32: index into topics per message
     bodies: pa.BinaryArray   # stored bodies (compressed if sys_flag says so)
-    properties: pa.StringArray
+    property_parts: list     # the properties text's pieces (record_encoder.PropertyPart)
     queue_ids: np.ndarray    # int32
     flags: np.ndarray        # int32
     sys_flags: np.ndarray    # int32
@@ -330,26 +330,10 @@ class EncodedBatch:
     store_host: tuple
     reconsume_times: np.ndarray
     prepared_offsets: np.ndarray
-    body_crcs: np.ndarray = None
     sizes: np.ndarray = None  # total record sizes
 
     def __len__(self):
         return len(self.queue_ids)
-
-
-def body_crcs(bodies: pa.BinaryArray) -> np.ndarray:
-    """BODYCRC for each body, as int32."""
-    from .native import body_crcs as crcs
-    return crcs(bodies).astype(np.int32)
-
-
-def record_sizes(batch: EncodedBatch, topic_part_lengths: np.ndarray) -> np.ndarray:
-    born_v6 = len(batch.born_host[0]) == 16
-    store_v6 = len(batch.store_host[0]) == 16
-    head = header_dtype(born_v6, store_v6).itemsize
-    body_len = pc.binary_length(batch.bodies).to_numpy(zero_copy_only=False).astype(np.int64)
-    props_len = pc.binary_length(batch.properties.cast(pa.binary())).to_numpy(zero_copy_only=False).astype(np.int64)
-    return head + body_len + topic_part_lengths[batch.topic_index] + 2 + props_len
 
 
 def topic_parts(topics: list) -> list[bytes]:
@@ -362,8 +346,10 @@ def topic_parts(topics: list) -> list[bytes]:
 
 
 def encode_records(batch: EncodedBatch, queue_offsets: np.ndarray, physical_offsets: np.ndarray,
-                   store_timestamp: int) -> pa.Buffer:
-    """The records of the batch back to back, as one buffer (no end-of-file blanks inside)."""
+                   store_timestamp: int, properties: pa.StringArray) -> pa.Buffer:
+    """The records of the batch back to back, as one buffer (no end-of-file blanks inside): numpy and Arrow
+    column by column, the fallback of store/_encode.c (record_encoder)."""
+    from .native import body_crcs
     n = len(batch)
     born_v6 = len(batch.born_host[0]) == 16
     store_v6 = len(batch.store_host[0]) == 16
@@ -373,7 +359,7 @@ def encode_records(batch: EncodedBatch, queue_offsets: np.ndarray, physical_offs
     head = np.zeros(n, dtype=dtype)
     head["total"] = batch.sizes
     head["magic"] = np.where(v2[batch.topic_index], MAGIC_V2, MAGIC_V1)
-    head["crc"] = batch.body_crcs
+    head["crc"] = body_crcs(batch.bodies)
     head["queue_id"] = batch.queue_ids
     head["flag"] = batch.flags
     head["queue_offset"] = queue_offsets
@@ -391,7 +377,7 @@ def encode_records(batch: EncodedBatch, queue_offsets: np.ndarray, physical_offs
     header_col = pa.FixedSizeBinaryArray.from_buffers(
         pa.binary(dtype.itemsize), n, [None, pa.py_buffer(head.tobytes())]).cast(pa.binary())
     topic_col = pa.array(parts, type=pa.binary()).take(pa.array(batch.topic_index))
-    props_bin = batch.properties.cast(pa.binary())
+    props_bin = properties.cast(pa.binary())
     props_len = pc.binary_length(props_bin).to_numpy(zero_copy_only=False).astype(">i2")
     props_len_col = pa.FixedSizeBinaryArray.from_buffers(
         pa.binary(2), n, [None, pa.py_buffer(props_len.tobytes())]).cast(pa.binary())
@@ -403,38 +389,19 @@ def encode_records(batch: EncodedBatch, queue_offsets: np.ndarray, physical_offs
     return data.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
 
 
-def encode_record(topic: str, body: bytes, *, queue_id: int = 0, flag: int = 0, queue_offset: int = 0,
-                  physical_offset: int = 0, sys_flag: int = 0, born_timestamp: int = 0,
-                  born_host=("127.0.0.1", 0), store_timestamp: int = 0, store_host=("127.0.0.1", 0),
-                  reconsume_times: int = 0, prepared_transaction_offset: int = 0,
-                  properties: str | dict = "") -> bytes:
-    """One record, for tools and tests; the store appends through the vectorised encode_records."""
-    born = parse_host(born_host)
-    store = parse_host(store_host)
-    if len(born[0]) == 16:
-        sys_flag |= BORNHOST_V6_FLAG
-    if len(store[0]) == 16:
-        sys_flag |= STOREHOSTADDRESS_V6_FLAG
-    props = properties if isinstance(properties, str) else properties_to_string(properties)
-    batch = EncodedBatch(
-        topics=[topic], topic_index=np.zeros(1, np.int32), bodies=pa.array([body], pa.binary()),
-        properties=pa.array([props], pa.string()), queue_ids=np.array([queue_id], np.int32),
-        flags=np.array([flag], np.int32), sys_flags=np.array([sys_flag], np.int32),
-        born_timestamps=np.array([born_timestamp], np.int64), born_host=born, store_host=store,
-        reconsume_times=np.array([reconsume_times], np.int32),
-        prepared_offsets=np.array([prepared_transaction_offset], np.int64))
-    batch.body_crcs = body_crcs(batch.bodies)
-    batch.sizes = record_sizes(batch, np.array([len(p) for p in topic_parts(batch.topics)], np.int64))
-    return encode_records(batch, np.array([queue_offset]), np.array([physical_offset]), store_timestamp).to_pybytes()
-
-
 def blank_record(remaining: int) -> bytes:
     """The end-of-file marker: the space left in the file and BLANK_MAGIC."""
     return struct.pack(">iI", remaining, BLANK_MAGIC)
 
 
+try:  # the compiled encoder's loops where they help here (store/_encode.c); numpy otherwise
+    from . import _encode
+except ImportError:  # pragma: no cover - depends on the machine that installed us
+    _encode = None
+
 _uniq_counter = [0]
-_HEX_DIGITS = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
+# Two upper-case hex digits per byte value, so a counter's 4 bytes become its 8 digits in one lookup.
+_HEX_PAIRS = np.frombuffer(b"".join(f"{b:02X}".encode() for b in range(256)), dtype=np.uint16)
 
 
 def new_uniq_keys(n: int, address: bytes) -> pa.Array:
@@ -446,10 +413,13 @@ def new_uniq_keys(n: int, address: bytes) -> pa.Array:
     head = np.frombuffer((prefix + f"{t:08X}").encode(), dtype=np.uint8)
     start = _uniq_counter[0]
     _uniq_counter[0] += n
-    counters = (np.arange(start, start + n, dtype=np.uint64) & 0xFFFFFFFF)
-    chars = np.empty((n, 32), dtype=np.uint8)
-    chars[:, :24] = head
-    for i in range(8):  # one hex digit of the counter per column, most significant first
-        chars[:, 24 + i] = _HEX_DIGITS[((counters >> np.uint64(28 - 4 * i)) & np.uint64(0xF)).astype(np.intp)]
+    if _encode is not None:
+        chars = np.empty(32 * n, dtype=np.uint8)
+        _encode.hex_ids(chars, head, start)
+    else:
+        counters = (np.arange(start, start + n, dtype=np.uint64) & 0xFFFFFFFF).astype(">u4")
+        chars = np.empty((n, 32), dtype=np.uint8)
+        chars[:, :24] = head
+        chars[:, 24:].view(np.uint16)[:] = _HEX_PAIRS[counters.view(np.uint8).reshape(n, 4)]
     bounds = np.arange(0, 32 * n + 1, 32, dtype=np.int32)
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(bounds), pa.py_buffer(chars)])

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from filters.tag_hash import tags_hash_code
 
 from . import message_codec as codec
+from . import record_encoder
 from .commit_log import CommitLog
 from .consume_queue import CQ_STORE_UNIT_SIZE, UNIT_DTYPE, ConsumeQueue
 from .errors import InvalidMessageError, ReadOnlyStoreError, UnknownTopicError
@@ -65,6 +66,10 @@ class MessageStore:
         self.topic_config = TopicConfigManager(self.path)
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._write_pos: Optional[int] = None
+        # Each consume queue's end as our last append left it, while no other writer has been here since (an
+        # append then asks no queue for its end); emptied whenever _sync_write_state finds anything changed.
+        self._queue_ends: dict[tuple[str, int], int] = {}
+        self._published_generation: Optional[int] = None
         self._round_robin: dict[str, int] = {}
         self.store_host = (codec.local_host_address(), self.config.listenPort)
         if self.config.brokerIP1:
@@ -293,49 +298,42 @@ class MessageStore:
 
     def _append_locked(self, batch, plan) -> PutBatchResult:
         self._sync_write_state()
-        n = len(batch)
         # Topics first: created on first write with the default queue count.
         for t in batch.topics:
             if t not in self.topic_config.table:
                 self._create_topic_locked(t, self.config.defaultTopicQueueNums)
         queue_ids = plan.resolve_queue_ids(self)
         batch.queue_ids = queue_ids
-        dispatched = plan.dispatched
-        queue_offsets = np.zeros(n, dtype=np.int64)
-        key = batch.topic_index.astype(np.int64) * 2048 + queue_ids
-        starts = {}
-        for k in np.unique(key[dispatched]).tolist():
-            topic, qid = batch.topics[k // 2048], k % 2048
-            members = np.flatnonzero((key == k) & dispatched)
-            start = self.consume_queue(topic, qid).max_offset()
-            queue_offsets[members] = start + np.arange(len(members))
-            starts[(topic, qid)] = (start, members)
+        queue_offsets, order, runs = plan.queue_runs(queue_ids, self._queue_end)
         positions, segments, end = self.commit_log.plan(self._write_pos, batch.sizes)
         if plan.atomic:
-            batch.properties = stamp_atomic_range(batch.properties, int(positions[0]), end)
+            batch.property_parts = stamp_atomic_range(batch.property_parts, int(positions[0]), end)
         store_ts = int(time.time() * 1000)
-        data = codec.encode_records(batch, queue_offsets, positions, store_ts)
-        rec_off = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(batch.sizes, out=rec_off[1:])
-        self.commit_log.write(segments, data, rec_off, sync=self.config.flushDiskType == SYNC_FLUSH)
+        records = record_encoder.RecordEncoder(batch, queue_offsets, positions, store_ts)
+        self.commit_log.write(segments, records, batch.sizes, sync=self.config.flushDiskType == SYNC_FLUSH)
         self._write_pos = end
         # Dispatch ("reput"): consume-queue units after the commitlog bytes, so a reader never sees a unit first.
-        for (topic, qid), (start, members) in starts.items():
-            units = np.zeros(len(members), dtype=UNIT_DTYPE)
-            units["offset"] = positions[members]
-            units["size"] = batch.sizes[members]
-            units["tags_code"] = plan.tags_codes[members]
+        units = np.empty(len(order), dtype=UNIT_DTYPE)
+        units["offset"] = positions[order]
+        units["size"] = batch.sizes[order]
+        units["tags_code"] = plan.tags_codes[order]
+        for topic, qid, start, a, b in runs:
             cq = self.consume_queue(topic, qid)
-            cq.put_units(start, units)
+            cq.put_units(start, units[a:b])
+            self._queue_ends[(topic, qid)] = start + b - a
             self._dirty_queues.add(cq)
         # Last: the committed end. Everything before it is complete and dispatched.
         self._publish_committed_end(end)
         self._last_store_ts = store_ts
         self._flush_checkpoint()
-        if starts:
+        if runs:
             self.pull_request_hold.notify_message_arriving()
         return PutBatchResult(batch.topics, batch.topic_index, queue_ids, queue_offsets, positions,
                               self.store_host, plan.uniq_keys)
+
+    def _queue_end(self, topic: str, queue_id: int) -> int:
+        end = self._queue_ends.get((topic, queue_id))
+        return self.consume_queue(topic, queue_id).max_offset() if end is None else end
 
     def _flush_checkpoint(self, force: bool = False) -> None:
         """At most once a second (RocketMQ flushes every 500 ms): fsync the commitlog's last files and the
@@ -390,6 +388,7 @@ class MessageStore:
     def _publish_committed_end(self, end: int) -> None:
         self._write_pos = end
         self._generation = getattr(self, "_generation", 0) + 1
+        self._published_generation = self._generation
         head = struct.pack(">8sqq", self._STATE_MAGIC, end, self._generation)
         os.pwrite(self._lock_fd, head + struct.pack(">I", zlib.crc32(head)), 0)
 
@@ -449,8 +448,14 @@ class MessageStore:
         each queue's end that a dead writer left (they would turn visible with the next run of that queue)."""
         if start is None:
             start = self._committed_end()
+            if not full_check and start is not None and start == self._write_pos and self._nothing_written_at(start):
+                # the usual case: nobody appended since our last append, and nothing lies past the end
+                if self._generation != self._published_generation:
+                    self._queue_ends.clear()  # another writer was here (a cut, say): ask the queues again
+                return
             if start is None or start < self.commit_log.min_offset():
                 start = self._write_pos if self._write_pos is not None else self._dispatched_end()
+        self._queue_ends.clear()
         check_crc = self.config.checkCRCOnRecover or full_check
         records = list(self.commit_log.walk(start, check_crc=check_crc))
         end = self.commit_log.walk_end
@@ -532,6 +537,15 @@ class MessageStore:
                  start)
         cq.put_units(start, units)
         self._dirty_queues.add(cq)
+
+    def _nothing_written_at(self, offset: int) -> bool:
+        """Zeros where a record would start at offset (or no file there yet): the walk from offset would find
+        no record and no torn tail."""
+        view, base = self.commit_log.view_at(offset)
+        if view is None:
+            return True
+        rel = offset - base
+        return rel + 8 <= len(view) and view[rel:rel + 8] == bytes(8)
 
     def _has_bytes_from(self, offset: int, whole_file: bool) -> bool:
         """Non-zero bytes at offset (the start of a torn record), or anywhere after it with whole_file,

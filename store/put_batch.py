@@ -16,6 +16,8 @@ from . import message_codec as codec
 from .errors import InvalidMessageError
 from .get_message_result import PutResult
 from .properties_column import map_lookup, properties_to_strings
+from .record_encoder import (PropertyPart, first_separator, group_ranks, java_hash_codes, part, properties_lengths,
+                             record_sizes)
 
 
 
@@ -54,19 +56,13 @@ def _first_true(mask) -> int:
 
 
 def _check_no_separators(arr: Optional[pa.Array], name: str) -> None:
-    """Refuse \x01/\x02 in any value: one pass of numpy over the array's bytes, rows located only on a hit."""
+    """Refuse \x01/\x02 in any value (one pass over the array's bytes)."""
     if arr is None or len(arr) == 0:
         return
     if not (pa.types.is_string(arr.type) or pa.types.is_binary(arr.type)):
         arr = arr.cast(pa.string())
-    data = arr.buffers()[2]
-    if data is None:
-        return
-    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1, offset=arr.offset * 4)
-    raw = np.frombuffer(data, dtype=np.uint8)[offsets[0]:offsets[-1]]
-    hits = np.flatnonzero((raw == 1) | (raw == 2))
-    if len(hits):
-        i = int(np.searchsorted(offsets, offsets[0] + hits[0], side="right")) - 1
+    i = first_separator(arr)
+    if i >= 0:
         raise InvalidMessageError(
             f"message {i}: {name} {arr[i].as_py()!r} contains a reserved separator (\\x01 or \\x02)")
 
@@ -88,13 +84,15 @@ class AppendPlan:
         for t_idx, topic in enumerate(self.topics):
             cfg = store.topic_config.table[topic]
             nq = cfg.writeQueueNums
-            members = np.flatnonzero(self.topic_index == t_idx)
-            chosen = np.full(len(members), -1, dtype=np.int64)
+            # one topic (the usual batch): every message, without a mask over the batch
+            members = slice(None) if len(self.topics) == 1 else np.flatnonzero(self.topic_index == t_idx)
+            count = n if len(self.topics) == 1 else len(members)
+            chosen = np.full(count, -1, dtype=np.int64)
             if self.queue_ids is not None:
                 explicit = self.queue_ids[members]
                 bad = (explicit >= nq) | (explicit < -1)
                 if bad.any():
-                    i = int(members[np.flatnonzero(bad)[0]])
+                    i = int(np.arange(n)[members][np.flatnonzero(bad)[0]])
                     raise InvalidMessageError(
                         f"message {i}: queue_id {int(self.queue_ids[i])} is outside topic {topic!r}'s "
                         f"write queues 0..{nq - 1}")
@@ -112,6 +110,36 @@ class AppendPlan:
                 store._round_robin[topic] = int((start + len(rest)) % nq)
             out[members] = chosen
         return out
+
+    def queue_runs(self, queue_ids: np.ndarray, queue_end) -> tuple[np.ndarray, np.ndarray, list]:
+        """Queue offsets of the dispatched messages (dense from each queue's end, in batch order), the
+        dispatched messages grouped by queue (`order`), and one run (topic, queue_id, first queue offset, start,
+        stop) per queue, order[start:stop] being its messages. queue_end(topic, queue_id) gives a queue's end."""
+        n = len(queue_ids)
+        stride = int(queue_ids.max()) + 1 if n else 1
+        key = self.topic_index.astype(np.int32) * np.int32(stride) + queue_ids
+        if not self.dispatched.all():
+            key[~self.dispatched] = -1
+        counts, ranks = group_ranks(key, len(self.topics) * stride)
+        groups = np.flatnonzero(counts)
+        ends = np.zeros(len(counts), dtype=np.int64)
+        group_start = np.zeros(len(counts), dtype=np.int64)
+        np.cumsum(counts[:-1], out=group_start[1:])
+        runs = []
+        for g in groups.tolist():
+            topic, qid = self.topics[g // stride], g % stride
+            ends[g] = queue_end(topic, qid)
+            runs.append((topic, qid, int(ends[g]), int(group_start[g]), int(group_start[g] + counts[g])))
+        queue_offsets = np.zeros(n, dtype=np.int64)
+        order = np.empty(int(counts.sum()), dtype=np.int64)
+        if len(order) == n:
+            queue_offsets[:] = ends[key] + ranks
+            order[group_start[key] + ranks] = np.arange(n)
+        else:
+            live = np.flatnonzero(key >= 0)
+            queue_offsets[live] = ends[key[live]] + ranks[live]
+            order[group_start[key[live]] + ranks[live]] = live
+        return queue_offsets, order, runs
 
 
 def _topics(topic, n: int):
@@ -189,14 +217,6 @@ def _user_properties(properties, n: int):
     return arr, parse_properties(arr)
 
 
-def _part(name: str, values: Optional[pa.Array]) -> Optional[pa.Array]:
-    """`name\\x01value\\x02` where value is non-empty, else ''."""
-    if values is None:
-        return None
-    values = pc.if_else(pc.equal(values, ""), pa.scalar(None, pa.string()), values)
-    return pc.binary_join_element_wise(pa.scalar(name + "\x01"), values, pa.scalar("\x02"), "").fill_null("")
-
-
 def uniq_keys(n: int, address: bytes) -> pa.Array:
     """Unique ids as the RocketMQ client makes them (address, pid, random, time, counter in upper hex)."""
     return codec.new_uniq_keys(n, address)
@@ -205,11 +225,13 @@ def uniq_keys(n: int, address: bytes) -> pa.Array:
 _ATOMIC_PLACEHOLDER = "0" * 20 + "-" + "0" * 20
 
 
-def stamp_atomic_range(props_text: pa.Array, first: int, end: int) -> pa.Array:
-    """Fill the fixed-width placeholder with the batch's commitlog range (same length: sizes do not move)."""
+def stamp_atomic_range(parts: list, first: int, end: int) -> list:
+    """The properties pieces with the batch's commitlog range in place of the fixed-width placeholder (same
+    length: sizes do not move)."""
     value = f"{first:020d}-{end:020d}"
-    head = codec.PROPERTY_ATOMIC_BATCH + "\x01"
-    return pc.replace_substring(props_text, head + _ATOMIC_PLACEHOLDER, head + value)
+    assert len(value) == len(_ATOMIC_PLACEHOLDER)
+    return [PropertyPart(p.name, value) if p.name == codec.PROPERTY_ATOMIC_BATCH and p.values == _ATOMIC_PLACEHOLDER
+            else p for p in parts]
 
 
 def incomplete_atomic_start(records, valid_end: int):
@@ -233,7 +255,7 @@ def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, shard
         raise InvalidMessageError("no messages to put")
     topics, topic_index = _topics(topic, n)
     max_size = store.config.maxMessageSize
-    lengths = pc.binary_length(bodies).to_numpy(zero_copy_only=False)
+    lengths = np.diff(np.frombuffer(bodies.buffers()[1], dtype=np.int32, count=n + 1, offset=bodies.offset * 4))
     if lengths.max() > max_size:
         i = _first_true(lengths > max_size)
         raise InvalidMessageError(
@@ -274,18 +296,10 @@ def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, shard
     else:
         uniq_col = given_uniq
         new_uniq = None
-    parts = [p for p in (user_text, _part(codec.PROPERTY_TAGS, explicit_tags),
-                         _part(codec.PROPERTY_KEYS, keys_arr), _part(codec.PROPERTY_UNIQ_KEY, new_uniq),
-                         _part(codec.PROPERTY_ATOMIC_BATCH, pa.repeat(pa.scalar(_ATOMIC_PLACEHOLDER), n))
-                         if atomic else None)
+    parts = [p for p in (part(None, user_text), part(codec.PROPERTY_TAGS, explicit_tags),
+                         part(codec.PROPERTY_KEYS, keys_arr), part(codec.PROPERTY_UNIQ_KEY, new_uniq),
+                         PropertyPart(codec.PROPERTY_ATOMIC_BATCH, _ATOMIC_PLACEHOLDER) if atomic else None)
              if p is not None]
-    props_text = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, "")
-    plen = pc.binary_length(props_text).to_numpy(zero_copy_only=False)
-    if plen.max() > codec.MAX_PROPERTIES_LENGTH:
-        i = _first_true(plen > codec.MAX_PROPERTIES_LENGTH)
-        raise InvalidMessageError(f"message {i}: properties are {int(plen[i])} bytes, more than "
-                                  f"{codec.MAX_PROPERTIES_LENGTH}")
-
     def ints(value, name, dtype, default):
         if value is None:
             return np.full(n, default, dtype=dtype)
@@ -306,12 +320,16 @@ def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, shard
     if isinstance(born_timestamp, (pa.Array, pa.ChunkedArray)) and pa.types.is_timestamp(_as_array(born_timestamp).type):
         born_timestamp = _as_array(born_timestamp).cast(pa.timestamp("ms")).cast(pa.int64()).fill_null(now)
     batch = codec.EncodedBatch(
-        topics=topics, topic_index=topic_index, bodies=bodies, properties=props_text,
+        topics=topics, topic_index=topic_index, bodies=bodies, property_parts=parts,
         queue_ids=np.zeros(n, np.int32), flags=ints(flag, "flag", np.int32, 0), sys_flags=sys_flags,
         born_timestamps=ints(born_timestamp, "born_timestamp", np.int64, now), born_host=born_host_parsed,
         store_host=store.store_host, reconsume_times=np.zeros(n, np.int32), prepared_offsets=np.zeros(n, np.int64))
-    batch.body_crcs = codec.body_crcs(bodies)
-    batch.sizes = codec.record_sizes(batch, np.array([len(p) for p in codec.topic_parts(topics)], np.int64))
+    batch.sizes, too_long = record_sizes(batch)
+    if too_long >= 0:
+        length = int(properties_lengths([PropertyPart(p.name, p.values if isinstance(p.values, str) else
+                                                      p.values[too_long:too_long + 1]) for p in parts], 1)[0])
+        raise InvalidMessageError(f"message {too_long}: properties are {length} bytes, more than "
+                                  f"{codec.MAX_PROPERTIES_LENGTH}")
     tx = sys_flags & codec.TRANSACTION_TYPE_MASK
     dispatched = (tx == codec.TRANSACTION_NOT_TYPE) | (tx == codec.TRANSACTION_COMMIT_TYPE)
     plan = AppendPlan(topics=topics, topic_index=topic_index, queue_ids=None, sharding_hash=None,
@@ -332,6 +350,9 @@ def _hash_codes(arr: Optional[pa.Array], n: int) -> np.ndarray:
     """String.hashCode per value (0 for null/empty), computed once per distinct value."""
     if arr is None:
         return np.zeros(n, dtype=np.int64)
+    codes = java_hash_codes(arr)
+    if codes is not None:
+        return codes
     enc = pc.dictionary_encode(arr)
     codes = np.array([tags_hash_code(t) for t in enc.dictionary.to_pylist()] + [0], dtype=np.int64)
     idx = enc.indices.fill_null(len(enc.dictionary)).to_numpy(zero_copy_only=False)

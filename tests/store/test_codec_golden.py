@@ -5,6 +5,7 @@ import zlib
 import pytest
 
 from store import message_codec as codec
+from store import record_encoder
 
 BORN_TS = 1_700_000_000_123
 STORE_TS = 1_700_000_000_456
@@ -28,12 +29,21 @@ def hand_record(*, topic: bytes, body: bytes, props: bytes, queue_id=3, flag=7, 
     return struct.pack(">i", 4 + len(rest)) + rest
 
 
+@pytest.fixture(autouse=True, params=["compiled", "numpy"])
+def encoder(request, monkeypatch):
+    """Every golden record from both encoders: store/_encode.c and the numpy/Arrow fallback."""
+    if request.param == "numpy":
+        monkeypatch.setattr(record_encoder, "_encode", None)
+    elif not record_encoder.available():
+        pytest.skip("store._encode is not built here")
+
+
 def encode(**kw):
     defaults = dict(queue_id=3, flag=7, queue_offset=42, physical_offset=4096, born_timestamp=BORN_TS,
                     born_host="10.0.0.1:5555", store_timestamp=STORE_TS, store_host="10.0.0.2:10911",
                     reconsume_times=1)
     defaults.update(kw)
-    return codec.encode_record(**defaults)
+    return record_encoder.encode_record(**defaults)
 
 
 def test_version1_record_is_byte_exact():

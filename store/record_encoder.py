@@ -1,0 +1,266 @@
+"""Encoding a put_batch into CommitLog records: one pass of store/_encode.c over the batch's columns, or,
+without the compiled module, the vectorised numpy/Arrow encode of message_codec (the same bytes).
+
+The properties text is kept as its pieces until the records are written (the user's text, then TAGS, KEYS,
+UNIQ_KEY, ...): sizes come from the pieces' lengths, and the kernel writes `NAME\\x01value\\x02` straight into
+the record instead of building an Arrow column of texts first.
+"""
+from __future__ import annotations
+
+import logging
+import struct
+from dataclasses import dataclass
+from typing import Optional, Union
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import message_codec as codec
+
+try:
+    from . import _encode
+except ImportError:  # pragma: no cover - depends on the machine that installed us
+    _encode = None
+    logging.getLogger(__name__).warning("store._encode is not built; records are encoded with numpy/Arrow")
+
+
+def available() -> bool:
+    return _encode is not None
+
+
+@dataclass
+class PropertyPart:
+    """One piece of every message's properties text. name None: the user's properties text, taken as is;
+    otherwise `name\\x01value\\x02` where the value is neither null nor empty. values: a string array with one
+    value per message, or one str for all of them."""
+    name: Optional[str]
+    values: Union[pa.Array, str]
+
+    def lengths(self, n: int) -> Union[np.ndarray, int]:
+        """Bytes this piece adds to each message's properties text (an int when it is the same for all)."""
+        extra = 0 if self.name is None else len(self.name.encode()) + 2
+        if isinstance(self.values, str):
+            raw = len(self.values.encode())
+            return raw + extra if raw else 0
+        lens = np.diff(_offsets(self.values))
+        return lens if self.name is None else np.where(lens > 0, lens + extra, 0)
+
+    def column(self, n: int) -> pa.Array:
+        """The piece as a string column (the fallback's way)."""
+        values = self.values
+        if isinstance(values, str):
+            values = pa.array([values], pa.string()).take(pa.array(np.zeros(n, dtype=np.int32)))
+        if self.name is None:
+            return values
+        values = pc.if_else(pc.equal(values, ""), pa.scalar(None, pa.string()), values)
+        return pc.binary_join_element_wise(pa.scalar(self.name + "\x01"), values, pa.scalar("\x02"), "").fill_null("")
+
+
+def part(name: Optional[str], values) -> Optional[PropertyPart]:
+    """A PropertyPart of a string array (nulls become empty, i.e. absent), or None for no values at all."""
+    if values is None:
+        return None
+    if isinstance(values, pa.Array):
+        if values.type != pa.string():
+            values = values.cast(pa.string())
+        if values.null_count:
+            values = values.fill_null("")
+    return PropertyPart(name, values)
+
+
+def properties_lengths(parts: list, n: int) -> np.ndarray:
+    total = np.zeros(n, dtype=np.int64)
+    for p in parts:
+        total += p.lengths(n)
+    return total
+
+
+def properties_text(parts: list, n: int) -> pa.Array:
+    """Every message's whole properties text, as one string column."""
+    if not parts:
+        return pa.array([""] * n, pa.string())
+    cols = [p.column(n) for p in parts]
+    return cols[0] if len(cols) == 1 else pc.binary_join_element_wise(*cols, "")
+
+
+def _offsets(arr: pa.Array) -> np.ndarray:
+    return np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1, offset=arr.offset * 4)
+
+
+def _data(arr: pa.Array):
+    buf = arr.buffers()[2]
+    return b"" if buf is None else buf
+
+
+def _topics(topics: list) -> tuple[bytes, np.ndarray]:
+    """The topics' UTF-8 bytes back to back, and their offsets (int64, one more than topics)."""
+    raw = [t.encode() for t in topics]
+    offsets = np.zeros(len(raw) + 1, dtype=np.int64)
+    np.cumsum([len(t) for t in raw], out=offsets[1:])
+    return b"".join(raw), offsets
+
+
+def _kernel_parts(parts: list) -> list:
+    out = []
+    for p in parts:
+        head = b"" if p.name is None else (p.name + "\x01").encode()
+        if isinstance(p.values, str):
+            raw = p.values.encode()
+            out.append((head, np.array([0, len(raw)], dtype=np.int32), raw, True))
+        else:
+            out.append((head, _offsets(p.values), _data(p.values), False))
+    return out
+
+
+def _host_lengths(batch: codec.EncodedBatch) -> int:
+    return len(batch.born_host[0]) + len(batch.store_host[0])
+
+
+def record_sizes(batch: codec.EncodedBatch) -> tuple[np.ndarray, int]:
+    """Each record's TOTALSIZE, and the first message whose properties text is longer than RocketMQ allows
+    (-1 when none is)."""
+    n = len(batch)
+    if _encode is not None:
+        sizes = np.empty(n, dtype=np.int64)
+        topics, topic_offsets = _topics(batch.topics)
+        too_long = _encode.record_sizes(sizes, _host_lengths(batch), _offsets(batch.bodies), _data(batch.bodies),
+                                        topics, topic_offsets, _i32(batch.topic_index),
+                                        _kernel_parts(batch.property_parts))
+        return sizes, too_long
+    props_len = properties_lengths(batch.property_parts, n)
+    head = codec.header_dtype(len(batch.born_host[0]) == 16, len(batch.store_host[0]) == 16).itemsize
+    topic_len = np.array([len(p) for p in codec.topic_parts(batch.topics)], dtype=np.int64)
+    sizes = head + np.diff(_offsets(batch.bodies)) + topic_len[batch.topic_index] + 2 + props_len
+    over = np.flatnonzero(props_len > codec.MAX_PROPERTIES_LENGTH)
+    return sizes, int(over[0]) if len(over) else -1
+
+
+def java_hash_codes(values: pa.Array) -> Optional[np.ndarray]:
+    """Java's String.hashCode() of each value (0 for null or empty) as int64, or None without the compiled
+    module (the caller then hashes each distinct value in Python)."""
+    if _encode is None:
+        return None
+    if values.null_count:
+        values = values.fill_null("")
+    out = np.empty(len(values), dtype=np.int64)
+    _encode.java_hash_codes(_offsets(values), _data(values), out)
+    return out
+
+
+def first_separator(values: pa.Array) -> int:
+    """The first row of a string/binary array holding \\x01 or \\x02 (RocketMQ's properties separators), or -1."""
+    data = values.buffers()[2]
+    if data is None:
+        return -1
+    offsets = _offsets(values)
+    if _encode is not None:
+        return _encode.first_separator(offsets, data)
+    raw = np.frombuffer(data, dtype=np.uint8)[offsets[0]:offsets[-1]]
+    hits = np.flatnonzero((raw == 1) | (raw == 2))
+    return int(np.searchsorted(offsets, offsets[0] + hits[0], side="right")) - 1 if len(hits) else -1
+
+
+def group_ranks(keys: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """(messages per group, each message's place in its group in batch order) for int32 group keys in
+    [0, groups); a key of -1 is in no group (rank -1)."""
+    counts = np.zeros(groups, dtype=np.int64)
+    ranks = np.empty(len(keys), dtype=np.int64)
+    if _encode is not None:
+        _encode.group_ranks(_i32(keys), counts, ranks)
+        return counts, ranks
+    live = keys >= 0
+    counts += np.bincount(keys[live], minlength=groups)
+    order = np.argsort(np.where(live, keys, groups), kind="stable")
+    starts = np.zeros(groups + 1, dtype=np.int64)
+    np.cumsum(counts, out=starts[1:])
+    ranks[order] = np.arange(len(keys)) - starts[np.where(live, keys, groups)[order]]
+    ranks[~live] = -1
+    return counts, ranks
+
+
+def _i32(a) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.int32)
+
+
+def _i64(a) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.int64)
+
+
+class RecordEncoder:
+    """The records of a batch, for the CommitLog to write: write() encodes and writes them in one compiled pass
+    (native), or records(a, b, out) gives the bytes of records [a, b) back to back (written into out, a buffer
+    of at least that size, by the kernel; sliced out of the whole batch encoded once by the numpy/Arrow
+    fallback)."""
+
+    def __init__(self, batch: codec.EncodedBatch, queue_offsets: np.ndarray, physical_offsets: np.ndarray,
+                 store_timestamp: int):
+        self.batch = batch
+        self.queue_offsets = _i64(queue_offsets)
+        self.physical_offsets = _i64(physical_offsets)
+        self.store_timestamp = int(store_timestamp)
+        self.native = _encode is not None
+        self._whole = None
+        if self.native:
+            born, store = batch.born_host, batch.store_host
+            topics, topic_offsets = _topics(batch.topics)
+            hosts = born[0] + struct.pack(">iq", born[1], store_timestamp) + store[0] + struct.pack(">i", store[1])
+            self._args = (
+                _offsets(batch.bodies), _data(batch.bodies), topics, topic_offsets, _i32(batch.topic_index),
+                _kernel_parts(batch.property_parts),
+                _i64(batch.sizes), _i32(batch.queue_ids), _i32(batch.flags), self.queue_offsets,
+                self.physical_offsets, _i32(batch.sys_flags), _i64(batch.born_timestamps),
+                _i32(batch.reconsume_times), _i64(batch.prepared_offsets), hosts, len(born[0]))
+
+    def __call__(self, a: int, b: int, out: Optional[np.ndarray] = None):
+        sizes = self.batch.sizes
+        nbytes = int(sizes[a:b].sum())
+        if not self.native:
+            if self._whole is None:
+                text = properties_text(self.batch.property_parts, len(self.batch))
+                self._whole = memoryview(codec.encode_records(self.batch, self.queue_offsets,
+                                                              self.physical_offsets, self.store_timestamp, text))
+            start = int(sizes[:a].sum())
+            return self._whole[start:start + nbytes]
+        if out is None or len(out) < nbytes:
+            out = np.empty(nbytes, dtype=np.uint8)
+        written = _encode.encode_batch(out, a, b - a, *self._args)
+        assert written == nbytes
+        return out[:nbytes]
+
+    def write(self, segments: list, chunk: int) -> None:
+        """Encode and write every record (native only): segments are (fd, position in the file, first record,
+        end record, length of an end-of-file record to write after them or 0), in the order to write them.
+        Records are encoded chunk bytes at a time while a second thread writes the chunks before."""
+        _encode.write_batch(segments, chunk, *self._args)
+
+
+def encode(batch: codec.EncodedBatch, queue_offsets: np.ndarray, physical_offsets: np.ndarray,
+           store_timestamp: int):
+    """The batch's records back to back."""
+    return RecordEncoder(batch, queue_offsets, physical_offsets, store_timestamp)(0, len(batch))
+
+
+def encode_record(topic: str, body: bytes, *, queue_id: int = 0, flag: int = 0, queue_offset: int = 0,
+                  physical_offset: int = 0, sys_flag: int = 0, born_timestamp: int = 0,
+                  born_host=("127.0.0.1", 0), store_timestamp: int = 0, store_host=("127.0.0.1", 0),
+                  reconsume_times: int = 0, prepared_transaction_offset: int = 0,
+                  properties: str | dict = "") -> bytes:
+    """One record, for tools and tests, through the same encoder as put_batch."""
+    born = codec.parse_host(born_host)
+    store = codec.parse_host(store_host)
+    if len(born[0]) == 16:
+        sys_flag |= codec.BORNHOST_V6_FLAG
+    if len(store[0]) == 16:
+        sys_flag |= codec.STOREHOSTADDRESS_V6_FLAG
+    props = properties if isinstance(properties, str) else codec.properties_to_string(properties)
+    parts = [PropertyPart(None, pa.array([props], pa.string()))]
+    batch = codec.EncodedBatch(
+        topics=[topic], topic_index=np.zeros(1, np.int32), bodies=pa.array([body], pa.binary()),
+        property_parts=parts, queue_ids=np.array([queue_id], np.int32),
+        flags=np.array([flag], np.int32), sys_flags=np.array([sys_flag], np.int32),
+        born_timestamps=np.array([born_timestamp], np.int64), born_host=born, store_host=store,
+        reconsume_times=np.array([reconsume_times], np.int32),
+        prepared_offsets=np.array([prepared_transaction_offset], np.int64))
+    batch.sizes, _ = record_sizes(batch)
+    return bytes(encode(batch, np.array([queue_offset]), np.array([physical_offset]), store_timestamp))

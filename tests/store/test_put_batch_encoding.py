@@ -1,0 +1,217 @@
+"""put_batch's compiled encoder (store/_encode.c) and its numpy/Arrow fallback write the same bytes: records,
+end-of-file blanks and consume-queue units, over varied batches (empty and long bodies, several topics, a
+version-2 topic, IPv6 hosts, properties pieces with nulls and multibyte text, file roll-overs and write chunks)."""
+import os
+import time
+import zlib
+from unittest import mock
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from filters.tag_hash import tags_hash_code
+from store import MessageStore, StoreConfig
+from store import commit_log, record_encoder
+from store import message_codec as codec
+from store.mapped_file import MappedFile
+from store.record_encoder import PropertyPart
+
+pytestmark = pytest.mark.skipif(not record_encoder.available(), reason="store._encode is not built here")
+
+V4, V6 = (bytes([10, 0, 0, 1]), 5555), (bytes.fromhex("20010db8000000000000000000000001"), 10911)
+
+
+def with_fallback(fn, *args, **kw):
+    """fn run with the numpy/Arrow fallback encoder (and the numpy loops message_codec would use)."""
+    with mock.patch.object(record_encoder, "_encode", None), mock.patch.object(codec, "_encode", None):
+        return fn(*args, **kw)
+
+
+@pytest.fixture
+def numpy_encoder():
+    return with_fallback
+
+
+def _batch(bodies, topics, topic_index, parts, born, store, sys_flags):
+    n = len(bodies)
+    if len(born[0]) == 16:
+        sys_flags = sys_flags | codec.BORNHOST_V6_FLAG
+    if len(store[0]) == 16:
+        sys_flags = sys_flags | codec.STOREHOSTADDRESS_V6_FLAG
+    batch = codec.EncodedBatch(
+        topics=topics, topic_index=np.asarray(topic_index, np.int32), bodies=pa.array(bodies, pa.binary()),
+        property_parts=parts, queue_ids=np.arange(n, dtype=np.int32) % 3, flags=np.arange(n, dtype=np.int32) * 7,
+        sys_flags=np.asarray(sys_flags, np.int32), born_timestamps=1_700_000_000_000 + np.arange(n),
+        born_host=born, store_host=store, reconsume_times=np.arange(n, dtype=np.int32) % 2,
+        prepared_offsets=np.arange(n, dtype=np.int64) * 1000)
+    batch.sizes, too_long = record_encoder.record_sizes(batch)
+    assert too_long == -1
+    return batch
+
+
+def _encode_both(batch, numpy_encoder):
+    n = len(batch)
+    queue_offsets = np.arange(n, dtype=np.int64) + 40
+    positions = np.concatenate([[4096], 4096 + np.cumsum(batch.sizes)[:-1]]).astype(np.int64)
+    native = bytes(record_encoder.encode(batch, queue_offsets, positions, 1_700_000_000_999))
+    fallback = bytes(numpy_encoder(record_encoder.encode, batch, queue_offsets, positions, 1_700_000_000_999))
+    return native, fallback, positions
+
+
+texts = st.one_of(st.none(), st.text(alphabet=st.sampled_from(["a", "Z", " ", "é", "日", "😀", "-"]), max_size=12))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.binary(max_size=300), st.integers(0, 2), texts, texts), min_size=1, max_size=25),
+       st.sampled_from([(V4, V4), (V6, V4), (V4, V6), (V6, V6)]), st.booleans())
+def test_native_and_fallback_records_are_byte_identical(rows, hosts, atomic):
+    # Bodies of every length around the CRC's 16/64-byte steps, three topics (one past 127 bytes: version 2),
+    # properties from the user's text, TAGS and KEYS columns with nulls and empty values, a broadcast piece.
+    bodies = [r[0] for r in rows]
+    tags = pa.array([r[2] for r in rows], pa.string())
+    keys = pa.array([r[3] for r in rows], pa.string())
+    user = pa.array([codec.properties_to_string({"k": t}) if t else "" for t in (r[3] for r in rows)], pa.string())
+    parts = [PropertyPart(None, user), record_encoder.part(codec.PROPERTY_TAGS, tags),
+             record_encoder.part(codec.PROPERTY_KEYS, keys)]
+    if atomic:
+        parts.append(PropertyPart(codec.PROPERTY_ATOMIC_BATCH, "0" * 20 + "-" + "1" * 20))
+    topics = ["TopicA", "T" * 200, "b%|_-9"]
+    sys_flags = np.array([[0, codec.TRANSACTION_PREPARED_TYPE, codec.TRANSACTION_COMMIT_TYPE][r[1]] for r in rows])
+    batch = _batch(bodies, topics, [r[1] for r in rows], parts, hosts[0], hosts[1], sys_flags)
+    native, fallback, positions = _encode_both(batch, with_fallback)
+    assert native == fallback
+    assert len(native) == int(batch.sizes.sum())
+    pos = 0
+    for i, (body, t, tag, key) in enumerate(rows):
+        m = codec.decode_record(native, pos)
+        assert (m.body, m.topic, m.commit_log_offset, m.queue_offset) == (body, topics[t], positions[i], 40 + i)
+        assert m.tags == (tag or None) and m.properties.get("KEYS") == (key or None)
+        assert m.body_crc == zlib.crc32(body) & 0x7FFFFFFF
+        pos += m.store_size
+
+
+def test_crc_fast_path_and_tables_match_zlib():
+    bodies = [os.urandom(n) for n in list(range(0, 300)) + [1023, 1024, 4097, 65536 + 5]]
+    offsets = np.zeros(len(bodies) + 1, np.int32)
+    np.cumsum([len(b) for b in bodies], out=offsets[1:])
+    data = b"".join(bodies)
+    want = [zlib.crc32(b) & 0x7FFFFFFF for b in bodies]
+    was = record_encoder._encode.set_clmul(True)
+    try:
+        for fast in (True, False):
+            record_encoder._encode.set_clmul(fast)
+            out = np.empty(len(bodies), np.int32)
+            record_encoder._encode.body_crcs(offsets, data, out)
+            assert out.tolist() == want, fast
+    finally:
+        record_encoder._encode.set_clmul(was)
+
+
+def test_helpers_match_their_fallbacks(numpy_encoder):
+    values = ["TagA", "", None, "Aa", "BB", "héllo", "😀x", "日本語", "a\x02b"]
+    arr = pa.array(values, pa.string())
+    assert record_encoder.java_hash_codes(arr).tolist() == [tags_hash_code(v) for v in values]
+    assert record_encoder.first_separator(arr) == numpy_encoder(record_encoder.first_separator, arr) == 8
+    assert record_encoder.first_separator(arr.slice(0, 8)) == numpy_encoder(
+        record_encoder.first_separator, arr.slice(0, 8)) == -1
+    keys = np.array([3, -1, 0, 3, 3, 1, -1, 0], np.int32)
+    native = record_encoder.group_ranks(keys, 5)
+    fallback = numpy_encoder(record_encoder.group_ranks, keys, 5)
+    assert [a.tolist() for a in native] == [a.tolist() for a in fallback] == [
+        [2, 1, 0, 3, 0], [0, -1, 0, 1, 2, 0, -1, 1]]
+    codec._uniq_counter[0] = 0xFFFFFFFE
+    a = codec.new_uniq_keys(3, b"\x0a\x00\x00\x01")
+    codec._uniq_counter[0] = 0xFFFFFFFE
+    b = numpy_encoder(codec.new_uniq_keys, 3, b"\x0a\x00\x00\x01")
+    assert [k[24:] for k in a.to_pylist()] == [k[24:] for k in b.to_pylist()] == ["FFFFFFFE", "FFFFFFFF", "00000000"]
+    assert all(k[:12] == "0A000001" + f"{os.getpid() & 0x7FFF:04X}" for k in a.to_pylist() + b.to_pylist())
+
+
+def test_a_size_that_disagrees_with_the_record_is_refused():
+    batch = _batch([b"abc", b"de"], ["T"], [0, 0], [], V4, V4, np.zeros(2))
+    batch.sizes = batch.sizes + np.array([0, 1])
+    with pytest.raises(ValueError, match="message 1: a record's size differs"):
+        record_encoder.encode(batch, np.zeros(2, np.int64), np.zeros(2, np.int64), 0)
+
+
+def test_a_failed_write_raises_oserror(tmp_path):
+    batch = _batch([b"x" * 100] * 50, ["T"], [0] * 50, [], V4, V4, np.zeros(50))
+    enc = record_encoder.RecordEncoder(batch, np.zeros(50, np.int64), np.zeros(50, np.int64), 0)
+    fd = os.open(tmp_path / "ro", os.O_RDONLY | os.O_CREAT)
+    try:
+        with pytest.raises(OSError):
+            enc.write([(fd, 0, 0, 50, 0)], 512)  # several chunks: the error comes from the writer thread
+    finally:
+        os.close(fd)
+
+
+def _fill(path, monkeypatch, n_batches=6):
+    """A store written with deterministic inputs (clock, host, uniq keys, queues), file sizes that roll often
+    and write chunks smaller than a batch."""
+    monkeypatch.setattr(time, "time", lambda: 1_700_000_000.5)
+    monkeypatch.setattr(commit_log.CommitLog, "WRITE_CHUNK", 700)
+    config = StoreConfig(mappedFileSizeCommitLog=4096, mappedFileSizeConsumeQueue=20 * 7, brokerIP1="10.0.0.2")
+    rng = np.random.default_rng(5)
+    with MessageStore(path, config) as s:
+        for b in range(n_batches):
+            n = int(rng.integers(1, 40))
+            sizes = rng.choice([0, 1, 15, 16, 63, 64, 65, 100, 400, 1500], n)
+            bodies = [bytes(rng.integers(0, 256, int(k), dtype=np.uint8)) for k in sizes]
+            s.put_batch(rng.choice(["TopicA", "TopicB"], n).tolist(), bodies,
+                        tags=[None if i % 4 == 0 else f"Tag{i % 3}" for i in range(n)],
+                        keys=[[f"k{b}-{i}", "日本"] for i in range(n)],
+                        properties=[{"UNIQ_KEY": f"U{b}-{i}", "x": "é" * (i % 3 + 1)} for i in range(n)],
+                        queue_id=[i % 3 for i in range(n)], born_timestamp=[1_700_000_000_000 + i for i in range(n)],
+                        born_host="[2001:db8::1]:1234" if b % 2 else "10.0.0.9:1", atomic=b == 3)
+
+
+def _files(path):
+    out = {}
+    for root, _, names in os.walk(path):
+        for name in names:
+            if name.isdigit():
+                with open(os.path.join(root, name), "rb") as f:
+                    out[os.path.relpath(os.path.join(root, name), path)] = f.read()
+    return out
+
+
+def test_stores_written_natively_and_by_the_fallback_are_identical(tmp_path, monkeypatch, numpy_encoder):
+    _fill(tmp_path / "native", monkeypatch)
+    numpy_encoder(_fill, tmp_path / "numpy", monkeypatch)
+    native, fallback = _files(tmp_path / "native"), _files(tmp_path / "numpy")
+    assert sum(1 for k in native if k.startswith("commitlog")) > 5  # rolled over many files (blanks written)
+    assert native.keys() == fallback.keys()
+    for name in native:
+        assert native[name] == fallback[name], name
+    with MessageStore(tmp_path / "native", read_only=True) as s:
+        got = [dict(p)["UNIQ_KEY"] for q in range(3) for t in ("TopicA", "TopicB")
+               for b in s.scan(t, q, 0) for p in b.column("properties").to_pylist()]
+    assert len(got) == len(set(got)) > 50
+
+
+def test_a_reader_never_sees_a_queue_end_past_an_unwritten_unit(tmp_path, monkeypatch):
+    """Runs of units that cross consume-queue files: after every single write, a reader in its own store
+    object finds every unit below max_offset written (a run's first size is held back per file)."""
+    config = StoreConfig(mappedFileSizeConsumeQueue=20 * 5)
+    path = tmp_path / "s"
+    with MessageStore(path, config) as writer:
+        writer.put("T", b"first", queue_id=0)
+        with MessageStore(path, read_only=True) as reader:
+            cq = reader.consume_queue("T", 0)
+            seen = []
+            original = MappedFile.write
+
+            def write_then_look(self, position, data):
+                original(self, position, data)
+                if "consumequeue" in self.path:
+                    end = cq.max_offset()
+                    seen.append(end)
+                    assert (cq.units(0, end)["size"] > 0).all(), end
+
+            monkeypatch.setattr(MappedFile, "write", write_then_look)
+            for n in (3, 9, 2, 11):
+                writer.put_batch("T", [b"m"] * n, queue_id=0)
+            assert cq.max_offset() == 26 and max(seen) == 26
