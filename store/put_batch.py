@@ -87,6 +87,11 @@ class AppendPlan:
             # one topic (the usual batch): every message, without a mask over the batch
             members = slice(None) if len(self.topics) == 1 else np.flatnonzero(self.topic_index == t_idx)
             count = n if len(self.topics) == 1 else len(members)
+            if self.queue_ids is None and self.sharding_hash is None:  # round robin for all: no masks
+                start = self._round_robin_start(store, topic, nq)
+                out[members] = (start + np.arange(count, dtype=np.int64)) % nq
+                store._round_robin[topic] = int((start + count) % nq)
+                continue
             chosen = np.full(count, -1, dtype=np.int64)
             if self.queue_ids is not None:
                 explicit = self.queue_ids[members]
@@ -103,13 +108,17 @@ class AppendPlan:
                 chosen[use] = sh[use] % nq
             rest = np.flatnonzero(chosen < 0)
             if len(rest):
-                start = store._round_robin.get(topic)
-                if start is None:
-                    start = random.randrange(nq)  # like a producer's random start, so processes spread out
+                start = self._round_robin_start(store, topic, nq)
                 chosen[rest] = (start + np.arange(len(rest))) % nq
                 store._round_robin[topic] = int((start + len(rest)) % nq)
             out[members] = chosen
         return out
+
+    @staticmethod
+    def _round_robin_start(store, topic: str, nq: int) -> int:
+        start = store._round_robin.get(topic)
+        # a first append starts at random, like a producer, so processes spread out
+        return random.randrange(nq) if start is None else start
 
     def queue_runs(self, queue_ids: np.ndarray, queue_end) -> tuple[np.ndarray, np.ndarray, list]:
         """Queue offsets of the dispatched messages (dense from each queue's end, in batch order), the

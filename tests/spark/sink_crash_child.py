@@ -17,11 +17,12 @@ def main():
 
     if at == "torn":  # die inside the commitlog write: half the batch's records written, the next one torn
         from store.commit_log import CommitLog
-        write = CommitLog.write
 
-        def torn_write(self, segments, data, record_offsets, sync):
-            cut = int(record_offsets[(len(record_offsets) - 1) // 2]) + 7
-            write(self, segments, memoryview(data)[:cut], record_offsets, sync)
+        def torn_write(self, segments, records, sizes, sync):
+            half = (len(sizes) - 1) // 2
+            data = bytes(records(0, half + 1))[:int(sizes[:half].sum()) + 7]
+            first = segments[0]  # the batch starts in one file
+            self.files.get_or_create(first.file_from_offset).write(first.position - first.file_from_offset, data)
             os.kill(os.getpid(), signal.SIGKILL)
         CommitLog.write = torn_write
 
