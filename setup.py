@@ -2,5 +2,6 @@
 from setuptools import Extension, setup
 
 # optional: without a compiler the store falls back to zlib and numpy (slower, same results).
-setup(ext_modules=[Extension("store._native", ["store/_native.c"], optional=True),
-                   Extension("store._encode", ["store/_encode.c"], optional=True)])
+setup(ext_modules=[Extension("store._native", ["store/_native.c"], depends=["store/crc32.h"], optional=True),
+                   Extension("store._encode", ["store/_encode.c"], depends=["store/crc32.h"],
+                             optional=True)])

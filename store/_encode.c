@@ -3,10 +3,7 @@
  * table, and the properties text assembled from its pieces (user text, then `NAME\x01value\x02` for each named
  * column whose value is not empty). store/record_encoder.py wraps it and has a numpy/Arrow fallback that gives
  * the same bytes.
- *
- * CRC32 (zlib's polynomial): carry-less multiplication folding (PCLMULQDQ, as in Intel's white paper "Fast CRC
- * Computation for Generic Polynomials Using PCLMULQDQ" and zlib-ng/Chromium) for spans of 64 bytes and more
- * when the CPU has it, about 4x faster than table lookups on 100-byte bodies; a 4-table loop for the rest. */
+ * The CRC32 (PCLMULQDQ when the CPU has it) is in store/crc32.h, shared with store/_native.c. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <errno.h>
@@ -14,11 +11,6 @@
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
-
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
-#define HAVE_CLMUL_CODE 1
-#include <immintrin.h>
-#endif
 
 #define MAGIC_V1 0xDAA320A7u
 #define BLANK_MAGIC 0xCBD43194u
@@ -29,78 +21,7 @@
 
 /* ---- CRC32 ------------------------------------------------------------------------------------------- */
 
-static uint32_t crc_table[4][256];
-static int use_clmul;
-
-static void make_crc_table(void) {
-    for (uint32_t b = 0; b < 256; b++) {
-        uint32_t r = b;
-        for (int bit = 0; bit < 8; bit++) r = (r >> 1) ^ (0xEDB88320u & (0u - (r & 1u)));
-        crc_table[0][b] = r;
-    }
-    for (int t = 1; t < 4; t++)
-        for (uint32_t b = 0; b < 256; b++)
-            crc_table[t][b] = (crc_table[t - 1][b] >> 8) ^ crc_table[0][crc_table[t - 1][b] & 0xFF];
-}
-
-/* state: the running (inverted) register; bytes are taken one 32-bit little-endian word at a time. */
-static uint32_t crc_tables(uint32_t state, const uint8_t *p, size_t len) {
-    for (; len >= 4; p += 4, len -= 4) {
-        uint32_t w = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-        w ^= state;
-        state = crc_table[3][w & 0xFF] ^ crc_table[2][(w >> 8) & 0xFF] ^ crc_table[1][(w >> 16) & 0xFF] ^
-                crc_table[0][w >> 24];
-    }
-    for (; len; p++, len--) state = crc_table[0][(state ^ *p) & 0xFF] ^ (state >> 8);
-    return state;
-}
-
-#ifdef HAVE_CLMUL_CODE
-#define CLMUL_FOLD(acc, k, next) \
-    _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(acc, k, 0x11), _mm_clmulepi64_si128(acc, k, 0x00)), next)
-
-/* len >= 64 and a multiple of 16; state as in crc_tables. Folds four 128-bit lanes 64 bytes at a time, then
- * one lane 16 bytes at a time, then reduces 128 -> 64 -> 32 bits (Barrett). */
-__attribute__((target("sse4.1,pclmul"))) static uint32_t crc_clmul(uint32_t state, const uint8_t *p, size_t len) {
-    const __m128i k1k2 = _mm_set_epi64x(0x01c6e41596, 0x0154442bd4);
-    const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009e, 0x01751997d0);
-    const __m128i k5 = _mm_set_epi64x(0, 0x0163cd6124);
-    const __m128i poly = _mm_set_epi64x(0x01f7011641, 0x01db710641);
-    const __m128i low32 = _mm_setr_epi32(~0, 0, ~0, 0);
-    __m128i a = _mm_xor_si128(_mm_loadu_si128((const __m128i *)p), _mm_cvtsi32_si128((int)state));
-    __m128i b = _mm_loadu_si128((const __m128i *)(p + 16));
-    __m128i c = _mm_loadu_si128((const __m128i *)(p + 32));
-    __m128i d = _mm_loadu_si128((const __m128i *)(p + 48));
-    for (p += 64, len -= 64; len >= 64; p += 64, len -= 64) {
-        a = CLMUL_FOLD(a, k1k2, _mm_loadu_si128((const __m128i *)p));
-        b = CLMUL_FOLD(b, k1k2, _mm_loadu_si128((const __m128i *)(p + 16)));
-        c = CLMUL_FOLD(c, k1k2, _mm_loadu_si128((const __m128i *)(p + 32)));
-        d = CLMUL_FOLD(d, k1k2, _mm_loadu_si128((const __m128i *)(p + 48)));
-    }
-    a = CLMUL_FOLD(a, k3k4, b);
-    a = CLMUL_FOLD(a, k3k4, c);
-    a = CLMUL_FOLD(a, k3k4, d);
-    for (; len >= 16; p += 16, len -= 16) a = CLMUL_FOLD(a, k3k4, _mm_loadu_si128((const __m128i *)p));
-    a = _mm_xor_si128(_mm_srli_si128(a, 8), _mm_clmulepi64_si128(a, k3k4, 0x10));
-    a = _mm_xor_si128(_mm_clmulepi64_si128(_mm_and_si128(a, low32), k5, 0x00), _mm_srli_si128(a, 4));
-    __m128i t = _mm_clmulepi64_si128(_mm_and_si128(a, low32), poly, 0x10);
-    t = _mm_clmulepi64_si128(_mm_and_si128(t, low32), poly, 0x00);
-    return (uint32_t)_mm_extract_epi32(_mm_xor_si128(a, t), 1);
-}
-#endif
-
-static uint32_t body_crc(const uint8_t *p, size_t len) {
-    uint32_t state = 0xFFFFFFFFu;
-#ifdef HAVE_CLMUL_CODE
-    if (use_clmul && len >= 64) {
-        size_t bulk = len & ~(size_t)15;
-        state = crc_clmul(state, p, bulk);
-        p += bulk;
-        len -= bulk;
-    }
-#endif
-    return (crc_tables(state, p, len) ^ 0xFFFFFFFFu) & 0x7FFFFFFFu;
-}
+#include "crc32.h"
 
 /* ---- stores ----------------------------------------------------------------------------------------- */
 
@@ -849,10 +770,6 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_encode", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit__encode(void) {
-    make_crc_table();
-#ifdef HAVE_CLMUL_CODE
-    __builtin_cpu_init();
-    use_clmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
-#endif
+    crc32_init();
     return PyModule_Create(&module);
 }

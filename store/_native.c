@@ -11,43 +11,15 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "crc32.h"
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
 
-static uint32_t T[8][256];
-
-static void init_tables(void) {
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0xEDB88320u : c >> 1;
-        T[0][i] = c;
-    }
-    for (uint32_t i = 0; i < 256; i++)
-        for (int k = 1; k < 8; k++) T[k][i] = (T[k - 1][i] >> 8) ^ T[0][T[k - 1][i] & 0xFF];
-}
-
 static int little_endian(void) {
     uint16_t x = 1;
     return *(uint8_t *)&x == 1;
-}
-
-static uint32_t crc32_span(const uint8_t *p, size_t len, int le) {
-    uint32_t c = 0xFFFFFFFFu;
-    if (le) {
-        while (len >= 8) {
-            uint32_t lo, hi;
-            memcpy(&lo, p, 4);
-            memcpy(&hi, p + 4, 4);
-            lo ^= c;
-            c = T[7][lo & 0xFF] ^ T[6][(lo >> 8) & 0xFF] ^ T[5][(lo >> 16) & 0xFF] ^ T[4][lo >> 24] ^
-                T[3][hi & 0xFF] ^ T[2][(hi >> 8) & 0xFF] ^ T[1][(hi >> 16) & 0xFF] ^ T[0][hi >> 24];
-            p += 8;
-            len -= 8;
-        }
-    }
-    while (len--) c = T[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
-    return c ^ 0xFFFFFFFFu;
 }
 
 /* Checks that every span [s[i], e[i]) lies inside a buffer of len bytes. */
@@ -76,9 +48,8 @@ static PyObject *crc32_spans(PyObject *self, PyObject *args) {
     if (!spans_inside(s, e, n, data.len)) goto done;
     uint32_t *o = (uint32_t *)out.buf;
     const uint8_t *base = (const uint8_t *)data.buf;
-    int le = little_endian();
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < n; i++) o[i] = crc32_span(base + s[i], (size_t)(e[i] - s[i]), le);
+    for (Py_ssize_t i = 0; i < n; i++) o[i] = crc32_of(base + s[i], (size_t)(e[i] - s[i]));
     Py_END_ALLOW_THREADS
     Py_INCREF(Py_None);
     result = Py_None;
@@ -634,36 +605,6 @@ static inline uint64_t be64(const uint8_t *p) { return ((uint64_t)be32(p) << 32)
 
 #define DECODE_PREFETCH 8 /* records ahead: a queue's records are spread over the log, each a few cache lines */
 
-/* CRC32 register c carried over p[0:len] (slicing-by-8, as crc32_span). */
-static inline uint32_t crc32_more(uint32_t c, const uint8_t *p, size_t len, int le) {
-    if (le)
-        for (; len >= 8; p += 8, len -= 8) {
-            uint32_t lo, hi;
-            memcpy(&lo, p, 4);
-            memcpy(&hi, p + 4, 4);
-            lo ^= c;
-            c = T[7][lo & 0xFF] ^ T[6][(lo >> 8) & 0xFF] ^ T[5][(lo >> 16) & 0xFF] ^ T[4][lo >> 24] ^
-                T[3][hi & 0xFF] ^ T[2][(hi >> 8) & 0xFF] ^ T[1][(hi >> 16) & 0xFF] ^ T[0][hi >> 24];
-        }
-    while (len--) c = T[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
-    return c;
-}
-
-/* The CRC32s of four spans at once: four independent chains of table look-ups keep the CPU busy where one
- * chain waits on its previous step (bodies of one queue usually have the same length). */
-static void crc32_x4(const uint8_t *p[4], const size_t len[4], uint32_t out[4], int le) {
-    size_t common = len[0];
-    for (int k = 1; k < 4; k++) common = len[k] < common ? len[k] : common;
-    common &= ~(size_t)7;
-    uint32_t c[4] = {0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu};
-    if (le)
-        for (size_t i = 0; i < common; i += 8)
-            for (int k = 0; k < 4; k++) c[k] = crc32_more(c[k], p[k] + i, 8, 1);
-    else
-        common = 0;
-    for (int k = 0; k < 4; k++) out[k] = crc32_more(c[k], p[k] + common, len[k] - common, le) ^ 0xFFFFFFFFu;
-}
-
 static PyObject *decode_v4_records(PyObject *self, PyObject *args) {
     Py_buffer data, offs, sizes, qoffs, topic, ints, longs, ids, boffs, bdata, outs[11];
     long long base;
@@ -707,7 +648,6 @@ static PyObject *decode_v4_records(PyObject *self, PyObject *args) {
     const int64_t bcap = (int64_t)bdata.len;
     int64_t bpos = 0;
     static const char hex[] = "0123456789ABCDEF";
-    int le = little_endian();
     Py_BEGIN_ALLOW_THREADS
     bo[0] = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -768,25 +708,13 @@ static PyObject *decode_v4_records(PyObject *self, PyObject *args) {
             d[2 * k + 1] = (uint8_t)hex[raw[k] & 15];
         }
     }
-    if (full) {  /* BODYCRC over the copied bodies (contiguous now), four at a time */
+    if (full) {  /* BODYCRC over the copied bodies (contiguous now) */
         Py_ssize_t done_n = stop < 0 ? n : stop;
-        for (Py_ssize_t i = 0; i < done_n; i += 4) {
-            const uint8_t *p[4];
-            size_t l[4];
-            uint32_t c[4];
-            for (int k = 0; k < 4; k++) {
-                Py_ssize_t j = i + k < done_n ? i + k : i;  /* past the end: repeat the first */
-                p[k] = bd + bo[j];
-                l[k] = (size_t)(bo[j + 1] - bo[j]);
+        for (Py_ssize_t i = 0; i < done_n; i++)
+            if ((int64_t)body_crc(bd + bo[i], (size_t)(bo[i + 1] - bo[i])) != crc_o[i]) {
+                stop = i;  /* the caller decodes the run the general way */
+                break;
             }
-            crc32_x4(p, l, c, le);
-            for (int k = 0; k < 4 && i + k < done_n; k++)
-                if ((int64_t)(c[k] & 0x7FFFFFFFu) != crc_o[i + k]) {
-                    stop = i + k;
-                    done_n = 0;  /* leave both loops: the caller decodes the run the general way */
-                    break;
-                }
-        }
     }
     Py_END_ALLOW_THREADS
     result = Py_BuildValue("nnn", stop, full ? (Py_ssize_t)po.pairs : 0, full ? (Py_ssize_t)po.items : 0);
@@ -872,6 +800,6 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit__native(void) {
-    init_tables();
+    crc32_init();
     return PyModule_Create(&module);
 }
