@@ -637,6 +637,11 @@ static PyObject *java_hash_codes(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < n && bad < 0; i++) {
         uint32_t h = 0;
         const uint8_t *p = base + o[i], *e = base + o[i + 1];
+        /* four ASCII characters at a time: h*31^4 + a*31^3 + b*31^2 + c*31 + d, a shorter multiply chain */
+        while (e - p >= 4 && !((p[0] | p[1] | p[2] | p[3]) & 0x80)) {
+            h = h * 923521u + p[0] * 29791u + p[1] * 961u + p[2] * 31u + p[3];
+            p += 4;
+        }
         while (p < e) {
             uint32_t c = *p, extra;
             if (c < 0x80) { p++; h = 31 * h + c; continue; }
@@ -672,11 +677,26 @@ static PyObject *hex_ids(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "w*y*K", &out, &head, &start)) return NULL;
     Py_ssize_t row = head.len + 8, n = row ? out.len / row : 0;
     static const char digits[] = "0123456789ABCDEF";
+    uint8_t pairs[256][2]; /* a byte's two hex digits: four lookups per counter instead of eight */
+    for (int b = 0; b < 256; b++) {
+        pairs[b][0] = (uint8_t)digits[b >> 4];
+        pairs[b][1] = (uint8_t)digits[b & 0xF];
+    }
     uint8_t *o = (uint8_t *)out.buf;
+    const uint8_t *h = (const uint8_t *)head.buf;
+    Py_ssize_t hl = head.len;
     for (Py_ssize_t i = 0; i < n; i++, o += row) {
-        memcpy(o, head.buf, (size_t)head.len);
+        if (hl == 24) { /* the client layout: a fixed-size copy */
+            memcpy(o, h, 24);
+        } else {
+            memcpy(o, h, (size_t)hl);
+        }
         uint32_t v = (uint32_t)(start + (unsigned long long)i);
-        for (int d = 7; d >= 0; d--, v >>= 4) o[head.len + d] = (uint8_t)digits[v & 0xF];
+        uint8_t *d = o + hl;
+        memcpy(d, pairs[v >> 24], 2);
+        memcpy(d + 2, pairs[(v >> 16) & 0xFF], 2);
+        memcpy(d + 4, pairs[(v >> 8) & 0xFF], 2);
+        memcpy(d + 6, pairs[v & 0xFF], 2);
     }
     PyBuffer_Release(&out);
     PyBuffer_Release(&head);
@@ -744,6 +764,55 @@ done:
     return result;
 }
 
+/* queue_units(keys, ranks, group_start, ends, positions, sizes, tags_codes, queue_offsets, units): the
+ * dispatch of a batch in one pass. Message i of group keys[i] >= 0 (its consume queue) gets queue offset
+ * ends[k] + ranks[i] and the big-endian unit (positions[i], sizes[i], tags_codes[i]) at place
+ * group_start[k] + ranks[i] of units, so each queue's units lie together in batch order; keys[i] < 0 (not
+ * dispatched): queue offset 0, no unit. keys int32[n]; ranks, positions, sizes, tags_codes, queue_offsets
+ * int64[n]; group_start, ends int64[groups]; units uint8[20 * dispatched]. */
+static PyObject *queue_units(PyObject *self, PyObject *args) {
+    Py_buffer keys, ranks, starts, ends, pos, sizes, tags, qo, units;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*w*w*", &keys, &ranks, &starts, &ends, &pos, &sizes, &tags, &qo,
+                          &units))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = keys.len / 4, groups = starts.len / 8, m = units.len / 20;
+    if (!need(&ranks, n * 8, "ranks") || !need(&ends, groups * 8, "ends") || !need(&pos, n * 8, "positions") ||
+        !need(&sizes, n * 8, "sizes") || !need(&tags, n * 8, "tags_codes") || !need(&qo, n * 8, "queue_offsets"))
+        goto done;
+    const int32_t *k = (const int32_t *)keys.buf;
+    const int64_t *r = (const int64_t *)ranks.buf, *gs = (const int64_t *)starts.buf, *e = (const int64_t *)ends.buf;
+    const int64_t *p = (const int64_t *)pos.buf, *sz = (const int64_t *)sizes.buf, *t = (const int64_t *)tags.buf;
+    int64_t *q = (int64_t *)qo.buf;
+    uint8_t *u = (uint8_t *)units.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (k[i] < 0) {
+            q[i] = 0;
+            continue;
+        }
+        int64_t j = k[i] < groups ? gs[k[i]] + r[i] : -1;
+        if (j < 0 || j >= m || r[i] < 0) {
+            PyErr_Format(PyExc_ValueError, "queue_units: message %zd has no place among %zd units", i, m);
+            goto done;
+        }
+        q[i] = e[k[i]] + r[i];
+        put64(put32(put64(u + 20 * j, (uint64_t)p[i]), (uint32_t)sz[i]), (uint64_t)t[i]);
+    }
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    PyBuffer_Release(&keys);
+    PyBuffer_Release(&ranks);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&ends);
+    PyBuffer_Release(&pos);
+    PyBuffer_Release(&sizes);
+    PyBuffer_Release(&tags);
+    PyBuffer_Release(&qo);
+    PyBuffer_Release(&units);
+    return result;
+}
+
 static PyObject *set_clmul(PyObject *self, PyObject *arg) {
     /* for tests: run the table path on a CPU that has PCLMULQDQ; returns whether the fast path was on */
     int was = use_clmul, want = PyObject_IsTrue(arg);
@@ -762,6 +831,7 @@ static PyMethodDef methods[] = {
     {"hex_ids", hex_ids, METH_VARARGS, "Rows of a fixed head and a hex counter."},
     {"first_separator", first_separator, METH_VARARGS, "First row of a text column holding \\x01 or \\x02."},
     {"group_ranks", group_ranks, METH_VARARGS, "Each message's place in its group, counting on."},
+    {"queue_units", queue_units, METH_VARARGS, "Queue offsets and consume-queue units of a batch."},
     {"body_crcs", body_crcs, METH_VARARGS, "BODYCRC of each element of an int32-offsets binary column."},
     {"set_clmul", set_clmul, METH_O, "Use (or not) the PCLMULQDQ CRC path; returns the previous setting."},
     {NULL, NULL, 0, NULL},

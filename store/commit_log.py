@@ -21,6 +21,7 @@ class AppendSegment:
     first: int     # index range in the batch
     last: int
     blank_after: bool
+    nbytes: int = 0  # of its records
 
 
 @dataclass
@@ -167,8 +168,9 @@ class CommitLog:
             positions[i] = pos
             positions[i + 1:i + fits] = ends[:fits - 1]
             roll = i + fits < n
-            segments.append(AppendSegment(file_from, pos, i, i + fits, roll))
-            pos = int(ends[fits - 1])
+            seg_end = int(ends[fits - 1])
+            segments.append(AppendSegment(file_from, pos, i, i + fits, roll, seg_end - pos))
+            pos = seg_end
             i += fits
             if roll:
                 pos = file_end
@@ -183,12 +185,10 @@ class CommitLog:
         records. records: a record_encoder.RecordEncoder."""
         files = [self.files.get_or_create(seg.file_from_offset, sync=sync) for seg in segments]
         if records.native:
-            starts = np.zeros(len(sizes) + 1, dtype=np.int64)
-            np.cumsum(sizes, out=starts[1:])
             runs = []
             for f, seg in zip(files, segments):
                 rel = seg.position - seg.file_from_offset
-                blank = self.file_size - (rel + int(starts[seg.last] - starts[seg.first])) if seg.blank_after else 0
+                blank = self.file_size - (rel + seg.nbytes) if seg.blank_after else 0
                 # the descriptor MappedFile.write writes with: the same file, the same page cache
                 runs.append((f._open_fd(), rel, seg.first, seg.last, blank))
             records.write(runs, self.WRITE_CHUNK)

@@ -149,11 +149,12 @@ class ConsumeQueue:
 
     # -- writing (under the store's write lock) --------------------------------------------------------------
 
-    def put_units(self, start: int, units: np.ndarray) -> None:
+    def put_units(self, start: int, units: np.ndarray, scratch: bool = False) -> None:
         """Write units for queue offsets [start, start+len). In each file, the run's first size goes last, so a
         reader in another process sees the run's units in a file at once or none of them, and a file's units
         only after those in the file before: max_offset, which counts the units of the last file, never runs
-        past a unit still held back in the file before it."""
+        past a unit still held back in the file before it. scratch: units is the caller's to spoil (the first
+        sizes are zeroed in it instead of in a copy)."""
         if len(units) == 0:
             return
         pos = start
@@ -161,7 +162,7 @@ class ConsumeQueue:
         while i < len(units):
             file_start = (pos // self.units_per_file) * self.units_per_file
             n = min(len(units) - i, file_start + self.units_per_file - pos)
-            staged = np.array(units[i:i + n], dtype=UNIT_DTYPE)  # a copy: the first size is held back in it
+            staged = units[i:i + n] if scratch else np.array(units[i:i + n], dtype=UNIT_DTYPE)
             first_size = int(staged["size"][0])
             staged["size"][0] = 0
             f = self.files.get_or_create(file_start * CQ_STORE_UNIT_SIZE)

@@ -304,8 +304,9 @@ class MessageStore:
                 self._create_topic_locked(t, self.config.defaultTopicQueueNums)
         queue_ids = plan.resolve_queue_ids(self)
         batch.queue_ids = queue_ids
-        queue_offsets, order, runs = plan.queue_runs(queue_ids, self._queue_end)
+        runs = plan.queue_runs(queue_ids, self._queue_end)
         positions, segments, end = self.commit_log.plan(self._write_pos, batch.sizes)
+        queue_offsets, units = plan.units(positions, batch.sizes)
         if plan.atomic:
             batch.property_parts = stamp_atomic_range(batch.property_parts, int(positions[0]), end)
         store_ts = int(time.time() * 1000)
@@ -313,13 +314,9 @@ class MessageStore:
         self.commit_log.write(segments, records, batch.sizes, sync=self.config.flushDiskType == SYNC_FLUSH)
         self._write_pos = end
         # Dispatch ("reput"): consume-queue units after the commitlog bytes, so a reader never sees a unit first.
-        units = np.empty(len(order), dtype=UNIT_DTYPE)
-        units["offset"] = positions[order]
-        units["size"] = batch.sizes[order]
-        units["tags_code"] = plan.tags_codes[order]
         for topic, qid, start, a, b in runs:
             cq = self.consume_queue(topic, qid)
-            cq.put_units(start, units[a:b])
+            cq.put_units(start, units[a:b], scratch=True)
             self._queue_ends[(topic, qid)] = start + b - a
             self._dirty_queues.add(cq)
         # Last: the committed end. Everything before it is complete and dispatched.

@@ -17,7 +17,7 @@ from .errors import InvalidMessageError
 from .get_message_result import PutResult
 from .properties_column import map_lookup, properties_to_strings
 from .record_encoder import (PropertyPart, first_separator, group_ranks, java_hash_codes, part, properties_lengths,
-                             record_sizes)
+                             queue_units, record_sizes)
 
 
 
@@ -77,6 +77,7 @@ class AppendPlan:
     tags_codes: np.ndarray
     uniq_keys: pa.Array
     atomic: bool = False
+    all_dispatched: bool = True
 
     def resolve_queue_ids(self, store) -> np.ndarray:
         n = len(self.topic_index)
@@ -89,7 +90,8 @@ class AppendPlan:
             count = n if len(self.topics) == 1 else len(members)
             if self.queue_ids is None and self.sharding_hash is None:  # round robin for all: no masks
                 start = self._round_robin_start(store, topic, nq)
-                out[members] = (start + np.arange(count, dtype=np.int64)) % nq
+                cycle = (start + np.arange(nq, dtype=np.int32)) % nq  # one turn, repeated (no % per message)
+                out[members] = np.tile(cycle, -(-count // nq))[:count]
                 store._round_robin[topic] = int((start + count) % nq)
                 continue
             chosen = np.full(count, -1, dtype=np.int64)
@@ -120,35 +122,34 @@ class AppendPlan:
         # a first append starts at random, like a producer, so processes spread out
         return random.randrange(nq) if start is None else start
 
-    def queue_runs(self, queue_ids: np.ndarray, queue_end) -> tuple[np.ndarray, np.ndarray, list]:
-        """Queue offsets of the dispatched messages (dense from each queue's end, in batch order), the
-        dispatched messages grouped by queue (`order`), and one run (topic, queue_id, first queue offset, start,
-        stop) per queue, order[start:stop] being its messages. queue_end(topic, queue_id) gives a queue's end."""
+    def queue_runs(self, queue_ids: np.ndarray, queue_end) -> list:
+        """One run (topic, queue_id, first queue offset, start, stop) per queue the batch writes to, in the
+        order of units() (units[start:stop] are that queue's units, in batch order). queue_end(topic,
+        queue_id) gives a queue's end."""
         n = len(queue_ids)
         stride = int(queue_ids.max()) + 1 if n else 1
-        key = self.topic_index.astype(np.int32) * np.int32(stride) + queue_ids
-        if not self.dispatched.all():
+        if len(self.topics) == 1:  # the usual batch: the queue id is the group
+            key = queue_ids.astype(np.int32, copy=not self.all_dispatched)  # a copy when -1s go in below
+        else:
+            key = self.topic_index.astype(np.int32) * np.int32(stride) + queue_ids
+        if not self.all_dispatched:
             key[~self.dispatched] = -1
         counts, ranks = group_ranks(key, len(self.topics) * stride)
-        groups = np.flatnonzero(counts)
         ends = np.zeros(len(counts), dtype=np.int64)
         group_start = np.zeros(len(counts), dtype=np.int64)
         np.cumsum(counts[:-1], out=group_start[1:])
         runs = []
-        for g in groups.tolist():
+        for g in np.flatnonzero(counts).tolist():
             topic, qid = self.topics[g // stride], g % stride
             ends[g] = queue_end(topic, qid)
             runs.append((topic, qid, int(ends[g]), int(group_start[g]), int(group_start[g] + counts[g])))
-        queue_offsets = np.zeros(n, dtype=np.int64)
-        order = np.empty(int(counts.sum()), dtype=np.int64)
-        if len(order) == n:
-            queue_offsets[:] = ends[key] + ranks
-            order[group_start[key] + ranks] = np.arange(n)
-        else:
-            live = np.flatnonzero(key >= 0)
-            queue_offsets[live] = ends[key[live]] + ranks[live]
-            order[group_start[key[live]] + ranks[live]] = live
-        return queue_offsets, order, runs
+        self._groups = (key, ranks, group_start, ends, int(counts.sum()))
+        return runs
+
+    def units(self, positions: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """After queue_runs: each message's queue offset (dense from its queue's end, in batch order; 0 when not
+        dispatched) and the consume-queue units of the dispatched messages grouped by queue."""
+        return queue_units(*self._groups[:4], positions, sizes, self.tags_codes, self._groups[4])
 
 
 def _topics(topic, n: int):
@@ -343,7 +344,7 @@ def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, shard
     dispatched = (tx == codec.TRANSACTION_NOT_TYPE) | (tx == codec.TRANSACTION_COMMIT_TYPE)
     plan = AppendPlan(topics=topics, topic_index=topic_index, queue_ids=None, sharding_hash=None,
                       dispatched=dispatched, tags_codes=_tags_codes(tags_arr, n), uniq_keys=uniq_col,
-                      atomic=atomic)
+                      atomic=atomic, all_dispatched=bool(dispatched.all()))
     if queue_id is not None:
         if isinstance(queue_id, (list, tuple)):  # None in a list: that message's queue is chosen as usual
             queue_id = [-1 if q is None else q for q in queue_id]

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import message_codec as codec
+from .consume_queue import UNIT_DTYPE
 
 try:
     from . import _encode
@@ -177,6 +178,31 @@ def group_ranks(keys: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray]:
     ranks[order] = np.arange(len(keys)) - starts[np.where(live, keys, groups)[order]]
     ranks[~live] = -1
     return counts, ranks
+
+
+def queue_units(keys: np.ndarray, ranks: np.ndarray, group_start: np.ndarray, ends: np.ndarray,
+                positions: np.ndarray, sizes: np.ndarray, tags_codes: np.ndarray, dispatched: int):
+    """(queue offsets, consume-queue units) of a batch from its group_ranks: message i of group k = keys[i] has
+    queue offset ends[k] + ranks[i] and its unit (positions[i], sizes[i], tags_codes[i]) at group_start[k] +
+    ranks[i]; keys[i] < 0 (not dispatched): queue offset 0 and no unit."""
+    n = len(keys)
+    queue_offsets = np.empty(n, dtype=np.int64)
+    units = np.empty(dispatched, dtype=UNIT_DTYPE)
+    if _encode is not None:
+        _encode.queue_units(_i32(keys), _i64(ranks), _i64(group_start), _i64(ends), _i64(positions), _i64(sizes),
+                            _i64(tags_codes), queue_offsets, units.view(np.uint8))
+        return queue_offsets, units
+    live = np.flatnonzero(keys >= 0)
+    if len(live) != dispatched:
+        raise ValueError(f"queue_units: {len(live)} dispatched messages for {dispatched} units")
+    queue_offsets[:] = 0
+    queue_offsets[live] = ends[keys[live]] + ranks[live]
+    order = np.empty(dispatched, dtype=np.int64)
+    order[group_start[keys[live]] + ranks[live]] = live
+    units["offset"] = positions[order]
+    units["size"] = sizes[order]
+    units["tags_code"] = tags_codes[order]
+    return queue_offsets, units
 
 
 def _i32(a) -> np.ndarray:

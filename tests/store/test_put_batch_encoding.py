@@ -111,12 +111,12 @@ def test_crc_fast_path_and_tables_match_zlib():
 
 
 def test_helpers_match_their_fallbacks(numpy_encoder):
-    values = ["TagA", "", None, "Aa", "BB", "héllo", "😀x", "日本語", "a\x02b"]
+    values = ["TagA", "", None, "Aa", "BB", "héllo", "😀x", "日本語", "order-12345é", "abcdefgh😀", "a\x02b"]
     arr = pa.array(values, pa.string())
     assert record_encoder.java_hash_codes(arr).tolist() == [tags_hash_code(v) for v in values]
-    assert record_encoder.first_separator(arr) == numpy_encoder(record_encoder.first_separator, arr) == 8
-    assert record_encoder.first_separator(arr.slice(0, 8)) == numpy_encoder(
-        record_encoder.first_separator, arr.slice(0, 8)) == -1
+    assert record_encoder.first_separator(arr) == numpy_encoder(record_encoder.first_separator, arr) == 10
+    assert record_encoder.first_separator(arr.slice(0, 10)) == numpy_encoder(
+        record_encoder.first_separator, arr.slice(0, 10)) == -1
     keys = np.array([3, -1, 0, 3, 3, 1, -1, 0], np.int32)
     native = record_encoder.group_ranks(keys, 5)
     fallback = numpy_encoder(record_encoder.group_ranks, keys, 5)
@@ -128,6 +128,27 @@ def test_helpers_match_their_fallbacks(numpy_encoder):
     b = numpy_encoder(codec.new_uniq_keys, 3, b"\x0a\x00\x00\x01")
     assert [k[24:] for k in a.to_pylist()] == [k[24:] for k in b.to_pylist()] == ["FFFFFFFE", "FFFFFFFF", "00000000"]
     assert all(k[:12] == "0A000001" + f"{os.getpid() & 0x7FFF:04X}" for k in a.to_pylist() + b.to_pylist())
+
+
+def test_queue_units_match_their_fallback(numpy_encoder):
+    keys = np.array([3, -1, 0, 3, 3, 1, -1, 0], np.int32)
+    counts, ranks = record_encoder.group_ranks(keys, 5)
+    group_start = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    ends = np.array([7, 0, 0, 2**40, 0], np.int64)
+    positions = np.arange(8, dtype=np.int64) * 300 + 2**33
+    sizes = np.arange(8, dtype=np.int64) + 200
+    tags = np.array([-1, 0, 2**31 - 1, -(2**31), 5, 6, 7, 8], np.int64)
+    args = (keys, ranks, group_start, ends, positions, sizes, tags, 6)
+    native_offsets, native_units = record_encoder.queue_units(*args)
+    fallback_offsets, fallback_units = numpy_encoder(record_encoder.queue_units, *args)
+    assert native_offsets.tolist() == fallback_offsets.tolist() == [
+        2**40, 0, 7, 2**40 + 1, 2**40 + 2, 0, 0, 8]
+    assert native_units.tobytes() == fallback_units.tobytes()
+    # grouped by queue, in batch order: queue 0 (messages 2, 7), 1 (5), 3 (0, 3, 4)
+    assert native_units["offset"].tolist() == positions[[2, 7, 5, 0, 3, 4]].tolist()
+    assert native_units["tags_code"].tolist() == tags[[2, 7, 5, 0, 3, 4]].tolist()
+    with pytest.raises(ValueError):
+        record_encoder.queue_units(*args[:-1], 5)  # fewer units than dispatched messages
 
 
 def test_a_size_that_disagrees_with_the_record_is_refused():
