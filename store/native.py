@@ -6,6 +6,9 @@ installed) the same results come from zlib and numpy, more slowly.
 from __future__ import annotations
 
 import logging
+import mmap
+import threading
+import weakref
 import zlib
 from typing import Optional
 
@@ -22,6 +25,44 @@ except ImportError:  # pragma: no cover - depends on the machine that installed 
 
 def available() -> bool:
     return _native is not None
+
+
+_OWN_MAPPING = 1 << 20  # outputs this big get a region of their own
+_REGION_STEP = 1 << 20
+_POOL_BYTES = 256 << 20  # free regions kept for reuse (only pages once written are resident)
+_pool: list = []  # free anonymous mappings, reused while their pages are resident (no fresh page faults)
+_pool_lock = threading.Lock()
+
+
+def _out(count: int, dtype) -> np.ndarray:
+    """An output buffer of a scan kernel. Big ones live in anonymous mappings of their own, given back to a
+    small pool when the last array or Arrow buffer over them is dropped: malloc's heap would instead grow to
+    the worst mix of batch sizes and lifetimes seen (the scan's RSS then rose with the batches read), and
+    fresh mappings per batch cost a page fault per written page."""
+    dtype = np.dtype(dtype)
+    nbytes = count * dtype.itemsize
+    if nbytes < _OWN_MAPPING:
+        return np.empty(count, dtype)
+    region = None
+    with _pool_lock:
+        fits = [m for m in _pool if nbytes <= len(m) <= 2 * nbytes]
+        if fits:
+            region = min(fits, key=len)
+            _pool.remove(region)
+    if region is None:
+        region = mmap.mmap(-1, -(-nbytes // _REGION_STEP) * _REGION_STEP, flags=mmap.MAP_PRIVATE)
+    out = np.frombuffer(region, dtype=dtype, count=count)
+    # The region is free again when numpy's memoryview over it ends: every view of `out` and every Arrow buffer
+    # made from them holds it (through `out` or directly).
+    weakref.finalize(out.base, _give_back, region)
+    return out
+
+
+def _give_back(region: mmap.mmap) -> None:
+    with _pool_lock:
+        _pool.append(region)
+        while sum(len(m) for m in _pool) > _POOL_BYTES:
+            _pool.remove(max(_pool, key=len))  # unmapped once unreferenced
 
 
 def _i64(a) -> np.ndarray:
@@ -228,13 +269,13 @@ def decode_v4_records(data, base: int, offsets: np.ndarray, sizes: np.ndarray, q
         return None
     n = len(offsets)
     sizes = _i64(sizes)
-    ints = np.empty((4, n), dtype=np.int32)
-    longs = np.empty((8, n), dtype=np.int64)
-    ids = np.empty(32 * n, dtype=np.uint8)
-    body_offsets = np.empty(n + 1, dtype=np.int32)
+    ints = _out(4 * n, np.int32).reshape(4, n)
+    longs = _out(8 * n, np.int64).reshape(8, n)
+    ids = _out(32 * n, np.uint8)
+    body_offsets = _out(n + 1, np.int32)
     # Room for every body or properties text: a record holds at least 91 bytes of header and lengths, and the topic.
     room = int(np.maximum(sizes - (91 + len(topic)), 0).sum()) if full else 0
-    body_data = np.empty(room, dtype=np.uint8)
+    body_data = _out(room, np.uint8)
     outs = _properties_buffers(n if full else 0, room)
     stop, pairs, items = _native.decode_v4_records(data, _i64(offsets), sizes, _i64(queue_offsets), int(base),
                                                    int(queue_id), topic, bool(full), ints, longs, ids,
@@ -269,9 +310,9 @@ def _properties_buffers(n: int, size: int) -> list:
     """The 11 output buffers of the properties kernels for n rows of `size` text bytes together."""
     cap = n + size // 2 + 2
     i32 = np.int32
-    return [np.empty(n + 1, i32), np.empty(cap, i32), np.empty(size, np.uint8), np.empty(cap, i32),
-            np.empty(size, np.uint8), np.empty(n + 1, i32), np.empty(size, np.uint8), np.empty(n, np.bool_),
-            np.empty(n + 1, i32), np.empty(cap, i32), np.empty(size, np.uint8)]
+    return [_out(n + 1, i32), _out(cap, i32), _out(size, np.uint8), _out(cap, i32),
+            _out(size, np.uint8), _out(n + 1, i32), _out(size, np.uint8), _out(n, np.bool_),
+            _out(n + 1, i32), _out(cap, i32), _out(size, np.uint8)]
 
 
 def _properties_arrays(outs: list, n: int, pairs: int, items: int) -> tuple:
