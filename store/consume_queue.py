@@ -155,20 +155,23 @@ class ConsumeQueue:
         only after those in the file before: max_offset, which counts the units of the last file, never runs
         past a unit still held back in the file before it. scratch: units is the caller's to spoil (the first
         sizes are zeroed in it instead of in a copy)."""
-        if len(units) == 0:
+        count = len(units)
+        if count == 0:
             return
+        raw = (units if scratch else np.array(units, dtype=UNIT_DTYPE)).view(np.uint8)  # bytes, 20 per unit
+        per_file = self.units_per_file
         pos = start
         i = 0
-        while i < len(units):
-            file_start = (pos // self.units_per_file) * self.units_per_file
-            n = min(len(units) - i, file_start + self.units_per_file - pos)
-            staged = units[i:i + n] if scratch else np.array(units[i:i + n], dtype=UNIT_DTYPE)
-            first_size = int(staged["size"][0])
-            staged["size"][0] = 0
+        while i < count:
+            file_start = pos - pos % per_file
+            n = min(count - i, file_start + per_file - pos)
+            staged = raw[i * CQ_STORE_UNIT_SIZE:(i + n) * CQ_STORE_UNIT_SIZE]
+            first_size = staged[8:12].tobytes()  # the first unit's size field (big-endian int32)
+            staged[8:12] = 0
             f = self.files.get_or_create(file_start * CQ_STORE_UNIT_SIZE)
             at = (pos - file_start) * CQ_STORE_UNIT_SIZE
-            f.write(at, staged.view(np.uint8))
-            f.write(at + 8, first_size.to_bytes(4, "big", signed=True))
+            f.write(at, staged)
+            f.write(at + 8, first_size)
             pos += n
             i += n
         self._known_max = max(self._known_max, start + len(units))

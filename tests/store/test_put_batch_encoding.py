@@ -158,6 +158,26 @@ def test_a_size_that_disagrees_with_the_record_is_refused():
         record_encoder.encode(batch, np.zeros(2, np.int64), np.zeros(2, np.int64), 0)
 
 
+def test_columns_whose_offsets_leave_their_data_are_refused():
+    """The kernel reads Arrow buffers directly: offsets that decrease or run past the data, or a topic index past
+    the topics, are an error naming the message, before anything is read through them."""
+    kernel = record_encoder._encode
+
+    def sizes(body_offsets, topic_index=(0, 0, 0), key_offsets=(0, 1, 2, 3)):
+        parts = [(b"KEYS\x01", np.array(key_offsets, np.int32), b"abc", False)]
+        return kernel.record_sizes(np.empty(3, np.int64), 8, np.array(body_offsets, np.int32), b"abcdef", b"T",
+                                   np.array([0, 1], np.int64), np.array(topic_index, np.int32), parts)
+
+    assert sizes([0, 3, 5, 6]) == -1
+    for offsets, row in (([0, 3, 2, 6], 1), ([0, 3, 5, 7], 2), ([-1, 3, 5, 6], 0)):
+        with pytest.raises(ValueError, match=f"message {row}: body offsets"):
+            sizes(offsets)
+    with pytest.raises(ValueError, match="message 1: properties offsets"):
+        sizes([0, 3, 5, 6], key_offsets=(0, 2, 1, 3))
+    with pytest.raises(ValueError, match="message 2: body offsets or topic index"):
+        sizes([0, 3, 5, 6], topic_index=(0, 0, 1))
+
+
 def test_a_failed_write_raises_oserror(tmp_path):
     batch = _batch([b"x" * 100] * 50, ["T"], [0] * 50, [], V4, V4, np.zeros(50))
     enc = record_encoder.RecordEncoder(batch, np.zeros(50, np.int64), np.zeros(50, np.int64), 0)
