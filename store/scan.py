@@ -9,6 +9,7 @@ decoder, which gives the same columns and names the error.
 from __future__ import annotations
 
 import mmap
+import sys
 from typing import Iterator, Optional
 
 import numpy as np
@@ -75,9 +76,11 @@ def scan(store, topic: str, queue_id: int, start: int, end: Optional[int], messa
             view, base = store.commit_log.view_at(int(offsets[a]))
             if view is None:
                 continue  # the file was removed by retention while we read: those messages are gone
+            lo, hi = int(offsets[a] - base), int(offsets[b - 1] + sizes[b - 1] - base)
+            _populate(view, lo, hi)
             batches.append(decode_run(view, base, offsets[a:b], sizes[a:b], queue_offsets[a:b], topic, queue_id,
                                       store.commit_log.path_of(int(offsets[a])), text_filter))
-            _release(view, int(offsets[a] - base), int(offsets[b - 1] + sizes[b - 1] - base))
+            _release(view, lo, hi)
         if not batches:
             continue
         batch = batches[0] if len(batches) == 1 else pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
@@ -87,17 +90,32 @@ def scan(store, topic: str, queue_id: int, start: int, end: Optional[int], messa
             yield batch
 
 
+# Linux >= 5.14: map a range's page-cache pages in one call. A queue's records are spread over the whole log
+# (queues interleave), so a run touches every page of its range once: one call instead of a page fault every
+# 16 pages, and the decoder's prefetches then reach memory instead of stopping at unmapped pages.
+_MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22 if sys.platform.startswith("linux") else None)
+
+
+def _populate(view, lo: int, hi: int) -> None:
+    if _MADV_POPULATE_READ is not None:
+        _madvise(view, _MADV_POPULATE_READ, lo, hi)
+
+
 def _release(view, lo: int, hi: int) -> None:
     """Drop the pages just decoded from this process's mapping (they stay in the page cache), so a scan's
     resident memory stays bounded by one batch however much of the log it reads."""
+    _madvise(view, getattr(mmap, "MADV_DONTNEED", None), lo, hi)
+
+
+def _madvise(view, advice, lo: int, hi: int) -> None:
     page = mmap.PAGESIZE
     start = lo - lo % page
     end = min(len(view), hi + (-hi) % page)
-    if end > start:
+    if end > start and advice is not None:
         try:
-            view.madvise(mmap.MADV_DONTNEED, start, end - start)
+            view.madvise(advice, start, end - start)
         except (OSError, ValueError, AttributeError):
-            pass  # an optimisation only
+            pass  # an optimisation only (an older kernel refuses the advice)
 
 
 def _release_units(cq, start: int, end: int) -> None:
