@@ -31,7 +31,7 @@ _OWN_MAPPING = 1 << 20  # outputs this big get a region of their own
 _REGION_STEP = 1 << 20
 _POOL_BYTES = 256 << 20  # free regions kept for reuse (only pages once written are resident)
 _pool: list = []  # free anonymous mappings, reused while their pages are resident (no fresh page faults)
-_pool_lock = threading.Lock()
+_pool_lock = threading.RLock()  # re-entrant: a garbage collection inside may give a region back
 
 
 def _out(count: int, dtype) -> np.ndarray:
@@ -41,13 +41,14 @@ def _out(count: int, dtype) -> np.ndarray:
     fresh mappings per batch cost a page fault per written page."""
     dtype = np.dtype(dtype)
     nbytes = count * dtype.itemsize
-    if nbytes < _OWN_MAPPING:
+    if nbytes < _OWN_MAPPING or not hasattr(mmap, "MAP_PRIVATE"):
         return np.empty(count, dtype)
     region = None
     with _pool_lock:
-        fits = [m for m in _pool if nbytes <= len(m) <= 2 * nbytes]
-        if fits:
-            region = min(fits, key=len)
+        for m in _pool:  # the smallest free region that fits and wastes at most half of itself
+            if nbytes <= len(m) <= 2 * nbytes and (region is None or len(m) < len(region)):
+                region = m
+        if region is not None:
             _pool.remove(region)
     if region is None:
         region = mmap.mmap(-1, -(-nbytes // _REGION_STEP) * _REGION_STEP, flags=mmap.MAP_PRIVATE)
@@ -61,8 +62,13 @@ def _out(count: int, dtype) -> np.ndarray:
 def _give_back(region: mmap.mmap) -> None:
     with _pool_lock:
         _pool.append(region)
-        while sum(len(m) for m in _pool) > _POOL_BYTES:
-            _pool.remove(max(_pool, key=len))  # unmapped once unreferenced
+        total = 0
+        for m in _pool:
+            total += len(m)
+        while total > _POOL_BYTES and _pool:
+            biggest = max(_pool, key=len)
+            _pool.remove(biggest)  # unmapped once unreferenced
+            total -= len(biggest)
 
 
 def _i64(a) -> np.ndarray:

@@ -81,6 +81,7 @@ def scan(store, topic: str, queue_id: int, start: int, end: Optional[int], messa
             batches.append(decode_run(view, base, offsets[a:b], sizes[a:b], queue_offsets[a:b], topic, queue_id,
                                       store.commit_log.path_of(int(offsets[a])), text_filter))
             _release(view, lo, hi)
+        batches = [b for b in batches if b.num_rows]  # a text filter may drop a whole run
         if not batches:
             continue
         batch = batches[0] if len(batches) == 1 else pa.Table.from_batches(batches).combine_chunks().to_batches()[0]

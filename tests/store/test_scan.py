@@ -268,3 +268,14 @@ def test_batches_kept_by_the_caller_stay_intact_while_output_regions_are_reused(
             kept_rows = [r for b in kept for r in b.to_pylist()]
             assert kept_rows and all(r == by_offset[r["queue_offset"]] for r in kept_rows)
             assert [r for b in s.scan("T", q, 0, batch_rows=16) for r in b.to_pylist()] == want
+
+
+def test_a_filter_rejecting_every_record_of_a_batch_over_several_files_yields_nothing(tmp_path):
+    from filters import MessageFilter
+    with MessageStore(tmp_path / "s", StoreConfig(mappedFileSizeCommitLog=4096)) as s:
+        s.create_topic("T", 1)
+        s.put_batch("T", [b"x" * 50] * 60, queue_id=[0] * 60)  # no TAGS: the selector rejects all
+        s.put_batch("T", [b"y"], tags=["A"], queue_id=[0])
+        assert len({s.commit_log.path_of(o) for o in range(0, 60 * 150, 1000)}) > 1
+        rows = rows_of(s, "T", 0, message_filter=MessageFilter.by_sql("TAGS IS NOT NULL"))
+        assert [r["body"] for r in rows] == [b"y"]
