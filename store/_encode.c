@@ -512,21 +512,23 @@ static void wait_free(Writer *w, int threaded, int pending_max) {
     pthread_mutex_unlock(&w->lock);
 }
 
-/* write_batch(segments, chunk, <columns>, <fixed>): encode the batch's records and write them where the
- * CommitLog planned them. segments: (fd, file position, first, last, blank) per run of records in one file;
+/* write_batch(segments, chunk, threaded, <columns>, <fixed>): encode the batch's records and write them where
+ * the CommitLog planned them. segments: (fd, file position, first, last, blank) per run of records in one file;
  * blank > 0 writes an end-of-file record of that length right after them. Records are encoded about chunk
- * bytes at a time while a second thread writes the previous chunks (pwrite), so encoding and copying into the
- * page cache overlap; chunks and segments are written in order. Raises OSError if a write fails (what was
- * written before stays). */
+ * bytes at a time, each chunk written (pwrite) while it is still in cache; with threaded, a second thread
+ * writes the previous chunks while the next is encoded, so encoding and copying into the page cache overlap
+ * when a core is free for it. Chunks and segments are written in order. Raises OSError if a write fails (what
+ * was written before stays). */
 static PyObject *write_batch(PyObject *self, PyObject *args) {
     PyObject *seg_obj, *parts_obj, *result = NULL, *seg_seq = NULL;
     Py_ssize_t chunk;
+    int want_thread;
     Columns c;
     Fixed f;
     memset(&c, 0, sizeof c);
     memset(&f, 0, sizeof f);
-    if (!PyArg_ParseTuple(args, "On" COLUMNS_FORMAT FIXED_FORMAT, &seg_obj, &chunk, COLUMNS_ARGS(c, parts_obj),
-                          FIXED_ARGS(f)))
+    if (!PyArg_ParseTuple(args, "Onp" COLUMNS_FORMAT FIXED_FORMAT, &seg_obj, &chunk, &want_thread,
+                          COLUMNS_ARGS(c, parts_obj), FIXED_ARGS(f)))
         return NULL;
     Segment *segs = NULL;
     uint8_t *bufs = NULL;
@@ -575,7 +577,7 @@ static PyObject *write_batch(PyObject *self, PyObject *args) {
     int64_t total = 0;
     for (Py_ssize_t i = 0; i < n; i++) total += sz[i];
     pthread_t thread;
-    if (total > chunk && pthread_mutex_init(&w.lock, NULL) == 0) {
+    if (want_thread && total > chunk && pthread_mutex_init(&w.lock, NULL) == 0) {
         if (pthread_cond_init(&w.changed, NULL) == 0) {
             if (pthread_create(&thread, NULL, writer_main, &w) == 0) threaded = 1;
             else pthread_cond_destroy(&w.changed);

@@ -254,11 +254,12 @@ class RecordEncoder:
         assert written == nbytes
         return out[:nbytes]
 
-    def write(self, segments: list, chunk: int) -> None:
+    def write(self, segments: list, chunk: int, threaded: bool) -> None:
         """Encode and write every record (native only): segments are (fd, position in the file, first record,
         end record, length of an end-of-file record to write after them or 0), in the order to write them.
-        Records are encoded chunk bytes at a time while a second thread writes the chunks before."""
-        _encode.write_batch(segments, chunk, *self._args)
+        Records are encoded chunk bytes at a time, each written while in cache; threaded: by a second thread
+        while the next chunk is encoded."""
+        _encode.write_batch(segments, chunk, threaded, *self._args)
 
 
 def encode(batch: codec.EncodedBatch, queue_offsets: np.ndarray, physical_offsets: np.ndarray,

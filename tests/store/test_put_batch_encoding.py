@@ -178,22 +178,24 @@ def test_columns_whose_offsets_leave_their_data_are_refused():
         sizes([0, 3, 5, 6], topic_index=(0, 0, 1))
 
 
-def test_a_failed_write_raises_oserror(tmp_path):
+@pytest.mark.parametrize("threaded", [True, False])
+def test_a_failed_write_raises_oserror(tmp_path, threaded):
     batch = _batch([b"x" * 100] * 50, ["T"], [0] * 50, [], V4, V4, np.zeros(50))
     enc = record_encoder.RecordEncoder(batch, np.zeros(50, np.int64), np.zeros(50, np.int64), 0)
     fd = os.open(tmp_path / "ro", os.O_RDONLY | os.O_CREAT)
     try:
         with pytest.raises(OSError):
-            enc.write([(fd, 0, 0, 50, 0)], 512)  # several chunks: the error comes from the writer thread
+            enc.write([(fd, 0, 0, 50, 0)], 512, threaded)  # several chunks (threaded: the writer thread's error)
     finally:
         os.close(fd)
 
 
-def _fill(path, monkeypatch, n_batches=6):
+def _fill(path, monkeypatch, n_batches=6, threaded=True):
     """A store written with deterministic inputs (clock, host, uniq keys, queues), file sizes that roll often
-    and write chunks smaller than a batch."""
+    and write chunks smaller than a batch (by a writer thread or not)."""
     monkeypatch.setattr(time, "time", lambda: 1_700_000_000.5)
     monkeypatch.setattr(commit_log.CommitLog, "WRITE_CHUNK", 700)
+    monkeypatch.setattr(commit_log.CommitLog, "WRITE_THREAD", threaded)
     config = StoreConfig(mappedFileSizeCommitLog=4096, mappedFileSizeConsumeQueue=20 * 7, brokerIP1="10.0.0.2")
     rng = np.random.default_rng(5)
     with MessageStore(path, config) as s:
@@ -219,8 +221,9 @@ def _files(path):
     return out
 
 
-def test_stores_written_natively_and_by_the_fallback_are_identical(tmp_path, monkeypatch, numpy_encoder):
-    _fill(tmp_path / "native", monkeypatch)
+@pytest.mark.parametrize("threaded", [True, False])
+def test_stores_written_natively_and_by_the_fallback_are_identical(tmp_path, monkeypatch, numpy_encoder, threaded):
+    _fill(tmp_path / "native", monkeypatch, threaded=threaded)
     numpy_encoder(_fill, tmp_path / "numpy", monkeypatch)
     native, fallback = _files(tmp_path / "native"), _files(tmp_path / "numpy")
     assert sum(1 for k in native if k.startswith("commitlog")) > 5  # rolled over many files (blanks written)
