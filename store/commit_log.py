@@ -192,8 +192,8 @@ class CommitLog:
     WRITE_CHUNK = 256 << 10
     # A second thread writes one chunk while the next is encoded only where a core is free for it. On two cores
     # the other one already runs the kernel's writeback (and Spark, or anything else): there the thread's
-    # hand-offs and lost cache cost more than the overlap gains (store_bench, 10,000 x 100 B on a loaded two-core
-    # machine: 2.1-3.0 ms a call with the thread, 1.9-2.9 ms without).
+    # hand-offs and lost cache cost more than the overlap gains (10,000 x 100 B per put_batch on a loaded
+    # two-core machine, best of 8 runs: 2.4-2.7 ms a call with the thread, 1.9-2.1 ms without).
     WRITE_THREAD = len(os.sched_getaffinity(0)) > 2 if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1) > 2
 
     def write(self, segments: list[AppendSegment], records, sizes: np.ndarray, sync: bool) -> None:
