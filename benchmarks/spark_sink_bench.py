@@ -106,7 +106,7 @@ def throughput(spark, work: str, rows: int, files: int, repeat: int) -> None:
 def fault_runs(spark, work: str, trials: int, rows_per_trial: int, restarts: int) -> None:
     from sink_testkit import counts, markers
     from store.store_check import check_store
-    from test_sink_exactly_once import sigkill_trials
+    from test_sink_exactly_once import sigkill_trials, wait_for_first_offsets
 
     seed = random.randrange(1 << 30)
     for atomic in (True, False):
@@ -140,6 +140,8 @@ def fault_runs(spark, work: str, trials: int, rows_per_trial: int, restarts: int
     t0 = time.perf_counter()
     for _ in range(restarts):
         q = start(False)
+        if stops == 0:
+            wait_for_first_offsets(q, os.path.join(base, "cp"))
         time.sleep(rng.uniform(0.2, 4.0))
         q.stop()
         stops += 1

@@ -118,7 +118,7 @@ def to_staged(batch: pa.RecordBatch, columns: dict, topic_option: Optional[str],
             keys = _plain(pc.binary_join(k, " "), pa.string())
         else:
             keys = _plain(k, pa.string())
-    props = _plain(col["properties"], MAP_TYPE) if "properties" in col else None
+    props = _compact(_plain(col["properties"], MAP_TYPE)) if "properties" in col else None
     if props is not None:
         _check_map_entries(props, first_row)
     props, uniq = with_uniq_keys(props, n, address)
@@ -147,13 +147,26 @@ def _first(mask) -> int:
     return int(np.flatnonzero(arr)[0])
 
 
+def _compact(props: pa.MapArray) -> pa.MapArray:
+    """The map array with its entries starting at its first row and ending at its last: MapArray.keys/.items
+    are the whole children, also for a slice, and the checks below index them by the map's offsets."""
+    raw = _value_offsets(props)
+    if raw[0] == 0 and len(props.keys) == raw[-1]:
+        return props
+    return pa.concat_arrays([props])
+
+
 def _check_map_entries(props: pa.MapArray, first_row: int) -> None:
-    """Null or empty property keys/values cannot be stored in RocketMQ's property text; say which row."""
+    """Null or empty property keys/values cannot be stored in RocketMQ's property text; say which row (of a
+    compact map array)."""
     keys, items = props.keys, props.items
     if len(keys) == 0:
         return
-    bad = pc.or_(pc.fill_null(pc.equal(pc.utf8_length(items), 0), True), pc.equal(pc.utf8_length(keys), 0))
-    if pc.any(bad).as_py():
+    # lengths from the offsets (a byte count says "empty" as well as a character count, without decoding)
+    bad = (np.diff(_value_offsets(keys)) == 0) | (np.diff(_value_offsets(items)) == 0)
+    if items.null_count:
+        bad |= items.is_null().to_numpy(zero_copy_only=False)
+    if bad.any():
         j = _first(bad)
         off = _offsets(props)
         row = int(np.searchsorted(off, j, side="right") - 1)
@@ -161,8 +174,13 @@ def _check_map_entries(props: pa.MapArray, first_row: int) -> None:
                        "(RocketMQ stores only non-empty property keys and values)")
 
 
+def _value_offsets(arr: pa.Array) -> np.ndarray:
+    """A string, binary or map array's offsets into its values (one more than its length)."""
+    return np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1, offset=arr.offset * 4)
+
+
 def _offsets(props: pa.MapArray) -> np.ndarray:
-    off = np.frombuffer(props.buffers()[1], dtype=np.int32, count=len(props) + 1, offset=props.offset * 4)
+    off = _value_offsets(props)
     return off - off[0]
 
 
@@ -174,27 +192,30 @@ def with_uniq_keys(props: Optional[pa.MapArray], n: int, address: bytes):
         offsets = pa.array(np.arange(n + 1, dtype=np.int32))
         names = pa.array([PROPERTY_UNIQ_KEY]).take(pa.array(np.zeros(n, np.int32)))
         return pa.MapArray.from_arrays(offsets, names, uniq), uniq
-    props = pa.concat_arrays([props])  # compact: children start at the first row
+    props = _compact(props)
     given = map_lookup(props, PROPERTY_UNIQ_KEY)
     need = given.is_null().to_numpy(zero_copy_only=False)
     k = int(need.sum())
     if k == 0:
         return props, given
     off = _offsets(props)
-    counts = np.diff(off)
     m = int(off[-1])
-    add = need.astype(np.int64)
-    shift = np.concatenate([[0], np.cumsum(add)[:-1]])         # extra entries before each row
-    new_off = (off + np.concatenate([[0], np.cumsum(add)])).astype(np.int32)
-    parent = np.repeat(np.arange(n, dtype=np.int64), counts)
-    src = np.empty(m + k, dtype=np.int64)
-    src[np.arange(m, dtype=np.int64) + shift[parent]] = np.arange(m, dtype=np.int64)
-    src[new_off[1:][need] - 1] = m + np.arange(k, dtype=np.int64)  # the new entry ends its row
+    added = np.zeros(n + 1, dtype=np.int64)  # new entries in the rows before each row
+    np.cumsum(need, out=added[1:])
+    new_off = (off + added).astype(np.int32)
+    # gather indices into (old entries + the new ones): an old entry moves by the entries added before its row,
+    # a new entry ends its row
+    src = np.empty(m + k, dtype=np.int32)
+    src[np.arange(m, dtype=np.int64) + np.repeat(added[:-1], np.diff(off))] = np.arange(m, dtype=np.int32)
+    ends = new_off[1:][need] - 1
+    src[ends] = np.arange(m, m + k, dtype=np.int32)
     new = new_uniq_keys(k, address)
-    names = pa.array([PROPERTY_UNIQ_KEY]).take(pa.array(np.zeros(k, np.int32)))
-    keys = pa.concat_arrays([props.keys.cast(pa.string()), names]).take(pa.array(src))
     items = pa.concat_arrays([props.items.cast(pa.string()), new]).take(pa.array(src))
+    src[ends] = m  # every new entry's key is the one name appended after the old keys
+    keys = pa.concat_arrays([props.keys.cast(pa.string()), pa.array([PROPERTY_UNIQ_KEY])]).take(pa.array(src))
     merged = pa.MapArray.from_arrays(pa.array(new_off), keys, items)
+    if k == n:
+        return merged, new
     pos = np.cumsum(need) - 1
     uniq = pc.if_else(pa.array(need), new.take(pa.array(np.where(need, pos, 0))), given)
     return merged, uniq
@@ -218,6 +239,7 @@ def validate_staged(rows: pa.RecordBatch, max_message_size: int, first_row: int)
     """The checks put_batch makes on each message, vectorised over a staged batch, so a bad row fails its task
     (with its position) instead of the batch's commit. put_batch checks again when the batch is appended."""
     topic, body, tags, keys, props = (rows.column(i) for i in range(5))
+    props = _compact(props)
     enc = pc.dictionary_encode(topic)
     for i, name in enumerate(enc.dictionary.to_pylist()):
         try:
@@ -225,7 +247,7 @@ def validate_staged(rows: pa.RecordBatch, max_message_size: int, first_row: int)
         except ValueError as e:
             row = _first(pc.equal(enc.indices, i))
             raise RowError(f"row {first_row + row}: {e}") from None
-    lengths = pc.binary_length(body).to_numpy(zero_copy_only=False)
+    lengths = np.diff(_value_offsets(body))  # bodies are never null here (to_staged refuses null ones)
     if len(lengths) and lengths.max() > max_message_size:
         row = int(np.flatnonzero(lengths > max_message_size)[0])
         raise RowError(f"row {first_row + row}: body is {int(lengths[row])} bytes, more than maxMessageSize "
@@ -242,15 +264,17 @@ def validate_staged(rows: pa.RecordBatch, max_message_size: int, first_row: int)
             row = int(np.searchsorted(off, j, side="right") - 1)
             raise RowError(f"row {first_row + row}: {name} {arr[j].as_py()!r} contains a reserved separator "
                            "(\\x01 or \\x02)")
-    # The properties text: key \x01 value \x02 per entry, plus TAGS and KEYS when given.
-    entry = (pc.binary_length(props.keys).to_numpy(zero_copy_only=False).astype(np.int64)
-             + pc.binary_length(props.items).to_numpy(zero_copy_only=False) + 2)
-    sizes = np.add.reduceat(np.append(entry, 0), off[:-1]) if len(entry) else np.zeros(len(props), np.int64)
-    sizes = np.where(np.diff(off) > 0, sizes, 0)
+    # The properties text: key \x01 value \x02 per entry, plus TAGS and KEYS when given; byte counts from the
+    # offsets (a row's entries are consecutive, so its keys' bytes are a difference of their offsets).
+    key_off, value_off = _value_offsets(props.keys).astype(np.int64), _value_offsets(props.items).astype(np.int64)
+    sizes = (key_off[off[1:]] - key_off[off[:-1]] + value_off[off[1:]] - value_off[off[:-1]]
+             + 2 * np.diff(off))
     for name, arr in (("TAGS", tags), ("KEYS", keys)):
         if arr.null_count < len(arr):
-            sizes = sizes + pc.fill_null(pc.add(pc.binary_length(arr), len(name) + 2), 0).to_numpy(
-                zero_copy_only=False)
+            part = np.diff(_value_offsets(arr)) + (len(name) + 2)
+            if arr.null_count:
+                part[arr.is_null().to_numpy(zero_copy_only=False)] = 0
+            sizes = sizes + part
     if len(sizes) and sizes.max() > MAX_PROPERTIES_LENGTH:
         row = int(np.flatnonzero(sizes > MAX_PROPERTIES_LENGTH)[0])
         raise RowError(f"row {first_row + row}: properties are {int(sizes[row])} bytes, more than "

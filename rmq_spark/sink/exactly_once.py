@@ -147,6 +147,8 @@ def _already_appended(store: MessageStore, staged: pa.Table, starts: dict) -> in
 
 
 def _append(store: MessageStore, rows: pa.Table) -> None:
+    rows = rows.combine_chunks()  # put_batch takes arrays: the staged files' batches and the marker, one copy
+
     def present(name):
         col = rows.column(name).combine_chunks()
         return col if col.null_count < len(col) else None

@@ -61,14 +61,15 @@ class StagedFile:
 
 
 def read_staged(paths: Iterable[str]) -> pa.Table:
-    """All staged rows, in the order of `paths` (the commit messages' order, i.e. partition order)."""
+    """All staged rows, in the order of `paths` (the commit messages' order, i.e. partition order), as the
+    files' batches: memory-mapped, not copied (the commit combines them once, with its marker row)."""
     tables = []
     for p in paths:
         with pa.memory_map(p, "r") as source:
             tables.append(pa.ipc.open_file(source).read_all())
     if not tables:
         return STAGED_SCHEMA.empty_table()
-    return pa.concat_tables(tables).combine_chunks()
+    return pa.concat_tables(tables)
 
 
 def remove_batches_through(sink_dir: str, batch_id: int) -> None:

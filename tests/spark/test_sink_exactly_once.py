@@ -30,6 +30,16 @@ def _staging_left(dst):
             if f.endswith(".arrow") or f.startswith("intent")]
 
 
+def wait_for_first_offsets(query, checkpoint, timeout=120.0):
+    """Until the query has logged its first batch's offsets. Spark 4 refuses to restart a query whose offset log
+    has no batch yet but whose offsets directory is not empty (a stop inside that very first write leaves a
+    temporary file: STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY), so random stops start after it."""
+    deadline = time.monotonic() + timeout
+    while query.isActive and not os.path.exists(os.path.join(str(checkpoint), "offsets", "0")):
+        assert time.monotonic() < deadline, "the query logged no offsets"
+        time.sleep(0.05)
+
+
 def test_task_failing_on_its_first_attempt_is_retried_and_its_rows_written_once(spark, tmp_path):
     def fail_first_attempt(batches):  # defined here: pickled by value for the Python workers
         ctx = TaskContext.get()
@@ -69,6 +79,8 @@ def test_query_stopped_at_random_points_and_restarted_from_its_checkpoint(spark,
     stops = 0
     for _ in range(4):
         q = start()
+        if stops == 0:
+            wait_for_first_offsets(q, tmp_path / "cp")
         time.sleep(rng.uniform(0.3, 3.0))
         q.stop()
         stops += 1
