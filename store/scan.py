@@ -77,7 +77,8 @@ def scan(store, topic: str, queue_id: int, start: int, end: Optional[int], messa
             if view is None:
                 continue  # the file was removed by retention while we read: those messages are gone
             lo, hi = int(offsets[a] - base), int(offsets[b - 1] + sizes[b - 1] - base)
-            _populate(view, lo, hi)
+            if hi - lo <= (b - a) * _POPULATE_SPAN:
+                _populate(view, lo, hi)
             batches.append(decode_run(view, base, offsets[a:b], sizes[a:b], queue_offsets[a:b], topic, queue_id,
                                       store.commit_log.path_of(int(offsets[a])), text_filter))
             _release(view, lo, hi)
@@ -95,6 +96,10 @@ def scan(store, topic: str, queue_id: int, start: int, end: Optional[int], messa
 # (queues interleave), so a run touches every page of its range once: one call instead of a page fault every
 # 16 pages, and the decoder's prefetches then reach memory instead of stopping at unmapped pages.
 _MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22 if sys.platform.startswith("linux") else None)
+
+
+_POPULATE_SPAN = 8192  # bytes of log per record read, at most, for a run's pages to be mapped in advance (a
+# filter that keeps few records leaves most pages of the span unread)
 
 
 def _populate(view, lo: int, hi: int) -> None:
