@@ -158,7 +158,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=2_000_000)
     ap.add_argument("--files", type=int, default=8, help="input files = microbatches")
-    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=3, help="rounds (each sink once per round, interleaved); best of")
     ap.add_argument("--trials", type=int, default=40, help="SIGKILL trials per put_batch kind")
     ap.add_argument("--trial-rows", type=int, default=20_000)
     ap.add_argument("--restarts", type=int, default=8)
