@@ -233,6 +233,9 @@ def uniq_keys(n: int, address: bytes) -> pa.Array:
 
 
 _ATOMIC_PLACEHOLDER = "0" * 20 + "-" + "0" * 20
+# What an atomic put_batch adds to every message's properties text (key \x01 value \x02), counted by callers
+# that check the properties limit before appending (the Spark sink's tasks).
+ATOMIC_PROPERTY_BYTES = len(codec.PROPERTY_ATOMIC_BATCH) + 2 + len(_ATOMIC_PLACEHOLDER)
 
 
 def stamp_atomic_range(parts: list, first: int, end: int) -> list:

@@ -13,7 +13,9 @@ import pyarrow.compute as pc
 from pyspark.sql.types import (ArrayType, BinaryType, ByteType, IntegerType, LongType, MapType, ShortType,
                                StringType, StructType, TimestampNTZType, TimestampType)
 
-from store.message_codec import MAX_PROPERTIES_LENGTH, PROPERTY_UNIQ_KEY, check_topic, new_uniq_keys
+from store.message_codec import (MAX_PROPERTIES_LENGTH, PROPERTY_ATOMIC_BATCH, PROPERTY_UNIQ_KEY, check_topic,
+                                 new_uniq_keys)
+from store.put_batch import ATOMIC_PROPERTY_BYTES
 from store.properties_column import map_lookup
 
 from ..options import RmqOptionError
@@ -275,7 +277,10 @@ def validate_staged(rows: pa.RecordBatch, max_message_size: int, first_row: int)
             if arr.null_count:
                 part[arr.is_null().to_numpy(zero_copy_only=False)] = 0
             sizes = sizes + part
-    if len(sizes) and sizes.max() > MAX_PROPERTIES_LENGTH:
-        row = int(np.flatnonzero(sizes > MAX_PROPERTIES_LENGTH)[0])
-        raise RowError(f"row {first_row + row}: properties are {int(sizes[row])} bytes, more than "
-                       f"{MAX_PROPERTIES_LENGTH}")
+    # The commit appends atomically, which adds the batch's RMQ_SPARK_ATOMIC_BATCH property to every message.
+    limit = MAX_PROPERTIES_LENGTH - ATOMIC_PROPERTY_BYTES
+    if len(sizes) and sizes.max() > limit:
+        row = int(np.flatnonzero(sizes > limit)[0])
+        raise RowError(f"row {first_row + row}: properties are {int(sizes[row])} bytes, more than {limit} "
+                       f"({MAX_PROPERTIES_LENGTH} less the {ATOMIC_PROPERTY_BYTES} bytes of the sink's "
+                       f"{PROPERTY_ATOMIC_BATCH} property)")

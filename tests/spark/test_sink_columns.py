@@ -4,7 +4,10 @@ import pyarrow as pa
 import pytest
 
 from rmq_spark.sink.columns import MAP_TYPE, STAGED_SCHEMA, RowError, to_staged, validate_staged, with_uniq_keys
+from rmq_spark.sink.exactly_once import _append
+from store import MessageStore
 from store.message_codec import MAX_PROPERTIES_LENGTH, properties_to_string
+from store.put_batch import ATOMIC_PROPERTY_BYTES
 
 ADDRESS = b"\x7f\x00\x00\x01"
 
@@ -42,11 +45,13 @@ def test_uniq_keys_are_kept_where_given_and_added_where_missing():
 
 
 @pytest.mark.parametrize("extra, fails", [(0, False), (1, True)])
-def test_properties_length_counts_bytes_of_entries_tags_and_keys(extra, fails):
+def test_properties_length_counts_bytes_of_entries_tags_and_keys(extra, fails, tmp_path):
     # multi-byte values: the limit is on the UTF-8 text (key \x01 value \x02 per entry, TAGS and KEYS included)
     tags, keys = "tägs", "k1 k2"
     fixed = {"TAGS": tags, "KEYS": keys, "UNIQ_KEY": "U" * 32, "p": ""}
-    room = MAX_PROPERTIES_LENGTH - len(properties_to_string(fixed).encode()) + extra
+    # the commit's atomic append adds its RMQ_SPARK_ATOMIC_BATCH property to every message
+    limit = MAX_PROPERTIES_LENGTH - ATOMIC_PROPERTY_BYTES
+    room = limit - len(properties_to_string(fixed).encode()) + extra
     value = "é" * (room // 2) + "v" * (room % 2)
     batch = pa.RecordBatch.from_pylist(
         [{"body": b"ok", "tags": None, "keys": None, "properties": None},
@@ -54,8 +59,12 @@ def test_properties_length_counts_bytes_of_entries_tags_and_keys(extra, fails):
         schema=pa.schema([("body", pa.binary()), ("tags", pa.string()), ("keys", pa.string()),
                           ("properties", MAP_TYPE)]))
     if fails:
-        with pytest.raises(RowError, match=f"row 11: properties are {MAX_PROPERTIES_LENGTH + 1} bytes"):
+        with pytest.raises(RowError, match=f"row 11: properties are {limit + 1} bytes, more than {limit} "):
             _stage(batch)
     else:
         rows = _stage(batch)
         assert rows.schema == STAGED_SCHEMA and rows.num_rows == 2
+        # what the task accepts, the commit's atomic append accepts too (the limit is exact, not just safe)
+        with MessageStore(str(tmp_path / "store")) as store:
+            _append(store, pa.Table.from_batches([rows]))
+            assert sum(store.max_offset("T", q) for q in store.queues("T")) == 2
