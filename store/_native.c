@@ -61,6 +61,37 @@ done:
     return result;
 }
 
+/* The kept pairs of one properties text base[p:end], as RocketMQ's string2messageProperties keeps them: pairs end
+ * at \x02 (the last may lack it), the first \x01 splits key from value, an empty key or value drops the pair, and
+ * a key seen before in the text takes the earlier one's place with the later value (a map, as Java's
+ * HashMap.put and Python's dict keep it; texts hold a handful of pairs). Pair j's start, \x01 and end go to
+ * ks[j], sk[j], es[j] for j from m on; returns the new count, or -1 when a pair would go past cap. */
+static Py_ssize_t text_pairs(const char *base, int64_t p, int64_t end, int64_t *ks, int64_t *sk, int64_t *es,
+                             Py_ssize_t m, Py_ssize_t cap) {
+    Py_ssize_t first = m;
+    while (p < end) {
+        const char *q = memchr(base + p, 2, (size_t)(end - p));
+        int64_t pair_end = q ? (int64_t)(q - base) : end;
+        const char *k = memchr(base + p, 1, (size_t)(pair_end - p));
+        if (k) {
+            int64_t sep = (int64_t)(k - base);
+            if (sep > p && sep < pair_end - 1) {
+                Py_ssize_t j = first;
+                for (; j < m; j++)
+                    if (sk[j] - ks[j] == sep - p && memcmp(base + ks[j], base + p, (size_t)(sep - p)) == 0)
+                        break;
+                if (j == m) {
+                    if (m >= cap) return -1;
+                    m++;
+                }
+                ks[j] = p; sk[j] = sep; es[j] = pair_end;
+            }
+        }
+        p = pair_end + 1;
+    }
+    return m;
+}
+
 /* property_pairs(data, starts, ends, rows, keys, seps, pair_ends) -> count.
  * Row r's text is data[starts[r]:ends[r]]. Pairs end at \x02 (the last may lack it); a pair is kept when its
  * first \x01 leaves a non-empty key and a non-empty value (RocketMQ's string2messageProperties). For kept pair
@@ -83,31 +114,10 @@ static PyObject *property_pairs(PyObject *self, PyObject *args) {
     const char *base = (const char *)data.buf;
     int overflow = 0;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t r = 0; r < n && !overflow; r++) {
-        int64_t p = s[r], end = e[r];
-        Py_ssize_t row_first = count;
-        while (p < end) {
-            const char *q = memchr(base + p, 2, (size_t)(end - p));
-            int64_t pair_end = q ? (int64_t)(q - base) : end;
-            const char *k = memchr(base + p, 1, (size_t)(pair_end - p));
-            if (k) {
-                int64_t sep = (int64_t)(k - base);
-                if (sep > p && sep < pair_end - 1) {
-                    /* A key seen before in this row: the later pair wins, in the earlier one's place (a map, as
-                     * Java's HashMap.put and Python's dict keep it). Rows hold a handful of pairs. */
-                    Py_ssize_t j = row_first;
-                    for (; j < count; j++)
-                        if (so[j] - ko[j] == sep - p && memcmp(base + ko[j], base + p, (size_t)(sep - p)) == 0)
-                            break;
-                    if (j == count) {
-                        if (count >= cap) { overflow = 1; break; }
-                        count++;
-                    }
-                    ro[j] = r; ko[j] = p; so[j] = sep; eo[j] = pair_end;
-                }
-            }
-            p = pair_end + 1;
-        }
+    for (Py_ssize_t r = 0; r < n; r++) {
+        Py_ssize_t next = text_pairs(base, s[r], e[r], ko, so, eo, count, cap);
+        if (next < 0) { overflow = 1; break; }
+        for (; count < next; count++) ro[count] = r;
     }
     Py_END_ALLOW_THREADS
     if (overflow) {
@@ -492,24 +502,8 @@ static void props_out_init(props_out *o) {
 /* Row r's properties text base[p:end]: its kept pairs (as property_pairs keeps them), TAGS and split KEYS. */
 static void properties_row(props_out *o, const char *base, int64_t p, int64_t end, Py_ssize_t r) {
     int64_t *ps = o->ps, *pk = o->pk, *pe = o->pe;
-    Py_ssize_t m = 0;  /* the row's kept pairs: start, \x01, end */
-    while (p < end) {
-        const char *q = memchr(base + p, 2, (size_t)(end - p));
-        int64_t pair_end = q ? (int64_t)(q - base) : end;
-        const char *k = memchr(base + p, 1, (size_t)(pair_end - p));
-        if (k) {
-            int64_t sep = (int64_t)(k - base);
-            if (sep > p && sep < pair_end - 1) {
-                Py_ssize_t j = 0;
-                for (; j < m; j++)
-                    if (pk[j] - ps[j] == sep - p && memcmp(base + ps[j], base + p, (size_t)(sep - p)) == 0)
-                        break;
-                if (j == m) m++;
-                ps[j] = p; pk[j] = sep; pe[j] = pair_end;
-            }
-        }
-        p = pair_end + 1;
-    }
+    /* the row's kept pairs: start, \x01, end (props_out_scratch leaves room for any row's pairs) */
+    Py_ssize_t m = text_pairs(base, p, end, ps, pk, pe, 0, PY_SSIZE_T_MAX);
     int64_t tags_s = -1, tags_e = -1, keys_s = -1, keys_e = -1;
     for (Py_ssize_t j = 0; j < m; j++) {
         size_t kl = (size_t)(pk[j] - ps[j]), vl = (size_t)(pe[j] - pk[j] - 1);
