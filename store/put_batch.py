@@ -233,9 +233,10 @@ def uniq_keys(n: int, address: bytes) -> pa.Array:
 
 
 _ATOMIC_PLACEHOLDER = "0" * 20 + "-" + "0" * 20
-# What an atomic put_batch adds to every message's properties text (key \x01 value \x02), counted by callers
-# that check the properties limit before appending (the Spark sink's tasks).
-ATOMIC_PROPERTY_BYTES = len(codec.PROPERTY_ATOMIC_BATCH) + 2 + len(_ATOMIC_PLACEHOLDER)
+_ATOMIC_PART = PropertyPart(codec.PROPERTY_ATOMIC_BATCH, _ATOMIC_PLACEHOLDER)
+# What an atomic put_batch adds to every message's properties text, counted by callers that check the
+# properties limit before appending (the Spark sink's tasks).
+ATOMIC_PROPERTY_BYTES = _ATOMIC_PART.lengths(1)
 
 
 def stamp_atomic_range(parts: list, first: int, end: int) -> list:
@@ -311,7 +312,7 @@ def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, shard
         new_uniq = None
     parts = [p for p in (part(None, user_text), part(codec.PROPERTY_TAGS, explicit_tags),
                          part(codec.PROPERTY_KEYS, keys_arr), part(codec.PROPERTY_UNIQ_KEY, new_uniq),
-                         PropertyPart(codec.PROPERTY_ATOMIC_BATCH, _ATOMIC_PLACEHOLDER) if atomic else None)
+                         _ATOMIC_PART if atomic else None)
              if p is not None]
     def ints(value, name, dtype, default):
         if value is None:
