@@ -447,11 +447,15 @@ typedef struct { /* one encoded chunk on its way to the file */
 
 #define RING 3
 
+/* The hand-over between the encoding thread and the writer: counters, not a mutex and condition variable.
+ * Both sides wait by spinning (pause, and a sched_yield every 64 turns so a busy core is given up): a wait
+ * lasts one chunk's encode or pwrite, tens of microseconds, while waking a thread that sleeps on a condition
+ * variable costs about as much on a virtual machine, once per chunk (measured: with the mutex the thread
+ * gained nothing on two cores; with counters, 10,000 x 100 B records 0.90 -> 0.76 ms a call). */
 typedef struct {
-    pthread_mutex_t lock;
-    pthread_cond_t changed;
     Job jobs[RING];
-    int head, count, closed;
+    long published, done;   /* chunks handed over / written; jobs[done % RING] is the next to write */
+    int closed;
     int error; /* errno of a failed write; no more writes after it */
 } Writer;
 
@@ -470,22 +474,39 @@ static int write_all(int fd, const uint8_t *p, size_t len, int64_t pos) {
     return 0;
 }
 
+static inline void relax(unsigned *spins) {
+    if (++*spins & 63) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    } else {
+        sched_yield();
+    }
+}
+
+/* None, or NULL with OSError for a failed write's errno. */
+static PyObject *none_or_oserror(int err) {
+    if (err) {
+        errno = err;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    Py_RETURN_NONE;
+}
+
 static void *writer_main(void *arg) {
     Writer *w = arg;
-    pthread_mutex_lock(&w->lock);
     for (;;) {
-        while (w->count == 0 && !w->closed) pthread_cond_wait(&w->changed, &w->lock);
-        if (w->count == 0) break;
-        Job job = w->jobs[w->head];
-        pthread_mutex_unlock(&w->lock);
+        unsigned spins = 0;
+        long done = w->done, published;
+        while ((published = __atomic_load_n(&w->published, __ATOMIC_ACQUIRE)) == done &&
+               !__atomic_load_n(&w->closed, __ATOMIC_ACQUIRE))
+            relax(&spins);
+        if (published == done && __atomic_load_n(&w->published, __ATOMIC_ACQUIRE) == done) break;
+        Job job = w->jobs[done % RING];
         int err = w->error ? w->error : write_all(job.fd, job.data, job.len, job.pos);
-        pthread_mutex_lock(&w->lock);
-        if (err && !w->error) w->error = err;
-        w->head = (w->head + 1) % RING;
-        w->count--;
-        pthread_cond_broadcast(&w->changed);
+        if (err && !w->error) __atomic_store_n(&w->error, err, __ATOMIC_RELEASE);
+        __atomic_store_n(&w->done, done + 1, __ATOMIC_RELEASE);
     }
-    pthread_mutex_unlock(&w->lock);
     return NULL;
 }
 
@@ -495,21 +516,18 @@ static void submit(Writer *w, int threaded, int fd, int64_t pos, const uint8_t *
         if (!w->error) w->error = write_all(fd, data, len, pos);
         return;
     }
-    pthread_mutex_lock(&w->lock);
-    while (w->count == RING) pthread_cond_wait(&w->changed, &w->lock);
-    Job *job = &w->jobs[(w->head + w->count) % RING];
+    unsigned spins = 0;
+    while (w->published - __atomic_load_n(&w->done, __ATOMIC_ACQUIRE) >= RING) relax(&spins);
+    Job *job = &w->jobs[w->published % RING];
     job->fd = fd; job->pos = pos; job->data = data; job->len = len;
-    w->count++;
-    pthread_cond_broadcast(&w->changed);
-    pthread_mutex_unlock(&w->lock);
+    __atomic_store_n(&w->published, w->published + 1, __ATOMIC_RELEASE);
 }
 
-/* Waits until the writer is done with buffer slot k (the chunk submitted RING chunks ago). */
+/* Waits until at most pending_max chunks are still to be written (a slot is free again). */
 static void wait_free(Writer *w, int threaded, int pending_max) {
     if (!threaded) return;
-    pthread_mutex_lock(&w->lock);
-    while (w->count > pending_max) pthread_cond_wait(&w->changed, &w->lock);
-    pthread_mutex_unlock(&w->lock);
+    unsigned spins = 0;
+    while (w->published - __atomic_load_n(&w->done, __ATOMIC_ACQUIRE) > pending_max) relax(&spins);
 }
 
 /* write_batch(segments, chunk, threaded, <columns>, <fixed>): encode the batch's records and write them where
@@ -577,19 +595,13 @@ static PyObject *write_batch(PyObject *self, PyObject *args) {
     int64_t total = 0;
     for (Py_ssize_t i = 0; i < n; i++) total += sz[i];
     pthread_t thread;
-    if (want_thread && total > chunk && pthread_mutex_init(&w.lock, NULL) == 0) {
-        if (pthread_cond_init(&w.changed, NULL) == 0) {
-            if (pthread_create(&thread, NULL, writer_main, &w) == 0) threaded = 1;
-            else pthread_cond_destroy(&w.changed);
-        }
-        if (!threaded) pthread_mutex_destroy(&w.lock);
-    }
+    if (want_thread && total > chunk && pthread_create(&thread, NULL, writer_main, &w) == 0) threaded = 1;
     int slot = 0;
-    for (Py_ssize_t k = 0; k < nsegs && !error && !w.error; k++) {
+    for (Py_ssize_t k = 0; k < nsegs && !error && !__atomic_load_n(&w.error, __ATOMIC_ACQUIRE); k++) {
         Segment *g = &segs[k];
         int64_t pos = g->pos;
         Py_ssize_t a = g->first;
-        while (a < g->last && !w.error) {
+        while (a < g->last && !__atomic_load_n(&w.error, __ATOMIC_ACQUIRE)) {
             Py_ssize_t b = a;
             int64_t bytes = 0;
             while (b < g->last && (b == a || bytes + sz[b] <= chunk)) bytes += sz[b++];
@@ -609,26 +621,15 @@ static PyObject *write_batch(PyObject *self, PyObject *args) {
         }
     }
     if (threaded) {
-        pthread_mutex_lock(&w.lock);
-        w.closed = 1;
-        pthread_cond_broadcast(&w.changed);
-        pthread_mutex_unlock(&w.lock);
+        __atomic_store_n(&w.closed, 1, __ATOMIC_RELEASE);
         pthread_join(thread, NULL);
-        pthread_cond_destroy(&w.changed);
-        pthread_mutex_destroy(&w.lock);
     }
     Py_END_ALLOW_THREADS
     if (error) {
         PyErr_Format(PyExc_ValueError, "write_batch: message %zd: %s", bad, error);
         goto done;
     }
-    if (w.error) {
-        errno = w.error;
-        PyErr_SetFromErrno(PyExc_OSError);
-        goto done;
-    }
-    Py_INCREF(Py_None);
-    result = Py_None;
+    result = none_or_oserror(w.error);
 done:
     PyMem_Free(segs);
     PyMem_Free(bufs);
@@ -868,6 +869,56 @@ done:
     return result;
 }
 
+/* write_units(writes, units): consume-queue units to their files. units: writable bytes, 20 per unit; writes:
+ * (fd, file position, first unit, count) per run of one queue's units in one file. Each run is written with
+ * its first unit's size zeroed and that size after, so a reader in another process, which ends a queue at the
+ * first zero size, sees the run's units all at once or not at all (ConsumeQueue.put_units). units comes back
+ * as it went in. Raises OSError if a write fails. */
+typedef struct { int fd; long long pos; Py_ssize_t first, count; } UnitRun;
+
+static PyObject *write_units(PyObject *self, PyObject *args) {
+    PyObject *runs_obj, *seq = NULL, *result = NULL;
+    Py_buffer units;
+    if (!PyArg_ParseTuple(args, "Ow*", &runs_obj, &units)) return NULL;
+    UnitRun *runs = NULL;
+    Py_ssize_t m = units.len / 20;
+    seq = PySequence_Fast(runs_obj, "write_units: writes must be a sequence");
+    if (seq == NULL) goto done;
+    Py_ssize_t nruns = PySequence_Fast_GET_SIZE(seq);
+    runs = PyMem_Malloc((size_t)(nruns ? nruns : 1) * sizeof(UnitRun));
+    if (runs == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < nruns; k++) {
+        UnitRun *r = &runs[k];
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, k), "iLnn", &r->fd, &r->pos, &r->first, &r->count))
+            goto done;
+        if (r->first < 0 || r->count < 1 || r->count > m - r->first || r->pos < 0) {
+            PyErr_Format(PyExc_ValueError, "write_units: run %zd is outside the %zd units", k, m);
+            goto done;
+        }
+    }
+    int err = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < nruns && !err; k++) {
+        UnitRun *r = &runs[k];
+        uint8_t *size_field = (uint8_t *)units.buf + 20 * r->first + 8, first_size[4];
+        memcpy(first_size, size_field, 4);
+        memset(size_field, 0, 4);
+        err = write_all(r->fd, (uint8_t *)units.buf + 20 * r->first, (size_t)r->count * 20, r->pos);
+        memcpy(size_field, first_size, 4);
+        if (!err) err = write_all(r->fd, first_size, 4, r->pos + 8);
+    }
+    Py_END_ALLOW_THREADS
+    result = none_or_oserror(err);
+done:
+    PyMem_Free(runs);
+    Py_XDECREF(seq);
+    PyBuffer_Release(&units);
+    return result;
+}
+
 static PyObject *set_clmul(PyObject *self, PyObject *arg) {
     /* for tests: run the table path on a CPU that has PCLMULQDQ; returns whether the fast path was on */
     int was = use_clmul, want = PyObject_IsTrue(arg);
@@ -887,6 +938,7 @@ static PyMethodDef methods[] = {
     {"first_separator", first_separator, METH_VARARGS, "First row of a text column holding \\x01 or \\x02."},
     {"group_ranks", group_ranks, METH_VARARGS, "Each message's place in its group, counting on."},
     {"queue_units", queue_units, METH_VARARGS, "Queue offsets and consume-queue units of a batch."},
+    {"write_units", write_units, METH_VARARGS, "Write runs of consume-queue units, each run's first size last."},
     {"body_crcs", body_crcs, METH_VARARGS, "BODYCRC of each element of an int32-offsets binary column."},
     {"set_clmul", set_clmul, METH_O, "Use (or not) the PCLMULQDQ CRC path; returns the previous setting."},
     {NULL, NULL, 0, NULL},

@@ -16,6 +16,67 @@ CQ_STORE_UNIT_SIZE = 20
 UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
 assert UNIT_DTYPE.itemsize == CQ_STORE_UNIT_SIZE
 
+try:
+    from . import _encode
+except ImportError:  # pragma: no cover - depends on the machine that installed us (record_encoder warns)
+    _encode = None
+
+
+def write_units(writes: list, units: np.ndarray) -> None:
+    """Write runs of units (UnitWrites) from one array, each run's first size last: the run's
+    bytes with that size zeroed, then the size. One compiled call for all runs of a batch when available."""
+    raw = units.view(np.uint8)
+    if _encode is not None:
+        _encode.write_units(writes, raw)
+        return
+    for fd, at, i, n in writes:
+        staged = raw[i * CQ_STORE_UNIT_SIZE:(i + n) * CQ_STORE_UNIT_SIZE]
+        first_size = staged[8:12].tobytes()  # the first unit's size field (big-endian int32)
+        staged[8:12] = 0
+        try:
+            _pwrite_all(fd, staged, at)
+        finally:
+            staged[8:12] = np.frombuffer(first_size, dtype=np.uint8)
+        _pwrite_all(fd, first_size, at + 8)
+
+
+class UnitWrites:
+    """The consume-queue units of a batch, written together by write_units when flushed. Units that go to a
+    file not created yet are preceded by writing everything gathered so far: a reader takes the existence of a
+    queue's later file to mean the files before it are full (ConsumeQueue.max_offset)."""
+
+    def __init__(self, units: np.ndarray):
+        self.units = units  # the caller's: used as a buffer, handed back unchanged
+        self.writes = []
+
+    def add(self, cq: "ConsumeQueue", start: int, first: int, count: int) -> None:
+        """units[first:first+count] are cq's units for queue offsets [start, start+count)."""
+        per_file = cq.units_per_file
+        pos, i, end = start, first, first + count
+        while i < end:
+            file_start = pos - pos % per_file
+            n = min(end - i, file_start + per_file - pos)
+            file_offset = file_start * CQ_STORE_UNIT_SIZE
+            f = cq.files.find(file_offset)
+            if f is None or f.file_from_offset != file_offset:
+                self.flush()
+                f = cq.files.get_or_create(file_offset)
+            self.writes.append((f._open_fd(), (pos - file_start) * CQ_STORE_UNIT_SIZE, i, n))
+            pos += n
+            i += n
+
+    def flush(self) -> None:
+        if self.writes:
+            write_units(self.writes, self.units)
+            self.writes = []
+
+
+def _pwrite_all(fd: int, data, position: int) -> None:
+    view = memoryview(data).cast("B")
+    written = 0
+    while written < len(view):
+        written += os.pwrite(fd, view[written:], position + written)
+
 
 class ConsumeQueue:
     def __init__(self, root: str, topic: str, queue_id: int, file_size: int, writable: bool):
@@ -153,28 +214,18 @@ class ConsumeQueue:
         """Write units for queue offsets [start, start+len). In each file, the run's first size goes last, so a
         reader in another process sees the run's units in a file at once or none of them, and a file's units
         only after those in the file before: max_offset, which counts the units of the last file, never runs
-        past a unit still held back in the file before it. scratch: units is the caller's to spoil (the first
-        sizes are zeroed in it instead of in a copy)."""
-        count = len(units)
-        if count == 0:
+        past a unit still held back in the file before it. scratch: units is the caller's to use as a buffer
+        (it comes back unchanged)."""
+        if len(units) == 0:
             return
-        raw = (units if scratch else np.array(units, dtype=UNIT_DTYPE)).view(np.uint8)  # bytes, 20 per unit
-        per_file = self.units_per_file
-        pos = start
-        i = 0
-        while i < count:
-            file_start = pos - pos % per_file
-            n = min(count - i, file_start + per_file - pos)
-            staged = raw[i * CQ_STORE_UNIT_SIZE:(i + n) * CQ_STORE_UNIT_SIZE]
-            first_size = staged[8:12].tobytes()  # the first unit's size field (big-endian int32)
-            staged[8:12] = 0
-            f = self.files.get_or_create(file_start * CQ_STORE_UNIT_SIZE)
-            at = (pos - file_start) * CQ_STORE_UNIT_SIZE
-            f.write(at, staged)
-            f.write(at + 8, first_size)
-            pos += n
-            i += n
-        self._known_max = max(self._known_max, start + len(units))
+        writes = UnitWrites(units if scratch else np.array(units, dtype=UNIT_DTYPE))
+        writes.add(self, start, 0, len(units))
+        writes.flush()
+        self.written_to(start + len(units))
+
+    def written_to(self, end: int) -> None:
+        """Units below queue offset `end` are written."""
+        self._known_max = max(self._known_max, end)
 
     def truncate_from(self, queue_offset: int) -> None:
         """Drop units at queue_offset and after (recovery)."""

@@ -35,6 +35,7 @@ class MappedFile:
         self._writable = writable
         self._fd: Optional[int] = None
         self._mmap: Optional[mmap.mmap] = None
+        self.allocated_end: Optional[int] = None  # disk blocks known allocated up to here (CommitLog's writes)
 
     @property
     def file_name(self) -> str:

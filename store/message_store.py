@@ -20,7 +20,7 @@ from filters.tag_hash import tags_hash_code
 from . import message_codec as codec
 from . import record_encoder
 from .commit_log import CommitLog
-from .consume_queue import CQ_STORE_UNIT_SIZE, UNIT_DTYPE, ConsumeQueue
+from .consume_queue import CQ_STORE_UNIT_SIZE, UNIT_DTYPE, ConsumeQueue, UnitWrites
 from .errors import InvalidMessageError, ReadOnlyStoreError, UnknownTopicError
 from .get_message_result import GetMessageResult, GetMessageStatus, PutResult
 from .put_batch import PutBatchResult, build_batch, incomplete_atomic_start, stamp_atomic_range
@@ -314,10 +314,15 @@ class MessageStore:
         self.commit_log.write(segments, records, batch.sizes, sync=self.config.flushDiskType == SYNC_FLUSH)
         self._write_pos = end
         # Dispatch ("reput"): consume-queue units after the commitlog bytes, so a reader never sees a unit first.
+        queues, writes = [], UnitWrites(units)
         for topic, qid, start, a, b in runs:
             cq = self.consume_queue(topic, qid)
-            cq.put_units(start, units[a:b], scratch=True)
-            self._queue_ends[(topic, qid)] = start + b - a
+            writes.add(cq, start, a, b - a)
+            queues.append((cq, start + b - a))
+        writes.flush()
+        for cq, queue_end in queues:
+            cq.written_to(queue_end)
+            self._queue_ends[(cq.topic, cq.queue_id)] = queue_end
             self._dirty_queues.add(cq)
         # Last: the committed end. Everything before it is complete and dispatched.
         self._publish_committed_end(end)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from filters.tag_hash import tags_hash_code
 from store import MessageStore, StoreConfig
-from store import commit_log, record_encoder
+from store import commit_log, consume_queue, record_encoder
 from store import message_codec as codec
 from store.mapped_file import MappedFile
 from store.record_encoder import PropertyPart
@@ -236,9 +236,13 @@ def test_stores_written_natively_and_by_the_fallback_are_identical(tmp_path, mon
     assert len(got) == len(set(got)) > 50
 
 
-def test_a_reader_never_sees_a_queue_end_past_an_unwritten_unit(tmp_path, monkeypatch):
-    """Runs of units that cross consume-queue files: after every single write, a reader in its own store
-    object finds every unit below max_offset written (a run's first size is held back per file)."""
+@pytest.mark.parametrize("native", [True, False], ids=["compiled", "fallback"])
+def test_a_reader_never_sees_a_queue_end_past_an_unwritten_unit(tmp_path, monkeypatch, native):
+    """Runs of units that cross consume-queue files: after every write, a reader in its own store object finds
+    every unit below max_offset written (a run's first size is held back per file). The fallback is watched
+    after each pwrite; the compiled writer, which writes all of a batch's runs in one call, after each run."""
+    if native and not consume_queue._encode:
+        pytest.skip("store._encode is not built")
     config = StoreConfig(mappedFileSizeConsumeQueue=20 * 5)
     path = tmp_path / "s"
     with MessageStore(path, config) as writer:
@@ -246,16 +250,87 @@ def test_a_reader_never_sees_a_queue_end_past_an_unwritten_unit(tmp_path, monkey
         with MessageStore(path, read_only=True) as reader:
             cq = reader.consume_queue("T", 0)
             seen = []
-            original = MappedFile.write
 
-            def write_then_look(self, position, data):
-                original(self, position, data)
-                if "consumequeue" in self.path:
-                    end = cq.max_offset()
-                    seen.append(end)
-                    assert (cq.units(0, end)["size"] > 0).all(), end
+            def look():
+                end = cq.max_offset()
+                seen.append(end)
+                assert (cq.units(0, end)["size"] > 0).all(), end
 
-            monkeypatch.setattr(MappedFile, "write", write_then_look)
+            if native:
+                real = consume_queue.write_units
+
+                def run_by_run(writes, units):
+                    for w in writes:
+                        real([w], units)
+                        look()
+                monkeypatch.setattr(consume_queue, "write_units", run_by_run)
+            else:
+                real = consume_queue._pwrite_all
+
+                def write_then_look(fd, data, position):
+                    real(fd, data, position)
+                    look()
+                monkeypatch.setattr(consume_queue, "_encode", None)
+                monkeypatch.setattr(consume_queue, "_pwrite_all", write_then_look)
             for n in (3, 9, 2, 11):
                 writer.put_batch("T", [b"m"] * n, queue_id=0)
             assert cq.max_offset() == 26 and max(seen) == 26
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["compiled", "fallback"])
+def test_write_units_writes_every_run_and_hands_the_units_back(tmp_path, monkeypatch, native):
+    if native and not consume_queue._encode:
+        pytest.skip("store._encode is not built")
+    if not native:
+        monkeypatch.setattr(consume_queue, "_encode", None)
+    units = np.zeros(7, dtype=consume_queue.UNIT_DTYPE)
+    units["offset"] = np.arange(7) * 1000
+    units["size"] = np.arange(7) + 100
+    units["tags_code"] = -np.arange(7)
+    before = units.copy()
+    path = tmp_path / "units"
+    path.write_bytes(bytes(400))
+    fd = os.open(path, os.O_RDWR)
+    try:
+        consume_queue.write_units([(fd, 40, 0, 3), (fd, 200, 3, 4)], units)
+    finally:
+        os.close(fd)
+    assert (units == before).all()
+    raw = path.read_bytes()
+    assert raw[40:100] == before[:3].tobytes() and raw[200:280] == before[3:].tobytes()
+    assert raw[:40] == bytes(40) and raw[100:200] == bytes(100) and raw[280:] == bytes(120)
+    with pytest.raises((ValueError, OSError)):
+        consume_queue.write_units([(-1, 0, 0, 1)] if not native else [(0, 0, 5, 9)], units)
+
+
+def test_disk_blocks_are_allocated_ahead_of_the_write_position(tmp_path, monkeypatch):
+    """The commitlog reserves its disk blocks before writing (a full disk fails before a batch's first byte)."""
+    monkeypatch.setattr(commit_log.CommitLog, "ALLOCATE_AHEAD", 1 << 20)
+    with MessageStore(tmp_path / "s") as s:
+        s.put_batch("T", [b"x" * 100] * 100)
+        end = s.commit_log_max_offset()
+        name = sorted(os.listdir(tmp_path / "s" / "commitlog"))[0]
+        st = os.stat(tmp_path / "s" / "commitlog" / name)
+    assert st.st_size == StoreConfig().mappedFileSizeCommitLog  # full size, sparse beyond the reservation
+    assert end + (1 << 20) <= st.st_blocks * 512 < st.st_size
+
+
+def test_a_full_disk_fails_the_append_before_any_byte_is_written(tmp_path, monkeypatch):
+    monkeypatch.setattr(commit_log.CommitLog, "ALLOCATE_AHEAD", 1 << 20)
+    with MessageStore(tmp_path / "s") as s:
+        s.put("T", b"before", queue_id=0)
+        end = s.commit_log_max_offset()
+
+        def no_space(fd, offset, length):
+            raise OSError(28, "No space left on device")
+        with monkeypatch.context() as m:
+            m.setattr(os, "posix_fallocate", no_space)
+            with pytest.raises(OSError, match="No space"):
+                s.put_batch("T", [b"y" * 100] * 20000, queue_id=0)
+        assert s.commit_log_max_offset() == end
+        name = sorted(os.listdir(tmp_path / "s" / "commitlog"))[0]
+        with open(tmp_path / "s" / "commitlog" / name, "rb") as f:
+            f.seek(end)
+            assert f.read(1 << 22) == bytes(1 << 22)  # nothing of the refused batch
+        assert [m.body for m in s.get_message("g", "T", 0, 0, max_msgs=100).messages] == [b"before"]
+        assert s.put("T", b"after", queue_id=0).queue_offset == 1

@@ -167,24 +167,22 @@ DIE_IN_DISPATCH = """
     import os, sys
     import numpy as np
     from store import MessageStore, StoreConfig
-    from store.consume_queue import ConsumeQueue, CQ_STORE_UNIT_SIZE
+    import store.consume_queue
     how = sys.argv[2]
-    real = ConsumeQueue.put_units
-    def dying(self, start, units):
+    def dying(writes, units):  # the store's writer of a batch's consume-queue units
         if how == "before-units":
             os._exit(9)
-        # half the run's units written, the first unit's size still 0: then death
-        staged = np.ascontiguousarray(units).copy()
+        # half the first run's units written, the first unit's size still 0: then death
+        fd, at, first, count = writes[0]
+        staged = np.ascontiguousarray(units[first:first + count]).copy()
         staged["size"][0] = 0
-        f = self.files.get_or_create(0)
-        half = staged[: max(1, len(staged) // 2)]
-        f.write(start * CQ_STORE_UNIT_SIZE, half.tobytes())
+        os.pwrite(fd, staged[: max(1, count // 2)].tobytes(), at)
         os._exit(9)
     s = MessageStore(sys.argv[1], StoreConfig(mappedFileSizeCommitLog=4096, mappedFileSizeConsumeQueue=320,
                                               defaultTopicQueueNums=2, flushDiskType="SYNC_FLUSH"))
     s.put_batch("D", [b"a%d" % i for i in range(5)], queue_id=0)
     print("acked", flush=True)
-    ConsumeQueue.put_units = dying
+    store.consume_queue.write_units = dying
     s.put_batch("D", [b"b%d" % i for i in range(6)], queue_id=0)
 """
 
@@ -192,7 +190,7 @@ DIE_IN_DISPATCH = """
 @pytest.mark.parametrize("how", ["before-units", "half-the-units"])
 def test_records_of_a_writer_that_died_before_dispatch_are_redispatched(tmp_path, how):
     out = run_python(DIE_IN_DISPATCH, tmp_path, how, check=False)
-    assert out.stdout.strip() == b"acked"
+    assert out.stdout.strip() == b"acked" and out.returncode == 9, out.stderr  # it died inside the dispatch
     with MessageStore(tmp_path, _cfg()) as s:
         bodies = [m[4] for m in all_messages(s, "D")]
     # The second batch was complete in the commitlog, so it is dispatched now, once, in order.
@@ -205,7 +203,7 @@ def test_a_live_writer_repairs_what_a_dead_one_left(tmp_path):
     with MessageStore(tmp_path, _cfg()) as live:
         live.put("D", b"first", queue_id=0)
         out = run_python(DIE_IN_DISPATCH, tmp_path, "half-the-units", check=False)
-        assert out.stdout.strip() == b"acked"
+        assert out.stdout.strip() == b"acked" and out.returncode == 9, out.stderr
         r = live.put("D", b"survivor", queue_id=0)
         assert r.queue_offset == 12
         bodies = [m[4] for m in all_messages(live, "D")]
