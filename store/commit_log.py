@@ -190,11 +190,11 @@ class CommitLog:
     # Records are encoded this many bytes at a time, each chunk written while the next is encoded: a chunk stays
     # in the CPU's cache from encoding to the copy into the page cache.
     WRITE_CHUNK = 256 << 10
-    # A second thread writes one chunk while the next is encoded only where a core is free for it. On two cores
-    # the other one is busy with the kernel's writeback of what we write (about as much CPU as the writes
-    # themselves at these rates), and with Spark or anything else: there the thread lost, in sustained appends
-    # of 10,000 x 100 B per put_batch, even with the spinning hand-over (1.94-2.14 ms a call against 1.75-1.94
-    # without; with a mutex it had lost too). In isolation, with the other core idle, it gains: 0.90 -> 0.76 ms.
+    # A second thread writes one chunk while the next is encoded only with more than two CPUs. On this project's
+    # two-core machines it lost in sustained appends of 10,000 x 100 B per put_batch, even with the spinning
+    # hand-over (1.94-2.14 ms a call against 1.75-1.94 without; with a mutex it had lost too), though one
+    # write_batch timed alone, caches warm, gains (0.90 -> 0.76 ms): two busy threads on two vCPUs slow each
+    # other more than the overlap gives, and Spark or the kernel's writeback want the other core anyway.
     WRITE_THREAD = len(os.sched_getaffinity(0)) > 2 if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1) > 2
 
     # Disk blocks are allocated ahead of the write position, this many bytes at a time (fallocate): a write into
