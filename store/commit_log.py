@@ -201,16 +201,17 @@ class CommitLog:
     # allocated blocks costs the page cache less than one into a hole (10,000 x 100 B records, 2.6 MB a
     # pwrite on ext4: 0.52-0.59 ms against 0.61-0.70), and a full disk fails the allocation, before any byte
     # of the batch is written, rather than a write in the middle of it. A file system without fallocate
-    # gets glibc's emulation (posix_fallocate), which reserves the blocks by writing.
+    # gets glibc's emulation (posix_fallocate), which reserves the blocks by writing. The reservation runs as far
+    # ahead as the file is written (a small store reserves little), at most ALLOCATE_AHEAD.
     ALLOCATE_AHEAD = 16 << 20
 
     def _allocate(self, f, rel_start: int, rel_end: int) -> None:
-        """Make sure [rel_start, rel_end) of file f has its disk blocks, allocating ALLOCATE_AHEAD beyond."""
+        """Make sure [rel_start, rel_end) of file f has its disk blocks, reserving up to ALLOCATE_AHEAD beyond."""
         done = f.allocated_end
         if done is not None and done >= rel_end:
             return
         start = rel_start if done is None else max(done, rel_start)
-        end = min(f.file_size, max(rel_end, start) + self.ALLOCATE_AHEAD)
+        end = min(f.file_size, rel_end + min(self.ALLOCATE_AHEAD, rel_end))
         if end > start and hasattr(os, "posix_fallocate"):  # not on macOS
             os.posix_fallocate(f._open_fd(), start, end - start)
         f.allocated_end = end
