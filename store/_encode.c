@@ -38,7 +38,13 @@ static inline uint8_t *put32(uint8_t *o, uint32_t v) {
 }
 
 static inline uint8_t *put64(uint8_t *o, uint64_t v) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    v = __builtin_bswap64(v);
+    memcpy(o, &v, 8);
+    return o + 8;
+#else
     return put32(put32(o, (uint32_t)(v >> 32)), (uint32_t)v);
+#endif
 }
 
 /* memcpy for the short fields (tags, keys, topic, ...) without a call: two overlapping fixed-size moves. */
@@ -185,28 +191,6 @@ static int columns_check(Columns *c, PyObject *parts_obj, Py_ssize_t lo, Py_ssiz
 }
 
 
-static inline int64_t props_length(const Columns *c, Py_ssize_t i) {
-    int64_t len = 0;
-    for (Py_ssize_t k = 0; k < c->nparts; k++) {
-        const Piece *pc = &c->pieces[k];
-        const int32_t *off = pc->offsets + i * pc->stride;
-        int64_t v = off[1] - off[0];
-        len += pc->head_len == 0 ? v : (v > 0 ? pc->head_len + v + 1 : 0);
-    }
-    return len;
-}
-
-/* Everything of record i but its properties: the fixed fields (with host addresses of hosts_len bytes together),
- * the body, the topic field and the properties length. */
-static inline int64_t size_without_props(const Columns *c, Py_ssize_t i, Py_ssize_t hosts_len) {
-    const int32_t *bo = (const int32_t *)c->body_offsets.buf;
-    const int64_t *tof = (const int64_t *)c->topic_offsets.buf;
-    int32_t t = ((const int32_t *)c->topic_index.buf)[i];
-    int64_t topic_len = tof[t + 1] - tof[t];
-    return 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 4 + 8 + 4 + 4 + 8 + 4 + hosts_len + (bo[i + 1] - bo[i]) +
-           (topic_len > 127 ? 2 : 1) + topic_len + 2;
-}
-
 /* record_sizes(sizes, hosts_len, body_offsets, body_data, topics, topic_offsets, topic_index, parts)
  *   -> index of the first message whose properties exceed 32767 bytes, or -1.
  * sizes: int64[n] out; hosts_len: the born and store addresses' bytes together (8, 20 or 32). */
@@ -307,8 +291,22 @@ static int fixed_check(Fixed *f, Py_ssize_t n) {
     return 1;
 }
 
+/* Copies len bytes from p to dst and returns their BODYCRC (body_crc(p, len)). */
+static inline uint32_t body_crc_copy(uint8_t *dst, const uint8_t *p, size_t len) {
+#ifdef HAVE_CLMUL_CODE
+    if (use_clmul && len >= 64) {
+        size_t bulk = len & ~(size_t)15, rest = len - bulk;
+        uint32_t state = crc_clmul_copy(0xFFFFFFFFu, p, dst, bulk);
+        if (rest) memcpy(dst + len - 16, p + len - 16, 16); /* the tail, overlapping bytes already copied */
+        return (crc_tables(state, p + bulk, rest) ^ 0xFFFFFFFFu) & 0x7FFFFFFFu;
+    }
+#endif
+    memcpy(dst, p, len);
+    return body_crc(p, len);
+}
+
 /* Records [first, last) back to back into out (room bytes). Returns the bytes written, or -1 with *error and
- * *bad (the message) set. Needs no GIL. crcs: room for last - first values. */
+ * *bad (the message) set. Needs no GIL. crcs: not used (BODYCRC is computed while the body is copied). */
 static Py_ssize_t encode_rows(const Columns *c, const Fixed *f, Py_ssize_t first, Py_ssize_t last, uint8_t *out,
                               Py_ssize_t room, uint32_t *crcs, const char **error, Py_ssize_t *bad) {
     const int64_t *sz = (const int64_t *)f->sizes.buf, *qo = (const int64_t *)f->qoff.buf;
@@ -320,60 +318,116 @@ static Py_ssize_t encode_rows(const Columns *c, const Fixed *f, Py_ssize_t first
     const int64_t *tof = (const int64_t *)c->topic_offsets.buf;
     const uint8_t *body_base = (const uint8_t *)c->body_data.buf, *topic_base = (const uint8_t *)c->topics.buf;
     const uint8_t *host_bytes = (const uint8_t *)f->hosts.buf;
-    Py_ssize_t hosts_total = f->hosts.len, hosts_len = f->hosts.len - 16; /* the addresses alone */
+    const Py_ssize_t hosts_total = f->hosts.len, topics_len = c->topics.len, nparts = c->nparts;
+    const int32_t v6_bits = f->v6_bits;
+    /* TOTALSIZE through BODYLENGTH, and the PROPERTIESLENGTH field */
+    const int64_t fixed = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 4 + 8 + 4 + 4 + 8 + 4 + (hosts_total - 16) + 2;
+    (void)crcs;
+    /* The pieces in locals (stores through o, bytes, could otherwise alias them and make the compiler load
+     * them again for every record), their heads (NAME\x01) padded to 16 bytes so that one 16-byte move writes
+     * one. */
+    struct {
+        const uint8_t *data;
+        const int32_t *offsets;
+        Py_ssize_t stride, head_len, data_len;
+        const uint8_t *head;
+        uint8_t head16[16];
+    } pcs[MAX_PARTS];
+    for (Py_ssize_t k = 0; k < nparts; k++) {
+        const Piece *pc = &c->pieces[k];
+        pcs[k].data = pc->data;
+        pcs[k].offsets = pc->offsets;
+        pcs[k].stride = pc->stride;
+        pcs[k].head_len = pc->head_len;
+        pcs[k].data_len = c->parts[k].data.len;
+        pcs[k].head = pc->head;
+        memset(pcs[k].head16, 0, 16);
+        if (pc->head_len <= 16) memcpy(pcs[k].head16, pc->head, (size_t)pc->head_len);
+    }
     uint8_t *o = out, *end = out + room;
-    /* CRCs first, in a loop of their own: consecutive bodies' CRCs then overlap in the CPU. */
-    for (Py_ssize_t i = first; i < last; i++)
-        crcs[i - first] = body_crc(body_base + bo[i], (size_t)(bo[i + 1] - bo[i]));
     for (Py_ssize_t i = first; i < last; i++) {
-        int64_t props_len = props_length(c, i);
-        int64_t total = size_without_props(c, i, hosts_len) + props_len;
-        *bad = i;
-        if ((sf[i] & (BORNHOST_V6 | STOREHOST_V6)) != f->v6_bits) {
-            *error = "SYSFLAG's IPv6 bits do not match the host address lengths";
+        int64_t props_len = 0;
+        for (Py_ssize_t k = 0; k < nparts; k++) {
+            const int32_t *off = pcs[k].offsets + i * pcs[k].stride;
+            int64_t v = off[1] - off[0], head = pcs[k].head_len;
+            props_len += head == 0 ? v : (v > 0 ? head + v + 1 : 0);
+        }
+        int32_t t = ti[i];
+        int64_t topic_start = tof[t], topic_len = tof[t + 1] - topic_start;
+        int32_t body_len = bo[i + 1] - bo[i];
+        int64_t total = fixed + body_len + (topic_len > 127 ? 2 : 1) + topic_len + props_len;
+        int32_t sys_flag = sf[i];
+        if (__builtin_expect((sys_flag & (BORNHOST_V6 | STOREHOST_V6)) != v6_bits || props_len > 32767 ||
+                             total != sz[i] || end - o < total, 0)) {
+            *bad = i;
+            if ((sys_flag & (BORNHOST_V6 | STOREHOST_V6)) != v6_bits)
+                *error = "SYSFLAG's IPv6 bits do not match the host address lengths";
+            else if (props_len > 32767)
+                *error = "properties are longer than 32767 bytes";
+            else if (total != sz[i])
+                *error = "a record's size differs from the planned size";
+            else
+                *error = "the output buffer is too small";
             return -1;
         }
-        if (props_len > 32767) { *error = "properties are longer than 32767 bytes"; return -1; }
-        if (total != sz[i]) { *error = "a record's size differs from the planned size"; return -1; }
-        if (end - o < total) { *error = "the output buffer is too small"; return -1; }
-        int32_t t = ti[i];
-        int64_t topic_len = tof[t + 1] - tof[t];
-        int32_t body_len = bo[i + 1] - bo[i];
-        o = put32(o, (uint32_t)total);
-        o = put32(o, topic_len > 127 ? MAGIC_V2 : MAGIC_V1);
-        o = put32(o, crcs[i - first]);
-        o = put32(o, (uint32_t)qi[i]);
-        o = put32(o, (uint32_t)fl[i]);
-        o = put64(o, (uint64_t)qo[i]);
-        o = put64(o, (uint64_t)po[i]);
-        o = put32(o, (uint32_t)sf[i]);
-        o = put64(o, (uint64_t)bt[i]);
+        /* Short values are written with 16-byte moves that may run past them, into bytes written next: every
+         * such move stays inside the record (rec_end) and reads inside its source. */
+        uint8_t *rec_end = o + total;
+        put32(o, (uint32_t)total);
+        put32(o + 4, topic_len > 127 ? MAGIC_V2 : MAGIC_V1);
+        put32(o + 12, (uint32_t)qi[i]);
+        put32(o + 16, (uint32_t)fl[i]);
+        put64(o + 20, (uint64_t)qo[i]);
+        put64(o + 28, (uint64_t)po[i]);
+        put32(o + 36, (uint32_t)sys_flag);
+        put64(o + 40, (uint64_t)bt[i]);
+        uint8_t *crc_at = o + 8;
+        o += 48;
         if (hosts_total == 24) { /* IPv4 both: a fixed-size copy */
             memcpy(o, host_bytes, 24);
             o += 24;
         } else {
             o = put_bytes(o, host_bytes, (size_t)hosts_total);
         }
-        o = put32(o, (uint32_t)rc[i]);
-        o = put64(o, (uint64_t)pr[i]);
-        o = put32(o, (uint32_t)body_len);
-        o = put_bytes(o, body_base + bo[i], (size_t)body_len);
+        put32(o, (uint32_t)rc[i]);
+        put64(o + 4, (uint64_t)pr[i]);
+        put32(o + 12, (uint32_t)body_len);
+        o += 16;
+        put32(crc_at, body_crc_copy(o, body_base + bo[i], (size_t)body_len));
+        o += body_len;
         if (topic_len > 127) *o++ = (uint8_t)(topic_len >> 8);
         *o++ = (uint8_t)topic_len;
-        o = put_bytes(o, topic_base + tof[t], (size_t)topic_len);
+        if (topic_len <= 16 && topics_len - topic_start >= 16 && rec_end - o >= 16)
+            memcpy(o, topic_base + topic_start, 16);
+        else
+            put_bytes(o, topic_base + topic_start, (size_t)topic_len);
+        o += topic_len;
         *o++ = (uint8_t)(props_len >> 8);
         *o++ = (uint8_t)props_len;
-        for (Py_ssize_t k = 0; k < c->nparts; k++) {
-            const Piece *pc = &c->pieces[k];
-            const int32_t *off = pc->offsets + i * pc->stride;
+        for (Py_ssize_t k = 0; k < nparts; k++) {
+            const int32_t *off = pcs[k].offsets + i * pcs[k].stride;
             size_t len = (size_t)(off[1] - off[0]);
-            if (pc->head_len == 0) {
-                o = put_bytes(o, pc->data + off[0], len);
-            } else if (len > 0) {
-                o = put_bytes(o, pc->head, (size_t)pc->head_len);
-                o = put_bytes(o, pc->data + off[0], len);
-                *o++ = 2;
+            const uint8_t *s = pcs[k].data + off[0];
+            Py_ssize_t head = pcs[k].head_len;
+            if (head == 0) {
+                o = put_bytes(o, s, len);
+                continue;
             }
+            if (len == 0) continue;
+            if (head <= 16 && rec_end - o >= 16) memcpy(o, pcs[k].head16, 16);
+            else put_bytes(o, pcs[k].head, (size_t)head);
+            o += head;
+            Py_ssize_t readable = pcs[k].data_len - off[0], writable = rec_end - o;
+            if (len <= 16 && readable >= 16 && writable >= 16) {
+                memcpy(o, s, 16);
+            } else if (len <= 32 && readable >= 32 && writable >= 32) {
+                memcpy(o, s, 16);
+                memcpy(o + 16, s + 16, 16);
+            } else {
+                put_bytes(o, s, len);
+            }
+            o += len;
+            *o++ = 2;
         }
     }
     return o - out;

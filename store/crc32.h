@@ -31,7 +31,7 @@ static void make_crc_table(void) {
 }
 
 /* state: the running (inverted) register; bytes are taken one 32-bit little-endian word at a time. */
-static uint32_t crc_tables(uint32_t state, const uint8_t *p, size_t len) {
+static inline uint32_t crc_tables(uint32_t state, const uint8_t *p, size_t len) {
     for (; len >= 4; p += 4, len -= 4) {
         uint32_t w = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
         w ^= state;
@@ -46,33 +46,53 @@ static uint32_t crc_tables(uint32_t state, const uint8_t *p, size_t len) {
 #define CLMUL_FOLD(acc, k, next) \
     _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(acc, k, 0x11), _mm_clmulepi64_si128(acc, k, 0x00)), next)
 
+/* 16 bytes from p, and to dst as well unless dst is NULL. */
+static inline __m128i crc_load(const uint8_t *p, uint8_t *dst) {
+    __m128i v = _mm_loadu_si128((const __m128i *)p);
+    if (dst) _mm_storeu_si128((__m128i *)dst, v);
+    return v;
+}
+
 /* len >= 64 and a multiple of 16; state as in crc_tables. Folds four 128-bit lanes 64 bytes at a time, then
- * one lane 16 bytes at a time, then reduces 128 -> 64 -> 32 bits (Barrett). */
-__attribute__((target("sse4.1,pclmul"))) static uint32_t crc_clmul(uint32_t state, const uint8_t *p, size_t len) {
+ * one lane 16 bytes at a time, then reduces 128 -> 64 -> 32 bits (Barrett). dst: NULL, or where the bytes are
+ * copied as they are read (a record's body and its BODYCRC in one pass). */
+__attribute__((target("sse4.1,pclmul"), always_inline)) static inline uint32_t
+crc_clmul_to(uint32_t state, const uint8_t *p, uint8_t *dst, size_t len) {
     const __m128i k1k2 = _mm_set_epi64x(0x01c6e41596, 0x0154442bd4);
     const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009e, 0x01751997d0);
     const __m128i k5 = _mm_set_epi64x(0, 0x0163cd6124);
     const __m128i poly = _mm_set_epi64x(0x01f7011641, 0x01db710641);
     const __m128i low32 = _mm_setr_epi32(~0, 0, ~0, 0);
-    __m128i a = _mm_xor_si128(_mm_loadu_si128((const __m128i *)p), _mm_cvtsi32_si128((int)state));
-    __m128i b = _mm_loadu_si128((const __m128i *)(p + 16));
-    __m128i c = _mm_loadu_si128((const __m128i *)(p + 32));
-    __m128i d = _mm_loadu_si128((const __m128i *)(p + 48));
-    for (p += 64, len -= 64; len >= 64; p += 64, len -= 64) {
-        a = CLMUL_FOLD(a, k1k2, _mm_loadu_si128((const __m128i *)p));
-        b = CLMUL_FOLD(b, k1k2, _mm_loadu_si128((const __m128i *)(p + 16)));
-        c = CLMUL_FOLD(c, k1k2, _mm_loadu_si128((const __m128i *)(p + 32)));
-        d = CLMUL_FOLD(d, k1k2, _mm_loadu_si128((const __m128i *)(p + 48)));
+    size_t at = 0; /* bytes read */
+#define CRC_NEXT(i) crc_load(p + at + (i), dst ? dst + at + (i) : NULL)
+    __m128i a = _mm_xor_si128(CRC_NEXT(0), _mm_cvtsi32_si128((int)state));
+    __m128i b = CRC_NEXT(16), c = CRC_NEXT(32), d = CRC_NEXT(48);
+    for (at = 64; len - at >= 64; at += 64) {
+        a = CLMUL_FOLD(a, k1k2, CRC_NEXT(0));
+        b = CLMUL_FOLD(b, k1k2, CRC_NEXT(16));
+        c = CLMUL_FOLD(c, k1k2, CRC_NEXT(32));
+        d = CLMUL_FOLD(d, k1k2, CRC_NEXT(48));
     }
     a = CLMUL_FOLD(a, k3k4, b);
     a = CLMUL_FOLD(a, k3k4, c);
     a = CLMUL_FOLD(a, k3k4, d);
-    for (; len >= 16; p += 16, len -= 16) a = CLMUL_FOLD(a, k3k4, _mm_loadu_si128((const __m128i *)p));
+    for (; len - at >= 16; at += 16) a = CLMUL_FOLD(a, k3k4, CRC_NEXT(0));
+#undef CRC_NEXT
     a = _mm_xor_si128(_mm_srli_si128(a, 8), _mm_clmulepi64_si128(a, k3k4, 0x10));
     a = _mm_xor_si128(_mm_clmulepi64_si128(_mm_and_si128(a, low32), k5, 0x00), _mm_srli_si128(a, 4));
     __m128i t = _mm_clmulepi64_si128(_mm_and_si128(a, low32), poly, 0x10);
     t = _mm_clmulepi64_si128(_mm_and_si128(t, low32), poly, 0x00);
     return (uint32_t)_mm_extract_epi32(_mm_xor_si128(a, t), 1);
+}
+
+__attribute__((target("sse4.1,pclmul"))) static uint32_t crc_clmul(uint32_t state, const uint8_t *p, size_t len) {
+    return crc_clmul_to(state, p, NULL, len);
+}
+
+/* crc_clmul that also copies the bytes to dst. */
+__attribute__((target("sse4.1,pclmul"))) static inline uint32_t crc_clmul_copy(uint32_t state, const uint8_t *p,
+                                                                               uint8_t *dst, size_t len) {
+    return crc_clmul_to(state, p, dst, len);
 }
 #endif
 
