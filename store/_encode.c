@@ -306,9 +306,9 @@ static inline uint32_t body_crc_copy(uint8_t *dst, const uint8_t *p, size_t len)
 }
 
 /* Records [first, last) back to back into out (room bytes). Returns the bytes written, or -1 with *error and
- * *bad (the message) set. Needs no GIL. crcs: not used (BODYCRC is computed while the body is copied). */
+ * *bad (the message) set. Needs no GIL. */
 static Py_ssize_t encode_rows(const Columns *c, const Fixed *f, Py_ssize_t first, Py_ssize_t last, uint8_t *out,
-                              Py_ssize_t room, uint32_t *crcs, const char **error, Py_ssize_t *bad) {
+                              Py_ssize_t room, const char **error, Py_ssize_t *bad) {
     const int64_t *sz = (const int64_t *)f->sizes.buf, *qo = (const int64_t *)f->qoff.buf;
     const int64_t *po = (const int64_t *)f->poff.buf, *bt = (const int64_t *)f->bts.buf;
     const int64_t *pr = (const int64_t *)f->prep.buf;
@@ -322,7 +322,6 @@ static Py_ssize_t encode_rows(const Columns *c, const Fixed *f, Py_ssize_t first
     const int32_t v6_bits = f->v6_bits;
     /* TOTALSIZE through BODYLENGTH, and the PROPERTIESLENGTH field */
     const int64_t fixed = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 4 + 8 + 4 + 4 + 8 + 4 + (hosts_total - 16) + 2;
-    (void)crcs;
     /* The pieces in locals (stores through o, bytes, could otherwise alias them and make the compiler load
      * them again for every record), their heads (NAME\x01) padded to 16 bytes so that one 16-byte move writes
      * one. */
@@ -453,22 +452,16 @@ static PyObject *encode_batch(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "w*nn" COLUMNS_FORMAT FIXED_FORMAT, &out, &first, &count,
                           COLUMNS_ARGS(c, parts_obj), FIXED_ARGS(f)))
         return NULL;
-    uint32_t *crcs = NULL;
     Py_ssize_t n = c.n = f.sizes.len / 8, last = first + count;
     if (first < 0 || count < 0 || last > n) {
         PyErr_SetString(PyExc_ValueError, "encode_batch: rows out of range");
         goto done;
     }
     if (!columns_check(&c, parts_obj, first, last) || !fixed_check(&f, n)) goto done;
-    crcs = PyMem_Malloc((size_t)(count ? count : 1) * sizeof(uint32_t));
-    if (crcs == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
     const char *error = NULL;
     Py_ssize_t bad = 0, written;
     Py_BEGIN_ALLOW_THREADS
-    written = encode_rows(&c, &f, first, last, (uint8_t *)out.buf, out.len, crcs, &error, &bad);
+    written = encode_rows(&c, &f, first, last, (uint8_t *)out.buf, out.len, &error, &bad);
     Py_END_ALLOW_THREADS
     if (written < 0) {
         PyErr_Format(PyExc_ValueError, "encode_batch: message %zd: %s", bad, error);
@@ -476,7 +469,6 @@ static PyObject *encode_batch(PyObject *self, PyObject *args) {
     }
     result = PyLong_FromSsize_t(written);
 done:
-    PyMem_Free(crcs);
     columns_release(&c);
     fixed_release(&f);
     PyBuffer_Release(&out);
@@ -604,7 +596,6 @@ static PyObject *write_batch(PyObject *self, PyObject *args) {
         return NULL;
     Segment *segs = NULL;
     uint8_t *bufs = NULL;
-    uint32_t *crcs = NULL;
     Py_ssize_t n = c.n = f.sizes.len / 8, nsegs = 0;
     if (!columns_check(&c, parts_obj, 0, n) || !fixed_check(&f, n)) goto done;
     seg_seq = PySequence_Fast(seg_obj, "write_batch: segments must be a sequence");
@@ -633,8 +624,7 @@ static PyObject *write_batch(PyObject *self, PyObject *args) {
     }
     Py_ssize_t room = chunk > largest ? chunk : (Py_ssize_t)largest;
     bufs = PyMem_Malloc((size_t)room * RING + 8 * (size_t)(nsegs ? nsegs : 1));
-    crcs = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(uint32_t));
-    if (bufs == NULL || crcs == NULL) {
+    if (bufs == NULL) {
         PyErr_NoMemory();
         goto done;
     }
@@ -661,7 +651,7 @@ static PyObject *write_batch(PyObject *self, PyObject *args) {
             while (b < g->last && (b == a || bytes + sz[b] <= chunk)) bytes += sz[b++];
             wait_free(&w, threaded, RING - 1); /* slot's previous chunk is written */
             uint8_t *buf = bufs + (size_t)slot * (size_t)room;
-            Py_ssize_t len = encode_rows(&c, &f, a, b, buf, room, crcs, &error, &bad);
+            Py_ssize_t len = encode_rows(&c, &f, a, b, buf, room, &error, &bad);
             if (len < 0) break;
             submit(&w, threaded, g->fd, pos, buf, (size_t)len);
             slot = (slot + 1) % RING;
@@ -687,7 +677,6 @@ static PyObject *write_batch(PyObject *self, PyObject *args) {
 done:
     PyMem_Free(segs);
     PyMem_Free(bufs);
-    PyMem_Free(crcs);
     Py_XDECREF(seg_seq);
     columns_release(&c);
     fixed_release(&f);
