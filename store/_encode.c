@@ -72,6 +72,18 @@ static inline uint8_t *put_bytes(uint8_t *o, const uint8_t *s, size_t n) {
 
 /* ---- the batch --------------------------------------------------------------------------------------- */
 
+/* A record's bytes besides its body, topic and properties text: TOTALSIZE through BODYLENGTH and the
+ * PROPERTIESLENGTH field, with the born and store host addresses of hosts_len bytes together (8, 20 or 32). */
+static inline int64_t fixed_record_bytes(int64_t hosts_len) {
+    return 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 4 + 8 + 4 + 4 + 8 + 4 + hosts_len + 2;
+}
+
+/* Bytes a properties piece adds for a value of v bytes: the raw text as is (head_len 0), else NAME\x01value\x02
+ * with head NAME\x01 of head_len bytes, nothing for an empty value. */
+static inline int64_t piece_bytes(int64_t v, int64_t head_len) {
+    return head_len == 0 ? v : (v > 0 ? head_len + v + 1 : 0);
+}
+
 typedef struct {
     Py_buffer head, offsets, data;  /* head empty: raw text (the user's properties), copied as is */
     int broadcast;                  /* one value for every message (offsets has 2 entries) */
@@ -218,21 +230,18 @@ static PyObject *record_sizes(PyObject *self, PyObject *args) {
         const int32_t *off = pc->offsets;
         int64_t head = pc->head_len;
         if (pc->stride == 0) {
-            int64_t v = off[1] - off[0], add = head == 0 ? v : (v > 0 ? head + v + 1 : 0);
+            int64_t add = piece_bytes(off[1] - off[0], head);
             for (Py_ssize_t i = 0; i < n; i++) props[i] += add;
         } else if (head == 0) {
             for (Py_ssize_t i = 0; i < n; i++) props[i] += off[i + 1] - off[i];
         } else {
-            for (Py_ssize_t i = 0; i < n; i++) {
-                int64_t v = off[i + 1] - off[i];
-                props[i] += v > 0 ? head + v + 1 : 0;
-            }
+            for (Py_ssize_t i = 0; i < n; i++) props[i] += piece_bytes(off[i + 1] - off[i], head);
         }
     }
     int64_t *sz = (int64_t *)sizes.buf;
     const int32_t *bo = (const int32_t *)c.body_offsets.buf, *ti = (const int32_t *)c.topic_index.buf;
     const int64_t *tof = (const int64_t *)c.topic_offsets.buf;
-    const int64_t fixed = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 4 + 8 + 4 + 4 + 8 + 4 + hosts_len + 2;
+    const int64_t fixed = fixed_record_bytes(hosts_len);
     Py_ssize_t too_long = -1;
     if (c.ntopics == 1) { /* the usual batch: one topic for all */
         int64_t t_len = tof[1] - tof[0], head = fixed + (t_len > 127 ? 2 : 1) + t_len;
@@ -320,8 +329,8 @@ static Py_ssize_t encode_rows(const Columns *c, const Fixed *f, Py_ssize_t first
     const uint8_t *host_bytes = (const uint8_t *)f->hosts.buf;
     const Py_ssize_t hosts_total = f->hosts.len, topics_len = c->topics.len, nparts = c->nparts;
     const int32_t v6_bits = f->v6_bits;
-    /* TOTALSIZE through BODYLENGTH, and the PROPERTIESLENGTH field */
-    const int64_t fixed = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 4 + 8 + 4 + 4 + 8 + 4 + (hosts_total - 16) + 2;
+    /* hosts holds both addresses and, between them, the born port, STORETIMESTAMP and the store port (16 bytes) */
+    const int64_t fixed = fixed_record_bytes(hosts_total - 16);
     /* The pieces in locals (stores through o, bytes, could otherwise alias them and make the compiler load
      * them again for every record), their heads (NAME\x01) padded to 16 bytes so that one 16-byte move writes
      * one. */
@@ -348,8 +357,7 @@ static Py_ssize_t encode_rows(const Columns *c, const Fixed *f, Py_ssize_t first
         int64_t props_len = 0;
         for (Py_ssize_t k = 0; k < nparts; k++) {
             const int32_t *off = pcs[k].offsets + i * pcs[k].stride;
-            int64_t v = off[1] - off[0], head = pcs[k].head_len;
-            props_len += head == 0 ? v : (v > 0 ? head + v + 1 : 0);
+            props_len += piece_bytes(off[1] - off[0], pcs[k].head_len);
         }
         int32_t t = ti[i];
         int64_t topic_start = tof[t], topic_len = tof[t + 1] - topic_start;
