@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 
-from .mapped_file import MappedFileQueue
+from .mapped_file import MappedFileQueue, pwrite_all
 
 CQ_STORE_UNIT_SIZE = 20
 UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
@@ -34,10 +34,10 @@ def write_units(writes: list, units: np.ndarray) -> None:
         first_size = staged[8:12].tobytes()  # the first unit's size field (big-endian int32)
         staged[8:12] = 0
         try:
-            _pwrite_all(fd, staged, at)
+            pwrite_all(fd, staged, at)
         finally:
             staged[8:12] = np.frombuffer(first_size, dtype=np.uint8)
-        _pwrite_all(fd, first_size, at + 8)
+        pwrite_all(fd, first_size, at + 8)
 
 
 class UnitWrites:
@@ -69,13 +69,6 @@ class UnitWrites:
         if self.writes:
             write_units(self.writes, self.units)
             self.writes = []
-
-
-def _pwrite_all(fd: int, data, position: int) -> None:
-    view = memoryview(data).cast("B")
-    written = 0
-    while written < len(view):
-        written += os.pwrite(fd, view[written:], position + written)
 
 
 class ConsumeQueue:

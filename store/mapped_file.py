@@ -18,6 +18,14 @@ def offset_to_file_name(offset: int) -> str:
     return f"{offset:020d}"
 
 
+def pwrite_all(fd: int, data, position: int) -> None:
+    """pwrite all of data at position (pwrite may write less than asked)."""
+    view = memoryview(data).cast("B")
+    written = 0
+    while written < len(view):
+        written += os.pwrite(fd, view[written:], position + written)
+
+
 def fsync_path(path: str) -> None:
     """fsync a file or a directory (a directory's entries: a new or renamed name survives a power loss)."""
     fd = os.open(path, os.O_RDONLY)
@@ -58,11 +66,7 @@ class MappedFile:
 
     def write(self, position: int, data) -> None:
         """Write data at a position relative to the file start."""
-        fd = self._open_fd()
-        view = memoryview(data)
-        written = 0
-        while written < len(view):
-            written += os.pwrite(fd, view[written:], position + written)
+        pwrite_all(self._open_fd(), data, position)
 
     def flush(self) -> None:
         if self._fd is not None:

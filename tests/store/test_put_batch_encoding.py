@@ -265,13 +265,13 @@ def test_a_reader_never_sees_a_queue_end_past_an_unwritten_unit(tmp_path, monkey
                         look()
                 monkeypatch.setattr(consume_queue, "write_units", run_by_run)
             else:
-                real = consume_queue._pwrite_all
+                real = consume_queue.pwrite_all
 
                 def write_then_look(fd, data, position):
                     real(fd, data, position)
                     look()
                 monkeypatch.setattr(consume_queue, "_encode", None)
-                monkeypatch.setattr(consume_queue, "_pwrite_all", write_then_look)
+                monkeypatch.setattr(consume_queue, "pwrite_all", write_then_look)
             for n in (3, 9, 2, 11):
                 writer.put_batch("T", [b"m"] * n, queue_id=0)
             assert cq.max_offset() == 26 and max(seen) == 26
