@@ -16,10 +16,7 @@ CQ_STORE_UNIT_SIZE = 20
 UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
 assert UNIT_DTYPE.itemsize == CQ_STORE_UNIT_SIZE
 
-try:
-    from . import _encode
-except ImportError:  # pragma: no cover - depends on the machine that installed us (record_encoder warns)
-    _encode = None
+from .compiled import _encode
 
 
 def write_units(writes: list, units: np.ndarray) -> None:

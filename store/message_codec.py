@@ -394,10 +394,7 @@ def blank_record(remaining: int) -> bytes:
     return struct.pack(">iI", remaining, BLANK_MAGIC)
 
 
-try:  # the compiled encoder's loops where they help here (store/_encode.c); numpy otherwise
-    from . import _encode
-except ImportError:  # pragma: no cover - depends on the machine that installed us
-    _encode = None
+from .compiled import _encode  # noqa: E402 - its loops where they help here (store/_encode.c); numpy otherwise
 
 _uniq_counter = [0]
 # Two upper-case hex digits per byte value, so a counter's 4 bytes become its 8 digits in one lookup.

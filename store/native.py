@@ -5,7 +5,6 @@ installed) the same results come from zlib and numpy, more slowly.
 """
 from __future__ import annotations
 
-import logging
 import mmap
 import threading
 import weakref
@@ -16,11 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-try:
-    from . import _native
-except ImportError:  # pragma: no cover - depends on the machine that installed us
-    _native = None
-    logging.getLogger(__name__).warning("store._native is not built; falling back to zlib/numpy loops")
+from .compiled import _native
 
 
 def available() -> bool:

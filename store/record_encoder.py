@@ -7,7 +7,6 @@ the record instead of building an Arrow column of texts first.
 """
 from __future__ import annotations
 
-import logging
 import struct
 from dataclasses import dataclass
 from typing import Optional, Union
@@ -19,11 +18,7 @@ import pyarrow.compute as pc
 from . import message_codec as codec
 from .consume_queue import UNIT_DTYPE
 
-try:
-    from . import _encode
-except ImportError:  # pragma: no cover - depends on the machine that installed us
-    _encode = None
-    logging.getLogger(__name__).warning("store._encode is not built; records are encoded with numpy/Arrow")
+from .compiled import _encode
 
 
 def available() -> bool:

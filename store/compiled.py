@@ -1,0 +1,20 @@
+"""The compiled loops, each None where the install found no C compiler (the callers then use their numpy,
+Arrow or zlib fallbacks, which give the same results more slowly): _native (store/_native.c: the scan's
+decoder, properties kernels) and _encode (store/_encode.c: the record encoder and writers)."""
+from __future__ import annotations
+
+import logging
+
+log = logging.getLogger(__name__)
+
+try:
+    from . import _native
+except ImportError:  # pragma: no cover - depends on the machine that installed us
+    _native = None
+    log.warning("store._native is not built; falling back to zlib/numpy loops")
+
+try:
+    from . import _encode
+except ImportError:  # pragma: no cover - depends on the machine that installed us
+    _encode = None
+    log.warning("store._encode is not built; records are encoded with numpy/Arrow")
