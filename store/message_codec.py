@@ -418,5 +418,10 @@ def new_uniq_keys(n: int, address: bytes) -> pa.Array:
         chars = np.empty((n, 32), dtype=np.uint8)
         chars[:, :24] = head
         chars[:, 24:].view(np.uint16)[:] = _HEX_PAIRS[counters.view(np.uint8).reshape(n, 4)]
+    return id_column(chars, n)
+
+
+def id_column(chars, n: int) -> pa.Array:
+    """n ids of 32 characters (message ids, unique ids), back to back in chars, as an Arrow string array."""
     bounds = np.arange(0, 32 * n + 1, 32, dtype=np.int32)
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(bounds), pa.py_buffer(chars)])

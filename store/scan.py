@@ -260,8 +260,7 @@ def _fields_v4(fast, offsets: np.ndarray, queue_offsets: np.ndarray) -> _Fields:
     n = len(offsets)
     crc, flag, sys_flag, reconsume = ints
     born_ts, store_ts, born_key, store_key, body_start, body_end, props_start, props_end = longs
-    bounds = np.arange(0, 32 * n + 1, 32, dtype=np.int32)
-    msg_ids = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(bounds), pa.py_buffer(ids)])
+    msg_ids = codec.id_column(ids, n)
     crc_checked = fast[3] is not None  # bodies were copied, and their CRC checked, in the same pass
     return _Fields(crc_checked, offsets=offsets, queue_offsets=queue_offsets, crc=crc, flag=flag, sys_flag=sys_flag,
                    reconsume=reconsume, born_ts=born_ts, store_ts=store_ts, body_start=body_start,
@@ -376,8 +375,7 @@ def _msg_ids_v4(addr: np.ndarray, port: np.ndarray, offsets: np.ndarray) -> pa.A
     chars = np.empty((n, 32), dtype=np.uint8)
     chars[:, 0::2] = _HEX[raw >> 4]
     chars[:, 1::2] = _HEX[raw & 15]
-    bounds = np.arange(0, 32 * n + 1, 32, dtype=np.int32)
-    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(bounds), pa.py_buffer(chars)])
+    return codec.id_column(chars, n)
 
 
 def _hosts_v4(addr: np.ndarray, port: np.ndarray) -> pa.Array:
