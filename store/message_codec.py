@@ -349,7 +349,7 @@ def encode_records(batch: EncodedBatch, queue_offsets: np.ndarray, physical_offs
                    store_timestamp: int, properties: pa.StringArray) -> pa.Buffer:
     """The records of the batch back to back, as one buffer (no end-of-file blanks inside): numpy and Arrow
     column by column, the fallback of store/_encode.c (record_encoder)."""
-    from .native import body_crcs
+    from .native import body_crcs, value_offsets
     n = len(batch)
     born_v6 = len(batch.born_host[0]) == 16
     store_v6 = len(batch.store_host[0]) == 16
@@ -384,7 +384,7 @@ def encode_records(batch: EncodedBatch, queue_offsets: np.ndarray, physical_offs
     joined = pc.binary_join_element_wise(
         header_col, batch.bodies.cast(pa.binary()), topic_col, props_len_col, props_bin,
         pa.scalar(b"", pa.binary()))
-    offsets = np.frombuffer(joined.buffers()[1], dtype=np.int32, count=n + 1, offset=joined.offset * 4)
+    offsets = value_offsets(joined)
     data = joined.buffers()[2]
     return data.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
 

@@ -66,6 +66,12 @@ def _give_back(region: mmap.mmap) -> None:
             total -= len(biggest)
 
 
+def value_offsets(arr: pa.Array) -> np.ndarray:
+    """A string, binary, list or map array's int32 offsets into its values (one more than its length): a view of
+    its buffer, its slice offset applied."""
+    return np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1, offset=arr.offset * 4)
+
+
 def _i64(a) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.int64)
 
@@ -92,7 +98,7 @@ def body_crcs(bodies: pa.Array) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     if bodies.type != pa.binary():
         bodies = bodies.cast(pa.binary())
-    offs = np.frombuffer(bodies.buffers()[1], dtype=np.int32, count=n + 1, offset=bodies.offset * 4)
+    offs = value_offsets(bodies)
     data = bodies.buffers()[2]
     if data is None:
         return np.zeros(n, dtype=np.int64)
@@ -206,11 +212,11 @@ def strings_in(strings: pa.Array, values: list[str]) -> np.ndarray:
         for value in dict.fromkeys(values):
             found |= pc.equal(strings, value).fill_null(False).to_numpy(zero_copy_only=False)
         return found
-    offsets = np.frombuffer(strings.buffers()[1], dtype=np.int32)[strings.offset : strings.offset + n + 1]
+    offsets = value_offsets(strings)
     data = strings.buffers()[2] or b""
     encoded = [value.encode("utf-8") for value in dict.fromkeys(values)]
     literal_ends = np.cumsum([len(v) for v in encoded], dtype=np.int64)
-    _native.strings_in(np.ascontiguousarray(offsets), data, b"".join(encoded), literal_ends, found.view(np.uint8))
+    _native.strings_in(offsets, data, b"".join(encoded), literal_ends, found.view(np.uint8))
     if strings.null_count:
         found &= strings.is_valid().to_numpy(zero_copy_only=False)
     return found
@@ -227,9 +233,9 @@ def decimal_longs(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:
         if ok.any():
             values[ok] = pc.cast(strings.filter(pa.array(ok)), pa.int64()).to_numpy()
         return values, ok
-    offsets = np.frombuffer(strings.buffers()[1], dtype=np.int32)[strings.offset : strings.offset + n + 1]
+    offsets = value_offsets(strings)
     values, ok = np.empty(n, dtype=np.int64), np.empty(n, dtype=bool)  # every item is written
-    _native.decimal_longs(np.ascontiguousarray(offsets), strings.buffers()[2] or b"", values, ok.view(np.uint8))
+    _native.decimal_longs(offsets, strings.buffers()[2] or b"", values, ok.view(np.uint8))
     if strings.null_count:
         null = ~strings.is_valid().to_numpy(zero_copy_only=False)
         ok[null], values[null] = False, 0

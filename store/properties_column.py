@@ -41,7 +41,7 @@ def parse_properties(props: pa.Array) -> pa.MapArray:
     n = len(result)
     if n == 0 or len(result.keys) == 0:
         return result
-    offsets = _raw_offsets(result).astype(np.int64)
+    offsets = native.value_offsets(result).astype(np.int64)
     parent = np.repeat(np.arange(n, dtype=np.int64), np.diff(offsets))
     dup_rows = _rows_with_duplicate_keys(result.keys, parent, n)
     if len(dup_rows) == 0:
@@ -129,15 +129,11 @@ def properties_to_strings(props: pa.MapArray) -> pa.StringArray:
 
 def _compact(props: pa.MapArray) -> pa.MapArray:
     """A map array whose keys/items start at its first row (slices share their parent's children)."""
-    if props.offset == 0 and _raw_offsets(props)[0] == 0 and len(props.keys) == _raw_offsets(props)[-1]:
+    if props.offset == 0 and native.value_offsets(props)[0] == 0 and len(props.keys) == native.value_offsets(props)[-1]:
         return props
     return pa.concat_arrays([props])
 
 
-def _raw_offsets(props) -> np.ndarray:
-    return np.frombuffer(props.buffers()[1], dtype=np.int32, count=len(props) + 1, offset=props.offset * 4)
-
-
 def _map_offsets(props: pa.MapArray) -> pa.Array:
-    off = _raw_offsets(props)
+    off = native.value_offsets(props)
     return pa.array(off - off[0])

@@ -15,6 +15,7 @@ from filters.tag_hash import tags_hash_code
 from . import message_codec as codec
 from .errors import InvalidMessageError
 from .get_message_result import PutResult
+from .native import value_offsets
 from .properties_column import map_lookup, properties_to_strings
 from .record_encoder import (PropertyPart, first_separator, group_ranks, java_hash_codes, part, properties_lengths,
                              queue_units, record_sizes)
@@ -269,7 +270,7 @@ def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, shard
         raise InvalidMessageError("no messages to put")
     topics, topic_index = _topics(topic, n)
     max_size = store.config.maxMessageSize
-    lengths = np.diff(np.frombuffer(bodies.buffers()[1], dtype=np.int32, count=n + 1, offset=bodies.offset * 4))
+    lengths = np.diff(value_offsets(bodies))
     if lengths.max() > max_size:
         i = _first_true(lengths > max_size)
         raise InvalidMessageError(

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from . import message_codec as codec
 from .consume_queue import UNIT_DTYPE
+from .native import value_offsets
 
 from .compiled import _encode
 
@@ -39,7 +40,7 @@ class PropertyPart:
         if isinstance(self.values, str):
             raw = len(self.values.encode())
             return raw + extra if raw else 0
-        lens = np.diff(_offsets(self.values))
+        lens = np.diff(value_offsets(self.values))
         return lens if self.name is None else np.where(lens > 0, lens + extra, 0)
 
     def column(self, n: int) -> pa.Array:
@@ -80,10 +81,6 @@ def properties_text(parts: list, n: int) -> pa.Array:
     return cols[0] if len(cols) == 1 else pc.binary_join_element_wise(*cols, "")
 
 
-def _offsets(arr: pa.Array) -> np.ndarray:
-    return np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1, offset=arr.offset * 4)
-
-
 def _data(arr: pa.Array):
     buf = arr.buffers()[2]
     return b"" if buf is None else buf
@@ -105,7 +102,7 @@ def _kernel_parts(parts: list) -> list:
             raw = p.values.encode()
             out.append((head, np.array([0, len(raw)], dtype=np.int32), raw, True))
         else:
-            out.append((head, _offsets(p.values), _data(p.values), False))
+            out.append((head, value_offsets(p.values), _data(p.values), False))
     return out
 
 
@@ -120,14 +117,14 @@ def record_sizes(batch: codec.EncodedBatch) -> tuple[np.ndarray, int]:
     if _encode is not None:
         sizes = np.empty(n, dtype=np.int64)
         topics, topic_offsets = _topics(batch.topics)
-        too_long = _encode.record_sizes(sizes, _host_lengths(batch), _offsets(batch.bodies), _data(batch.bodies),
+        too_long = _encode.record_sizes(sizes, _host_lengths(batch), value_offsets(batch.bodies), _data(batch.bodies),
                                         topics, topic_offsets, _i32(batch.topic_index),
                                         _kernel_parts(batch.property_parts))
         return sizes, too_long
     props_len = properties_lengths(batch.property_parts, n)
     head = codec.header_dtype(len(batch.born_host[0]) == 16, len(batch.store_host[0]) == 16).itemsize
     topic_len = np.array([len(p) for p in codec.topic_parts(batch.topics)], dtype=np.int64)
-    sizes = head + np.diff(_offsets(batch.bodies)) + topic_len[batch.topic_index] + 2 + props_len
+    sizes = head + np.diff(value_offsets(batch.bodies)) + topic_len[batch.topic_index] + 2 + props_len
     over = np.flatnonzero(props_len > codec.MAX_PROPERTIES_LENGTH)
     return sizes, int(over[0]) if len(over) else -1
 
@@ -140,7 +137,7 @@ def java_hash_codes(values: pa.Array) -> Optional[np.ndarray]:
     if values.null_count:
         values = values.fill_null("")
     out = np.empty(len(values), dtype=np.int64)
-    _encode.java_hash_codes(_offsets(values), _data(values), out)
+    _encode.java_hash_codes(value_offsets(values), _data(values), out)
     return out
 
 
@@ -149,7 +146,7 @@ def first_separator(values: pa.Array) -> int:
     data = values.buffers()[2]
     if data is None:
         return -1
-    offsets = _offsets(values)
+    offsets = value_offsets(values)
     if _encode is not None:
         return _encode.first_separator(offsets, data)
     raw = np.frombuffer(data, dtype=np.uint8)[offsets[0]:offsets[-1]]
@@ -227,7 +224,7 @@ class RecordEncoder:
             topics, topic_offsets = _topics(batch.topics)
             hosts = born[0] + struct.pack(">iq", born[1], store_timestamp) + store[0] + struct.pack(">i", store[1])
             self._args = (
-                _offsets(batch.bodies), _data(batch.bodies), topics, topic_offsets, _i32(batch.topic_index),
+                value_offsets(batch.bodies), _data(batch.bodies), topics, topic_offsets, _i32(batch.topic_index),
                 _kernel_parts(batch.property_parts),
                 _i64(batch.sizes), _i32(batch.queue_ids), _i32(batch.flags), self.queue_offsets,
                 self.physical_offsets, _i32(batch.sys_flags), _i64(batch.born_timestamps),

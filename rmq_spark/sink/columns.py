@@ -16,6 +16,7 @@ from pyspark.sql.types import (ArrayType, BinaryType, ByteType, IntegerType, Lon
 from store.message_codec import (MAX_PROPERTIES_LENGTH, PROPERTY_ATOMIC_BATCH, PROPERTY_UNIQ_KEY, check_topic,
                                  new_uniq_keys)
 from store.put_batch import ATOMIC_PROPERTY_BYTES
+from store.native import value_offsets
 from store.properties_column import map_lookup
 
 from ..options import RmqOptionError
@@ -152,7 +153,7 @@ def _first(mask) -> int:
 def _compact(props: pa.MapArray) -> pa.MapArray:
     """The map array with its entries starting at its first row and ending at its last: MapArray.keys/.items
     are the whole children, also for a slice, and the checks below index them by the map's offsets."""
-    raw = _value_offsets(props)
+    raw = value_offsets(props)
     if raw[0] == 0 and len(props.keys) == raw[-1]:
         return props
     return pa.concat_arrays([props])
@@ -165,7 +166,7 @@ def _check_map_entries(props: pa.MapArray, first_row: int) -> None:
     if len(keys) == 0:
         return
     # lengths from the offsets (a byte count says "empty" as well as a character count, without decoding)
-    bad = (np.diff(_value_offsets(keys)) == 0) | (np.diff(_value_offsets(items)) == 0)
+    bad = (np.diff(value_offsets(keys)) == 0) | (np.diff(value_offsets(items)) == 0)
     if items.null_count:
         bad |= items.is_null().to_numpy(zero_copy_only=False)
     if bad.any():
@@ -176,13 +177,8 @@ def _check_map_entries(props: pa.MapArray, first_row: int) -> None:
                        "(RocketMQ stores only non-empty property keys and values)")
 
 
-def _value_offsets(arr: pa.Array) -> np.ndarray:
-    """A string, binary or map array's offsets into its values (one more than its length)."""
-    return np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1, offset=arr.offset * 4)
-
-
 def _offsets(props: pa.MapArray) -> np.ndarray:
-    off = _value_offsets(props)
+    off = value_offsets(props)
     return off - off[0]
 
 
@@ -249,7 +245,7 @@ def validate_staged(rows: pa.RecordBatch, max_message_size: int, first_row: int)
         except ValueError as e:
             row = _first(pc.equal(enc.indices, i))
             raise RowError(f"row {first_row + row}: {e}") from None
-    lengths = np.diff(_value_offsets(body))  # bodies are never null here (to_staged refuses null ones)
+    lengths = np.diff(value_offsets(body))  # bodies are never null here (to_staged refuses null ones)
     if len(lengths) and lengths.max() > max_message_size:
         row = int(np.flatnonzero(lengths > max_message_size)[0])
         raise RowError(f"row {first_row + row}: body is {int(lengths[row])} bytes, more than maxMessageSize "
@@ -268,12 +264,12 @@ def validate_staged(rows: pa.RecordBatch, max_message_size: int, first_row: int)
                            "(\\x01 or \\x02)")
     # The properties text: key \x01 value \x02 per entry, plus TAGS and KEYS when given; byte counts from the
     # offsets (a row's entries are consecutive, so its keys' bytes are a difference of their offsets).
-    key_off, value_off = _value_offsets(props.keys).astype(np.int64), _value_offsets(props.items).astype(np.int64)
+    key_off, value_off = value_offsets(props.keys).astype(np.int64), value_offsets(props.items).astype(np.int64)
     sizes = (key_off[off[1:]] - key_off[off[:-1]] + value_off[off[1:]] - value_off[off[:-1]]
              + 2 * np.diff(off))
     for name, arr in (("TAGS", tags), ("KEYS", keys)):
         if arr.null_count < len(arr):
-            part = np.diff(_value_offsets(arr)) + (len(name) + 2)
+            part = np.diff(value_offsets(arr)) + (len(name) + 2)
             if arr.null_count:
                 part[arr.is_null().to_numpy(zero_copy_only=False)] = 0
             sizes = sizes + part
