@@ -119,7 +119,7 @@ def properties_to_strings(props: pa.MapArray) -> pa.StringArray:
     n = len(props)
     if n == 0:
         return pa.array([], pa.string())
-    props = _compact(props)
+    props = compact_map(props)
     keys = props.keys
     values = props.items
     pairs = pc.binary_join_element_wise(keys, pa.scalar("\x01"), values, pa.scalar("\x02"), "")
@@ -127,9 +127,12 @@ def properties_to_strings(props: pa.MapArray) -> pa.StringArray:
     return joined.fill_null("")
 
 
-def _compact(props: pa.MapArray) -> pa.MapArray:
-    """A map array whose keys/items start at its first row (slices share their parent's children)."""
-    if props.offset == 0 and native.value_offsets(props)[0] == 0 and len(props.keys) == native.value_offsets(props)[-1]:
+def compact_map(props: pa.MapArray) -> pa.MapArray:
+    """The map array with its entries starting at its first row and ending at its last (a copy only when they do
+    not): MapArray.keys/.items are the whole children, also for a slice, and callers index them by the map's
+    offsets."""
+    raw = native.value_offsets(props)
+    if raw[0] == 0 and len(props.keys) == raw[-1]:
         return props
     return pa.concat_arrays([props])
 

@@ -17,7 +17,7 @@ from store.message_codec import (MAX_PROPERTIES_LENGTH, PROPERTY_ATOMIC_BATCH, P
                                  new_uniq_keys)
 from store.put_batch import ATOMIC_PROPERTY_BYTES
 from store.native import value_offsets
-from store.properties_column import map_lookup
+from store.properties_column import compact_map, map_lookup
 
 from ..options import RmqOptionError
 
@@ -121,7 +121,7 @@ def to_staged(batch: pa.RecordBatch, columns: dict, topic_option: Optional[str],
             keys = _plain(pc.binary_join(k, " "), pa.string())
         else:
             keys = _plain(k, pa.string())
-    props = _compact(_plain(col["properties"], MAP_TYPE)) if "properties" in col else None
+    props = compact_map(_plain(col["properties"], MAP_TYPE)) if "properties" in col else None
     if props is not None:
         _check_map_entries(props, first_row)
     props, uniq = with_uniq_keys(props, n, address)
@@ -148,15 +148,6 @@ def to_staged(batch: pa.RecordBatch, columns: dict, topic_option: Optional[str],
 def _first(mask) -> int:
     arr = mask.to_numpy(zero_copy_only=False) if isinstance(mask, (pa.Array, pa.ChunkedArray)) else mask
     return int(np.flatnonzero(arr)[0])
-
-
-def _compact(props: pa.MapArray) -> pa.MapArray:
-    """The map array with its entries starting at its first row and ending at its last: MapArray.keys/.items
-    are the whole children, also for a slice, and the checks below index them by the map's offsets."""
-    raw = value_offsets(props)
-    if raw[0] == 0 and len(props.keys) == raw[-1]:
-        return props
-    return pa.concat_arrays([props])
 
 
 def _check_map_entries(props: pa.MapArray, first_row: int) -> None:
@@ -190,7 +181,7 @@ def with_uniq_keys(props: Optional[pa.MapArray], n: int, address: bytes):
         offsets = pa.array(np.arange(n + 1, dtype=np.int32))
         names = pa.array([PROPERTY_UNIQ_KEY]).take(pa.array(np.zeros(n, np.int32)))
         return pa.MapArray.from_arrays(offsets, names, uniq), uniq
-    props = _compact(props)
+    props = compact_map(props)
     given = map_lookup(props, PROPERTY_UNIQ_KEY)
     need = given.is_null().to_numpy(zero_copy_only=False)
     k = int(need.sum())
@@ -237,7 +228,7 @@ def validate_staged(rows: pa.RecordBatch, max_message_size: int, first_row: int)
     """The checks put_batch makes on each message, vectorised over a staged batch, so a bad row fails its task
     (with its position) instead of the batch's commit. put_batch checks again when the batch is appended."""
     topic, body, tags, keys, props = (rows.column(i) for i in range(5))
-    props = _compact(props)
+    props = compact_map(props)
     enc = pc.dictionary_encode(topic)
     for i, name in enumerate(enc.dictionary.to_pylist()):
         try:
