@@ -662,7 +662,7 @@ static PyObject *write_batch(PyObject *self, PyObject *args) {
             Py_ssize_t len = encode_rows(&c, &f, a, b, buf, room, &error, &bad);
             if (len < 0) break;
             submit(&w, threaded, g->fd, pos, buf, (size_t)len);
-            slot = (slot + 1) % RING;
+            if (threaded) slot = (slot + 1) % RING; /* alone: the one buffer, still in cache */
             pos += len;
             a = b;
         }
@@ -844,79 +844,100 @@ done:
     return result;
 }
 
-/* group_ranks(keys, counts, ranks): ranks[i] = how many earlier messages have keys[i] (its place in its group,
- * e.g. its consume queue), counting on from counts[keys[i]] (int64, updated); keys[i] < 0: no group, rank -1.
- * keys int32[n], counts int64[groups], ranks int64[n]. */
-static PyObject *group_ranks(PyObject *self, PyObject *args) {
-    Py_buffer keys, counts, ranks;
-    if (!PyArg_ParseTuple(args, "y*w*w*", &keys, &counts, &ranks)) return NULL;
-    PyObject *result = NULL;
-    Py_ssize_t n = keys.len / 4, groups = counts.len / 8;
-    if (!need(&ranks, n * 8, "ranks")) goto done;
-    const int32_t *k = (const int32_t *)keys.buf;
-    int64_t *c = (int64_t *)counts.buf, *r = (int64_t *)ranks.buf;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (k[i] >= groups) {
-            PyErr_Format(PyExc_ValueError, "group_ranks: key %d of message %zd is not below %zd", k[i], i, groups);
-            goto done;
-        }
-        r[i] = k[i] < 0 ? -1 : c[k[i]]++;
-    }
-    Py_INCREF(Py_None);
-    result = Py_None;
-done:
-    PyBuffer_Release(&keys);
-    PyBuffer_Release(&counts);
-    PyBuffer_Release(&ranks);
-    return result;
-}
-
-/* queue_units(keys, ranks, group_start, ends, positions, sizes, tags_codes, queue_offsets, units): the
- * dispatch of a batch in one pass. Message i of group keys[i] >= 0 (its consume queue) gets queue offset
- * ends[k] + ranks[i] and the big-endian unit (positions[i], sizes[i], tags_codes[i]) at place
- * group_start[k] + ranks[i] of units, so each queue's units lie together in batch order; keys[i] < 0 (not
- * dispatched): queue offset 0, no unit. keys int32[n]; ranks, positions, sizes, tags_codes, queue_offsets
- * int64[n]; group_start, ends int64[groups]; units uint8[20 * dispatched]. */
-static PyObject *queue_units(PyObject *self, PyObject *args) {
-    Py_buffer keys, ranks, starts, ends, pos, sizes, tags, qo, units;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*w*w*", &keys, &ranks, &starts, &ends, &pos, &sizes, &tags, &qo,
-                          &units))
+/* assign_offsets(sizes, keys, start, ends, write_pos, tags_codes, queue_ids, queue_offsets, positions, units,
+ * counts) -> the batch's end in the commitlog. Where a batch goes, in one pass over it: each record's commitlog
+ * offset, and its consume queue's queue offset and unit (CommitLog's putMessage and the reput that follows).
+ * Groups are the consume queues the batch writes to. keys int32[n]: each message's group, -1 for one not
+ * dispatched (a prepared or rolled-back transaction: queue offset 0, no unit); or empty: round robin over the
+ * G groups from `start` (message i to group (start + i) % G), the groups written to queue_ids int32[n] (left
+ * alone otherwise). ends int64[G]: each group's queue end; message i gets queue offset ends[g] + its place in
+ * its group, and its big-endian unit (positions[i], sizes[i], tags_codes[i]) lands in units (uint8[20 * m],
+ * m = dispatched messages) with its group's units together in batch order, groups in order. write_pos >= 0:
+ * positions (int64[n]) are computed from there, record after record (a batch inside one file); < 0: positions
+ * are given (a batch that rolls files). counts int64[G]: messages per group, written. sizes, tags_codes,
+ * queue_offsets int64[n]. Returns write_pos + the sizes' sum, or -1 when positions were given. */
+static PyObject *assign_offsets(PyObject *self, PyObject *args) {
+    Py_buffer sizes, keys, ends, tags, qids, qo, pos, units, counts;
+    long long start_ll, write_pos;
+    if (!PyArg_ParseTuple(args, "y*y*Ly*Ly*w*w*w*w*w*", &sizes, &keys, &start_ll, &ends, &write_pos, &tags, &qids,
+                          &qo, &pos, &units, &counts))
         return NULL;
     PyObject *result = NULL;
-    Py_ssize_t n = keys.len / 4, groups = starts.len / 8, m = units.len / 20;
-    if (!need(&ranks, n * 8, "ranks") || !need(&ends, groups * 8, "ends") || !need(&pos, n * 8, "positions") ||
-        !need(&sizes, n * 8, "sizes") || !need(&tags, n * 8, "tags_codes") || !need(&qo, n * 8, "queue_offsets"))
+    int64_t *cursor = NULL;
+    Py_ssize_t n = sizes.len / 8, groups = ends.len / 8, m = units.len / 20;
+    int round_robin = keys.len == 0;
+    if (!need(&tags, n * 8, "tags_codes") || !need(&qo, n * 8, "queue_offsets") || !need(&pos, n * 8, "positions") ||
+        !need(&counts, groups * 8, "counts") || (round_robin ? !need(&qids, n * 4, "queue_ids") : !need(&keys, n * 4, "keys")))
         goto done;
-    const int32_t *k = (const int32_t *)keys.buf;
-    const int64_t *r = (const int64_t *)ranks.buf, *gs = (const int64_t *)starts.buf, *e = (const int64_t *)ends.buf;
-    const int64_t *p = (const int64_t *)pos.buf, *sz = (const int64_t *)sizes.buf, *t = (const int64_t *)tags.buf;
-    int64_t *q = (int64_t *)qo.buf;
+    if (groups < 1 || (round_robin && (start_ll < 0 || start_ll >= groups))) {
+        PyErr_Format(PyExc_ValueError, "assign_offsets: %zd groups, round robin from %lld", groups, start_ll);
+        goto done;
+    }
+    const int64_t *sz = (const int64_t *)sizes.buf, *e = (const int64_t *)ends.buf, *t = (const int64_t *)tags.buf;
+    int32_t *k = round_robin ? (int32_t *)qids.buf : (int32_t *)keys.buf;
+    int64_t *q = (int64_t *)qo.buf, *p = (int64_t *)pos.buf, *c = (int64_t *)counts.buf;
     uint8_t *u = (uint8_t *)units.buf;
+    cursor = PyMem_Malloc(2 * (size_t)groups * sizeof(int64_t));
+    if (cursor == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t *first = cursor + groups; /* where each group's units start */
+    memset(c, 0, (size_t)groups * 8);
+    if (round_robin) {
+        Py_ssize_t g = (Py_ssize_t)start_ll;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            k[i] = (int32_t)g;
+            if (++g == groups) g = 0;
+        }
+        Py_ssize_t turns = n / groups, rest = n % groups;
+        for (Py_ssize_t j = 0; j < groups; j++) c[j] = turns + (((j - start_ll + groups) % groups) < rest);
+    } else {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (k[i] >= groups) {
+                PyErr_Format(PyExc_ValueError, "assign_offsets: key %d of message %zd is not below %zd", k[i], i,
+                             groups);
+                goto done;
+            }
+            if (k[i] >= 0) c[k[i]]++;
+        }
+    }
+    int64_t placed = 0;
+    for (Py_ssize_t j = 0; j < groups; j++) {
+        first[j] = cursor[j] = placed;
+        placed += c[j];
+    }
+    if (placed != m) {
+        PyErr_Format(PyExc_ValueError, "assign_offsets: %lld dispatched messages for %zd units", (long long)placed, m);
+        goto done;
+    }
+    int64_t at = write_pos;
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (k[i] < 0) {
+        if (write_pos >= 0) {
+            p[i] = at;
+            at += sz[i];
+        }
+        int32_t g = k[i];
+        if (g < 0) {
             q[i] = 0;
             continue;
         }
-        int64_t j = k[i] < groups ? gs[k[i]] + r[i] : -1;
-        if (j < 0 || j >= m || r[i] < 0) {
-            PyErr_Format(PyExc_ValueError, "queue_units: message %zd has no place among %zd units", i, m);
-            goto done;
-        }
-        q[i] = e[k[i]] + r[i];
+        int64_t j = cursor[g]++;
+        q[i] = e[g] + (j - first[g]); /* its place in its group counts on from the queue's end */
         put64(put32(put64(u + 20 * j, (uint64_t)p[i]), (uint32_t)sz[i]), (uint64_t)t[i]);
     }
-    Py_INCREF(Py_None);
-    result = Py_None;
+    result = PyLong_FromLongLong(write_pos >= 0 ? at : -1);
 done:
-    PyBuffer_Release(&keys);
-    PyBuffer_Release(&ranks);
-    PyBuffer_Release(&starts);
-    PyBuffer_Release(&ends);
-    PyBuffer_Release(&pos);
+    PyMem_Free(cursor);
     PyBuffer_Release(&sizes);
+    PyBuffer_Release(&keys);
+    PyBuffer_Release(&ends);
     PyBuffer_Release(&tags);
+    PyBuffer_Release(&qids);
     PyBuffer_Release(&qo);
+    PyBuffer_Release(&pos);
     PyBuffer_Release(&units);
+    PyBuffer_Release(&counts);
     return result;
 }
 
@@ -987,8 +1008,7 @@ static PyMethodDef methods[] = {
     {"java_hash_codes", java_hash_codes, METH_VARARGS, "Java String.hashCode() of many UTF-8 texts."},
     {"hex_ids", hex_ids, METH_VARARGS, "Rows of a fixed head and a hex counter."},
     {"first_separator", first_separator, METH_VARARGS, "First row of a text column holding \\x01 or \\x02."},
-    {"group_ranks", group_ranks, METH_VARARGS, "Each message's place in its group, counting on."},
-    {"queue_units", queue_units, METH_VARARGS, "Queue offsets and consume-queue units of a batch."},
+    {"assign_offsets", assign_offsets, METH_VARARGS, "Commitlog and queue offsets and consume-queue units of a batch."},
     {"write_units", write_units, METH_VARARGS, "Write runs of consume-queue units, each run's first size last."},
     {"body_crcs", body_crcs, METH_VARARGS, "BODYCRC of each element of an int32-offsets binary column."},
     {"set_clmul", set_clmul, METH_O, "Use (or not) the PCLMULQDQ CRC path; returns the previous setting."},

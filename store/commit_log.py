@@ -144,23 +144,19 @@ class CommitLog:
 
     # -- writing (under the store's write lock) --------------------------------------------------------------
 
-    def plan(self, write_pos: int, sizes: np.ndarray) -> tuple[np.ndarray, list[AppendSegment], int]:
+    def plan(self, write_pos: int, sizes: np.ndarray) -> tuple[Optional[np.ndarray], list[AppendSegment], int]:
         """Physical offsets for records of the given sizes from write_pos, rolling files as RocketMQ does:
-        a record that does not fit with 8 bytes to spare goes to the next file after an end-of-file blank."""
+        a record that does not fit with 8 bytes to spare goes to the next file after an end-of-file blank.
+        The usual batch fits in the current file: positions None then, each record right after the one before
+        from write_pos (assign_offsets computes them in its pass)."""
         n = len(sizes)
         segments: list[AppendSegment] = []
         pos = write_pos
         file_from = self.file_start(pos)
-        file_end = file_from + self.file_size
-        # The usual batch fits in the current file: positions are the running sum from write_pos, one pass.
-        bounds = np.empty(n + 1, dtype=np.int64)
-        bounds[0] = pos
-        np.cumsum(sizes, out=bounds[1:])
-        bounds[1:] += pos
-        if n and int(bounds[n]) <= file_end - codec.END_FILE_MIN_BLANK_LENGTH:
-            end = int(bounds[n])
-            segments.append(AppendSegment(file_from, pos, 0, n, False, end - pos))
-            return bounds[:n], segments, end
+        total = int(sizes.sum())
+        if n and pos + total <= file_from + self.file_size - codec.END_FILE_MIN_BLANK_LENGTH:
+            segments.append(AppendSegment(file_from, pos, 0, n, False, total))
+            return None, segments, pos + total
         positions = np.empty(n, dtype=np.int64)
         i = 0
         while i < n:

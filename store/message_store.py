@@ -302,11 +302,11 @@ class MessageStore:
         for t in batch.topics:
             if t not in self.topic_config.table:
                 self._create_topic_locked(t, self.config.defaultTopicQueueNums)
-        queue_ids = plan.resolve_queue_ids(self)
-        batch.queue_ids = queue_ids
-        runs = plan.queue_runs(queue_ids, self._queue_end)
+        plan.choose_queues(self)
         positions, segments, end = self.commit_log.plan(self._write_pos, batch.sizes)
-        queue_offsets, units = plan.units(positions, batch.sizes)
+        queue_ids, queue_offsets, positions, units, runs, _ = plan.assign(batch.sizes, self._write_pos, positions,
+                                                                         self._queue_end)
+        batch.queue_ids = queue_ids
         if plan.atomic:
             batch.property_parts = stamp_atomic_range(batch.property_parts, int(positions[0]), end)
         store_ts = int(time.time() * 1000)

@@ -17,8 +17,8 @@ from .errors import InvalidMessageError
 from .get_message_result import PutResult
 from .native import value_offsets
 from .properties_column import map_lookup, properties_to_strings
-from .record_encoder import (PropertyPart, first_separator, group_ranks, java_hash_codes, part, properties_lengths,
-                             queue_units, record_sizes)
+from .record_encoder import (PropertyPart, assign_offsets, first_separator, java_hash_codes, part,
+                             properties_lengths, record_sizes)
 
 
 
@@ -80,21 +80,36 @@ class AppendPlan:
     atomic: bool = False
     all_dispatched: bool = True
 
+    def choose_queues(self, store) -> None:
+        """Each message's consume queue, as groups for assign(): the usual batch (one topic, every queue chosen
+        round robin, all dispatched) is left to assign_offsets' round robin from the topic's next queue;
+        otherwise each message gets its group key (topic and queue; -1 when not dispatched)."""
+        n = len(self.topic_index)
+        if len(self.topics) == 1 and self.queue_ids is None and self.sharding_hash is None and self.all_dispatched:
+            topic = self.topics[0]
+            nq = store.topic_config.table[topic].writeQueueNums
+            start = self._round_robin_start(store, topic, nq)
+            store._round_robin[topic] = int((start + n) % nq)
+            self._keys, self._start, self._stride, self._chosen = None, start, nq, None
+            return
+        chosen = self.resolve_queue_ids(store)
+        stride = int(chosen.max()) + 1 if n else 1
+        if len(self.topics) == 1:
+            keys = chosen.copy()
+        else:
+            keys = self.topic_index.astype(np.int32) * np.int32(stride) + chosen
+        if not self.all_dispatched:
+            keys[~self.dispatched] = -1
+        self._keys, self._start, self._stride, self._chosen = keys, 0, stride, chosen
+
     def resolve_queue_ids(self, store) -> np.ndarray:
+        """Each message's queue id: given, by sharding key, or round robin over its topic's write queues."""
         n = len(self.topic_index)
         out = np.zeros(n, dtype=np.int32)
         for t_idx, topic in enumerate(self.topics):
-            cfg = store.topic_config.table[topic]
-            nq = cfg.writeQueueNums
-            # one topic (the usual batch): every message, without a mask over the batch
+            nq = store.topic_config.table[topic].writeQueueNums
             members = slice(None) if len(self.topics) == 1 else np.flatnonzero(self.topic_index == t_idx)
             count = n if len(self.topics) == 1 else len(members)
-            if self.queue_ids is None and self.sharding_hash is None:  # round robin for all: no masks
-                start = self._round_robin_start(store, topic, nq)
-                cycle = (start + np.arange(nq, dtype=np.int32)) % nq  # one turn, repeated (no % per message)
-                out[members] = np.tile(cycle, -(-count // nq))[:count]
-                store._round_robin[topic] = int((start + count) % nq)
-                continue
             chosen = np.full(count, -1, dtype=np.int64)
             if self.queue_ids is not None:
                 explicit = self.queue_ids[members]
@@ -123,34 +138,30 @@ class AppendPlan:
         # a first append starts at random, like a producer, so processes spread out
         return random.randrange(nq) if start is None else start
 
-    def queue_runs(self, queue_ids: np.ndarray, queue_end) -> list:
-        """One run (topic, queue_id, first queue offset, start, stop) per queue the batch writes to, in the
-        order of units() (units[start:stop] are that queue's units, in batch order). queue_end(topic,
-        queue_id) gives a queue's end."""
-        n = len(queue_ids)
-        stride = int(queue_ids.max()) + 1 if n else 1
-        if len(self.topics) == 1:  # the usual batch: the queue id is the group
-            key = queue_ids.astype(np.int32, copy=not self.all_dispatched)  # a copy when -1s go in below
+    def assign(self, sizes: np.ndarray, write_pos: int, positions: Optional[np.ndarray], queue_end):
+        """After choose_queues: (queue ids, queue offsets, commitlog positions, units, runs, end). Positions
+        come from write_pos (positions None: the batch fits in the current file; end is its end) or are given
+        (end None). Units hold the dispatched messages' consume-queue units grouped by queue, and runs has one
+        (topic, queue_id, first queue offset, start, stop) per queue written, in that order (units[start:stop]
+        are its units). queue_end(topic, queue_id) gives a queue's end."""
+        n, keys, stride = len(sizes), self._keys, self._stride
+        groups = len(self.topics) * stride
+        if keys is None:
+            hit = range(groups) if n >= groups else sorted({(self._start + i) % groups for i in range(n)})
         else:
-            key = self.topic_index.astype(np.int32) * np.int32(stride) + queue_ids
-        if not self.all_dispatched:
-            key[~self.dispatched] = -1
-        counts, ranks = group_ranks(key, len(self.topics) * stride)
-        ends = np.zeros(len(counts), dtype=np.int64)
-        group_start = np.zeros(len(counts), dtype=np.int64)
-        np.cumsum(counts[:-1], out=group_start[1:])
-        runs = []
-        for g in np.flatnonzero(counts).tolist():
-            topic, qid = self.topics[g // stride], g % stride
-            ends[g] = queue_end(topic, qid)
-            runs.append((topic, qid, int(ends[g]), int(group_start[g]), int(group_start[g] + counts[g])))
-        self._groups = (key, ranks, group_start, ends, int(counts.sum()))
-        return runs
-
-    def units(self, positions: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """After queue_runs: each message's queue offset (dense from its queue's end, in batch order; 0 when not
-        dispatched) and the consume-queue units of the dispatched messages grouped by queue."""
-        return queue_units(*self._groups[:4], positions, sizes, self.tags_codes, self._groups[4])
+            hit = np.flatnonzero(np.bincount(keys[keys >= 0], minlength=groups)).tolist()
+        ends = np.zeros(groups, dtype=np.int64)
+        for g in hit:
+            ends[g] = queue_end(self.topics[g // stride], g % stride)
+        dispatched = n if self.all_dispatched else int(np.count_nonzero(self.dispatched))
+        queue_ids, queue_offsets, positions, units, counts, end = assign_offsets(
+            sizes, keys, self._start, ends, write_pos, positions, self.tags_codes, dispatched)
+        runs, at = [], 0
+        for g, count in enumerate(counts.tolist()):
+            if count:
+                runs.append((self.topics[g // stride], g % stride, int(ends[g]), at, at + count))
+                at += count
+        return self._chosen if queue_ids is None else queue_ids, queue_offsets, positions, units, runs, end
 
 
 def _topics(topic, n: int):

@@ -154,47 +154,50 @@ def first_separator(values: pa.Array) -> int:
     return int(np.searchsorted(offsets, offsets[0] + hits[0], side="right")) - 1 if len(hits) else -1
 
 
-def group_ranks(keys: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray]:
-    """(messages per group, each message's place in its group in batch order) for int32 group keys in
-    [0, groups); a key of -1 is in no group (rank -1)."""
-    counts = np.zeros(groups, dtype=np.int64)
-    ranks = np.empty(len(keys), dtype=np.int64)
-    if _encode is not None:
-        _encode.group_ranks(_i32(keys), counts, ranks)
-        return counts, ranks
-    live = keys >= 0
-    counts += np.bincount(keys[live], minlength=groups)
-    order = np.argsort(np.where(live, keys, groups), kind="stable")
-    starts = np.zeros(groups + 1, dtype=np.int64)
-    np.cumsum(counts, out=starts[1:])
-    ranks[order] = np.arange(len(keys)) - starts[np.where(live, keys, groups)[order]]
-    ranks[~live] = -1
-    return counts, ranks
-
-
-def queue_units(keys: np.ndarray, ranks: np.ndarray, group_start: np.ndarray, ends: np.ndarray,
-                positions: np.ndarray, sizes: np.ndarray, tags_codes: np.ndarray, dispatched: int):
-    """(queue offsets, consume-queue units) of a batch from its group_ranks: message i of group k = keys[i] has
-    queue offset ends[k] + ranks[i] and its unit (positions[i], sizes[i], tags_codes[i]) at group_start[k] +
-    ranks[i]; keys[i] < 0 (not dispatched): queue offset 0 and no unit."""
-    n = len(keys)
+def assign_offsets(sizes: np.ndarray, keys: Optional[np.ndarray], start: int, ends: np.ndarray,
+                   write_pos: Optional[int], positions: Optional[np.ndarray], tags_codes: np.ndarray,
+                   dispatched: int):
+    """Where a batch goes: (queue ids or None, queue offsets, commitlog positions, consume-queue units, messages
+    per group, end). Groups are the consume queues written to. keys: each message's group (-1: not dispatched,
+    queue offset 0 and no unit), or None for round robin over the len(ends) groups from `start` (the groups are
+    then returned as queue ids). Message i gets queue offset ends[g] + its place in group g, and its unit
+    (positions[i], sizes[i], tags_codes[i]) lies with its group's, groups in order, each in batch order.
+    positions are computed from write_pos (a batch inside one file; end is then its end) or given (end None)."""
+    n, groups = len(sizes), len(ends)
+    queue_ids = np.empty(n, dtype=np.int32) if keys is None else None
     queue_offsets = np.empty(n, dtype=np.int64)
+    out_positions = np.empty(n, dtype=np.int64) if positions is None else _i64(positions)
     units = np.empty(dispatched, dtype=UNIT_DTYPE)
+    counts = np.empty(groups, dtype=np.int64)
     if _encode is not None:
-        _encode.queue_units(_i32(keys), _i64(ranks), _i64(group_start), _i64(ends), _i64(positions), _i64(sizes),
-                            _i64(tags_codes), queue_offsets, units.view(np.uint8))
-        return queue_offsets, units
+        end = _encode.assign_offsets(_i64(sizes), b"" if keys is None else _i32(keys), start, _i64(ends),
+                                     -1 if positions is not None else write_pos, _i64(tags_codes),
+                                     queue_ids if keys is None else np.empty(0, np.int32), queue_offsets,
+                                     out_positions, units.view(np.uint8), counts)
+        return queue_ids, queue_offsets, out_positions, units, counts, (None if end < 0 else end)
+    if keys is None:
+        queue_ids[:] = (start + np.arange(n)) % groups
+        keys = queue_ids
+    end = None
+    if positions is None:
+        np.cumsum(sizes, out=out_positions)
+        end = write_pos + (int(out_positions[-1]) if n else 0)
+        out_positions += write_pos - np.asarray(sizes, dtype=np.int64)
     live = np.flatnonzero(keys >= 0)
     if len(live) != dispatched:
-        raise ValueError(f"queue_units: {len(live)} dispatched messages for {dispatched} units")
+        raise ValueError(f"assign_offsets: {len(live)} dispatched messages for {dispatched} units")
+    counts[:] = np.bincount(keys[live], minlength=groups)
+    group_start = np.zeros(groups, dtype=np.int64)
+    np.cumsum(counts[:-1], out=group_start[1:])
+    order = live[np.argsort(keys[live], kind="stable")]  # units: by group, batch order within
+    ranks = np.empty(n, dtype=np.int64)
+    ranks[order] = np.arange(dispatched) - group_start[keys[order]]
     queue_offsets[:] = 0
     queue_offsets[live] = ends[keys[live]] + ranks[live]
-    order = np.empty(dispatched, dtype=np.int64)
-    order[group_start[keys[live]] + ranks[live]] = live
-    units["offset"] = positions[order]
-    units["size"] = sizes[order]
-    units["tags_code"] = tags_codes[order]
-    return queue_offsets, units
+    units["offset"] = out_positions[order]
+    units["size"] = np.asarray(sizes)[order]
+    units["tags_code"] = np.asarray(tags_codes)[order]
+    return queue_ids, queue_offsets, out_positions, units, counts, end
 
 
 def _i32(a) -> np.ndarray:

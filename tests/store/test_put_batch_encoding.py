@@ -117,11 +117,6 @@ def test_helpers_match_their_fallbacks(numpy_encoder):
     assert record_encoder.first_separator(arr) == numpy_encoder(record_encoder.first_separator, arr) == 10
     assert record_encoder.first_separator(arr.slice(0, 10)) == numpy_encoder(
         record_encoder.first_separator, arr.slice(0, 10)) == -1
-    keys = np.array([3, -1, 0, 3, 3, 1, -1, 0], np.int32)
-    native = record_encoder.group_ranks(keys, 5)
-    fallback = numpy_encoder(record_encoder.group_ranks, keys, 5)
-    assert [a.tolist() for a in native] == [a.tolist() for a in fallback] == [
-        [2, 1, 0, 3, 0], [0, -1, 0, 1, 2, 0, -1, 1]]
     codec._uniq_counter[0] = 0xFFFFFFFE
     a = codec.new_uniq_keys(3, b"\x0a\x00\x00\x01")
     codec._uniq_counter[0] = 0xFFFFFFFE
@@ -130,25 +125,57 @@ def test_helpers_match_their_fallbacks(numpy_encoder):
     assert all(k[:12] == "0A000001" + f"{os.getpid() & 0x7FFF:04X}" for k in a.to_pylist() + b.to_pylist())
 
 
-def test_queue_units_match_their_fallback(numpy_encoder):
+def _assign_both(numpy_encoder, *args):
+    native = record_encoder.assign_offsets(*args)
+    fallback = numpy_encoder(record_encoder.assign_offsets, *args)
+    for a, b in zip(native, fallback):
+        if isinstance(a, np.ndarray):
+            assert a.tobytes() == b.tobytes()
+        else:
+            assert a == b
+    return native
+
+
+def test_assign_offsets_by_keys_matches_its_fallback(numpy_encoder):
     keys = np.array([3, -1, 0, 3, 3, 1, -1, 0], np.int32)
-    counts, ranks = record_encoder.group_ranks(keys, 5)
-    group_start = np.concatenate([[0], np.cumsum(counts)[:-1]])
     ends = np.array([7, 0, 0, 2**40, 0], np.int64)
     positions = np.arange(8, dtype=np.int64) * 300 + 2**33
     sizes = np.arange(8, dtype=np.int64) + 200
     tags = np.array([-1, 0, 2**31 - 1, -(2**31), 5, 6, 7, 8], np.int64)
-    args = (keys, ranks, group_start, ends, positions, sizes, tags, 6)
-    native_offsets, native_units = record_encoder.queue_units(*args)
-    fallback_offsets, fallback_units = numpy_encoder(record_encoder.queue_units, *args)
-    assert native_offsets.tolist() == fallback_offsets.tolist() == [
-        2**40, 0, 7, 2**40 + 1, 2**40 + 2, 0, 0, 8]
-    assert native_units.tobytes() == fallback_units.tobytes()
+    queue_ids, offsets, pos, units, counts, end = _assign_both(numpy_encoder, sizes, keys, 0, ends, None,
+                                                               positions, tags, 6)
+    assert queue_ids is None and end is None and pos.tolist() == positions.tolist()
+    assert offsets.tolist() == [2**40, 0, 7, 2**40 + 1, 2**40 + 2, 0, 0, 8]
+    assert counts.tolist() == [2, 1, 0, 3, 0]
     # grouped by queue, in batch order: queue 0 (messages 2, 7), 1 (5), 3 (0, 3, 4)
-    assert native_units["offset"].tolist() == positions[[2, 7, 5, 0, 3, 4]].tolist()
-    assert native_units["tags_code"].tolist() == tags[[2, 7, 5, 0, 3, 4]].tolist()
-    with pytest.raises(ValueError):
-        record_encoder.queue_units(*args[:-1], 5)  # fewer units than dispatched messages
+    assert units["offset"].tolist() == positions[[2, 7, 5, 0, 3, 4]].tolist()
+    assert units["size"].tolist() == sizes[[2, 7, 5, 0, 3, 4]].tolist()
+    assert units["tags_code"].tolist() == tags[[2, 7, 5, 0, 3, 4]].tolist()
+    # positions from a write position instead: record after record
+    _, _, pos, units, _, end = _assign_both(numpy_encoder, sizes, keys, 0, ends, 4096, None, tags, 6)
+    assert pos.tolist() == (4096 + np.concatenate([[0], np.cumsum(sizes)[:-1]])).tolist()
+    assert end == 4096 + int(sizes.sum())
+    assert units["offset"].tolist() == pos[[2, 7, 5, 0, 3, 4]].tolist()
+    for bad in (5, 7):  # fewer or more units than dispatched messages
+        with pytest.raises(ValueError, match="dispatched messages"):
+            record_encoder.assign_offsets(sizes, keys, 0, ends, None, positions, tags, bad)
+    with pytest.raises(ValueError, match="key 3 of message 0"):
+        record_encoder.assign_offsets(sizes, keys, 0, ends[:3], None, positions, tags, 6)
+
+
+@pytest.mark.parametrize("n, start", [(10, 3), (3, 6), (16, 0), (1, 7)])
+def test_assign_offsets_round_robin_matches_its_fallback(numpy_encoder, n, start):
+    ends = np.arange(8, dtype=np.int64) * 1000
+    sizes = np.arange(n, dtype=np.int64) + 100
+    tags = np.arange(n, dtype=np.int64) - 5
+    queue_ids, offsets, pos, units, counts, end = _assign_both(numpy_encoder, sizes, None, start, ends, 0, None,
+                                                               tags, n)
+    assert queue_ids.tolist() == [(start + i) % 8 for i in range(n)]
+    assert offsets.tolist() == [ends[q] + i // 8 for i, q in enumerate(queue_ids.tolist())]
+    assert counts.tolist() == np.bincount(queue_ids, minlength=8).tolist()
+    order = np.argsort(queue_ids, kind="stable")
+    assert units["offset"].tolist() == pos[order].tolist() and units["tags_code"].tolist() == tags[order].tolist()
+    assert end == int(sizes.sum())
 
 
 def test_a_size_that_disagrees_with_the_record_is_refused():
