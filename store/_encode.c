@@ -70,6 +70,24 @@ static inline uint8_t *put_bytes(uint8_t *o, const uint8_t *s, size_t n) {
     return o + n;
 }
 
+/* Eight upper-case hex digits of v (a byte's two digits per lookup). */
+static uint8_t hex_pairs[256][2];
+
+static void init_hex_pairs(void) {
+    static const char digits[] = "0123456789ABCDEF";
+    for (int b = 0; b < 256; b++) {
+        hex_pairs[b][0] = (uint8_t)digits[b >> 4];
+        hex_pairs[b][1] = (uint8_t)digits[b & 0xF];
+    }
+}
+
+static inline void put_hex32(uint8_t *d, uint32_t v) {
+    memcpy(d, hex_pairs[v >> 24], 2);
+    memcpy(d + 2, hex_pairs[(v >> 16) & 0xFF], 2);
+    memcpy(d + 4, hex_pairs[(v >> 8) & 0xFF], 2);
+    memcpy(d + 6, hex_pairs[v & 0xFF], 2);
+}
+
 /* ---- the batch --------------------------------------------------------------------------------------- */
 
 /* A record's bytes besides its body, topic and properties text: TOTALSIZE through BODYLENGTH and the
@@ -84,20 +102,33 @@ static inline int64_t piece_bytes(int64_t v, int64_t head_len) {
     return head_len == 0 ? v : (v > 0 ? head_len + v + 1 : 0);
 }
 
+/* How a properties piece holds its values. */
+enum { PART_COLUMN = 0, PART_BROADCAST = 1, PART_IDS = 2 };
+#define ID_HEAD_LEN 24 /* a generated id: 24 fixed hex digits, then 8 of a counter */
+#define ID_LEN 32
+
 typedef struct {
     Py_buffer head, offsets, data;  /* head empty: raw text (the user's properties), copied as is */
-    int broadcast;                  /* one value for every message (offsets has 2 entries) */
+    int kind;                       /* PART_COLUMN: offsets[n+1] into data; PART_BROADCAST: one value for every
+                                     * message (offsets has 2 entries); PART_IDS: message i's value is data (the
+                                     * id head) and the low 32 bits of counter + i in hex (offsets unused) */
+    long long counter;
 } Part;
+
+static const int32_t ID_OFFSETS[2] = {0, ID_LEN}; /* a PART_IDS piece's values are all ID_LEN bytes long */
 
 typedef struct { /* a Part's pointers, for the per-record loops */
     const uint8_t *head, *data;
     const int32_t *offsets;
-    Py_ssize_t head_len, stride; /* stride 0: broadcast */
+    Py_ssize_t head_len, stride; /* stride 0: the same length for every message */
+    int ids;                     /* PART_IDS */
+    uint32_t counter;
 } Piece;
 
 typedef struct {
     Py_ssize_t n;
     Py_buffer body_offsets, body_data, topics, topic_offsets, topic_index;
+    Py_ssize_t s_ti; /* topic_index's stride: 0 when it is one index for every message */
     Part parts[MAX_PARTS];
     Piece pieces[MAX_PARTS];
     Py_ssize_t nparts, ntopics;
@@ -118,6 +149,19 @@ static int need(Py_buffer *b, Py_ssize_t bytes, const char *name) {
     return 1;
 }
 
+/* A column of n items of `item` bytes (stride 1), or of one item for every message (stride 0). */
+static int per_message(Py_buffer *b, Py_ssize_t n, Py_ssize_t item, const char *name, Py_ssize_t *stride) {
+    if (b->len >= n * item) {
+        *stride = 1;
+        return 1;
+    }
+    if (b->len == item) {
+        *stride = 0;
+        return 1;
+    }
+    return need(b, n * item, name);
+}
+
 static void columns_release(Columns *c) {
     for (Py_ssize_t k = 0; k < c->nparts; k++) {
         PyBuffer_Release(&c->parts[k].head);
@@ -131,7 +175,7 @@ static void columns_release(Columns *c) {
 }
 
 /* The columns every record takes its variable parts from: body_offsets int32[n+1] into body_data; topics: the
- * topics' UTF-8 bytes back to back, topic_offsets int64[T+1], topic_index int32[n]; parts: a sequence of
+ * topics' UTF-8 bytes back to back, topic_offsets int64[T+1], topic_index int32[n] (or [1], for all); parts: a sequence of
  * (head, int32 offsets, data, broadcast). Buffers the caller has already parsed are passed in; rows [lo, hi)
  * are checked. */
 /* The first row i in [lo, hi) whose span off[i]..off[i+1] is not inside data_len bytes, or -1. Offsets that
@@ -150,7 +194,8 @@ static Py_ssize_t bad_span(const int32_t *off, Py_ssize_t lo, Py_ssize_t hi, Py_
 static int columns_check(Columns *c, PyObject *parts_obj, Py_ssize_t lo, Py_ssize_t hi) {
     Py_ssize_t n = c->n;
     c->ntopics = c->topic_offsets.len / 8 - 1;
-    if (!need(&c->body_offsets, (n + 1) * 4, "body_offsets") || !need(&c->topic_index, n * 4, "topic_index"))
+    if (!need(&c->body_offsets, (n + 1) * 4, "body_offsets") ||
+        !per_message(&c->topic_index, n, 4, "topic_index", &c->s_ti))
         return 0;
     if (c->ntopics < 1) {
         PyErr_SetString(PyExc_ValueError, "no topics");
@@ -171,19 +216,35 @@ static int columns_check(Columns *c, PyObject *parts_obj, Py_ssize_t lo, Py_ssiz
     }
     for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(c->seq); k++) {
         Part *pt = &c->parts[c->nparts];
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(c->seq, k), "y*y*y*p", &pt->head, &pt->offsets, &pt->data,
-                              &pt->broadcast))
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(c->seq, k), "y*y*y*iL", &pt->head, &pt->offsets, &pt->data,
+                              &pt->kind, &pt->counter))
             return 0;
         c->nparts++;
-        if (!need(&pt->offsets, (pt->broadcast ? 2 : n + 1) * 4, "a properties part's offsets")) return 0;
         Piece *pc = &c->pieces[k];
         pc->head = (const uint8_t *)pt->head.buf;
         pc->head_len = pt->head.len;
         pc->data = (const uint8_t *)pt->data.buf;
+        pc->ids = pt->kind == PART_IDS;
+        pc->counter = (uint32_t)pt->counter;
+        if (pt->kind == PART_IDS) {
+            if (pt->data.len != ID_HEAD_LEN || pt->head.len == 0) {
+                PyErr_SetString(PyExc_ValueError, "generated ids need a name and a 24-byte head");
+                return 0;
+            }
+            pc->offsets = ID_OFFSETS;
+            pc->stride = 0;
+            continue;
+        }
+        if (pt->kind != PART_COLUMN && pt->kind != PART_BROADCAST) {
+            PyErr_Format(PyExc_ValueError, "unknown properties part kind %d", pt->kind);
+            return 0;
+        }
+        int broadcast = pt->kind == PART_BROADCAST;
+        if (!need(&pt->offsets, (broadcast ? 2 : n + 1) * 4, "a properties part's offsets")) return 0;
         pc->offsets = (const int32_t *)pt->offsets.buf;
-        pc->stride = pt->broadcast ? 0 : 1;
-        Py_ssize_t bad = pt->broadcast ? bad_span(pc->offsets, 0, 1, pt->data.len)
-                                       : bad_span(pc->offsets, lo, hi, pt->data.len);
+        pc->stride = broadcast ? 0 : 1;
+        Py_ssize_t bad = broadcast ? bad_span(pc->offsets, 0, 1, pt->data.len)
+                                   : bad_span(pc->offsets, lo, hi, pt->data.len);
         if (bad >= 0) {
             PyErr_Format(PyExc_ValueError, "message %zd: properties offsets are outside their data", bad);
             return 0;
@@ -192,9 +253,13 @@ static int columns_check(Columns *c, PyObject *parts_obj, Py_ssize_t lo, Py_ssiz
     const int32_t *ti = (const int32_t *)c->topic_index.buf;
     Py_ssize_t bad = bad_span((const int32_t *)c->body_offsets.buf, lo, hi, c->body_data.len);
     uint32_t topic_bad = 0;
-    for (Py_ssize_t i = lo; i < hi; i++) topic_bad |= (uint32_t)ti[i] >= (uint32_t)c->ntopics;
+    if (c->s_ti == 0) {
+        topic_bad = hi > lo && (uint32_t)ti[0] >= (uint32_t)c->ntopics;
+    } else {
+        for (Py_ssize_t i = lo; i < hi; i++) topic_bad |= (uint32_t)ti[i] >= (uint32_t)c->ntopics;
+    }
     if (bad < 0 && topic_bad)
-        for (bad = lo; (uint32_t)ti[bad] < (uint32_t)c->ntopics; bad++) {}
+        for (bad = lo; (uint32_t)ti[bad * c->s_ti] < (uint32_t)c->ntopics; bad++) {}
     if (bad >= 0) {
         PyErr_Format(PyExc_ValueError, "message %zd: body offsets or topic index out of range", bad);
         return 0;
@@ -203,75 +268,83 @@ static int columns_check(Columns *c, PyObject *parts_obj, Py_ssize_t lo, Py_ssiz
 }
 
 
-/* record_sizes(sizes, hosts_len, body_offsets, body_data, topics, topic_offsets, topic_index, parts)
- *   -> index of the first message whose properties exceed 32767 bytes, or -1.
- * sizes: int64[n] out; hosts_len: the born and store addresses' bytes together (8, 20 or 32). */
+/* record_sizes(sizes, hosts_len, max_body, body_offsets, body_data, topics, topic_offsets, topic_index, parts)
+ *   -> (first message whose properties exceed 32767 bytes, first message whose body exceeds max_body bytes),
+ * each -1 when there is none. sizes: int64[n] out; hosts_len: the born and store addresses' bytes together (8,
+ * 20 or 32). */
 static PyObject *record_sizes(PyObject *self, PyObject *args) {
     Py_buffer sizes;
     Py_ssize_t hosts_len;
+    long long max_body;
     PyObject *parts_obj, *result = NULL;
     Columns c;
     memset(&c, 0, sizeof c);
-    int64_t *props = NULL;
-    if (!PyArg_ParseTuple(args, "w*ny*y*y*y*y*O", &sizes, &hosts_len, &c.body_offsets, &c.body_data, &c.topics,
-                          &c.topic_offsets, &c.topic_index, &parts_obj))
+    if (!PyArg_ParseTuple(args, "w*nLy*y*y*y*y*O", &sizes, &hosts_len, &max_body, &c.body_offsets, &c.body_data,
+                          &c.topics, &c.topic_offsets, &c.topic_index, &parts_obj))
         return NULL;
     Py_ssize_t n = c.n = sizes.len / 8;
     if (!columns_check(&c, parts_obj, 0, n)) goto done;
-    props = PyMem_Calloc((size_t)(n ? n : 1), sizeof(int64_t));
-    if (props == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    /* Column by column (each loop vectorises): every part's bytes per message, then the fixed fields, body
-     * and topic. */
+    /* Column by column (each loop vectorises): every part's bytes per message into sizes, checked against the
+     * limit, then the fixed fields, body and topic added. */
+    int64_t *sz = (int64_t *)sizes.buf;
+    memset(sz, 0, (size_t)n * 8);
     for (Py_ssize_t k = 0; k < c.nparts; k++) {
         const Piece *pc = &c.pieces[k];
         const int32_t *off = pc->offsets;
         int64_t head = pc->head_len;
         if (pc->stride == 0) {
             int64_t add = piece_bytes(off[1] - off[0], head);
-            for (Py_ssize_t i = 0; i < n; i++) props[i] += add;
+            for (Py_ssize_t i = 0; i < n; i++) sz[i] += add;
         } else if (head == 0) {
-            for (Py_ssize_t i = 0; i < n; i++) props[i] += off[i + 1] - off[i];
+            for (Py_ssize_t i = 0; i < n; i++) sz[i] += off[i + 1] - off[i];
         } else {
-            for (Py_ssize_t i = 0; i < n; i++) props[i] += piece_bytes(off[i + 1] - off[i], head);
+            for (Py_ssize_t i = 0; i < n; i++) sz[i] += piece_bytes(off[i + 1] - off[i], head);
         }
     }
-    int64_t *sz = (int64_t *)sizes.buf;
+    Py_ssize_t too_long = -1, too_big = -1;
+    int over = 0;
+    for (Py_ssize_t i = 0; i < n; i++) over |= sz[i] > 32767;
+    if (over)
+        for (too_long = 0; sz[too_long] <= 32767; too_long++) {}
     const int32_t *bo = (const int32_t *)c.body_offsets.buf, *ti = (const int32_t *)c.topic_index.buf;
     const int64_t *tof = (const int64_t *)c.topic_offsets.buf;
     const int64_t fixed = fixed_record_bytes(hosts_len);
-    Py_ssize_t too_long = -1;
+    int32_t longest = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int32_t len = bo[i + 1] - bo[i];
+        longest = len > longest ? len : longest;
+    }
+    if (longest > max_body)
+        for (too_big = 0; bo[too_big + 1] - bo[too_big] <= max_body; too_big++) {}
     if (c.ntopics == 1) { /* the usual batch: one topic for all */
         int64_t t_len = tof[1] - tof[0], head = fixed + (t_len > 127 ? 2 : 1) + t_len;
-        for (Py_ssize_t i = 0; i < n; i++) sz[i] = head + (bo[i + 1] - bo[i]) + props[i];
+        for (Py_ssize_t i = 0; i < n; i++) sz[i] += head + (bo[i + 1] - bo[i]);
     } else {
         for (Py_ssize_t i = 0; i < n; i++) {
-            int64_t t_len = tof[ti[i] + 1] - tof[ti[i]];
-            sz[i] = fixed + (t_len > 127 ? 2 : 1) + t_len + (bo[i + 1] - bo[i]) + props[i];
+            int32_t t = ti[i * c.s_ti];
+            int64_t t_len = tof[t + 1] - tof[t];
+            sz[i] += fixed + (t_len > 127 ? 2 : 1) + t_len + (bo[i + 1] - bo[i]);
         }
     }
-    int over = 0;
-    for (Py_ssize_t i = 0; i < n; i++) over |= props[i] > 32767;
-    if (over)
-        for (too_long = 0; props[too_long] <= 32767; too_long++) {}
-    result = PyLong_FromSsize_t(too_long);
+    result = Py_BuildValue("nn", too_long, too_big);
 done:
-    PyMem_Free(props);
     columns_release(&c);
     PyBuffer_Release(&sizes);
     return result;
 }
 
 /* The fixed fields of a batch's records: int64[n] sizes, queue_offsets, physical_offsets, born_timestamps,
- * prepared_offsets; int32[n] queue_ids, flags, sys_flags, reconsume_times; hosts: BORNHOST through STOREHOST as
+ * prepared_offsets; int32[n] queue_ids, flags, sys_flags, reconsume_times (these six may also hold one value,
+ * for every message); hosts: BORNHOST through STOREHOST as
  * the batch has them (born address + port, STORETIMESTAMP, store address + port), of which the born address
  * takes born_len (4 or 16) bytes. */
 typedef struct {
     Py_buffer sizes, qid, flg, qoff, poff, sysf, bts, rec, prep, hosts;
     Py_ssize_t born_len;
     int32_t v6_bits; /* SYSFLAG's IPv6 bits, as every record must have them for the host addresses' lengths */
+    /* 1, or 0 where the column is one value for every message: queue_ids, flags, sys_flags, born_timestamps,
+     * reconsume_times, prepared_offsets */
+    Py_ssize_t s_qid, s_flg, s_sysf, s_bts, s_rec, s_prep;
 } Fixed;
 
 #define FIXED_FORMAT "y*y*y*y*y*y*y*y*y*y*n"
@@ -286,10 +359,12 @@ static void fixed_release(Fixed *f) {
 }
 
 static int fixed_check(Fixed *f, Py_ssize_t n) {
-    if (!need(&f->qid, n * 4, "queue_ids") || !need(&f->flg, n * 4, "flags") ||
+    if (!per_message(&f->qid, n, 4, "queue_ids", &f->s_qid) || !per_message(&f->flg, n, 4, "flags", &f->s_flg) ||
         !need(&f->qoff, n * 8, "queue_offsets") || !need(&f->poff, n * 8, "physical_offsets") ||
-        !need(&f->sysf, n * 4, "sys_flags") || !need(&f->bts, n * 8, "born_timestamps") ||
-        !need(&f->rec, n * 4, "reconsume_times") || !need(&f->prep, n * 8, "prepared_offsets"))
+        !per_message(&f->sysf, n, 4, "sys_flags", &f->s_sysf) ||
+        !per_message(&f->bts, n, 8, "born_timestamps", &f->s_bts) ||
+        !per_message(&f->rec, n, 4, "reconsume_times", &f->s_rec) ||
+        !per_message(&f->prep, n, 8, "prepared_offsets", &f->s_prep))
         return 0;
     Py_ssize_t store_len = f->hosts.len - f->born_len - 16;
     if ((f->born_len != 4 && f->born_len != 16) || (store_len != 4 && store_len != 16)) {
@@ -329,6 +404,8 @@ static Py_ssize_t encode_rows(const Columns *c, const Fixed *f, Py_ssize_t first
     const uint8_t *host_bytes = (const uint8_t *)f->hosts.buf;
     const Py_ssize_t hosts_total = f->hosts.len, topics_len = c->topics.len, nparts = c->nparts;
     const int32_t v6_bits = f->v6_bits;
+    const Py_ssize_t s_ti = c->s_ti, s_qid = f->s_qid, s_flg = f->s_flg, s_sysf = f->s_sysf, s_bts = f->s_bts, s_rec = f->s_rec,
+                     s_prep = f->s_prep;
     /* hosts holds both addresses and, between them, the born port, STORETIMESTAMP and the store port (16 bytes) */
     const int64_t fixed = fixed_record_bytes(hosts_total - 16);
     /* The pieces in locals (stores through o, bytes, could otherwise alias them and make the compiler load
@@ -340,6 +417,8 @@ static Py_ssize_t encode_rows(const Columns *c, const Fixed *f, Py_ssize_t first
         Py_ssize_t stride, head_len, data_len;
         const uint8_t *head;
         uint8_t head16[16];
+        int ids;
+        uint32_t counter;
     } pcs[MAX_PARTS];
     for (Py_ssize_t k = 0; k < nparts; k++) {
         const Piece *pc = &c->pieces[k];
@@ -349,6 +428,8 @@ static Py_ssize_t encode_rows(const Columns *c, const Fixed *f, Py_ssize_t first
         pcs[k].head_len = pc->head_len;
         pcs[k].data_len = c->parts[k].data.len;
         pcs[k].head = pc->head;
+        pcs[k].ids = pc->ids;
+        pcs[k].counter = pc->counter;
         memset(pcs[k].head16, 0, 16);
         if (pc->head_len <= 16) memcpy(pcs[k].head16, pc->head, (size_t)pc->head_len);
     }
@@ -359,11 +440,11 @@ static Py_ssize_t encode_rows(const Columns *c, const Fixed *f, Py_ssize_t first
             const int32_t *off = pcs[k].offsets + i * pcs[k].stride;
             props_len += piece_bytes(off[1] - off[0], pcs[k].head_len);
         }
-        int32_t t = ti[i];
+        int32_t t = ti[i * s_ti];
         int64_t topic_start = tof[t], topic_len = tof[t + 1] - topic_start;
         int32_t body_len = bo[i + 1] - bo[i];
         int64_t total = fixed + body_len + (topic_len > 127 ? 2 : 1) + topic_len + props_len;
-        int32_t sys_flag = sf[i];
+        int32_t sys_flag = sf[i * s_sysf];
         if (__builtin_expect((sys_flag & (BORNHOST_V6 | STOREHOST_V6)) != v6_bits || props_len > 32767 ||
                              total != sz[i] || end - o < total, 0)) {
             *bad = i;
@@ -382,12 +463,12 @@ static Py_ssize_t encode_rows(const Columns *c, const Fixed *f, Py_ssize_t first
         uint8_t *rec_end = o + total;
         put32(o, (uint32_t)total);
         put32(o + 4, topic_len > 127 ? MAGIC_V2 : MAGIC_V1);
-        put32(o + 12, (uint32_t)qi[i]);
-        put32(o + 16, (uint32_t)fl[i]);
+        put32(o + 12, (uint32_t)qi[i * s_qid]);
+        put32(o + 16, (uint32_t)fl[i * s_flg]);
         put64(o + 20, (uint64_t)qo[i]);
         put64(o + 28, (uint64_t)po[i]);
         put32(o + 36, (uint32_t)sys_flag);
-        put64(o + 40, (uint64_t)bt[i]);
+        put64(o + 40, (uint64_t)bt[i * s_bts]);
         uint8_t *crc_at = o + 8;
         o += 48;
         if (hosts_total == 24) { /* IPv4 both: a fixed-size copy */
@@ -396,8 +477,8 @@ static Py_ssize_t encode_rows(const Columns *c, const Fixed *f, Py_ssize_t first
         } else {
             o = put_bytes(o, host_bytes, (size_t)hosts_total);
         }
-        put32(o, (uint32_t)rc[i]);
-        put64(o + 4, (uint64_t)pr[i]);
+        put32(o, (uint32_t)rc[i * s_rec]);
+        put64(o + 4, (uint64_t)pr[i * s_prep]);
         put32(o + 12, (uint32_t)body_len);
         o += 16;
         put32(crc_at, body_crc_copy(o, body_base + bo[i], (size_t)body_len));
@@ -424,6 +505,13 @@ static Py_ssize_t encode_rows(const Columns *c, const Fixed *f, Py_ssize_t first
             if (head <= 16 && rec_end - o >= 16) memcpy(o, pcs[k].head16, 16);
             else put_bytes(o, pcs[k].head, (size_t)head);
             o += head;
+            if (pcs[k].ids) { /* a generated id: its head, then the counter */
+                memcpy(o, pcs[k].data, ID_HEAD_LEN);
+                put_hex32(o + ID_HEAD_LEN, pcs[k].counter + (uint32_t)i);
+                o += ID_LEN;
+                *o++ = 2;
+                continue;
+            }
             Py_ssize_t readable = pcs[k].data_len - off[0], writable = rec_end - o;
             if (len <= 16 && readable >= 16 && writable >= 16) {
                 memcpy(o, s, 16);
@@ -783,27 +871,16 @@ static PyObject *hex_ids(PyObject *self, PyObject *args) {
     unsigned long long start;
     if (!PyArg_ParseTuple(args, "w*y*K", &out, &head, &start)) return NULL;
     Py_ssize_t row = head.len + 8, n = row ? out.len / row : 0;
-    static const char digits[] = "0123456789ABCDEF";
-    uint8_t pairs[256][2]; /* a byte's two hex digits: four lookups per counter instead of eight */
-    for (int b = 0; b < 256; b++) {
-        pairs[b][0] = (uint8_t)digits[b >> 4];
-        pairs[b][1] = (uint8_t)digits[b & 0xF];
-    }
     uint8_t *o = (uint8_t *)out.buf;
     const uint8_t *h = (const uint8_t *)head.buf;
     Py_ssize_t hl = head.len;
     for (Py_ssize_t i = 0; i < n; i++, o += row) {
-        if (hl == 24) { /* the client layout: a fixed-size copy */
-            memcpy(o, h, 24);
+        if (hl == ID_HEAD_LEN) { /* the client layout: a fixed-size copy */
+            memcpy(o, h, ID_HEAD_LEN);
         } else {
             memcpy(o, h, (size_t)hl);
         }
-        uint32_t v = (uint32_t)(start + (unsigned long long)i);
-        uint8_t *d = o + hl;
-        memcpy(d, pairs[v >> 24], 2);
-        memcpy(d + 2, pairs[(v >> 16) & 0xFF], 2);
-        memcpy(d + 4, pairs[(v >> 8) & 0xFF], 2);
-        memcpy(d + 6, pairs[v & 0xFF], 2);
+        put_hex32(o + hl, (uint32_t)(start + (unsigned long long)i));
     }
     PyBuffer_Release(&out);
     PyBuffer_Release(&head);
@@ -1019,5 +1096,6 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_encode", NULL, -1, 
 
 PyMODINIT_FUNC PyInit__encode(void) {
     crc32_init();
+    init_hex_pairs();
     return PyModule_Create(&module);
 }

@@ -319,9 +319,10 @@ def header_dtype(born_v6: bool, store_v6: bool) -> np.dtype:
 class EncodedBatch:
     """Inputs of one append, already validated, as arrays; positions are assigned by the CommitLog."""
     topics: list            # distinct topics in this batch
-    topic_index: np.ndarray  # int32: index into topics per message
+    topic_index: np.ndarray  # int32: index into topics per message (or one for all)
     bodies: pa.BinaryArray   # stored bodies (compressed if sys_flag says so)
     property_parts: list     # the properties text's pieces (record_encoder.PropertyPart)
+    # Per message, or one value for every message (an array of one) for the columns from here on:
     queue_ids: np.ndarray    # int32
     flags: np.ndarray        # int32
     sys_flags: np.ndarray    # int32
@@ -333,7 +334,7 @@ class EncodedBatch:
     sizes: np.ndarray = None  # total record sizes
 
     def __len__(self):
-        return len(self.queue_ids)
+        return len(self.bodies)
 
 
 def topic_parts(topics: list) -> list[bytes]:
@@ -376,7 +377,7 @@ def encode_records(batch: EncodedBatch, queue_offsets: np.ndarray, physical_offs
     head["body_len"] = pc.binary_length(batch.bodies).to_numpy(zero_copy_only=False)
     header_col = pa.FixedSizeBinaryArray.from_buffers(
         pa.binary(dtype.itemsize), n, [None, pa.py_buffer(head.tobytes())]).cast(pa.binary())
-    topic_col = pa.array(parts, type=pa.binary()).take(pa.array(batch.topic_index))
+    topic_col = pa.array(parts, type=pa.binary()).take(pa.array(np.broadcast_to(batch.topic_index, n)))
     props_bin = properties.cast(pa.binary())
     props_len = pc.binary_length(props_bin).to_numpy(zero_copy_only=False).astype(">i2")
     props_len_col = pa.FixedSizeBinaryArray.from_buffers(
@@ -401,24 +402,42 @@ _uniq_counter = [0]
 _HEX_PAIRS = np.frombuffer(b"".join(f"{b:02X}".encode() for b in range(256)), dtype=np.uint16)
 
 
-def new_uniq_keys(n: int, address: bytes) -> pa.Array:
+@dataclass(frozen=True)
+class GeneratedIds:
+    """n client-style unique ids, not built yet: `head` (24 hex digits), then the low 32 bits of start + i in 8
+    hex digits. The compiled encoder writes them straight into the records; column() builds them."""
+    head: bytes
+    start: int
+    n: int
+    LENGTH = 32
+
+    def column(self) -> pa.Array:
+        n, head = self.n, np.frombuffer(self.head, dtype=np.uint8)
+        if _encode is not None:
+            chars = np.empty(32 * n, dtype=np.uint8)
+            _encode.hex_ids(chars, head, self.start)
+        else:
+            counters = (np.arange(self.start, self.start + n, dtype=np.uint64) & 0xFFFFFFFF).astype(">u4")
+            chars = np.empty((n, 32), dtype=np.uint8)
+            chars[:, :24] = head
+            chars[:, 24:].view(np.uint16)[:] = _HEX_PAIRS[counters.view(np.uint8).reshape(n, 4)]
+        return id_column(chars, n)
+
+
+def reserve_uniq_keys(n: int, address: bytes) -> GeneratedIds:
     """Client-style unique ids, as RocketMQ's MessageClientIDSetter lays them out: address, pid and a random
-    part, then time and a counter, in 32 upper-case hex digits; built as one character matrix."""
+    part, then time and a counter, in 32 upper-case hex digits."""
     import time
     prefix = (address[-4:] + struct.pack(">h", os.getpid() & 0x7FFF) + os.urandom(2)).hex().upper()
     t = int(time.time() * 1000) & 0xFFFFFFFF
-    head = np.frombuffer((prefix + f"{t:08X}").encode(), dtype=np.uint8)
     start = _uniq_counter[0]
     _uniq_counter[0] += n
-    if _encode is not None:
-        chars = np.empty(32 * n, dtype=np.uint8)
-        _encode.hex_ids(chars, head, start)
-    else:
-        counters = (np.arange(start, start + n, dtype=np.uint64) & 0xFFFFFFFF).astype(">u4")
-        chars = np.empty((n, 32), dtype=np.uint8)
-        chars[:, :24] = head
-        chars[:, 24:].view(np.uint16)[:] = _HEX_PAIRS[counters.view(np.uint8).reshape(n, 4)]
-    return id_column(chars, n)
+    return GeneratedIds((prefix + f"{t:08X}").encode(), start, n)
+
+
+def new_uniq_keys(n: int, address: bytes) -> pa.Array:
+    """n new client-style unique ids (reserve_uniq_keys) as a string column."""
+    return reserve_uniq_keys(n, address).column()
 
 
 def id_column(chars, n: int) -> pa.Array:

@@ -15,11 +15,16 @@ from filters.tag_hash import tags_hash_code
 from . import message_codec as codec
 from .errors import InvalidMessageError
 from .get_message_result import PutResult
-from .native import value_offsets
 from .properties_column import map_lookup, properties_to_strings
 from .record_encoder import (PropertyPart, assign_offsets, first_separator, java_hash_codes, part,
                              properties_lengths, record_sizes)
 
+
+
+_ZERO_I32 = np.zeros(1, np.int32)  # one value for every message (EncodedBatch)
+_ZERO_I64 = np.zeros(1, np.int64)
+# Transaction types whose messages go to a consume queue (prepared and rolled-back ones stay in the commitlog).
+_DISPATCHED_TYPES = (codec.TRANSACTION_NOT_TYPE, codec.TRANSACTION_COMMIT_TYPE)
 
 
 def _is_seq(v) -> bool:
@@ -74,7 +79,7 @@ class AppendPlan:
     topic_index: np.ndarray
     queue_ids: Optional[np.ndarray]      # explicit ids, -1 where unset
     sharding_hash: Optional[np.ndarray]  # |hashCode| of the sharding key, -1 where unset
-    dispatched: np.ndarray
+    dispatched: Optional[np.ndarray]  # per message; None when all_dispatched
     tags_codes: np.ndarray
     uniq_keys: pa.Array
     atomic: bool = False
@@ -84,7 +89,7 @@ class AppendPlan:
         """Each message's consume queue, as groups for assign(): the usual batch (one topic, every queue chosen
         round robin, all dispatched) is left to assign_offsets' round robin from the topic's next queue;
         otherwise each message gets its group key (topic and queue; -1 when not dispatched)."""
-        n = len(self.topic_index)
+        n = len(self.tags_codes)
         if len(self.topics) == 1 and self.queue_ids is None and self.sharding_hash is None and self.all_dispatched:
             topic = self.topics[0]
             nq = store.topic_config.table[topic].writeQueueNums
@@ -104,7 +109,7 @@ class AppendPlan:
 
     def resolve_queue_ids(self, store) -> np.ndarray:
         """Each message's queue id: given, by sharding key, or round robin over its topic's write queues."""
-        n = len(self.topic_index)
+        n = len(self.tags_codes)
         out = np.zeros(n, dtype=np.int32)
         for t_idx, topic in enumerate(self.topics):
             nq = store.topic_config.table[topic].writeQueueNums
@@ -167,7 +172,7 @@ class AppendPlan:
 def _topics(topic, n: int):
     if isinstance(topic, str):
         codec.check_topic(topic)
-        return [topic], np.zeros(n, dtype=np.int32)
+        return [topic], _ZERO_I32  # one index for every message
     arr = _per_message(topic, n, "topic", pa.string())
     if arr.null_count:
         raise InvalidMessageError(f"message {_first_true(arr.is_null().to_numpy(zero_copy_only=False))}: topic is null")
@@ -280,12 +285,6 @@ def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, shard
     if n == 0:
         raise InvalidMessageError("no messages to put")
     topics, topic_index = _topics(topic, n)
-    max_size = store.config.maxMessageSize
-    lengths = np.diff(value_offsets(bodies))
-    if lengths.max() > max_size:
-        i = _first_true(lengths > max_size)
-        raise InvalidMessageError(
-            f"message {i}: body is {int(lengths[i])} bytes, more than maxMessageSize ({max_size})")
     explicit_tags = _per_message(tags, n, "tags", pa.string())
     _check_no_separators(explicit_tags, "tags")
     tags_arr = explicit_tags
@@ -309,8 +308,11 @@ def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, shard
     else:
         given_uniq = None
     need_uniq = n if given_uniq is None else given_uniq.null_count
-    uniq = uniq_keys(need_uniq, store.store_host[0]) if need_uniq else None
-    if given_uniq is not None and uniq is not None:
+    if need_uniq == n:  # none given: ids the encoder writes itself, built as a column only if asked for
+        uniq = codec.reserve_uniq_keys(n, store.store_host[0])
+    else:
+        uniq = uniq_keys(need_uniq, store.store_host[0]) if need_uniq else None
+    if given_uniq is not None and uniq is not None and need_uniq < n:
         missing = given_uniq.is_null().to_numpy(zero_copy_only=False)
         pos = np.cumsum(missing) - 1
         generated = uniq.take(pa.array(np.where(missing, pos, 0)))
@@ -327,14 +329,15 @@ def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, shard
                          _ATOMIC_PART if atomic else None)
              if p is not None]
     def ints(value, name, dtype, default):
+        """One value per message, or an array of one for all (the encoder takes either)."""
         if value is None:
-            return np.full(n, default, dtype=dtype)
+            return np.array([default], dtype=dtype)
         if _is_seq(value):
             arr = np.asarray(value.to_numpy(zero_copy_only=False) if isinstance(value, pa.Array) else value)
             if len(arr) != n:
                 raise InvalidMessageError(f"{name}: got {len(arr)} values for {n} messages")
             return arr.astype(dtype)
-        return np.full(n, int(value), dtype=dtype)
+        return np.array([int(value)], dtype=dtype)
 
     sys_flags = ints(sys_flag, "sys_flag", np.int32, 0)
     born_host_parsed = store.store_host if born_host is None else codec.parse_host(born_host)
@@ -347,20 +350,28 @@ def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, shard
         born_timestamp = _as_array(born_timestamp).cast(pa.timestamp("ms")).cast(pa.int64()).fill_null(now)
     batch = codec.EncodedBatch(
         topics=topics, topic_index=topic_index, bodies=bodies, property_parts=parts,
-        queue_ids=np.zeros(n, np.int32), flags=ints(flag, "flag", np.int32, 0), sys_flags=sys_flags,
+        queue_ids=_ZERO_I32, flags=ints(flag, "flag", np.int32, 0), sys_flags=sys_flags,
         born_timestamps=ints(born_timestamp, "born_timestamp", np.int64, now), born_host=born_host_parsed,
-        store_host=store.store_host, reconsume_times=np.zeros(n, np.int32), prepared_offsets=np.zeros(n, np.int64))
-    batch.sizes, too_long = record_sizes(batch)
+        store_host=store.store_host, reconsume_times=_ZERO_I32, prepared_offsets=_ZERO_I64)
+    max_size = store.config.maxMessageSize
+    batch.sizes, too_long, too_big = record_sizes(batch, max_size)
+    if too_big >= 0:
+        length = len(bodies[too_big].as_buffer())
+        raise InvalidMessageError(f"message {too_big}: body is {length} bytes, more than maxMessageSize ({max_size})")
     if too_long >= 0:
-        length = int(properties_lengths([PropertyPart(p.name, p.values if isinstance(p.values, str) else
-                                                      p.values[too_long:too_long + 1]) for p in parts], 1)[0])
+        length = int(np.broadcast_to(properties_lengths(parts, n), n)[too_long])
         raise InvalidMessageError(f"message {too_long}: properties are {length} bytes, more than "
                                   f"{codec.MAX_PROPERTIES_LENGTH}")
-    tx = sys_flags & codec.TRANSACTION_TYPE_MASK
-    dispatched = (tx == codec.TRANSACTION_NOT_TYPE) | (tx == codec.TRANSACTION_COMMIT_TYPE)
+    if len(sys_flags) == 1:  # one for all (plain Python: numpy's calls cost more than the test)
+        all_dispatched = (int(sys_flags[0]) & codec.TRANSACTION_TYPE_MASK) in _DISPATCHED_TYPES
+        dispatched = None if all_dispatched else np.zeros(n, dtype=bool)
+    else:
+        tx = sys_flags & codec.TRANSACTION_TYPE_MASK
+        dispatched = (tx == codec.TRANSACTION_NOT_TYPE) | (tx == codec.TRANSACTION_COMMIT_TYPE)
+        all_dispatched = bool(dispatched.all())
     plan = AppendPlan(topics=topics, topic_index=topic_index, queue_ids=None, sharding_hash=None,
                       dispatched=dispatched, tags_codes=_tags_codes(tags_arr, n), uniq_keys=uniq_col,
-                      atomic=atomic, all_dispatched=bool(dispatched.all()))
+                      atomic=atomic, all_dispatched=all_dispatched)
     if queue_id is not None:
         if isinstance(queue_id, (list, tuple)):  # None in a list: that message's queue is chosen as usual
             queue_id = [-1 if q is None else q for q in queue_id]
@@ -399,7 +410,14 @@ class PutBatchResult(Sequence):
         self.queue_offsets = queue_offsets
         self.commit_log_offsets = commit_log_offsets
         self.store_host = store_host
-        self.uniq_keys = uniq_keys
+        self._uniq_keys = uniq_keys
+
+    @property
+    def uniq_keys(self) -> Optional[pa.Array]:
+        """Each message's UNIQ_KEY (built on first use when the store generated them all)."""
+        if isinstance(self._uniq_keys, codec.GeneratedIds):
+            self._uniq_keys = self._uniq_keys.column()
+        return self._uniq_keys
 
     def __len__(self):
         return len(self.queue_ids)
@@ -412,6 +430,6 @@ class PutBatchResult(Sequence):
         off = int(self.commit_log_offsets[i])
         return PutResult(
             msg_id=codec.create_message_id(self.store_host[0], self.store_host[1], off),
-            topic=self.topics[int(self.topic_index[i])], queue_id=int(self.queue_ids[i]),
+            topic=self.topics[int(self.topic_index[i]) if len(self.topics) > 1 else 0], queue_id=int(self.queue_ids[i]),
             queue_offset=int(self.queue_offsets[i]), commit_log_offset=off,
             uniq_key=self.uniq_keys[i].as_py() if self.uniq_keys is not None else "")

@@ -30,13 +30,15 @@ def available() -> bool:
 class PropertyPart:
     """One piece of every message's properties text. name None: the user's properties text, taken as is;
     otherwise `name\\x01value\\x02` where the value is neither null nor empty. values: a string array with one
-    value per message, or one str for all of them."""
+    value per message, one str for all of them, or ids the encoder generates (codec.GeneratedIds)."""
     name: Optional[str]
-    values: Union[pa.Array, str]
+    values: Union[pa.Array, str, codec.GeneratedIds]
 
     def lengths(self, n: int) -> Union[np.ndarray, int]:
         """Bytes this piece adds to each message's properties text (an int when it is the same for all)."""
         extra = 0 if self.name is None else len(self.name.encode()) + 2
+        if isinstance(self.values, codec.GeneratedIds):
+            return codec.GeneratedIds.LENGTH + extra
         if isinstance(self.values, str):
             raw = len(self.values.encode())
             return raw + extra if raw else 0
@@ -46,6 +48,8 @@ class PropertyPart:
     def column(self, n: int) -> pa.Array:
         """The piece as a string column (the fallback's way)."""
         values = self.values
+        if isinstance(values, codec.GeneratedIds):
+            values = values.column()
         if isinstance(values, str):
             values = pa.array([values], pa.string()).take(pa.array(np.zeros(n, dtype=np.int32)))
         if self.name is None:
@@ -94,15 +98,22 @@ def _topics(topics: list) -> tuple[bytes, np.ndarray]:
     return b"".join(raw), offsets
 
 
+# How _encode.c takes a piece: a column of values, one value for all, or generated ids.
+_COLUMN, _BROADCAST, _IDS = 0, 1, 2
+_NO_OFFSETS = np.zeros(2, dtype=np.int32)
+
+
 def _kernel_parts(parts: list) -> list:
     out = []
     for p in parts:
         head = b"" if p.name is None else (p.name + "\x01").encode()
-        if isinstance(p.values, str):
+        if isinstance(p.values, codec.GeneratedIds):
+            out.append((head, _NO_OFFSETS, p.values.head, _IDS, p.values.start))
+        elif isinstance(p.values, str):
             raw = p.values.encode()
-            out.append((head, np.array([0, len(raw)], dtype=np.int32), raw, True))
+            out.append((head, np.array([0, len(raw)], dtype=np.int32), raw, _BROADCAST, 0))
         else:
-            out.append((head, value_offsets(p.values), _data(p.values), False))
+            out.append((head, value_offsets(p.values), _data(p.values), _COLUMN, 0))
     return out
 
 
@@ -110,23 +121,25 @@ def _host_lengths(batch: codec.EncodedBatch) -> int:
     return len(batch.born_host[0]) + len(batch.store_host[0])
 
 
-def record_sizes(batch: codec.EncodedBatch) -> tuple[np.ndarray, int]:
-    """Each record's TOTALSIZE, and the first message whose properties text is longer than RocketMQ allows
-    (-1 when none is)."""
+def record_sizes(batch: codec.EncodedBatch, max_body: int = 2**31 - 1) -> tuple[np.ndarray, int, int]:
+    """Each record's TOTALSIZE, the first message whose properties text is longer than RocketMQ allows and the
+    first whose body is longer than max_body (each -1 when there is none)."""
     n = len(batch)
     if _encode is not None:
         sizes = np.empty(n, dtype=np.int64)
         topics, topic_offsets = _topics(batch.topics)
-        too_long = _encode.record_sizes(sizes, _host_lengths(batch), value_offsets(batch.bodies), _data(batch.bodies),
-                                        topics, topic_offsets, _i32(batch.topic_index),
-                                        _kernel_parts(batch.property_parts))
-        return sizes, too_long
+        too_long, too_big = _encode.record_sizes(
+            sizes, _host_lengths(batch), max_body, value_offsets(batch.bodies), _data(batch.bodies), topics,
+            topic_offsets, _i32(batch.topic_index), _kernel_parts(batch.property_parts))
+        return sizes, too_long, too_big
     props_len = properties_lengths(batch.property_parts, n)
     head = codec.header_dtype(len(batch.born_host[0]) == 16, len(batch.store_host[0]) == 16).itemsize
     topic_len = np.array([len(p) for p in codec.topic_parts(batch.topics)], dtype=np.int64)
-    sizes = head + np.diff(value_offsets(batch.bodies)) + topic_len[batch.topic_index] + 2 + props_len
+    body_len = np.diff(value_offsets(batch.bodies))
+    sizes = head + body_len + topic_len[batch.topic_index] + 2 + props_len
     over = np.flatnonzero(props_len > codec.MAX_PROPERTIES_LENGTH)
-    return sizes, int(over[0]) if len(over) else -1
+    big = np.flatnonzero(body_len > max_body)
+    return sizes, int(over[0]) if len(over) else -1, int(big[0]) if len(big) else -1
 
 
 def java_hash_codes(values: pa.Array) -> Optional[np.ndarray]:
@@ -284,5 +297,5 @@ def encode_record(topic: str, body: bytes, *, queue_id: int = 0, flag: int = 0, 
         born_timestamps=np.array([born_timestamp], np.int64), born_host=born, store_host=store,
         reconsume_times=np.array([reconsume_times], np.int32),
         prepared_offsets=np.array([prepared_transaction_offset], np.int64))
-    batch.sizes, _ = record_sizes(batch)
+    batch.sizes, _, _ = record_sizes(batch)
     return bytes(encode(batch, np.array([queue_offset]), np.array([physical_offset]), store_timestamp))

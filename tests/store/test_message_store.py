@@ -161,11 +161,13 @@ def test_bad_input_is_refused_before_anything_is_written(store):
         (dict(topic="bad topic", bodies=[b"x"]), "topic"),
         (dict(topic="../../etc", bodies=[b"x"]), "topic"),
         (dict(topic="T" * 128, bodies=[b"x"]), "127"),
-        (dict(topic="T", bodies=[b"x", b"y" * (4 * 1024 * 1024 + 1)]), "message 1: body"),
+        (dict(topic="T", bodies=[b"x", b"y" * (4 * 1024 * 1024 + 1)]),
+         r"message 1: body is 4194305 bytes, more than maxMessageSize \(4194304\)"),
         (dict(topic="T", bodies=[b"x"], properties=[{"k\x01": "v"}]), "separator"),
         (dict(topic="T", bodies=[b"x"], properties=[{"k": "v\x02"}]), "separator"),
         (dict(topic="T", bodies=[b"x", b"y"], tags=["ok", "b\x01d"]), "message 1: tags"),
-        (dict(topic="T", bodies=[b"x"], properties=[{"k": "v" * 40000}]), "properties"),
+        # k\x01 v.. \x02 and the generated UNIQ_KEY\x01 <32 digits> \x02
+        (dict(topic="T", bodies=[b"x"], properties=[{"k": "v" * 40000}]), "message 0: properties are 40045 bytes"),
         (dict(topic="T", bodies=[b"x"], queue_id=[99]), "queue_id 99"),
         (dict(topic="T", bodies=[b"x", b"y"], tags=["a"]), "tags: got 1 values for 2"),
     ]

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from filters.tag_hash import tags_hash_code
 from store import MessageStore, StoreConfig
-from store import commit_log, consume_queue, record_encoder
+from store import commit_log, consume_queue, put_batch, record_encoder
 from store import message_codec as codec
 from store.mapped_file import MappedFile
 from store.record_encoder import PropertyPart
@@ -35,20 +35,22 @@ def numpy_encoder():
     return with_fallback
 
 
-def _batch(bodies, topics, topic_index, parts, born, store, sys_flags):
+def _batch(bodies, topics, topic_index, parts, born, store, sys_flags, one_value=False):
+    """one_value: flags, born timestamps, reconsume times and prepared offsets as one value for all messages."""
     n = len(bodies)
     if len(born[0]) == 16:
         sys_flags = sys_flags | codec.BORNHOST_V6_FLAG
     if len(store[0]) == 16:
         sys_flags = sys_flags | codec.STOREHOSTADDRESS_V6_FLAG
+    m = 1 if one_value else n
     batch = codec.EncodedBatch(
         topics=topics, topic_index=np.asarray(topic_index, np.int32), bodies=pa.array(bodies, pa.binary()),
-        property_parts=parts, queue_ids=np.arange(n, dtype=np.int32) % 3, flags=np.arange(n, dtype=np.int32) * 7,
-        sys_flags=np.asarray(sys_flags, np.int32), born_timestamps=1_700_000_000_000 + np.arange(n),
-        born_host=born, store_host=store, reconsume_times=np.arange(n, dtype=np.int32) % 2,
-        prepared_offsets=np.arange(n, dtype=np.int64) * 1000)
-    batch.sizes, too_long = record_encoder.record_sizes(batch)
-    assert too_long == -1
+        property_parts=parts, queue_ids=np.arange(n, dtype=np.int32) % 3, flags=np.arange(m, dtype=np.int32) * 7 + 3,
+        sys_flags=np.asarray(sys_flags, np.int32), born_timestamps=1_700_000_000_000 + np.arange(m),
+        born_host=born, store_host=store, reconsume_times=np.arange(m, dtype=np.int32) % 2 + 1,
+        prepared_offsets=np.arange(m, dtype=np.int64) * 1000 + 5)
+    batch.sizes, too_long, too_big = record_encoder.record_sizes(batch)
+    assert too_long == too_big == -1
     return batch
 
 
@@ -66,10 +68,12 @@ texts = st.one_of(st.none(), st.text(alphabet=st.sampled_from(["a", "Z", " ", "�
 
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.tuples(st.binary(max_size=300), st.integers(0, 2), texts, texts), min_size=1, max_size=25),
-       st.sampled_from([(V4, V4), (V6, V4), (V4, V6), (V6, V6)]), st.booleans())
-def test_native_and_fallback_records_are_byte_identical(rows, hosts, atomic):
+       st.sampled_from([(V4, V4), (V6, V4), (V4, V6), (V6, V6)]), st.booleans(), st.booleans(),
+       st.integers(0, 2**32 - 1))
+def test_native_and_fallback_records_are_byte_identical(rows, hosts, atomic, one_value, id_counter):
     # Bodies of every length around the CRC's 16/64-byte steps, three topics (one past 127 bytes: version 2),
-    # properties from the user's text, TAGS and KEYS columns with nulls and empty values, a broadcast piece.
+    # properties from the user's text, TAGS and KEYS columns with nulls and empty values, a broadcast piece,
+    # generated UNIQ_KEYs (their counter wrapping at 2**32), fixed fields per message or one for all.
     bodies = [r[0] for r in rows]
     tags = pa.array([r[2] for r in rows], pa.string())
     keys = pa.array([r[3] for r in rows], pa.string())
@@ -78,9 +82,11 @@ def test_native_and_fallback_records_are_byte_identical(rows, hosts, atomic):
              record_encoder.part(codec.PROPERTY_KEYS, keys)]
     if atomic:
         parts.append(PropertyPart(codec.PROPERTY_ATOMIC_BATCH, "0" * 20 + "-" + "1" * 20))
+    ids = codec.GeneratedIds(b"0A000001ABCD1234" + b"%08X" % (id_counter // 7), id_counter, len(rows))
+    parts.append(PropertyPart(codec.PROPERTY_UNIQ_KEY, ids))
     topics = ["TopicA", "T" * 200, "b%|_-9"]
     sys_flags = np.array([[0, codec.TRANSACTION_PREPARED_TYPE, codec.TRANSACTION_COMMIT_TYPE][r[1]] for r in rows])
-    batch = _batch(bodies, topics, [r[1] for r in rows], parts, hosts[0], hosts[1], sys_flags)
+    batch = _batch(bodies, topics, [r[1] for r in rows], parts, hosts[0], hosts[1], sys_flags, one_value)
     native, fallback, positions = _encode_both(batch, with_fallback)
     assert native == fallback
     assert len(native) == int(batch.sizes.sum())
@@ -89,6 +95,10 @@ def test_native_and_fallback_records_are_byte_identical(rows, hosts, atomic):
         m = codec.decode_record(native, pos)
         assert (m.body, m.topic, m.commit_log_offset, m.queue_offset) == (body, topics[t], positions[i], 40 + i)
         assert m.tags == (tag or None) and m.properties.get("KEYS") == (key or None)
+        assert m.properties["UNIQ_KEY"] == ids.head.decode() + f"{(id_counter + i) & 0xFFFFFFFF:08X}"
+        j = 0 if one_value else i
+        assert (m.flag, m.born_timestamp, m.reconsume_times, m.prepared_transaction_offset) == (
+            7 * j + 3, 1_700_000_000_000 + j, j % 2 + 1, 1000 * j + 5)
         assert m.body_crc == zlib.crc32(body) & 0x7FFFFFFF
         pos += m.store_size
 
@@ -191,11 +201,11 @@ def test_columns_whose_offsets_leave_their_data_are_refused():
     kernel = record_encoder._encode
 
     def sizes(body_offsets, topic_index=(0, 0, 0), key_offsets=(0, 1, 2, 3)):
-        parts = [(b"KEYS\x01", np.array(key_offsets, np.int32), b"abc", False)]
-        return kernel.record_sizes(np.empty(3, np.int64), 8, np.array(body_offsets, np.int32), b"abcdef", b"T",
-                                   np.array([0, 1], np.int64), np.array(topic_index, np.int32), parts)
+        parts = [(b"KEYS\x01", np.array(key_offsets, np.int32), b"abc", 0, 0)]
+        return kernel.record_sizes(np.empty(3, np.int64), 8, 100, np.array(body_offsets, np.int32), b"abcdef",
+                                   b"T", np.array([0, 1], np.int64), np.array(topic_index, np.int32), parts)
 
-    assert sizes([0, 3, 5, 6]) == -1
+    assert sizes([0, 3, 5, 6]) == (-1, -1)
     for offsets, row in (([0, 3, 2, 6], 1), ([0, 3, 5, 7], 2), ([-1, 3, 5, 6], 0)):
         with pytest.raises(ValueError, match=f"message {row}: body offsets"):
             sizes(offsets)
@@ -217,12 +227,15 @@ def test_a_failed_write_raises_oserror(tmp_path, threaded):
         os.close(fd)
 
 
-def _fill(path, monkeypatch, n_batches=6, threaded=True):
+def _fill(path, monkeypatch, n_batches=8, threaded=True):
     """A store written with deterministic inputs (clock, host, uniq keys, queues), file sizes that roll often
     and write chunks smaller than a batch (by a writer thread or not)."""
     monkeypatch.setattr(time, "time", lambda: 1_700_000_000.5)
     monkeypatch.setattr(commit_log.CommitLog, "WRITE_CHUNK", 700)
     monkeypatch.setattr(commit_log.CommitLog, "WRITE_THREAD", threaded)
+    monkeypatch.setattr(codec, "_uniq_counter", [0xFFFFFFF0])  # generated UNIQ_KEYs, their counter wrapping
+    monkeypatch.setattr(codec.os, "urandom", lambda k: b"\x5a" * k)
+    monkeypatch.setattr(put_batch.random, "randrange", lambda n: n - 1)  # round robin's first queue
     config = StoreConfig(mappedFileSizeCommitLog=4096, mappedFileSizeConsumeQueue=20 * 7, brokerIP1="10.0.0.2")
     rng = np.random.default_rng(5)
     with MessageStore(path, config) as s:
@@ -230,6 +243,9 @@ def _fill(path, monkeypatch, n_batches=6, threaded=True):
             n = int(rng.integers(1, 40))
             sizes = rng.choice([0, 1, 15, 16, 63, 64, 65, 100, 400, 1500], n)
             bodies = [bytes(rng.integers(0, 256, int(k), dtype=np.uint8)) for k in sizes]
+            if b % 3 == 1:  # the usual batch: one topic, one value for all, ids and queues chosen by the store
+                s.put_batch("TopicA", bodies, tags=pa.array([f"Tag{i % 3}" for i in range(n)]), flag=5)
+                continue
             s.put_batch(rng.choice(["TopicA", "TopicB"], n).tolist(), bodies,
                         tags=[None if i % 4 == 0 else f"Tag{i % 3}" for i in range(n)],
                         keys=[[f"k{b}-{i}", "日本"] for i in range(n)],
@@ -258,9 +274,12 @@ def test_stores_written_natively_and_by_the_fallback_are_identical(tmp_path, mon
     for name in native:
         assert native[name] == fallback[name], name
     with MessageStore(tmp_path / "native", read_only=True) as s:
-        got = [dict(p)["UNIQ_KEY"] for q in range(3) for t in ("TopicA", "TopicB")
+        got = [dict(p)["UNIQ_KEY"] for t in ("TopicA", "TopicB") for q in s.queues(t)
                for b in s.scan(t, q, 0) for p in b.column("properties").to_pylist()]
-    assert len(got) == len(set(got)) > 50
+        flags = [f for q in s.queues("TopicA") for b in s.scan("TopicA", q, 0) for f in b.column("flag").to_pylist()]
+    assert len(got) == len(set(got)) > 80
+    assert sum(k.endswith("FFFFFFFF") for k in got) == sum(k.endswith("00000000") for k in got) == 1
+    assert flags.count(5) > 10
 
 
 @pytest.mark.parametrize("native", [True, False], ids=["compiled", "fallback"])
