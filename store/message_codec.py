@@ -332,6 +332,7 @@ class EncodedBatch:
     reconsume_times: np.ndarray
     prepared_offsets: np.ndarray
     sizes: np.ndarray = None  # total record sizes
+    kernel_columns: Optional[tuple] = field(default=None, repr=False)  # record_encoder's, built once
 
     def __len__(self):
         return len(self.bodies)
@@ -398,6 +399,7 @@ def blank_record(remaining: int) -> bytes:
 from .compiled import _encode  # noqa: E402 - its loops where they help here (store/_encode.c); numpy otherwise
 
 _uniq_counter = [0]
+_uniq_prefix: dict = {}
 # Two upper-case hex digits per byte value, so a counter's 4 bytes become its 8 digits in one lookup.
 _HEX_PAIRS = np.frombuffer(b"".join(f"{b:02X}".encode() for b in range(256)), dtype=np.uint16)
 
@@ -428,7 +430,11 @@ def reserve_uniq_keys(n: int, address: bytes) -> GeneratedIds:
     """Client-style unique ids, as RocketMQ's MessageClientIDSetter lays them out: address, pid and a random
     part, then time and a counter, in 32 upper-case hex digits."""
     import time
-    prefix = (address[-4:] + struct.pack(">h", os.getpid() & 0x7FFF) + os.urandom(2)).hex().upper()
+    pid = os.getpid()
+    key = (address, pid)
+    prefix = _uniq_prefix.get(key)
+    if prefix is None:  # once per process and address, as the client's fixed part (a forked child gets its own)
+        prefix = _uniq_prefix[key] = (address[-4:] + struct.pack(">h", pid & 0x7FFF) + os.urandom(2)).hex().upper()
     t = int(time.time() * 1000) & 0xFFFFFFFF
     start = _uniq_counter[0]
     _uniq_counter[0] += n

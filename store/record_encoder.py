@@ -7,6 +7,7 @@ the record instead of building an Arrow column of texts first.
 """
 from __future__ import annotations
 
+import itertools
 import struct
 from dataclasses import dataclass
 from typing import Optional, Union
@@ -93,9 +94,7 @@ def _data(arr: pa.Array):
 def _topics(topics: list) -> tuple[bytes, np.ndarray]:
     """The topics' UTF-8 bytes back to back, and their offsets (int64, one more than topics)."""
     raw = [t.encode() for t in topics]
-    offsets = np.zeros(len(raw) + 1, dtype=np.int64)
-    np.cumsum([len(t) for t in raw], out=offsets[1:])
-    return b"".join(raw), offsets
+    return b"".join(raw), np.array([0, *itertools.accumulate(len(t) for t in raw)], dtype=np.int64)
 
 
 # How _encode.c takes a piece: a column of values, one value for all, or generated ids.
@@ -117,6 +116,19 @@ def _kernel_parts(parts: list) -> list:
     return out
 
 
+def _columns(batch: codec.EncodedBatch) -> tuple:
+    """The batch's columns as _encode.c takes them (body_offsets, body_data, topics, topic_offsets, topic_index,
+    parts), built once per batch and properties pieces (record_sizes, then the encoder)."""
+    cached = batch.kernel_columns
+    if cached is not None and cached[0] is batch.property_parts:
+        return cached[1]
+    topics, topic_offsets = _topics(batch.topics)
+    columns = (value_offsets(batch.bodies), _data(batch.bodies), topics, topic_offsets, _i32(batch.topic_index),
+               _kernel_parts(batch.property_parts))
+    batch.kernel_columns = (batch.property_parts, columns)
+    return columns
+
+
 def _host_lengths(batch: codec.EncodedBatch) -> int:
     return len(batch.born_host[0]) + len(batch.store_host[0])
 
@@ -127,10 +139,7 @@ def record_sizes(batch: codec.EncodedBatch, max_body: int = 2**31 - 1) -> tuple[
     n = len(batch)
     if _encode is not None:
         sizes = np.empty(n, dtype=np.int64)
-        topics, topic_offsets = _topics(batch.topics)
-        too_long, too_big = _encode.record_sizes(
-            sizes, _host_lengths(batch), max_body, value_offsets(batch.bodies), _data(batch.bodies), topics,
-            topic_offsets, _i32(batch.topic_index), _kernel_parts(batch.property_parts))
+        too_long, too_big = _encode.record_sizes(sizes, _host_lengths(batch), max_body, *_columns(batch))
         return sizes, too_long, too_big
     props_len = properties_lengths(batch.property_parts, n)
     head = codec.header_dtype(len(batch.born_host[0]) == 16, len(batch.store_host[0]) == 16).itemsize
@@ -237,12 +246,9 @@ class RecordEncoder:
         self._whole = None
         if self.native:
             born, store = batch.born_host, batch.store_host
-            topics, topic_offsets = _topics(batch.topics)
             hosts = born[0] + struct.pack(">iq", born[1], store_timestamp) + store[0] + struct.pack(">i", store[1])
             self._args = (
-                value_offsets(batch.bodies), _data(batch.bodies), topics, topic_offsets, _i32(batch.topic_index),
-                _kernel_parts(batch.property_parts),
-                _i64(batch.sizes), _i32(batch.queue_ids), _i32(batch.flags), self.queue_offsets,
+                *_columns(batch), _i64(batch.sizes), _i32(batch.queue_ids), _i32(batch.flags), self.queue_offsets,
                 self.physical_offsets, _i32(batch.sys_flags), _i64(batch.born_timestamps),
                 _i32(batch.reconsume_times), _i64(batch.prepared_offsets), hosts, len(born[0]))
 

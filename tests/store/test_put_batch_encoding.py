@@ -234,6 +234,7 @@ def _fill(path, monkeypatch, n_batches=8, threaded=True):
     monkeypatch.setattr(commit_log.CommitLog, "WRITE_CHUNK", 700)
     monkeypatch.setattr(commit_log.CommitLog, "WRITE_THREAD", threaded)
     monkeypatch.setattr(codec, "_uniq_counter", [0xFFFFFFF0])  # generated UNIQ_KEYs, their counter wrapping
+    monkeypatch.setattr(codec, "_uniq_prefix", {})
     monkeypatch.setattr(codec.os, "urandom", lambda k: b"\x5a" * k)
     monkeypatch.setattr(put_batch.random, "randrange", lambda n: n - 1)  # round robin's first queue
     config = StoreConfig(mappedFileSizeCommitLog=4096, mappedFileSizeConsumeQueue=20 * 7, brokerIP1="10.0.0.2")
