@@ -268,9 +268,25 @@ static int columns_check(Columns *c, PyObject *parts_obj, Py_ssize_t lo, Py_ssiz
 }
 
 
+/* The first of n texts (int32 offsets o[n+1] into p, checked) holding \x01 or \x02, RocketMQ's properties
+ * separators, or -1. */
+static Py_ssize_t separator_row(const int32_t *o, Py_ssize_t n, const uint8_t *p) {
+    if (n <= 0) return -1;
+    const uint8_t *one = memchr(p + o[0], 1, (size_t)(o[n] - o[0]));
+    const uint8_t *two = memchr(p + o[0], 2, (size_t)((one ? one - p : o[n]) - o[0]));
+    Py_ssize_t hit = two ? two - p : one ? one - p : -1;
+    if (hit < 0) return -1;
+    Py_ssize_t lo = 0, hi = n - 1; /* the last text that starts at or before hit */
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi + 1) / 2;
+        if (o[mid] <= hit) lo = mid; else hi = mid - 1;
+    }
+    return lo;
+}
+
 /* record_sizes(sizes, hosts_len, max_body, body_offsets, body_data, topics, topic_offsets, topic_index, parts)
- *   -> (first message whose properties exceed 32767 bytes, first message whose body exceeds max_body bytes),
- * each -1 when there is none. sizes: int64[n] out; hosts_len: the born and store addresses' bytes together (8,
+ *   -> (first message whose properties exceed 32767 bytes, first message whose body exceeds max_body bytes,
+ * first message with \x01 or \x02 in a named piece's value, that piece), each -1 when there is none. sizes: int64[n] out; hosts_len: the born and store addresses' bytes together (8,
  * 20 or 32). */
 static PyObject *record_sizes(PyObject *self, PyObject *args) {
     Py_buffer sizes;
@@ -301,7 +317,14 @@ static PyObject *record_sizes(PyObject *self, PyObject *args) {
             for (Py_ssize_t i = 0; i < n; i++) sz[i] += piece_bytes(off[i + 1] - off[i], head);
         }
     }
-    Py_ssize_t too_long = -1, too_big = -1;
+    Py_ssize_t too_long = -1, too_big = -1, sep_row = -1, sep_part = -1;
+    for (Py_ssize_t k = 0; k < c.nparts && sep_row < 0; k++) { /* values may not hold the separators */
+        const Piece *pc = &c.pieces[k];
+        if (pc->head_len == 0 || pc->ids) continue; /* the user's text is made of them; ids are hex */
+        sep_row = separator_row(pc->offsets, pc->stride ? n : 1, pc->data);
+        if (sep_row >= 0) sep_part = k;
+    }
+    if (sep_row >= 0 && c.pieces[sep_part].stride == 0) sep_row = 0;
     int over = 0;
     for (Py_ssize_t i = 0; i < n; i++) over |= sz[i] > 32767;
     if (over)
@@ -326,7 +349,7 @@ static PyObject *record_sizes(PyObject *self, PyObject *args) {
             sz[i] += fixed + (t_len > 127 ? 2 : 1) + t_len + (bo[i + 1] - bo[i]);
         }
     }
-    result = Py_BuildValue("nn", too_long, too_big);
+    result = Py_BuildValue("nnnn", too_long, too_big, sep_row, sep_part);
 done:
     columns_release(&c);
     PyBuffer_Release(&sizes);
@@ -821,6 +844,36 @@ static PyObject *body_crcs(PyObject *self, PyObject *args) {
 /* java_hash_codes(offsets, data, out): out[i] = Java's String.hashCode() of the UTF-8 text
  * data[offsets[i]:offsets[i+1]] (int32 offsets), over its UTF-16 code units (a character beyond the BMP counts
  * as its two surrogates), sign-extended into int64; 0 for an empty text. The consume queue's tagsCode. */
+/* Java's String.hashCode() of the UTF-8 text [p, e) (31-multiplier over UTF-16 code units, so a character
+ * outside the BMP counts twice), sign-extended into *out. Returns 0 when the text is cut inside a character. */
+static inline int java_hash(const uint8_t *p, const uint8_t *e, int64_t *out) {
+    uint32_t h = 0;
+    /* four ASCII characters at a time: h*31^4 + a*31^3 + b*31^2 + c*31 + d, a shorter multiply chain */
+    while (e - p >= 4 && !((p[0] | p[1] | p[2] | p[3]) & 0x80)) {
+        h = h * 923521u + p[0] * 29791u + p[1] * 961u + p[2] * 31u + p[3];
+        p += 4;
+    }
+    while (p < e) {
+        uint32_t c = *p, extra;
+        if (c < 0x80) { p++; h = 31 * h + c; continue; }
+        if (c >= 0xF0) { c &= 0x07; extra = 3; }
+        else if (c >= 0xE0) { c &= 0x0F; extra = 2; }
+        else { c &= 0x1F; extra = 1; }
+        if ((Py_ssize_t)extra >= e - p) return 0;
+        for (uint32_t k = 1; k <= extra; k++) c = (c << 6) | (p[k] & 0x3F);
+        p += extra + 1;
+        if (c >= 0x10000) {
+            c -= 0x10000;
+            h = 31 * h + (0xD800 + (c >> 10));
+            h = 31 * h + (0xDC00 + (c & 0x3FF));
+        } else {
+            h = 31 * h + c;
+        }
+    }
+    *out = (int64_t)(int32_t)h;
+    return 1;
+}
+
 static PyObject *java_hash_codes(PyObject *self, PyObject *args) {
     Py_buffer off, data, out;
     Py_ssize_t n;
@@ -829,33 +882,8 @@ static PyObject *java_hash_codes(PyObject *self, PyObject *args) {
     const uint8_t *base = (const uint8_t *)data.buf;
     int64_t *h_out = (int64_t *)out.buf;
     Py_ssize_t bad = -1;
-    for (Py_ssize_t i = 0; i < n && bad < 0; i++) {
-        uint32_t h = 0;
-        const uint8_t *p = base + o[i], *e = base + o[i + 1];
-        /* four ASCII characters at a time: h*31^4 + a*31^3 + b*31^2 + c*31 + d, a shorter multiply chain */
-        while (e - p >= 4 && !((p[0] | p[1] | p[2] | p[3]) & 0x80)) {
-            h = h * 923521u + p[0] * 29791u + p[1] * 961u + p[2] * 31u + p[3];
-            p += 4;
-        }
-        while (p < e) {
-            uint32_t c = *p, extra;
-            if (c < 0x80) { p++; h = 31 * h + c; continue; }
-            if (c >= 0xF0) { c &= 0x07; extra = 3; }
-            else if (c >= 0xE0) { c &= 0x0F; extra = 2; }
-            else { c &= 0x1F; extra = 1; }
-            if ((Py_ssize_t)extra >= e - p) { bad = i; break; }
-            for (uint32_t k = 1; k <= extra; k++) c = (c << 6) | (p[k] & 0x3F);
-            p += extra + 1;
-            if (c >= 0x10000) {
-                c -= 0x10000;
-                h = 31 * h + (0xD800 + (c >> 10));
-                h = 31 * h + (0xDC00 + (c & 0x3FF));
-            } else {
-                h = 31 * h + c;
-            }
-        }
-        h_out[i] = (int64_t)(int32_t)h;
-    }
+    for (Py_ssize_t i = 0; i < n && bad < 0; i++)
+        if (!java_hash(base + o[i], base + o[i + 1], &h_out[i])) bad = i;
     release_column_and_out(&off, &data, &out);
     if (bad >= 0) {
         PyErr_Format(PyExc_ValueError, "java_hash_codes: text %zd is not valid UTF-8", bad);
@@ -899,58 +927,54 @@ static PyObject *first_separator(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "first_separator: offsets are outside the data");
         goto done;
     }
-    const uint8_t *p = (const uint8_t *)data.buf;
-    Py_ssize_t hit = -1;
-    const uint8_t *one = memchr(p + o[0], 1, (size_t)(o[n] - o[0]));
-    const uint8_t *two = memchr(p + o[0], 2, (size_t)((one ? one - p : o[n]) - o[0]));
-    if (two) hit = two - p;
-    else if (one) hit = one - p;
-    Py_ssize_t row = -1;
-    if (hit >= 0) {
-        Py_ssize_t lo = 0, hi = n - 1; /* the last row that starts at or before hit */
-        while (lo < hi) {
-            Py_ssize_t mid = (lo + hi + 1) / 2;
-            if (o[mid] <= hit) lo = mid; else hi = mid - 1;
-        }
-        row = lo;
-    }
-    result = PyLong_FromSsize_t(row);
+    result = PyLong_FromSsize_t(separator_row(o, n, (const uint8_t *)data.buf));
 done:
     PyBuffer_Release(&off);
     PyBuffer_Release(&data);
     return result;
 }
 
-/* assign_offsets(sizes, keys, start, ends, write_pos, tags_codes, queue_ids, queue_offsets, positions, units,
- * counts) -> the batch's end in the commitlog. Where a batch goes, in one pass over it: each record's commitlog
+/* assign_offsets(sizes, keys, start, ends, write_pos, tags_offsets, tags_data, queue_ids, queue_offsets, positions,
+ * units, counts) -> the batch's end in the commitlog. Where a batch goes, in one pass over it: each record's commitlog
  * offset, and its consume queue's queue offset and unit (CommitLog's putMessage and the reput that follows).
  * Groups are the consume queues the batch writes to. keys int32[n]: each message's group, -1 for one not
  * dispatched (a prepared or rolled-back transaction: queue offset 0, no unit); or empty: round robin over the
  * G groups from `start` (message i to group (start + i) % G), the groups written to queue_ids int32[n] (left
  * alone otherwise). ends int64[G]: each group's queue end; message i gets queue offset ends[g] + its place in
- * its group, and its big-endian unit (positions[i], sizes[i], tags_codes[i]) lands in units (uint8[20 * m],
+ * its group, and its big-endian unit (positions[i], sizes[i], tagsCode) lands in units (uint8[20 * m],
  * m = dispatched messages) with its group's units together in batch order, groups in order. write_pos >= 0:
  * positions (int64[n]) are computed from there, record after record (a batch inside one file); < 0: positions
- * are given (a batch that rolls files). counts int64[G]: messages per group, written. sizes, tags_codes,
+ * are given (a batch that rolls files). tagsCode: Java's hashCode of message i's tag, tags_offsets int32[n+1]
+ * into tags_data (empty offsets: no tags, code 0). counts int64[G]: messages per group, written. sizes,
  * queue_offsets int64[n]. Returns write_pos + the sizes' sum, or -1 when positions were given. */
 static PyObject *assign_offsets(PyObject *self, PyObject *args) {
-    Py_buffer sizes, keys, ends, tags, qids, qo, pos, units, counts;
+    Py_buffer sizes, keys, ends, tags, tags_data, qids, qo, pos, units, counts;
     long long start_ll, write_pos;
-    if (!PyArg_ParseTuple(args, "y*y*Ly*Ly*w*w*w*w*w*", &sizes, &keys, &start_ll, &ends, &write_pos, &tags, &qids,
-                          &qo, &pos, &units, &counts))
+    if (!PyArg_ParseTuple(args, "y*y*Ly*Ly*y*w*w*w*w*w*", &sizes, &keys, &start_ll, &ends, &write_pos, &tags,
+                          &tags_data, &qids, &qo, &pos, &units, &counts))
         return NULL;
     PyObject *result = NULL;
     int64_t *cursor = NULL;
     Py_ssize_t n = sizes.len / 8, groups = ends.len / 8, m = units.len / 20;
     int round_robin = keys.len == 0;
-    if (!need(&tags, n * 8, "tags_codes") || !need(&qo, n * 8, "queue_offsets") || !need(&pos, n * 8, "positions") ||
+    int has_tags = tags.len > 0;
+    if ((has_tags && !need(&tags, (n + 1) * 4, "tags_offsets")) || !need(&qo, n * 8, "queue_offsets") || !need(&pos, n * 8, "positions") ||
         !need(&counts, groups * 8, "counts") || (round_robin ? !need(&qids, n * 4, "queue_ids") : !need(&keys, n * 4, "keys")))
         goto done;
     if (groups < 1 || (round_robin && (start_ll < 0 || start_ll >= groups))) {
         PyErr_Format(PyExc_ValueError, "assign_offsets: %zd groups, round robin from %lld", groups, start_ll);
         goto done;
     }
-    const int64_t *sz = (const int64_t *)sizes.buf, *e = (const int64_t *)ends.buf, *t = (const int64_t *)tags.buf;
+    const int64_t *sz = (const int64_t *)sizes.buf, *e = (const int64_t *)ends.buf;
+    const int32_t *t_off = (const int32_t *)tags.buf;
+    const uint8_t *t_data = (const uint8_t *)tags_data.buf;
+    if (has_tags) {
+        Py_ssize_t bad = bad_span(t_off, 0, n, tags_data.len);
+        if (bad >= 0) {
+            PyErr_Format(PyExc_ValueError, "assign_offsets: message %zd: tags offsets are outside their data", bad);
+            goto done;
+        }
+    }
     int32_t *k = round_robin ? (int32_t *)qids.buf : (int32_t *)keys.buf;
     int64_t *q = (int64_t *)qo.buf, *p = (int64_t *)pos.buf, *c = (int64_t *)counts.buf;
     uint8_t *u = (uint8_t *)units.buf;
@@ -999,9 +1023,13 @@ static PyObject *assign_offsets(PyObject *self, PyObject *args) {
             q[i] = 0;
             continue;
         }
-        int64_t j = cursor[g]++;
+        int64_t j = cursor[g]++, code = 0;
         q[i] = e[g] + (j - first[g]); /* its place in its group counts on from the queue's end */
-        put64(put32(put64(u + 20 * j, (uint64_t)p[i]), (uint32_t)sz[i]), (uint64_t)t[i]);
+        if (has_tags && !java_hash(t_data + t_off[i], t_data + t_off[i + 1], &code)) {
+            PyErr_Format(PyExc_ValueError, "assign_offsets: message %zd: the tag is not valid UTF-8", i);
+            goto done;
+        }
+        put64(put32(put64(u + 20 * j, (uint64_t)p[i]), (uint32_t)sz[i]), (uint64_t)code);
     }
     result = PyLong_FromLongLong(write_pos >= 0 ? at : -1);
 done:
@@ -1010,6 +1038,7 @@ done:
     PyBuffer_Release(&keys);
     PyBuffer_Release(&ends);
     PyBuffer_Release(&tags);
+    PyBuffer_Release(&tags_data);
     PyBuffer_Release(&qids);
     PyBuffer_Release(&qo);
     PyBuffer_Release(&pos);

@@ -10,8 +10,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from filters.tag_hash import tags_hash_code
-
 from . import message_codec as codec
 from .errors import InvalidMessageError
 from .get_message_result import PutResult
@@ -21,6 +19,8 @@ from .record_encoder import (PropertyPart, assign_offsets, first_separator, java
 
 
 
+# The put_batch argument each named properties piece comes from, for errors.
+_PART_ARGUMENT = {codec.PROPERTY_TAGS: "tags", codec.PROPERTY_KEYS: "keys"}
 _ZERO_I32 = np.zeros(1, np.int32)  # one value for every message (EncodedBatch)
 _ZERO_I64 = np.zeros(1, np.int64)
 # Transaction types whose messages go to a consume queue (prepared and rolled-back ones stay in the commitlog).
@@ -80,7 +80,8 @@ class AppendPlan:
     queue_ids: Optional[np.ndarray]      # explicit ids, -1 where unset
     sharding_hash: Optional[np.ndarray]  # |hashCode| of the sharding key, -1 where unset
     dispatched: Optional[np.ndarray]  # per message; None when all_dispatched
-    tags_codes: np.ndarray
+    tags: Optional[pa.Array]  # each message's tag (None: no tags), hashed into the consume-queue units
+    n: int
     uniq_keys: pa.Array
     atomic: bool = False
     all_dispatched: bool = True
@@ -89,7 +90,7 @@ class AppendPlan:
         """Each message's consume queue, as groups for assign(): the usual batch (one topic, every queue chosen
         round robin, all dispatched) is left to assign_offsets' round robin from the topic's next queue;
         otherwise each message gets its group key (topic and queue; -1 when not dispatched)."""
-        n = len(self.tags_codes)
+        n = self.n
         if len(self.topics) == 1 and self.queue_ids is None and self.sharding_hash is None and self.all_dispatched:
             topic = self.topics[0]
             nq = store.topic_config.table[topic].writeQueueNums
@@ -109,7 +110,7 @@ class AppendPlan:
 
     def resolve_queue_ids(self, store) -> np.ndarray:
         """Each message's queue id: given, by sharding key, or round robin over its topic's write queues."""
-        n = len(self.tags_codes)
+        n = self.n
         out = np.zeros(n, dtype=np.int32)
         for t_idx, topic in enumerate(self.topics):
             nq = store.topic_config.table[topic].writeQueueNums
@@ -160,7 +161,7 @@ class AppendPlan:
             ends[g] = queue_end(self.topics[g // stride], g % stride)
         dispatched = n if self.all_dispatched else int(np.count_nonzero(self.dispatched))
         queue_ids, queue_offsets, positions, units, counts, end = assign_offsets(
-            sizes, keys, self._start, ends, write_pos, positions, self.tags_codes, dispatched)
+            sizes, keys, self._start, ends, write_pos, positions, self.tags, dispatched)
         runs, at = [], 0
         for g, count in enumerate(counts.tolist()):
             if count:
@@ -286,7 +287,6 @@ def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, shard
         raise InvalidMessageError("no messages to put")
     topics, topic_index = _topics(topic, n)
     explicit_tags = _per_message(tags, n, "tags", pa.string())
-    _check_no_separators(explicit_tags, "tags")
     tags_arr = explicit_tags
     if keys is not None and not isinstance(keys, str) and _is_seq(keys) and len(keys) == n and not (
             isinstance(keys, pa.Array) and pa.types.is_string(keys.type)):
@@ -299,7 +299,6 @@ def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, shard
     else:
         keys_arr = _per_message(" ".join(keys) if isinstance(keys, (list, tuple)) and len(keys) != n else keys,
                                 n, "keys", pa.string())
-    _check_no_separators(keys_arr, "keys")
     user_text, user_map = _user_properties(properties, n)
     if user_map is not None:
         given_tags = map_lookup(user_map, codec.PROPERTY_TAGS)
@@ -354,7 +353,13 @@ def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, shard
         born_timestamps=ints(born_timestamp, "born_timestamp", np.int64, now), born_host=born_host_parsed,
         store_host=store.store_host, reconsume_times=_ZERO_I32, prepared_offsets=_ZERO_I64)
     max_size = store.config.maxMessageSize
-    batch.sizes, too_long, too_big = record_sizes(batch, max_size)
+    batch.sizes, too_long, too_big, separator = record_sizes(batch, max_size)
+    if separator is not None:  # in tags or keys (the user's properties were checked above)
+        i, piece = separator
+        p = parts[piece]
+        value = p.values if isinstance(p.values, str) else p.values[i].as_py()
+        raise InvalidMessageError(f"message {i}: {_PART_ARGUMENT.get(p.name, p.name)} {value!r} contains a reserved "
+                                  f"separator (\\x01 or \\x02)")
     if too_big >= 0:
         length = len(bodies[too_big].as_buffer())
         raise InvalidMessageError(f"message {too_big}: body is {length} bytes, more than maxMessageSize ({max_size})")
@@ -370,7 +375,7 @@ def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, shard
         dispatched = (tx == codec.TRANSACTION_NOT_TYPE) | (tx == codec.TRANSACTION_COMMIT_TYPE)
         all_dispatched = bool(dispatched.all())
     plan = AppendPlan(topics=topics, topic_index=topic_index, queue_ids=None, sharding_hash=None,
-                      dispatched=dispatched, tags_codes=_tags_codes(tags_arr, n), uniq_keys=uniq_col,
+                      dispatched=dispatched, tags=tags_arr, n=n, uniq_keys=uniq_col,
                       atomic=atomic, all_dispatched=all_dispatched)
     if queue_id is not None:
         if isinstance(queue_id, (list, tuple)):  # None in a list: that message's queue is chosen as usual
@@ -378,26 +383,9 @@ def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, shard
         plan.queue_ids = ints(queue_id, "queue_id", np.int64, -1)
     if sharding_key is not None:
         sk = _per_message(sharding_key, n, "sharding_key", pa.string())
-        plan.sharding_hash = np.abs(_hash_codes(sk, n)).astype(np.int64)
+        plan.sharding_hash = np.abs(java_hash_codes(sk, n)).astype(np.int64)
         plan.sharding_hash[sk.is_null().to_numpy(zero_copy_only=False)] = -1
     return batch, plan
-
-
-def _hash_codes(arr: Optional[pa.Array], n: int) -> np.ndarray:
-    """String.hashCode per value (0 for null/empty), computed once per distinct value."""
-    if arr is None:
-        return np.zeros(n, dtype=np.int64)
-    codes = java_hash_codes(arr)
-    if codes is not None:
-        return codes
-    enc = pc.dictionary_encode(arr)
-    codes = np.array([tags_hash_code(t) for t in enc.dictionary.to_pylist()] + [0], dtype=np.int64)
-    idx = enc.indices.fill_null(len(enc.dictionary)).to_numpy(zero_copy_only=False)
-    return codes[idx]
-
-
-def _tags_codes(tags_arr: Optional[pa.Array], n: int) -> np.ndarray:
-    return _hash_codes(tags_arr, n)
 
 
 class PutBatchResult(Sequence):

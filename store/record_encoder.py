@@ -16,6 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from filters.tag_hash import tags_hash_code
+
 from . import message_codec as codec
 from .consume_queue import UNIT_DTYPE
 from .native import value_offsets
@@ -133,14 +135,15 @@ def _host_lengths(batch: codec.EncodedBatch) -> int:
     return len(batch.born_host[0]) + len(batch.store_host[0])
 
 
-def record_sizes(batch: codec.EncodedBatch, max_body: int = 2**31 - 1) -> tuple[np.ndarray, int, int]:
-    """Each record's TOTALSIZE, the first message whose properties text is longer than RocketMQ allows and the
-    first whose body is longer than max_body (each -1 when there is none)."""
+def record_sizes(batch: codec.EncodedBatch, max_body: int = 2**31 - 1):
+    """(each record's TOTALSIZE, the first message whose properties text is longer than RocketMQ allows, the
+    first whose body is longer than max_body, (message, piece) of the first \\x01 or \\x02 in a named
+    properties piece's value or None); -1 where no message is."""
     n = len(batch)
     if _encode is not None:
         sizes = np.empty(n, dtype=np.int64)
-        too_long, too_big = _encode.record_sizes(sizes, _host_lengths(batch), max_body, *_columns(batch))
-        return sizes, too_long, too_big
+        too_long, too_big, row, piece = _encode.record_sizes(sizes, _host_lengths(batch), max_body, *_columns(batch))
+        return sizes, too_long, too_big, (row, piece) if row >= 0 else None
     props_len = properties_lengths(batch.property_parts, n)
     head = codec.header_dtype(len(batch.born_host[0]) == 16, len(batch.store_host[0]) == 16).itemsize
     topic_len = np.array([len(p) for p in codec.topic_parts(batch.topics)], dtype=np.int64)
@@ -148,19 +151,31 @@ def record_sizes(batch: codec.EncodedBatch, max_body: int = 2**31 - 1) -> tuple[
     sizes = head + body_len + topic_len[batch.topic_index] + 2 + props_len
     over = np.flatnonzero(props_len > codec.MAX_PROPERTIES_LENGTH)
     big = np.flatnonzero(body_len > max_body)
-    return sizes, int(over[0]) if len(over) else -1, int(big[0]) if len(big) else -1
+    separator = None
+    for k, p in enumerate(batch.property_parts):
+        if p.name is None or isinstance(p.values, codec.GeneratedIds):
+            continue
+        row = first_separator(pa.array([p.values]) if isinstance(p.values, str) else p.values)
+        if row >= 0:
+            separator = (row, k)
+            break
+    return sizes, int(over[0]) if len(over) else -1, int(big[0]) if len(big) else -1, separator
 
 
-def java_hash_codes(values: pa.Array) -> Optional[np.ndarray]:
-    """Java's String.hashCode() of each value (0 for null or empty) as int64, or None without the compiled
-    module (the caller then hashes each distinct value in Python)."""
-    if _encode is None:
-        return None
+def java_hash_codes(values: Optional[pa.Array], n: int) -> np.ndarray:
+    """Java's String.hashCode() of each value (0 for null or empty) as int64: compiled, or, without the module,
+    once per distinct value in Python. values None: n zeros."""
+    if values is None:
+        return np.zeros(n, dtype=np.int64)
     if values.null_count:
         values = values.fill_null("")
-    out = np.empty(len(values), dtype=np.int64)
-    _encode.java_hash_codes(value_offsets(values), _data(values), out)
-    return out
+    if _encode is not None:
+        out = np.empty(len(values), dtype=np.int64)
+        _encode.java_hash_codes(value_offsets(values), _data(values), out)
+        return out
+    enc = pc.dictionary_encode(values)
+    codes = np.array([tags_hash_code(t) for t in enc.dictionary.to_pylist()], dtype=np.int64)
+    return codes[enc.indices.to_numpy(zero_copy_only=False)]
 
 
 def first_separator(values: pa.Array) -> int:
@@ -177,13 +192,14 @@ def first_separator(values: pa.Array) -> int:
 
 
 def assign_offsets(sizes: np.ndarray, keys: Optional[np.ndarray], start: int, ends: np.ndarray,
-                   write_pos: Optional[int], positions: Optional[np.ndarray], tags_codes: np.ndarray,
+                   write_pos: Optional[int], positions: Optional[np.ndarray], tags: Optional[pa.Array],
                    dispatched: int):
     """Where a batch goes: (queue ids or None, queue offsets, commitlog positions, consume-queue units, messages
     per group, end). Groups are the consume queues written to. keys: each message's group (-1: not dispatched,
     queue offset 0 and no unit), or None for round robin over the len(ends) groups from `start` (the groups are
     then returned as queue ids). Message i gets queue offset ends[g] + its place in group g, and its unit
-    (positions[i], sizes[i], tags_codes[i]) lies with its group's, groups in order, each in batch order.
+    (positions[i], sizes[i], hashCode of tags[i]; 0 without tags) lies with its group's, groups in order, each in
+    batch order.
     positions are computed from write_pos (a batch inside one file; end is then its end) or given (end None)."""
     n, groups = len(sizes), len(ends)
     queue_ids = np.empty(n, dtype=np.int32) if keys is None else None
@@ -193,7 +209,8 @@ def assign_offsets(sizes: np.ndarray, keys: Optional[np.ndarray], start: int, en
     counts = np.empty(groups, dtype=np.int64)
     if _encode is not None:
         end = _encode.assign_offsets(_i64(sizes), b"" if keys is None else _i32(keys), start, _i64(ends),
-                                     -1 if positions is not None else write_pos, _i64(tags_codes),
+                                     -1 if positions is not None else write_pos,
+                                     *_text_column(tags),
                                      queue_ids if keys is None else np.empty(0, np.int32), queue_offsets,
                                      out_positions, units.view(np.uint8), counts)
         return queue_ids, queue_offsets, out_positions, units, counts, (None if end < 0 else end)
@@ -218,8 +235,20 @@ def assign_offsets(sizes: np.ndarray, keys: Optional[np.ndarray], start: int, en
     queue_offsets[live] = ends[keys[live]] + ranks[live]
     units["offset"] = out_positions[order]
     units["size"] = np.asarray(sizes)[order]
-    units["tags_code"] = np.asarray(tags_codes)[order]
+    units["tags_code"] = java_hash_codes(tags, n)[order]
     return queue_ids, queue_offsets, out_positions, units, counts, end
+
+
+_NO_TEXT = (np.zeros(0, dtype=np.int32), b"")
+
+
+def _text_column(values: Optional[pa.Array]) -> tuple:
+    """(int32 offsets, data) of a string array, nulls as empty; empty offsets for None."""
+    if values is None:
+        return _NO_TEXT
+    if values.null_count:
+        values = values.fill_null("")
+    return value_offsets(values), _data(values)
 
 
 def _i32(a) -> np.ndarray:
@@ -303,5 +332,5 @@ def encode_record(topic: str, body: bytes, *, queue_id: int = 0, flag: int = 0, 
         born_timestamps=np.array([born_timestamp], np.int64), born_host=born, store_host=store,
         reconsume_times=np.array([reconsume_times], np.int32),
         prepared_offsets=np.array([prepared_transaction_offset], np.int64))
-    batch.sizes, _, _ = record_sizes(batch)
+    batch.sizes = record_sizes(batch)[0]
     return bytes(encode(batch, np.array([queue_offset]), np.array([physical_offset]), store_timestamp))

@@ -49,8 +49,8 @@ def _batch(bodies, topics, topic_index, parts, born, store, sys_flags, one_value
         sys_flags=np.asarray(sys_flags, np.int32), born_timestamps=1_700_000_000_000 + np.arange(m),
         born_host=born, store_host=store, reconsume_times=np.arange(m, dtype=np.int32) % 2 + 1,
         prepared_offsets=np.arange(m, dtype=np.int64) * 1000 + 5)
-    batch.sizes, too_long, too_big = record_encoder.record_sizes(batch)
-    assert too_long == too_big == -1
+    batch.sizes, too_long, too_big, separator = record_encoder.record_sizes(batch)
+    assert too_long == too_big == -1 and separator is None
     return batch
 
 
@@ -123,7 +123,9 @@ def test_crc_fast_path_and_tables_match_zlib():
 def test_helpers_match_their_fallbacks(numpy_encoder):
     values = ["TagA", "", None, "Aa", "BB", "héllo", "😀x", "日本語", "order-12345é", "abcdefgh😀", "a\x02b"]
     arr = pa.array(values, pa.string())
-    assert record_encoder.java_hash_codes(arr).tolist() == [tags_hash_code(v) for v in values]
+    want = [tags_hash_code(v) for v in values]
+    assert record_encoder.java_hash_codes(arr, len(arr)).tolist() == want
+    assert numpy_encoder(record_encoder.java_hash_codes, arr, len(arr)).tolist() == want
     assert record_encoder.first_separator(arr) == numpy_encoder(record_encoder.first_separator, arr) == 10
     assert record_encoder.first_separator(arr.slice(0, 10)) == numpy_encoder(
         record_encoder.first_separator, arr.slice(0, 10)) == -1
@@ -151,7 +153,8 @@ def test_assign_offsets_by_keys_matches_its_fallback(numpy_encoder):
     ends = np.array([7, 0, 0, 2**40, 0], np.int64)
     positions = np.arange(8, dtype=np.int64) * 300 + 2**33
     sizes = np.arange(8, dtype=np.int64) + 200
-    tags = np.array([-1, 0, 2**31 - 1, -(2**31), 5, 6, 7, 8], np.int64)
+    tags = pa.array(["a", None, "Aa", "BB", "日本😀", "", "TagA", "x"])
+    codes = np.array([tags_hash_code(t) for t in tags.to_pylist()])
     queue_ids, offsets, pos, units, counts, end = _assign_both(numpy_encoder, sizes, keys, 0, ends, None,
                                                                positions, tags, 6)
     assert queue_ids is None and end is None and pos.tolist() == positions.tolist()
@@ -160,7 +163,7 @@ def test_assign_offsets_by_keys_matches_its_fallback(numpy_encoder):
     # grouped by queue, in batch order: queue 0 (messages 2, 7), 1 (5), 3 (0, 3, 4)
     assert units["offset"].tolist() == positions[[2, 7, 5, 0, 3, 4]].tolist()
     assert units["size"].tolist() == sizes[[2, 7, 5, 0, 3, 4]].tolist()
-    assert units["tags_code"].tolist() == tags[[2, 7, 5, 0, 3, 4]].tolist()
+    assert units["tags_code"].tolist() == codes[[2, 7, 5, 0, 3, 4]].tolist()
     # positions from a write position instead: record after record
     _, _, pos, units, _, end = _assign_both(numpy_encoder, sizes, keys, 0, ends, 4096, None, tags, 6)
     assert pos.tolist() == (4096 + np.concatenate([[0], np.cumsum(sizes)[:-1]])).tolist()
@@ -177,15 +180,36 @@ def test_assign_offsets_by_keys_matches_its_fallback(numpy_encoder):
 def test_assign_offsets_round_robin_matches_its_fallback(numpy_encoder, n, start):
     ends = np.arange(8, dtype=np.int64) * 1000
     sizes = np.arange(n, dtype=np.int64) + 100
-    tags = np.arange(n, dtype=np.int64) - 5
+    tags = pa.array([f"Tag{i}" for i in range(n)]) if n % 2 == 0 else None
+    codes = np.array([tags_hash_code(f"Tag{i}") if n % 2 == 0 else 0 for i in range(n)])
     queue_ids, offsets, pos, units, counts, end = _assign_both(numpy_encoder, sizes, None, start, ends, 0, None,
                                                                tags, n)
     assert queue_ids.tolist() == [(start + i) % 8 for i in range(n)]
     assert offsets.tolist() == [ends[q] + i // 8 for i, q in enumerate(queue_ids.tolist())]
     assert counts.tolist() == np.bincount(queue_ids, minlength=8).tolist()
     order = np.argsort(queue_ids, kind="stable")
-    assert units["offset"].tolist() == pos[order].tolist() and units["tags_code"].tolist() == tags[order].tolist()
+    assert units["offset"].tolist() == pos[order].tolist() and units["tags_code"].tolist() == codes[order].tolist()
     assert end == int(sizes.sum())
+
+
+def test_record_sizes_finds_separators_in_named_pieces_only(numpy_encoder):
+    """The first message with \x01 or \x02 in a TAGS/KEYS-like value (a column or one value for all), and which
+    piece; the user's own properties text is made of separators and is not looked at."""
+    user = pa.array(["a\x01b\x02", "c\x01d\x02", ""])
+    for parts, want in (
+            ([PropertyPart(None, user), PropertyPart("TAGS", pa.array(["x", "", "y"]))], None),
+            ([PropertyPart(None, user), PropertyPart("KEYS", pa.array(["x", "", "y\x02"]))], (2, 1)),
+            ([PropertyPart("TAGS", pa.array(["x", "y\x01z", "w\x02"])), PropertyPart("KEYS", "k")], (1, 0)),
+            ([PropertyPart("TAGS", pa.array(["x", "y", "z"])), PropertyPart("KEYS", "k\x01")], (0, 1)),
+            ([PropertyPart("UNIQ_KEY", codec.GeneratedIds(b"0" * 24, 7, 3))], None)):
+        batch = codec.EncodedBatch(
+            topics=["T"], topic_index=np.zeros(1, np.int32), bodies=pa.array([b"a", b"b", b"c"]),
+            property_parts=parts, queue_ids=np.zeros(1, np.int32), flags=np.zeros(1, np.int32),
+            sys_flags=np.zeros(1, np.int32), born_timestamps=np.zeros(1, np.int64), born_host=V4, store_host=V4,
+            reconsume_times=np.zeros(1, np.int32), prepared_offsets=np.zeros(1, np.int64))
+        assert record_encoder.record_sizes(batch)[3] == want
+        batch.kernel_columns = None
+        assert numpy_encoder(record_encoder.record_sizes, batch)[3] == want
 
 
 def test_a_size_that_disagrees_with_the_record_is_refused():
@@ -205,7 +229,7 @@ def test_columns_whose_offsets_leave_their_data_are_refused():
         return kernel.record_sizes(np.empty(3, np.int64), 8, 100, np.array(body_offsets, np.int32), b"abcdef",
                                    b"T", np.array([0, 1], np.int64), np.array(topic_index, np.int32), parts)
 
-    assert sizes([0, 3, 5, 6]) == (-1, -1)
+    assert sizes([0, 3, 5, 6]) == (-1, -1, -1, -1)
     for offsets, row in (([0, 3, 2, 6], 1), ([0, 3, 5, 7], 2), ([-1, 3, 5, 6], 0)):
         with pytest.raises(ValueError, match=f"message {row}: body offsets"):
             sizes(offsets)
