@@ -17,8 +17,6 @@ from .properties_column import map_lookup, properties_to_strings
 from .record_encoder import (PropertyPart, assign_offsets, first_separator, java_hash_codes, part,
                              properties_lengths, record_sizes)
 
-
-
 # The put_batch argument each named properties piece comes from, for errors.
 _PART_ARGUMENT = {codec.PROPERTY_TAGS: "tags", codec.PROPERTY_KEYS: "keys"}
 _ZERO_I32 = np.zeros(1, np.int32)  # one value for every message (EncodedBatch)
