@@ -286,7 +286,8 @@ static Py_ssize_t separator_row(const int32_t *o, Py_ssize_t n, const uint8_t *p
 
 /* record_sizes(sizes, hosts_len, max_body, body_offsets, body_data, topics, topic_offsets, topic_index, parts)
  *   -> (first message whose properties exceed 32767 bytes, first message whose body exceeds max_body bytes,
- * first message with \x01 or \x02 in a named piece's value, that piece), each -1 when there is none. sizes: int64[n] out; hosts_len: the born and store addresses' bytes together (8,
+ * first message with \x01 or \x02 in a named piece's value, that piece; each -1 when there is none; the sizes'
+ * sum). sizes: int64[n] out; hosts_len: the born and store addresses' bytes together (8,
  * 20 or 32). */
 static PyObject *record_sizes(PyObject *self, PyObject *args) {
     Py_buffer sizes;
@@ -349,7 +350,9 @@ static PyObject *record_sizes(PyObject *self, PyObject *args) {
             sz[i] += fixed + (t_len > 127 ? 2 : 1) + t_len + (bo[i + 1] - bo[i]);
         }
     }
-    result = Py_BuildValue("nnnn", too_long, too_big, sep_row, sep_part);
+    long long total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) total += sz[i];
+    result = Py_BuildValue("nnnnL", too_long, too_big, sep_row, sep_part, total);
 done:
     columns_release(&c);
     PyBuffer_Release(&sizes);

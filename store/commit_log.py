@@ -144,16 +144,17 @@ class CommitLog:
 
     # -- writing (under the store's write lock) --------------------------------------------------------------
 
-    def plan(self, write_pos: int, sizes: np.ndarray) -> tuple[Optional[np.ndarray], list[AppendSegment], int]:
+    def plan(self, write_pos: int, sizes: np.ndarray,
+             total: Optional[int] = None) -> tuple[Optional[np.ndarray], list[AppendSegment], int]:
         """Physical offsets for records of the given sizes from write_pos, rolling files as RocketMQ does:
         a record that does not fit with 8 bytes to spare goes to the next file after an end-of-file blank.
         The usual batch fits in the current file: positions None then, each record right after the one before
-        from write_pos (assign_offsets computes them in its pass)."""
+        from write_pos (assign_offsets computes them in its pass). total: the sizes' sum, when known."""
         n = len(sizes)
         segments: list[AppendSegment] = []
         pos = write_pos
         file_from = self.file_start(pos)
-        total = int(sizes.sum())
+        total = int(sizes.sum()) if total is None else total
         if n and pos + total <= file_from + self.file_size - codec.END_FILE_MIN_BLANK_LENGTH:
             segments.append(AppendSegment(file_from, pos, 0, n, False, total))
             return None, segments, pos + total

@@ -332,6 +332,7 @@ class EncodedBatch:
     reconsume_times: np.ndarray
     prepared_offsets: np.ndarray
     sizes: np.ndarray = None  # total record sizes
+    size_total: Optional[int] = None  # their sum
     kernel_columns: Optional[tuple] = field(default=None, repr=False)  # record_encoder's, built once
 
     def __len__(self):

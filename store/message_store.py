@@ -303,7 +303,7 @@ class MessageStore:
             if t not in self.topic_config.table:
                 self._create_topic_locked(t, self.config.defaultTopicQueueNums)
         plan.choose_queues(self)
-        positions, segments, end = self.commit_log.plan(self._write_pos, batch.sizes)
+        positions, segments, end = self.commit_log.plan(self._write_pos, batch.sizes, batch.size_total)
         queue_ids, queue_offsets, positions, units, runs, _ = plan.assign(batch.sizes, self._write_pos, positions,
                                                                          self._queue_end)
         batch.queue_ids = queue_ids

@@ -351,7 +351,7 @@ def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, shard
         born_timestamps=ints(born_timestamp, "born_timestamp", np.int64, now), born_host=born_host_parsed,
         store_host=store.store_host, reconsume_times=_ZERO_I32, prepared_offsets=_ZERO_I64)
     max_size = store.config.maxMessageSize
-    batch.sizes, too_long, too_big, separator = record_sizes(batch, max_size)
+    batch.sizes, batch.size_total, too_long, too_big, separator = record_sizes(batch, max_size)
     if separator is not None:  # in tags or keys (the user's properties were checked above)
         i, piece = separator
         p = parts[piece]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import struct
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import NamedTuple, Optional, Union
 
 import numpy as np
 import pyarrow as pa
@@ -135,15 +135,22 @@ def _host_lengths(batch: codec.EncodedBatch) -> int:
     return len(batch.born_host[0]) + len(batch.store_host[0])
 
 
-def record_sizes(batch: codec.EncodedBatch, max_body: int = 2**31 - 1):
-    """(each record's TOTALSIZE, the first message whose properties text is longer than RocketMQ allows, the
-    first whose body is longer than max_body, (message, piece) of the first \\x01 or \\x02 in a named
-    properties piece's value or None); -1 where no message is."""
+class RecordSizes(NamedTuple):
+    sizes: np.ndarray  # each record's TOTALSIZE
+    total: int
+    too_long: int      # the first message whose properties text is longer than RocketMQ allows, or -1
+    too_big: int       # the first message whose body is longer than max_body, or -1
+    separator: Optional[tuple]  # (message, piece) of the first \\x01 or \\x02 in a named piece's value, or None
+
+
+def record_sizes(batch: codec.EncodedBatch, max_body: int = 2**31 - 1) -> RecordSizes:
+    """The batch's record sizes, and what is wrong with its messages (record_encoder.RecordSizes)."""
     n = len(batch)
     if _encode is not None:
         sizes = np.empty(n, dtype=np.int64)
-        too_long, too_big, row, piece = _encode.record_sizes(sizes, _host_lengths(batch), max_body, *_columns(batch))
-        return sizes, too_long, too_big, (row, piece) if row >= 0 else None
+        too_long, too_big, row, piece, total = _encode.record_sizes(sizes, _host_lengths(batch), max_body,
+                                                                    *_columns(batch))
+        return RecordSizes(sizes, total, too_long, too_big, (row, piece) if row >= 0 else None)
     props_len = properties_lengths(batch.property_parts, n)
     head = codec.header_dtype(len(batch.born_host[0]) == 16, len(batch.store_host[0]) == 16).itemsize
     topic_len = np.array([len(p) for p in codec.topic_parts(batch.topics)], dtype=np.int64)
@@ -159,7 +166,8 @@ def record_sizes(batch: codec.EncodedBatch, max_body: int = 2**31 - 1):
         if row >= 0:
             separator = (row, k)
             break
-    return sizes, int(over[0]) if len(over) else -1, int(big[0]) if len(big) else -1, separator
+    return RecordSizes(sizes, int(sizes.sum()), int(over[0]) if len(over) else -1, int(big[0]) if len(big) else -1,
+                       separator)
 
 
 def java_hash_codes(values: Optional[pa.Array], n: int) -> np.ndarray:
@@ -332,5 +340,5 @@ def encode_record(topic: str, body: bytes, *, queue_id: int = 0, flag: int = 0, 
         born_timestamps=np.array([born_timestamp], np.int64), born_host=born, store_host=store,
         reconsume_times=np.array([reconsume_times], np.int32),
         prepared_offsets=np.array([prepared_transaction_offset], np.int64))
-    batch.sizes = record_sizes(batch)[0]
+    batch.sizes = record_sizes(batch).sizes
     return bytes(encode(batch, np.array([queue_offset]), np.array([physical_offset]), store_timestamp))

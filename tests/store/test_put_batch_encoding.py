@@ -49,8 +49,8 @@ def _batch(bodies, topics, topic_index, parts, born, store, sys_flags, one_value
         sys_flags=np.asarray(sys_flags, np.int32), born_timestamps=1_700_000_000_000 + np.arange(m),
         born_host=born, store_host=store, reconsume_times=np.arange(m, dtype=np.int32) % 2 + 1,
         prepared_offsets=np.arange(m, dtype=np.int64) * 1000 + 5)
-    batch.sizes, too_long, too_big, separator = record_encoder.record_sizes(batch)
-    assert too_long == too_big == -1 and separator is None
+    batch.sizes, total, too_long, too_big, separator = record_encoder.record_sizes(batch)
+    assert too_long == too_big == -1 and separator is None and total == int(batch.sizes.sum())
     return batch
 
 
@@ -207,9 +207,9 @@ def test_record_sizes_finds_separators_in_named_pieces_only(numpy_encoder):
             property_parts=parts, queue_ids=np.zeros(1, np.int32), flags=np.zeros(1, np.int32),
             sys_flags=np.zeros(1, np.int32), born_timestamps=np.zeros(1, np.int64), born_host=V4, store_host=V4,
             reconsume_times=np.zeros(1, np.int32), prepared_offsets=np.zeros(1, np.int64))
-        assert record_encoder.record_sizes(batch)[3] == want
+        assert record_encoder.record_sizes(batch).separator == want
         batch.kernel_columns = None
-        assert numpy_encoder(record_encoder.record_sizes, batch)[3] == want
+        assert numpy_encoder(record_encoder.record_sizes, batch).separator == want
 
 
 def test_a_size_that_disagrees_with_the_record_is_refused():
@@ -229,7 +229,8 @@ def test_columns_whose_offsets_leave_their_data_are_refused():
         return kernel.record_sizes(np.empty(3, np.int64), 8, 100, np.array(body_offsets, np.int32), b"abcdef",
                                    b"T", np.array([0, 1], np.int64), np.array(topic_index, np.int32), parts)
 
-    assert sizes([0, 3, 5, 6]) == (-1, -1, -1, -1)
+    # three records of 90 fixed bytes (IPv4 hosts) and topic "T" (2), bodies 3 + 2 + 1, KEYS\x01 + 1 + \x02 each
+    assert sizes([0, 3, 5, 6]) == (-1, -1, -1, -1, 3 * (90 + 2) + 6 + 3 * 7)
     for offsets, row in (([0, 3, 2, 6], 1), ([0, 3, 5, 7], 2), ([-1, 3, 5, 6], 0)):
         with pytest.raises(ValueError, match=f"message {row}: body offsets"):
             sizes(offsets)
