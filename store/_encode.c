@@ -301,23 +301,24 @@ static PyObject *record_sizes(PyObject *self, PyObject *args) {
         return NULL;
     Py_ssize_t n = c.n = sizes.len / 8;
     if (!columns_check(&c, parts_obj, 0, n)) goto done;
-    /* Column by column (each loop vectorises): every part's bytes per message into sizes, checked against the
-     * limit, then the fixed fields, body and topic added. */
-    int64_t *sz = (int64_t *)sizes.buf;
-    memset(sz, 0, (size_t)n * 8);
+    /* Every column part's bytes per message into sizes (a loop per part, each vectorises), the parts with one
+     * value for all as one constant; then one pass adds the fixed fields, body and topic, and checks. */
+    int64_t *sz = (int64_t *)sizes.buf, same_for_all = 0;
+    int started = 0;
     for (Py_ssize_t k = 0; k < c.nparts; k++) {
         const Piece *pc = &c.pieces[k];
         const int32_t *off = pc->offsets;
         int64_t head = pc->head_len;
         if (pc->stride == 0) {
-            int64_t add = piece_bytes(off[1] - off[0], head);
-            for (Py_ssize_t i = 0; i < n; i++) sz[i] += add;
-        } else if (head == 0) {
-            for (Py_ssize_t i = 0; i < n; i++) sz[i] += off[i + 1] - off[i];
+            same_for_all += piece_bytes(off[1] - off[0], head);
+        } else if (!started) {
+            for (Py_ssize_t i = 0; i < n; i++) sz[i] = piece_bytes(off[i + 1] - off[i], head);
+            started = 1;
         } else {
             for (Py_ssize_t i = 0; i < n; i++) sz[i] += piece_bytes(off[i + 1] - off[i], head);
         }
     }
+    if (!started) memset(sz, 0, (size_t)n * 8);
     Py_ssize_t too_long = -1, too_big = -1, sep_row = -1, sep_part = -1;
     for (Py_ssize_t k = 0; k < c.nparts && sep_row < 0; k++) { /* values may not hold the separators */
         const Piece *pc = &c.pieces[k];
@@ -326,32 +327,40 @@ static PyObject *record_sizes(PyObject *self, PyObject *args) {
         if (sep_row >= 0) sep_part = k;
     }
     if (sep_row >= 0 && c.pieces[sep_part].stride == 0) sep_row = 0;
-    int over = 0;
-    for (Py_ssize_t i = 0; i < n; i++) over |= sz[i] > 32767;
-    if (over)
-        for (too_long = 0; sz[too_long] <= 32767; too_long++) {}
     const int32_t *bo = (const int32_t *)c.body_offsets.buf, *ti = (const int32_t *)c.topic_index.buf;
     const int64_t *tof = (const int64_t *)c.topic_offsets.buf;
     const int64_t fixed = fixed_record_bytes(hosts_len);
-    int32_t longest = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int32_t len = bo[i + 1] - bo[i];
-        longest = len > longest ? len : longest;
-    }
-    if (longest > max_body)
-        for (too_big = 0; bo[too_big + 1] - bo[too_big] <= max_body; too_big++) {}
+    int64_t longest = 0, longest_props = 0;
+    long long total = 0;
     if (c.ntopics == 1) { /* the usual batch: one topic for all */
         int64_t t_len = tof[1] - tof[0], head = fixed + (t_len > 127 ? 2 : 1) + t_len;
-        for (Py_ssize_t i = 0; i < n; i++) sz[i] += head + (bo[i + 1] - bo[i]);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int64_t props = sz[i] + same_for_all, body = bo[i + 1] - bo[i];
+            longest_props = props > longest_props ? props : longest_props;
+            longest = body > longest ? body : longest;
+            sz[i] = head + body + props;
+            total += sz[i];
+        }
     } else {
         for (Py_ssize_t i = 0; i < n; i++) {
             int32_t t = ti[i * c.s_ti];
-            int64_t t_len = tof[t + 1] - tof[t];
-            sz[i] += fixed + (t_len > 127 ? 2 : 1) + t_len + (bo[i + 1] - bo[i]);
+            int64_t t_len = tof[t + 1] - tof[t], props = sz[i] + same_for_all, body = bo[i + 1] - bo[i];
+            longest_props = props > longest_props ? props : longest_props;
+            longest = body > longest ? body : longest;
+            sz[i] = fixed + (t_len > 127 ? 2 : 1) + t_len + body + props;
+            total += sz[i];
         }
     }
-    long long total = 0;
-    for (Py_ssize_t i = 0; i < n; i++) total += sz[i];
+    if (longest > max_body)
+        for (too_big = 0; bo[too_big + 1] - bo[too_big] <= max_body; too_big++) {}
+    if (longest_props > 32767) { /* which message: its properties are its size less everything else */
+        for (too_long = 0; too_long < n; too_long++) {
+            int32_t t = ti[too_long * c.s_ti];
+            int64_t t_len = tof[t + 1] - tof[t];
+            if (sz[too_long] - fixed - (t_len > 127 ? 2 : 1) - t_len - (bo[too_long + 1] - bo[too_long]) > 32767)
+                break;
+        }
+    }
     result = Py_BuildValue("nnnnL", too_long, too_big, sep_row, sep_part, total);
 done:
     columns_release(&c);

@@ -212,6 +212,22 @@ def test_record_sizes_finds_separators_in_named_pieces_only(numpy_encoder):
         assert numpy_encoder(record_encoder.record_sizes, batch).separator == want
 
 
+@pytest.mark.parametrize("topics, topic_index", [(["T"], [0]), (["T", "V" * 200], [1, 0, 1])])
+def test_record_sizes_names_the_first_message_too_long_or_too_big(numpy_encoder, topics, topic_index):
+    keys = pa.array(["k", "x" * 32760, "y" * 40000])  # 32760 + KEYS\x01 .. \x02 + the UNIQ_KEY piece: too long
+    batch = codec.EncodedBatch(
+        topics=topics, topic_index=np.array(topic_index, np.int32), bodies=pa.array([b"a" * 10, b"b", b"c" * 30]),
+        property_parts=[PropertyPart("KEYS", keys), PropertyPart("UNIQ_KEY", codec.GeneratedIds(b"0" * 24, 0, 3))],
+        queue_ids=np.zeros(1, np.int32), flags=np.zeros(1, np.int32), sys_flags=np.zeros(1, np.int32),
+        born_timestamps=np.zeros(1, np.int64), born_host=V4, store_host=V4, reconsume_times=np.zeros(1, np.int32),
+        prepared_offsets=np.zeros(1, np.int64))
+    native = record_encoder.record_sizes(batch, 20)
+    batch.kernel_columns = None
+    fallback = numpy_encoder(record_encoder.record_sizes, batch, 20)
+    assert (native.too_long, native.too_big) == (fallback.too_long, fallback.too_big) == (1, 2)
+    assert native.sizes.tolist() == fallback.sizes.tolist() and native.total == fallback.total == sum(native.sizes)
+
+
 def test_a_size_that_disagrees_with_the_record_is_refused():
     batch = _batch([b"abc", b"de"], ["T"], [0, 0], [], V4, V4, np.zeros(2))
     batch.sizes = batch.sizes + np.array([0, 1])
