@@ -413,7 +413,7 @@ static int fixed_check(Fixed *f, Py_ssize_t n) {
 /* Copies len bytes from p to dst and returns their BODYCRC (body_crc(p, len)). */
 static inline uint32_t body_crc_copy(uint8_t *dst, const uint8_t *p, size_t len) {
 #ifdef HAVE_CLMUL_CODE
-    if (use_clmul && len >= 64) {
+    if (use_clmul && len >= CRC_CLMUL_MIN) {
         size_t bulk = len & ~(size_t)15, rest = len - bulk;
         uint32_t state = crc_clmul_copy(0xFFFFFFFFu, p, dst, bulk);
         if (rest) memcpy(dst + len - 16, p + len - 16, 16); /* the tail, overlapping bytes already copied */

@@ -2,9 +2,10 @@
  * gets its own copy and calls crc32_init() once when loaded).
  *
  * Carry-less multiplication folding (PCLMULQDQ, as in Intel's white paper "Fast CRC Computation for Generic
- * Polynomials Using PCLMULQDQ" and zlib-ng/Chromium) for spans of 64 bytes and more when the CPU has it, about
+ * Polynomials Using PCLMULQDQ" and zlib-ng/Chromium) for spans of 32 bytes and more when the CPU has it, about
  * 4x faster than table lookups on 100-byte bodies; a 4-table loop for the rest (and for every span on other
- * CPUs). */
+ * CPUs). Spans under 128 bytes (a message body's usual size) fold every 16-byte block straight to the end in
+ * parallel rather than one after another, so a record's CRC waits on one multiplication, not seven. */
 #ifndef STORE_CRC32_H
 #define STORE_CRC32_H
 
@@ -43,6 +44,30 @@ static inline uint32_t crc_tables(uint32_t state, const uint8_t *p, size_t len) 
 }
 
 #ifdef HAVE_CLMUL_CODE
+#define CRC_CLMUL_MIN 32    /* shorter spans: tables */
+#define CRC_SHORT_BLOCKS 8  /* spans of fewer 16-byte blocks fold each block to the end at once */
+
+/* crc_fold_k[d]: folds a 128-bit block forward by d blocks: (x^(128d+32) mod P, x^(128d-32) mod P), each
+ * bit-reflected and shifted left by one (the white paper's k constants; d = 1 and 4 are its k3/k4 and k1/k2). */
+static __m128i crc_fold_k[CRC_SHORT_BLOCKS];
+
+static uint64_t crc_fold_constant(unsigned bits) {
+    uint64_t r = 1; /* x^bits mod P(x), P = 0x104C11DB7 */
+    for (unsigned i = 0; i < bits; i++) {
+        r <<= 1;
+        if (r & 0x100000000ull) r ^= 0x104C11DB7ull;
+    }
+    uint32_t v = (uint32_t)r, reflected = 0;
+    for (int i = 0; i < 32; i++) reflected |= ((v >> i) & 1u) << (31 - i);
+    return (uint64_t)reflected << 1;
+}
+
+__attribute__((target("sse4.1,pclmul"))) static void make_crc_fold_k(void) {
+    for (unsigned d = 1; d < CRC_SHORT_BLOCKS; d++)
+        crc_fold_k[d] = _mm_set_epi64x((long long)crc_fold_constant(128 * d - 32),
+                                       (long long)crc_fold_constant(128 * d + 32));
+}
+
 #define CLMUL_FOLD(acc, k, next) \
     _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(acc, k, 0x11), _mm_clmulepi64_si128(acc, k, 0x00)), next)
 
@@ -53,9 +78,10 @@ static inline __m128i crc_load(const uint8_t *p, uint8_t *dst) {
     return v;
 }
 
-/* len >= 64 and a multiple of 16; state as in crc_tables. Folds four 128-bit lanes 64 bytes at a time, then
- * one lane 16 bytes at a time, then reduces 128 -> 64 -> 32 bits (Barrett). dst: NULL, or where the bytes are
- * copied as they are read (a record's body and its BODYCRC in one pass). */
+/* len >= CRC_CLMUL_MIN and a multiple of 16; state as in crc_tables. Under CRC_SHORT_BLOCKS blocks: each block
+ * folded straight to the last one (independent multiplications). Longer: folds four 128-bit lanes 64 bytes at a
+ * time, then one lane 16 bytes at a time. Then reduces 128 -> 64 -> 32 bits (Barrett). dst: NULL, or where the
+ * bytes are copied as they are read (a record's body and its BODYCRC in one pass). */
 __attribute__((target("sse4.1,pclmul"), always_inline)) static inline uint32_t
 crc_clmul_to(uint32_t state, const uint8_t *p, uint8_t *dst, size_t len) {
     const __m128i k1k2 = _mm_set_epi64x(0x01c6e41596, 0x0154442bd4);
@@ -65,7 +91,18 @@ crc_clmul_to(uint32_t state, const uint8_t *p, uint8_t *dst, size_t len) {
     const __m128i low32 = _mm_setr_epi32(~0, 0, ~0, 0);
     size_t at = 0; /* bytes read */
 #define CRC_NEXT(i) crc_load(p + at + (i), dst ? dst + at + (i) : NULL)
-    __m128i a = _mm_xor_si128(CRC_NEXT(0), _mm_cvtsi32_si128((int)state));
+    __m128i a;
+    if (len < 16 * CRC_SHORT_BLOCKS) {
+        size_t blocks = len / 16;
+        a = CRC_NEXT(len - 16);
+        for (size_t b = 0; b + 1 < blocks; b++) {
+            __m128i x = CRC_NEXT(16 * b), k = crc_fold_k[blocks - 1 - b];
+            if (b == 0) x = _mm_xor_si128(x, _mm_cvtsi32_si128((int)state));
+            a = _mm_xor_si128(a, _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x11), _mm_clmulepi64_si128(x, k, 0x00)));
+        }
+        goto reduce;
+    }
+    a = _mm_xor_si128(CRC_NEXT(0), _mm_cvtsi32_si128((int)state));
     __m128i b = CRC_NEXT(16), c = CRC_NEXT(32), d = CRC_NEXT(48);
     for (at = 64; len - at >= 64; at += 64) {
         a = CLMUL_FOLD(a, k1k2, CRC_NEXT(0));
@@ -78,6 +115,7 @@ crc_clmul_to(uint32_t state, const uint8_t *p, uint8_t *dst, size_t len) {
     a = CLMUL_FOLD(a, k3k4, d);
     for (; len - at >= 16; at += 16) a = CLMUL_FOLD(a, k3k4, CRC_NEXT(0));
 #undef CRC_NEXT
+reduce:
     a = _mm_xor_si128(_mm_srli_si128(a, 8), _mm_clmulepi64_si128(a, k3k4, 0x10));
     a = _mm_xor_si128(_mm_clmulepi64_si128(_mm_and_si128(a, low32), k5, 0x00), _mm_srli_si128(a, 4));
     __m128i t = _mm_clmulepi64_si128(_mm_and_si128(a, low32), poly, 0x10);
@@ -100,7 +138,7 @@ __attribute__((target("sse4.1,pclmul"))) static inline uint32_t crc_clmul_copy(u
 static uint32_t crc32_of(const uint8_t *p, size_t len) {
     uint32_t state = 0xFFFFFFFFu;
 #ifdef HAVE_CLMUL_CODE
-    if (use_clmul && len >= 64) {
+    if (use_clmul && len >= CRC_CLMUL_MIN) {
         size_t bulk = len & ~(size_t)15;
         state = crc_clmul(state, p, bulk);
         p += bulk;
@@ -119,6 +157,7 @@ static void crc32_init(void) {
 #ifdef HAVE_CLMUL_CODE
     __builtin_cpu_init();
     use_clmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+    if (use_clmul) make_crc_fold_k();
 #endif
 }
 
