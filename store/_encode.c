@@ -424,10 +424,11 @@ static inline uint32_t body_crc_copy(uint8_t *dst, const uint8_t *p, size_t len)
     return body_crc(p, len);
 }
 
-/* Records [first, last) back to back into out (room bytes). Returns the bytes written, or -1 with *error and
- * *bad (the message) set. Needs no GIL. */
-static Py_ssize_t encode_rows(const Columns *c, const Fixed *f, Py_ssize_t first, Py_ssize_t last, uint8_t *out,
-                              Py_ssize_t room, const char **error, Py_ssize_t *bad) {
+/* encode_rows' body; one_for_all (a constant where it is inlined): topic, flag, sys_flag, born timestamp,
+ * reconsume times and prepared offset are one value for every message, read once into registers. */
+__attribute__((always_inline)) static inline Py_ssize_t
+encode_rows_as(const Columns *c, const Fixed *f, Py_ssize_t first, Py_ssize_t last, uint8_t *out, Py_ssize_t room,
+               const char **error, Py_ssize_t *bad, const int one_for_all) {
     const int64_t *sz = (const int64_t *)f->sizes.buf, *qo = (const int64_t *)f->qoff.buf;
     const int64_t *po = (const int64_t *)f->poff.buf, *bt = (const int64_t *)f->bts.buf;
     const int64_t *pr = (const int64_t *)f->prep.buf;
@@ -439,8 +440,11 @@ static Py_ssize_t encode_rows(const Columns *c, const Fixed *f, Py_ssize_t first
     const uint8_t *host_bytes = (const uint8_t *)f->hosts.buf;
     const Py_ssize_t hosts_total = f->hosts.len, topics_len = c->topics.len, nparts = c->nparts;
     const int32_t v6_bits = f->v6_bits;
-    const Py_ssize_t s_ti = c->s_ti, s_qid = f->s_qid, s_flg = f->s_flg, s_sysf = f->s_sysf, s_bts = f->s_bts, s_rec = f->s_rec,
-                     s_prep = f->s_prep;
+    const Py_ssize_t s_ti = c->s_ti, s_qid = f->s_qid, s_flg = f->s_flg, s_sysf = f->s_sysf, s_bts = f->s_bts,
+                     s_rec = f->s_rec, s_prep = f->s_prep;
+    /* the values for all, when one_for_all (the stores through o, bytes, could alias the arrays) */
+    const int32_t ti0 = ti[0], fl0 = fl[0], sf0 = sf[0], rc0 = rc[0];
+    const int64_t bt0 = bt[0], pr0 = pr[0];
     /* hosts holds both addresses and, between them, the born port, STORETIMESTAMP and the store port (16 bytes) */
     const int64_t fixed = fixed_record_bytes(hosts_total - 16);
     /* The pieces in locals (stores through o, bytes, could otherwise alias them and make the compiler load
@@ -475,11 +479,11 @@ static Py_ssize_t encode_rows(const Columns *c, const Fixed *f, Py_ssize_t first
             const int32_t *off = pcs[k].offsets + i * pcs[k].stride;
             props_len += piece_bytes(off[1] - off[0], pcs[k].head_len);
         }
-        int32_t t = ti[i * s_ti];
+        int32_t t = one_for_all ? ti0 : ti[i * s_ti];
         int64_t topic_start = tof[t], topic_len = tof[t + 1] - topic_start;
         int32_t body_len = bo[i + 1] - bo[i];
         int64_t total = fixed + body_len + (topic_len > 127 ? 2 : 1) + topic_len + props_len;
-        int32_t sys_flag = sf[i * s_sysf];
+        int32_t sys_flag = one_for_all ? sf0 : sf[i * s_sysf];
         if (__builtin_expect((sys_flag & (BORNHOST_V6 | STOREHOST_V6)) != v6_bits || props_len > 32767 ||
                              total != sz[i] || end - o < total, 0)) {
             *bad = i;
@@ -499,11 +503,11 @@ static Py_ssize_t encode_rows(const Columns *c, const Fixed *f, Py_ssize_t first
         put32(o, (uint32_t)total);
         put32(o + 4, topic_len > 127 ? MAGIC_V2 : MAGIC_V1);
         put32(o + 12, (uint32_t)qi[i * s_qid]);
-        put32(o + 16, (uint32_t)fl[i * s_flg]);
+        put32(o + 16, (uint32_t)(one_for_all ? fl0 : fl[i * s_flg]));
         put64(o + 20, (uint64_t)qo[i]);
         put64(o + 28, (uint64_t)po[i]);
         put32(o + 36, (uint32_t)sys_flag);
-        put64(o + 40, (uint64_t)bt[i * s_bts]);
+        put64(o + 40, (uint64_t)(one_for_all ? bt0 : bt[i * s_bts]));
         uint8_t *crc_at = o + 8;
         o += 48;
         if (hosts_total == 24) { /* IPv4 both: a fixed-size copy */
@@ -512,8 +516,8 @@ static Py_ssize_t encode_rows(const Columns *c, const Fixed *f, Py_ssize_t first
         } else {
             o = put_bytes(o, host_bytes, (size_t)hosts_total);
         }
-        put32(o, (uint32_t)rc[i * s_rec]);
-        put64(o + 4, (uint64_t)pr[i * s_prep]);
+        put32(o, (uint32_t)(one_for_all ? rc0 : rc[i * s_rec]));
+        put64(o + 4, (uint64_t)(one_for_all ? pr0 : pr[i * s_prep]));
         put32(o + 12, (uint32_t)body_len);
         o += 16;
         put32(crc_at, body_crc_copy(o, body_base + bo[i], (size_t)body_len));
@@ -561,6 +565,16 @@ static Py_ssize_t encode_rows(const Columns *c, const Fixed *f, Py_ssize_t first
         }
     }
     return o - out;
+}
+
+/* Records [first, last) back to back into out (room bytes). Returns the bytes written, or -1 with *error and
+ * *bad (the message) set. Needs no GIL. The usual batch (one topic, and one flag, sys_flag, born timestamp,
+ * reconsume times and prepared offset for all) takes a copy of the loop made for it. */
+static Py_ssize_t encode_rows(const Columns *c, const Fixed *f, Py_ssize_t first, Py_ssize_t last, uint8_t *out,
+                              Py_ssize_t room, const char **error, Py_ssize_t *bad) {
+    if (c->s_ti == 0 && f->s_flg == 0 && f->s_sysf == 0 && f->s_bts == 0 && f->s_rec == 0 && f->s_prep == 0)
+        return encode_rows_as(c, f, first, last, out, room, error, bad, 1);
+    return encode_rows_as(c, f, first, last, out, room, error, bad, 0);
 }
 
 #define COLUMNS_FORMAT "y*y*y*y*y*O"

@@ -86,7 +86,13 @@ def test_native_and_fallback_records_are_byte_identical(rows, hosts, atomic, one
     parts.append(PropertyPart(codec.PROPERTY_UNIQ_KEY, ids))
     topics = ["TopicA", "T" * 200, "b%|_-9"]
     sys_flags = np.array([[0, codec.TRANSACTION_PREPARED_TYPE, codec.TRANSACTION_COMMIT_TYPE][r[1]] for r in rows])
-    batch = _batch(bodies, topics, [r[1] for r in rows], parts, hosts[0], hosts[1], sys_flags, one_value)
+    if one_value:  # the usual batch: one topic (the encoder's loop made for it), one sys_flag
+        rows = [(b, 1, tag, key) for b, _, tag, key in rows]
+        sys_flags = sys_flags[:1]
+        topic_index = [1]
+    else:
+        topic_index = [r[1] for r in rows]
+    batch = _batch(bodies, topics, topic_index, parts, hosts[0], hosts[1], sys_flags, one_value)
     native, fallback, positions = _encode_both(batch, with_fallback)
     assert native == fallback
     assert len(native) == int(batch.sizes.sum())
