@@ -867,9 +867,6 @@ static PyObject *body_crcs(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* java_hash_codes(offsets, data, out): out[i] = Java's String.hashCode() of the UTF-8 text
- * data[offsets[i]:offsets[i+1]] (int32 offsets), over its UTF-16 code units (a character beyond the BMP counts
- * as its two surrogates), sign-extended into int64; 0 for an empty text. The consume queue's tagsCode. */
 /* Java's String.hashCode() of the UTF-8 text [p, e) (31-multiplier over UTF-16 code units, so a character
  * outside the BMP counts twice), sign-extended into *out. Returns 0 when the text is cut inside a character. */
 static inline int java_hash(const uint8_t *p, const uint8_t *e, int64_t *out) {
@@ -900,6 +897,9 @@ static inline int java_hash(const uint8_t *p, const uint8_t *e, int64_t *out) {
     return 1;
 }
 
+/* java_hash_codes(offsets, data, out): out[i] = Java's String.hashCode() of the UTF-8 text
+ * data[offsets[i]:offsets[i+1]] (int32 offsets), over its UTF-16 code units (a character beyond the BMP counts
+ * as its two surrogates), sign-extended into int64; 0 for an empty text. The consume queue's tagsCode. */
 static PyObject *java_hash_codes(PyObject *self, PyObject *args) {
     Py_buffer off, data, out;
     Py_ssize_t n;
