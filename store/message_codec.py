@@ -12,6 +12,7 @@ import os
 import re
 import socket
 import struct
+import threading
 import zlib
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
@@ -401,6 +402,7 @@ from .compiled import _encode  # noqa: E402 - its loops where they help here (st
 
 _uniq_counter = [0]
 _uniq_prefix: dict = {}
+_uniq_lock = threading.Lock()  # a range of the counter per call, whatever the threads
 # Two upper-case hex digits per byte value, so a counter's 4 bytes become its 8 digits in one lookup.
 _HEX_PAIRS = np.frombuffer(b"".join(f"{b:02X}".encode() for b in range(256)), dtype=np.uint16)
 
@@ -437,8 +439,9 @@ def reserve_uniq_keys(n: int, address: bytes) -> GeneratedIds:
     if prefix is None:  # once per process and address, as the client's fixed part (a forked child gets its own)
         prefix = _uniq_prefix[key] = (address[-4:] + struct.pack(">h", pid & 0x7FFF) + os.urandom(2)).hex().upper()
     t = int(time.time() * 1000) & 0xFFFFFFFF
-    start = _uniq_counter[0]
-    _uniq_counter[0] += n
+    with _uniq_lock:
+        start = _uniq_counter[0]
+        _uniq_counter[0] += n
     return GeneratedIds((prefix + f"{t:08X}").encode(), start, n)
 
 
