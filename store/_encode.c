@@ -174,10 +174,6 @@ static void columns_release(Columns *c) {
         if (held[k]->obj != NULL) PyBuffer_Release(held[k]);
 }
 
-/* The columns every record takes its variable parts from: body_offsets int32[n+1] into body_data; topics: the
- * topics' UTF-8 bytes back to back, topic_offsets int64[T+1], topic_index int32[n] (or [1], for all); parts: a sequence of
- * (head, int32 offsets, data, broadcast). Buffers the caller has already parsed are passed in; rows [lo, hi)
- * are checked. */
 /* The first row i in [lo, hi) whose span off[i]..off[i+1] is not inside data_len bytes, or -1. Offsets that
  * start at or above 0, never decrease and end within the data put every span inside: one branch-free pass (the
  * compiler vectorises it), the row found only when something is wrong. */
@@ -191,6 +187,10 @@ static Py_ssize_t bad_span(const int32_t *off, Py_ssize_t lo, Py_ssize_t hi, Py_
     return lo; /* not reached: some span is bad when the pass says so */
 }
 
+/* The columns every record takes its variable parts from: body_offsets int32[n+1] into body_data; topics: the
+ * topics' UTF-8 bytes back to back, topic_offsets int64[T+1], topic_index int32[n] (or [1], for all); parts: a
+ * sequence of (head, int32 offsets, data, kind, counter) (see Part). Buffers the caller has already parsed are
+ * passed in; rows [lo, hi) are checked. */
 static int columns_check(Columns *c, PyObject *parts_obj, Py_ssize_t lo, Py_ssize_t hi) {
     Py_ssize_t n = c->n;
     c->ntopics = c->topic_offsets.len / 8 - 1;
@@ -429,6 +429,7 @@ static inline uint32_t body_crc_copy(uint8_t *dst, const uint8_t *p, size_t len)
 __attribute__((always_inline)) static inline Py_ssize_t
 encode_rows_as(const Columns *c, const Fixed *f, Py_ssize_t first, Py_ssize_t last, uint8_t *out, Py_ssize_t room,
                const char **error, Py_ssize_t *bad, const int one_for_all) {
+    if (first >= last) return 0; /* the columns may be empty: nothing below may be read */
     const int64_t *sz = (const int64_t *)f->sizes.buf, *qo = (const int64_t *)f->qoff.buf;
     const int64_t *po = (const int64_t *)f->poff.buf, *bt = (const int64_t *)f->bts.buf;
     const int64_t *pr = (const int64_t *)f->prep.buf;
@@ -984,8 +985,9 @@ static PyObject *assign_offsets(PyObject *self, PyObject *args) {
     Py_ssize_t n = sizes.len / 8, groups = ends.len / 8, m = units.len / 20;
     int round_robin = keys.len == 0;
     int has_tags = tags.len > 0;
-    if ((has_tags && !need(&tags, (n + 1) * 4, "tags_offsets")) || !need(&qo, n * 8, "queue_offsets") || !need(&pos, n * 8, "positions") ||
-        !need(&counts, groups * 8, "counts") || (round_robin ? !need(&qids, n * 4, "queue_ids") : !need(&keys, n * 4, "keys")))
+    if ((has_tags && !need(&tags, (n + 1) * 4, "tags_offsets")) || !need(&qo, n * 8, "queue_offsets") ||
+        !need(&pos, n * 8, "positions") || !need(&counts, groups * 8, "counts") ||
+        (round_robin ? !need(&qids, n * 4, "queue_ids") : !need(&keys, n * 4, "keys")))
         goto done;
     if (groups < 1 || (round_robin && (start_ll < 0 || start_ll >= groups))) {
         PyErr_Format(PyExc_ValueError, "assign_offsets: %zd groups, round robin from %lld", groups, start_ll);

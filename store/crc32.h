@@ -48,7 +48,8 @@ static inline uint32_t crc_tables(uint32_t state, const uint8_t *p, size_t len) 
 #define CRC_SHORT_BLOCKS 8  /* spans of fewer 16-byte blocks fold each block to the end at once */
 
 /* crc_fold_k[d]: folds a 128-bit block forward by d blocks: (x^(128d+32) mod P, x^(128d-32) mod P), each
- * bit-reflected and shifted left by one (the white paper's k constants; d = 1 and 4 are its k3/k4 and k1/k2). */
+ * bit-reflected and shifted left by one (the white paper's k constants; d = 1 and 4 are its k3/k4 and k1/k2,
+ * which the 4-lane loop uses). */
 static __m128i crc_fold_k[CRC_SHORT_BLOCKS];
 
 static uint64_t crc_fold_constant(unsigned bits) {
@@ -84,8 +85,7 @@ static inline __m128i crc_load(const uint8_t *p, uint8_t *dst) {
  * bytes are copied as they are read (a record's body and its BODYCRC in one pass). */
 __attribute__((target("sse4.1,pclmul"), always_inline)) static inline uint32_t
 crc_clmul_to(uint32_t state, const uint8_t *p, uint8_t *dst, size_t len) {
-    const __m128i k1k2 = _mm_set_epi64x(0x01c6e41596, 0x0154442bd4);
-    const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009e, 0x01751997d0);
+    const __m128i k1k2 = crc_fold_k[4], k3k4 = crc_fold_k[1]; /* 0x1c6e41596/0x154442bd4, 0xccaa009e/0x1751997d0 */
     const __m128i k5 = _mm_set_epi64x(0, 0x0163cd6124);
     const __m128i poly = _mm_set_epi64x(0x01f7011641, 0x01db710641);
     const __m128i low32 = _mm_setr_epi32(~0, 0, ~0, 0);
@@ -157,7 +157,7 @@ static void crc32_init(void) {
 #ifdef HAVE_CLMUL_CODE
     __builtin_cpu_init();
     use_clmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
-    if (use_clmul) make_crc_fold_k();
+    if (use_clmul) make_crc_fold_k(); /* set_clmul turns the path on only where the CPU has it, i.e. here */
 #endif
 }
 
