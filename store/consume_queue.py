@@ -200,15 +200,14 @@ class ConsumeQueue:
 
     # -- writing (under the store's write lock) --------------------------------------------------------------
 
-    def put_units(self, start: int, units: np.ndarray, scratch: bool = False) -> None:
+    def put_units(self, start: int, units: np.ndarray) -> None:
         """Write units for queue offsets [start, start+len). In each file, the run's first size goes last, so a
         reader in another process sees the run's units in a file at once or none of them, and a file's units
         only after those in the file before: max_offset, which counts the units of the last file, never runs
-        past a unit still held back in the file before it. scratch: units is the caller's to use as a buffer
-        (it comes back unchanged)."""
+        past a unit still held back in the file before it."""
         if len(units) == 0:
             return
-        writes = UnitWrites(units if scratch else np.array(units, dtype=UNIT_DTYPE))
+        writes = UnitWrites(np.array(units, dtype=UNIT_DTYPE))  # a copy: its first sizes are held back in it
         writes.add(self, start, 0, len(units))
         writes.flush()
         self.written_to(start + len(units))

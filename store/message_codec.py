@@ -417,15 +417,15 @@ class GeneratedIds:
     LENGTH = 32
 
     def column(self) -> pa.Array:
-        n, head = self.n, np.frombuffer(self.head, dtype=np.uint8)
+        n, head, width = self.n, np.frombuffer(self.head, dtype=np.uint8), self.LENGTH
         if _encode is not None:
-            chars = np.empty(32 * n, dtype=np.uint8)
+            chars = np.empty(width * n, dtype=np.uint8)
             _encode.hex_ids(chars, head, self.start)
         else:
             counters = (np.arange(self.start, self.start + n, dtype=np.uint64) & 0xFFFFFFFF).astype(">u4")
-            chars = np.empty((n, 32), dtype=np.uint8)
-            chars[:, :24] = head
-            chars[:, 24:].view(np.uint16)[:] = _HEX_PAIRS[counters.view(np.uint8).reshape(n, 4)]
+            chars = np.empty((n, width), dtype=np.uint8)
+            chars[:, :len(head)] = head
+            chars[:, len(head):].view(np.uint16)[:] = _HEX_PAIRS[counters.view(np.uint8).reshape(n, 4)]
         return id_column(chars, n)
 
 

@@ -302,10 +302,9 @@ class MessageStore:
         for t in batch.topics:
             if t not in self.topic_config.table:
                 self._create_topic_locked(t, self.config.defaultTopicQueueNums)
-        plan.choose_queues(self)
         positions, segments, end = self.commit_log.plan(self._write_pos, batch.sizes, batch.size_total)
-        queue_ids, queue_offsets, positions, units, runs, _ = plan.assign(batch.sizes, self._write_pos, positions,
-                                                                         self._queue_end)
+        queue_ids, queue_offsets, positions, units, runs, _ = plan.assign(self, batch.sizes, self._write_pos,
+                                                                         positions)
         batch.queue_ids = queue_ids
         if plan.atomic:
             batch.property_parts = stamp_atomic_range(batch.property_parts, int(positions[0]), end)

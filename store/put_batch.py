@@ -84,18 +84,16 @@ class AppendPlan:
     atomic: bool = False
     all_dispatched: bool = True
 
-    def choose_queues(self, store) -> None:
-        """Each message's consume queue, as groups for assign(): the usual batch (one topic, every queue chosen
-        round robin, all dispatched) is left to assign_offsets' round robin from the topic's next queue;
-        otherwise each message gets its group key (topic and queue; -1 when not dispatched)."""
+    def _groups(self, store) -> tuple:
+        """Each message's consume queue as a group for assign_offsets: (keys, round-robin start, stride, queue
+        ids). The usual batch (one topic, every queue chosen round robin, all dispatched) is left to
+        assign_offsets' round robin from the topic's next queue (keys and queue ids None); otherwise each message
+        gets its group key, topic * stride + queue (-1 when not dispatched)."""
         n = self.n
         if len(self.topics) == 1 and self.queue_ids is None and self.sharding_hash is None and self.all_dispatched:
             topic = self.topics[0]
             nq = store.topic_config.table[topic].writeQueueNums
-            start = self._round_robin_start(store, topic, nq)
-            store._round_robin[topic] = int((start + n) % nq)
-            self._keys, self._start, self._stride, self._chosen = None, start, nq, None
-            return
+            return None, _take_round_robin(store, topic, nq, n), nq, None
         chosen = self.resolve_queue_ids(store)
         stride = int(chosen.max()) + 1 if n else 1
         if len(self.topics) == 1:
@@ -104,7 +102,7 @@ class AppendPlan:
             keys = self.topic_index.astype(np.int32) * np.int32(stride) + chosen
         if not self.all_dispatched:
             keys[~self.dispatched] = -1
-        self._keys, self._start, self._stride, self._chosen = keys, 0, stride, chosen
+        return keys, 0, stride, chosen
 
     def resolve_queue_ids(self, store) -> np.ndarray:
         """Each message's queue id: given, by sharding key, or round robin over its topic's write queues."""
@@ -130,42 +128,44 @@ class AppendPlan:
                 chosen[use] = sh[use] % nq
             rest = np.flatnonzero(chosen < 0)
             if len(rest):
-                start = self._round_robin_start(store, topic, nq)
-                chosen[rest] = (start + np.arange(len(rest))) % nq
-                store._round_robin[topic] = int((start + len(rest)) % nq)
+                chosen[rest] = (_take_round_robin(store, topic, nq, len(rest)) + np.arange(len(rest))) % nq
             out[members] = chosen
         return out
 
-    @staticmethod
-    def _round_robin_start(store, topic: str, nq: int) -> int:
-        start = store._round_robin.get(topic)
-        # a first append starts at random, like a producer, so processes spread out
-        return random.randrange(nq) if start is None else start
-
-    def assign(self, sizes: np.ndarray, write_pos: int, positions: Optional[np.ndarray], queue_end):
-        """After choose_queues: (queue ids, queue offsets, commitlog positions, units, runs, end). Positions
-        come from write_pos (positions None: the batch fits in the current file; end is its end) or are given
-        (end None). Units hold the dispatched messages' consume-queue units grouped by queue, and runs has one
-        (topic, queue_id, first queue offset, start, stop) per queue written, in that order (units[start:stop]
-        are its units). queue_end(topic, queue_id) gives a queue's end."""
-        n, keys, stride = len(sizes), self._keys, self._stride
-        groups = len(self.topics) * stride
+    def assign(self, store, sizes: np.ndarray, write_pos: int, positions: Optional[np.ndarray]):
+        """Each message's consume queue, then where the batch goes: (queue ids, queue offsets, commitlog
+        positions, units, runs, end). Positions come from write_pos (positions None: the batch fits in the
+        current file; end is its end) or are given (end None). Units hold the dispatched messages' consume-queue
+        units grouped by queue, and runs has one (topic, queue_id, first queue offset, start, stop) per queue
+        written, in that order (units[start:stop] are its units)."""
+        keys, start, stride, chosen = self._groups(store)
+        n, groups = len(sizes), len(self.topics) * stride
         if keys is None:
-            hit = range(groups) if n >= groups else sorted({(self._start + i) % groups for i in range(n)})
+            hit = range(groups) if n >= groups else sorted({(start + i) % groups for i in range(n)})
         else:
             hit = np.flatnonzero(np.bincount(keys[keys >= 0], minlength=groups)).tolist()
         ends = np.zeros(groups, dtype=np.int64)
         for g in hit:
-            ends[g] = queue_end(self.topics[g // stride], g % stride)
+            ends[g] = store._queue_end(self.topics[g // stride], g % stride)
         dispatched = n if self.all_dispatched else int(np.count_nonzero(self.dispatched))
         queue_ids, queue_offsets, positions, units, counts, end = assign_offsets(
-            sizes, keys, self._start, ends, write_pos, positions, self.tags, dispatched)
+            sizes, keys, start, ends, write_pos, positions, self.tags, dispatched)
         runs, at = [], 0
         for g, count in enumerate(counts.tolist()):
             if count:
                 runs.append((self.topics[g // stride], g % stride, int(ends[g]), at, at + count))
                 at += count
-        return self._chosen if queue_ids is None else queue_ids, queue_offsets, positions, units, runs, end
+        return chosen if queue_ids is None else queue_ids, queue_offsets, positions, units, runs, end
+
+
+def _take_round_robin(store, topic: str, nq: int, count: int) -> int:
+    """The topic's next round-robin queue, moved on by count. A first append starts at random, like a producer,
+    so processes spread out."""
+    start = store._round_robin.get(topic)
+    if start is None:
+        start = random.randrange(nq)
+    store._round_robin[topic] = int((start + count) % nq)
+    return start
 
 
 def _topics(topic, n: int):
@@ -243,11 +243,6 @@ def _user_properties(properties, n: int):
     return arr, parse_properties(arr)
 
 
-def uniq_keys(n: int, address: bytes) -> pa.Array:
-    """Unique ids as the RocketMQ client makes them (address, pid, random, time, counter in upper hex)."""
-    return codec.new_uniq_keys(n, address)
-
-
 _ATOMIC_PLACEHOLDER = "0" * 20 + "-" + "0" * 20
 _ATOMIC_PART = PropertyPart(codec.PROPERTY_ATOMIC_BATCH, _ATOMIC_PLACEHOLDER)
 # What an atomic put_batch adds to every message's properties text, counted by callers that check the
@@ -308,7 +303,7 @@ def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, shard
     if need_uniq == n:  # none given: ids the encoder writes itself, built as a column only if asked for
         uniq = codec.reserve_uniq_keys(n, store.store_host[0])
     else:
-        uniq = uniq_keys(need_uniq, store.store_host[0]) if need_uniq else None
+        uniq = codec.new_uniq_keys(need_uniq, store.store_host[0]) if need_uniq else None
     if given_uniq is not None and uniq is not None and need_uniq < n:
         missing = given_uniq.is_null().to_numpy(zero_copy_only=False)
         pos = np.cumsum(missing) - 1
@@ -362,7 +357,7 @@ def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, shard
         length = len(bodies[too_big].as_buffer())
         raise InvalidMessageError(f"message {too_big}: body is {length} bytes, more than maxMessageSize ({max_size})")
     if too_long >= 0:
-        length = int(np.broadcast_to(properties_lengths(parts, n), n)[too_long])
+        length = int(properties_lengths(parts, n)[too_long])
         raise InvalidMessageError(f"message {too_long}: properties are {length} bytes, more than "
                                   f"{codec.MAX_PROPERTIES_LENGTH}")
     if len(sys_flags) == 1:  # one for all (plain Python: numpy's calls cost more than the test)
@@ -416,6 +411,7 @@ class PutBatchResult(Sequence):
         off = int(self.commit_log_offsets[i])
         return PutResult(
             msg_id=codec.create_message_id(self.store_host[0], self.store_host[1], off),
-            topic=self.topics[int(self.topic_index[i]) if len(self.topics) > 1 else 0], queue_id=int(self.queue_ids[i]),
+            topic=self.topics[int(self.topic_index[i]) if len(self.topics) > 1 else 0],
+            queue_id=int(self.queue_ids[i]),
             queue_offset=int(self.queue_offsets[i]), commit_log_offset=off,
             uniq_key=self.uniq_keys[i].as_py() if self.uniq_keys is not None else "")

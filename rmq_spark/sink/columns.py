@@ -15,9 +15,9 @@ from pyspark.sql.types import (ArrayType, BinaryType, ByteType, IntegerType, Lon
 
 from store.message_codec import (MAX_PROPERTIES_LENGTH, PROPERTY_ATOMIC_BATCH, PROPERTY_UNIQ_KEY, check_topic,
                                  new_uniq_keys)
-from store.put_batch import ATOMIC_PROPERTY_BYTES
 from store.native import value_offsets
 from store.properties_column import compact_map, map_lookup
+from store.put_batch import ATOMIC_PROPERTY_BYTES
 
 from ..options import RmqOptionError
 
