@@ -1,5 +1,6 @@
 """An embedded message store in Apache RocketMQ 4.x's on-disk format (CommitLog + ConsumeQueue)."""
-from .errors import CorruptRecordError, InvalidMessageError, ReadOnlyStoreError, StoreError, UnknownTopicError
+from .errors import (CorruptRecordError, InvalidMessageError, ReadOnlyStoreError, StoreError, StoreRecoveryError,
+                     UnknownTopicError)
 from .get_message_result import GetMessageResult, GetMessageStatus, PutMessageStatus, PutResult
 from .message_codec import MessageExt
 from .message_store import MessageStore
@@ -12,6 +13,6 @@ from .store_config import ASYNC_FLUSH, SYNC_FLUSH, StoreConfig
 __all__ = [
     "MessageStore", "StoreConfig", "ASYNC_FLUSH", "SYNC_FLUSH", "GetMessageStatus", "GetMessageResult",
     "PutResult", "PutBatchResult", "PutMessageStatus", "MessageExt", "SCAN_SCHEMA", "StoreError",
-    "CorruptRecordError", "InvalidMessageError", "UnknownTopicError", "ReadOnlyStoreError",
+    "CorruptRecordError", "InvalidMessageError", "UnknownTopicError", "ReadOnlyStoreError", "StoreRecoveryError",
     "OffsetStore", "ReadOffsetType", "CleanSummary",
 ]

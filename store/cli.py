@@ -158,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--progress", action="store_true", help="show progress bars even when stderr is not a terminal")
     p.set_defaults(run=cmd_check)
     add_clean_command(sub, common)
+    add_recover_command(sub, common)
     return parser
 
 
@@ -815,6 +816,32 @@ def cmd_clean(args) -> int:
     rows = [[t, q, off] for t, qs in sorted(summary.min_offsets.items()) for q, off in sorted(qs.items())]
     if rows:
         print(_table(rows, ["topic", "queue", "min offset"]))
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# rmq recover
+# ---------------------------------------------------------------------------------------------------------------
+
+def add_recover_command(sub, common) -> None:
+    p = sub.add_parser("recover", parents=[common], help="open the store for writing, running its recovery",
+                       description="Open the store as a writer does: after an unclean stop this runs the crash "
+                                   "recovery (cut a torn tail, re-dispatch complete records). When the commitlog "
+                                   "is damaged with intact messages after the damage, or flushed messages are "
+                                   "missing, recovery refuses and says how many messages a cut would drop; "
+                                   "--truncate cuts anyway. Run `rmq check` first to see the damage.")
+    p.add_argument("--truncate", action="store_true",
+                   help="cut the log at the damage even when that drops messages that still validate")
+    p.set_defaults(run=cmd_recover)
+
+
+def cmd_recover(args) -> int:
+    from .message_store import MessageStore
+    path = _store_path(args, must_exist=True)
+    with MessageStore(path, _config(args), recover_truncate=args.truncate) as store:
+        end = store.commit_log_max_offset()
+        total = sum(store.max_offset(t, q) - store.min_offset(t, q) for t in store.topics() for q in store.queues(t))
+    print(f"store {path} recovered: commitlog ends at offset {end}; {total} message(s) in the consume queues")
     return EXIT_OK
 
 

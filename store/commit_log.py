@@ -35,7 +35,6 @@ class WalkedRecord:
     topic: str
     tags: Optional[str]
     store_timestamp: int
-    atomic_batch: Optional[str] = None  # "<first offset>-<end offset>" of an atomic put_batch
 
 
 class CommitLog:
@@ -115,6 +114,8 @@ class CommitLog:
             rel = pos - base
             limit = len(view)
             if rel + 8 > limit:
+                if limit < self.file_size:
+                    return  # a file cut short (truncated while closed, a torn copy): not a roll to the next
                 pos = base + self.file_size
                 self.walk_end = pos
                 continue
@@ -137,8 +138,7 @@ class CommitLog:
                 # cannot see: a torn record, not a message.
                 return
             yield WalkedRecord(pos, m.store_size, m.sys_flag, m.queue_id, m.queue_offset, m.topic,
-                               m.properties.get(codec.PROPERTY_TAGS), m.store_timestamp,
-                               m.properties.get(codec.PROPERTY_ATOMIC_BATCH))
+                               m.properties.get(codec.PROPERTY_TAGS), m.store_timestamp)
             pos += m.store_size
             self.walk_end = pos
 

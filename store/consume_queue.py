@@ -10,6 +10,7 @@ import os
 
 import numpy as np
 
+from .errors import CorruptRecordError
 from .mapped_file import MappedFileQueue, pwrite_all
 
 CQ_STORE_UNIT_SIZE = 20
@@ -181,11 +182,17 @@ class ConsumeQueue:
                 self.files.refresh()
                 f = self.files.find(pos * CQ_STORE_UNIT_SIZE)
                 if f is None:
+                    self._check_no_gap(pos)
                     break
             first_unit = f.file_from_offset // CQ_STORE_UNIT_SIZE
             units = self._file_units(f)
             if len(units) == 0:  # deleted by retention in another process: nothing to read there any more
                 self.files.refresh()
+                break
+            if pos >= first_unit + len(units):
+                # The file is shorter than its place in the queue: a torn last file ends the queue; a short
+                # file with others after it is corruption (looping here would never advance).
+                self._check_no_gap(pos, short=f)
                 break
             stop = min(end, first_unit + len(units))
             parts.append(units[pos - first_unit:stop - first_unit])
@@ -193,6 +200,84 @@ class ConsumeQueue:
         if not parts:
             return np.zeros(0, dtype=UNIT_DTYPE)
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def _check_no_gap(self, pos: int, short=None) -> None:
+        """CorruptRecordError when queue offset pos lies in a hole between this queue's files (a missing or
+        short file with later files after it). Offsets below the first file are retention's, not a hole."""
+        byte_pos = pos * CQ_STORE_UNIT_SIZE
+        files = self.files.files
+        if not files or byte_pos < files[0].file_from_offset or not any(x.file_from_offset > byte_pos for x in files):
+            return
+        if short is not None:
+            size = os.path.getsize(short.path)
+            raise CorruptRecordError(
+                f"consume-queue file is {size} bytes, shorter than mappedFileSizeConsumeQueue ({self.file_size}), "
+                f"with later files after it: units from queue offset {pos} are missing", short.path,
+                byte_pos - short.file_from_offset)
+        start = byte_pos - byte_pos % self.file_size
+        raise CorruptRecordError(
+            f"consume-queue file {start:020d} is missing between the queue's files: units from queue offset {pos} "
+            f"are missing", os.path.join(self.directory, f"{start:020d}"), 0)
+
+    def short_files(self) -> list[tuple[str, int]]:
+        """(path, size) of this queue's files shorter than mappedFileSizeConsumeQueue."""
+        out = []
+        for f in self.files.files:
+            try:
+                size = os.path.getsize(f.path)
+            except FileNotFoundError:
+                continue
+            if size < self.file_size:
+                out.append((f.path, size))
+        return out
+
+    def repair_short_last_file(self) -> bool:
+        """A torn last file (shorter than its configured size): zero its partial unit and extend it to full
+        size, as files are created; the units it lost are re-dispatched from the commitlog by recovery."""
+        last = self.files.last()
+        if last is None:
+            return False
+        size = os.path.getsize(last.path)
+        if size >= self.file_size:
+            return False
+        self.extend_short_file(last.path, size)
+        self._known_max = min(self._known_max, last.file_from_offset // CQ_STORE_UNIT_SIZE)
+        return True
+
+    def extend_short_file(self, path: str, size: int) -> None:
+        """Zero the partial unit at the end of a short file and give it its full size (zeros: no units)."""
+        for f in self.files.files:
+            if f.path == path:
+                f.close()
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            os.ftruncate(fd, size - size % CQ_STORE_UNIT_SIZE)
+            os.ftruncate(fd, self.file_size)
+        finally:
+            os.close(fd)
+        self.files.refresh()
+
+    def holes(self) -> list[tuple[int, int, str, int]]:
+        """Ranges of queue offsets [lo, hi) that lie between this queue's files but in none of them (a short or
+        missing file with later files after it), with the path of the file that should hold them and its size
+        on disk (0 when missing)."""
+        out = []
+        files = self.files.files
+        per_file = self.units_per_file
+        for f, nxt in zip(files, files[1:]):
+            first = f.file_from_offset // CQ_STORE_UNIT_SIZE
+            try:
+                size = os.path.getsize(f.path)
+            except FileNotFoundError:
+                continue
+            have = first + size // CQ_STORE_UNIT_SIZE
+            if have < first + per_file:
+                out.append((have, first + per_file, f.path, size))
+            nxt_first = nxt.file_from_offset // CQ_STORE_UNIT_SIZE
+            for gap in range(first + per_file, nxt_first, per_file):
+                out.append((gap, gap + per_file, os.path.join(self.directory, f"{gap * CQ_STORE_UNIT_SIZE:020d}"),
+                            0))
+        return out
 
     def file_end(self, queue_offset: int) -> int:
         """First queue offset past the file holding queue_offset."""

@@ -28,3 +28,14 @@ class UnknownTopicError(StoreError, KeyError):
 
 class ReadOnlyStoreError(StoreError):
     """A write was attempted on a store opened read-only."""
+
+
+class StoreRecoveryError(StoreError):
+    """Recovery would drop messages it cannot prove were never acknowledged (records that validate after
+    damage, or records the checkpoint says were flushed); the store refuses to open instead."""
+
+    def __init__(self, message: str, path: str, offset: int, messages: int):
+        super().__init__(message)
+        self.path = path
+        self.offset = offset
+        self.messages = messages

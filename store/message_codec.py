@@ -40,13 +40,18 @@ COMPRESSION_TYPE_MASK = 0x700
 COMPRESSION_LZ4 = 0x100
 COMPRESSION_ZSTD = 0x200
 COMPRESSION_ZLIB = 0x300
+# Ours, in bits RocketMQ leaves unused (its MessageSysFlag ends at 0x700; a client ignores higher bits): every
+# record of an atomic put_batch carries ATOMIC_BATCH_FLAG and its last one ATOMIC_BATCH_END_FLAG too, so
+# recovery finds a batch whose end was never written. The store sets them; a caller cannot.
+ATOMIC_BATCH_FLAG = 0x10000000
+ATOMIC_BATCH_END_FLAG = 0x20000000
+RESERVED_SYS_FLAGS = ATOMIC_BATCH_FLAG | ATOMIC_BATCH_END_FLAG
 
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
 PROPERTY_TAGS = "TAGS"
 PROPERTY_KEYS = "KEYS"
 PROPERTY_UNIQ_KEY = "UNIQ_KEY"
-PROPERTY_ATOMIC_BATCH = "RMQ_SPARK_ATOMIC_BATCH"  # ours: the commitlog range of an atomic put_batch
 KEY_SEPARATOR = " "
 
 MAX_TOPIC_LENGTH = 127

@@ -21,9 +21,9 @@ from . import message_codec as codec
 from . import record_encoder
 from .commit_log import CommitLog
 from .consume_queue import CQ_STORE_UNIT_SIZE, UNIT_DTYPE, ConsumeQueue, UnitWrites
-from .errors import InvalidMessageError, ReadOnlyStoreError, UnknownTopicError
+from .errors import CorruptRecordError, InvalidMessageError, ReadOnlyStoreError, StoreRecoveryError, UnknownTopicError
 from .get_message_result import GetMessageResult, GetMessageStatus, PutResult
-from .put_batch import PutBatchResult, build_batch, incomplete_atomic_start, stamp_atomic_range
+from .put_batch import PutBatchResult, build_batch, incomplete_atomic_start
 from .store_checkpoint import StoreCheckpoint
 from .store_config import SYNC_FLUSH, StoreConfig
 from .topic_config import TopicConfig, TopicConfigManager
@@ -41,7 +41,11 @@ def _total_memory() -> int:
 
 
 class MessageStore:
-    def __init__(self, path, config: StoreConfig | str | os.PathLike | None = None, read_only: bool = False):
+    def __init__(self, path, config: StoreConfig | str | os.PathLike | None = None, read_only: bool = False,
+                 recover_truncate: bool = False):
+        """recover_truncate=True: let this open's recovery cut the commitlog where it is damaged even when
+        messages that validate lie after the damage, or when the checkpoint says they had been flushed (the
+        open refuses with StoreRecoveryError otherwise, saying how many messages the cut would drop)."""
         self.path = os.path.abspath(os.fspath(path))
         if config is None:
             config = StoreConfig()
@@ -82,10 +86,28 @@ class MessageStore:
         self._state_read_fd: Optional[int] = None
         from .pull_request_hold import PullRequestHoldService
         self.pull_request_hold = PullRequestHoldService(self.path)
+        self._recover_truncate = recover_truncate
         if not read_only:
-            with self._write_lock():
-                abnormal = self._open_abort_file()
-                self._recover(abnormal)
+            try:
+                with self._write_lock():
+                    abnormal = self._open_abort_file()
+                    self._recover(abnormal)
+            except BaseException:
+                self._release_after_failed_open()
+                raise
+        self._recover_truncate = False
+
+    def _release_after_failed_open(self) -> None:
+        """Give back the abort file's shared lock and every descriptor: the next opener must see that nobody
+        has the store open, or it would skip the recovery this one could not finish."""
+        self._closed = True
+        for fd in (self._abort_fd, self._lock_fd):
+            if fd is not None:
+                os.close(fd)
+        self._abort_fd = self._lock_fd = None
+        for cq in self._queues.values():
+            cq.close()
+        self.commit_log.close()
 
     # -- lifecycle -------------------------------------------------------------------------------------------
 
@@ -284,9 +306,10 @@ class MessageStore:
         sequence (or Arrow array) with one value per message. Everything is validated before anything is
         written; the batch is appended under the store lock, so its queue offsets are dense and in order.
 
-        atomic=True: after a crash at any point the batch is wholly present or wholly absent. Each record then
-        carries the property RMQ_SPARK_ATOMIC_BATCH = "<first offset>-<end offset>" of its batch, and recovery
-        cuts a batch whose end was never written instead of dispatching its complete records."""
+        atomic=True: after a crash at any point the batch is wholly present or wholly absent. Its records carry
+        the SYSFLAG bit ATOMIC_BATCH_FLAG, its last one ATOMIC_BATCH_END_FLAG as well (bits the store reserves:
+        no caller can set them), and recovery cuts a batch whose last record was never written instead of
+        dispatching its complete records."""
         if self.read_only:
             raise ReadOnlyStoreError(f"store {self.path} is open read-only")
         batch, plan = build_batch(self, topic, bodies, tags=tags, keys=keys, properties=properties,
@@ -306,8 +329,6 @@ class MessageStore:
         queue_ids, queue_offsets, positions, units, runs, _ = plan.assign(self, batch.sizes, self._write_pos,
                                                                          positions)
         batch.queue_ids = queue_ids
-        if plan.atomic:
-            batch.property_parts = stamp_atomic_range(batch.property_parts, int(positions[0]), end)
         store_ts = int(time.time() * 1000)
         records = record_encoder.RecordEncoder(batch, queue_offsets, positions, store_ts)
         self.commit_log.write(segments, records, batch.sizes, sync=self.config.flushDiskType == SYNC_FLUSH)
@@ -352,6 +373,8 @@ class MessageStore:
             self._dirty_queues.clear()
             self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp, stamp)
             self.checkpoint.logics_msg_timestamp = max(self.checkpoint.logics_msg_timestamp, stamp)
+            if self._write_pos is not None:
+                self.checkpoint.flushed_offset = max(self.checkpoint.read_flushed_offset() or 0, self._write_pos)
             self._last_store_ts = None
             self.checkpoint.flush()
         self._last_checkpoint_flush = now
@@ -395,7 +418,10 @@ class MessageStore:
 
     def _dispatched_end(self) -> int:
         """End of the last record any consume queue points at: everything before it was completely written."""
-        end = self.commit_log.min_offset()
+        return max([self.commit_log.min_offset()] + [o + n for _, o, n in self._last_units()])
+
+    def _last_units(self) -> Iterator[tuple[ConsumeQueue, int, int]]:
+        """(queue, commitlog offset, size) of every queue's last unit."""
         for topic, queue_ids in self._all_queue_dirs().items():
             for qid in queue_ids:
                 cq = self.consume_queue(topic, qid)
@@ -403,8 +429,7 @@ class MessageStore:
                 if mx > cq.first_unit_offset():
                     last = cq.units(mx - 1, mx)
                     if len(last) and last["size"][0] > 0:
-                        end = max(end, int(last["offset"][0]) + int(last["size"][0]))
-        return end
+                        yield cq, int(last["offset"][0]), int(last["size"][0])
 
     def _all_queue_dirs(self) -> dict[str, list[int]]:
         from .topic_config import discover_consume_queues
@@ -414,12 +439,22 @@ class MessageStore:
         """On open, under the write lock. After an unclean stop, RocketMQ's abnormal recovery: walk from the
         checkpoint's safe point validating every record, cut after the last valid one, drop consume-queue
         units at or past the new end, re-dispatch records without units. Otherwise continue from the committed
-        end (or, in a store without one, from the end of what the consume queues point at)."""
+        end (or, in a store without one, from the end of what the consume queues point at), after checking
+        that the records the consume queues end at are intact: a commitlog changed while the store was closed
+        (a truncated or overwritten tail) gets the crash recovery too, never an append on top of the damage."""
         # The consume queues' own end also bounds the start: a store whose consumequeue/ was deleted (to be
         # rebuilt) or copied without it is re-dispatched from the commitlog.
-        dispatched = self._dispatched_end()
+        for topic, queue_ids in self._all_queue_dirs().items():
+            for qid in queue_ids:
+                self._repair_consume_queue(self.consume_queue(topic, qid))
+        dispatched, damaged = self._dispatched_tail()
         if abnormal:
             log.warning("store %s was not closed cleanly (abort file present): recovering", self.path)
+        elif damaged is not None:
+            log.warning("store %s: %s, though the store was closed cleanly: recovering as after a crash",
+                        self.path, damaged)
+            abnormal = True
+        if abnormal:
             start = min(self._safe_recovery_start(), dispatched)
         else:
             start = self._committed_end()
@@ -427,6 +462,64 @@ class MessageStore:
                 start = dispatched
             start = min(start, dispatched)
         self._sync_write_state(full_check=abnormal, start=start)
+
+    def _repair_consume_queue(self, cq: ConsumeQueue) -> None:
+        """Consume queues are derived data, rebuilt from the commitlog as RocketMQ rebuilds them: units missing
+        between files (a short or missing file) are re-dispatched from the records between their neighbours; a
+        torn last file is extended, and recovery re-dispatches the records past its last unit."""
+        for lo, hi, path, size in cq.holes():
+            self._fill_hole(cq, lo, hi, path, size)
+        if cq.repair_short_last_file():
+            log.warning("store %s: %s/%d: the last consume-queue file was short (a torn write); its lost units "
+                        "are re-dispatched from the commitlog", self.path, cq.topic, cq.queue_id)
+
+    def _fill_hole(self, cq: ConsumeQueue, lo: int, hi: int, path: str, size: int) -> None:
+        before = cq.units(lo - 1, lo) if lo > cq.first_unit_offset() else None
+        start = int(before["offset"][0]) + int(before["size"][0]) if before is not None and len(before) \
+            else self.commit_log.min_offset()
+        after = cq.units(hi, hi + 1)
+        end = int(after["offset"][0]) if len(after) and after["size"][0] > 0 else None
+        found = []
+        for rec in self.commit_log.walk(start, check_crc=False):
+            if end is not None and rec.offset >= end or len(found) == hi - lo:
+                break
+            if rec.topic == cq.topic and rec.queue_id == cq.queue_id and codec.is_dispatched(rec.sys_flag) \
+                    and lo <= rec.queue_offset < hi:
+                found.append(rec)
+        if [r.queue_offset for r in found] != list(range(lo, lo + len(found))) or (end is not None and
+                                                                                  len(found) != hi - lo):
+            log.error("store %s: %s/%d: consume-queue file %s is %s; the commitlog does not hold its units %d..%d "
+                      "(found %d), so it stays as it is and readers report it", self.path, cq.topic, cq.queue_id,
+                      path, f"{size} bytes" if size else "missing", lo, hi - 1, len(found))
+            return
+        log.warning("store %s: %s/%d: consume-queue file %s was %s; rebuilt units %d..%d from the commitlog",
+                    self.path, cq.topic, cq.queue_id, path, f"short ({size} bytes)" if size else "missing", lo,
+                    lo + len(found) - 1)
+        cq.extend_short_file(path, size)
+        units = np.zeros(len(found), dtype=UNIT_DTYPE)
+        units["offset"] = [r.offset for r in found]
+        units["size"] = [r.size for r in found]
+        units["tags_code"] = [tags_hash_code(r.tags) for r in found]
+        cq.put_units(lo, units)
+        self._dirty_queues.add(cq)
+
+    def _dispatched_tail(self) -> tuple[int, Optional[str]]:
+        """The dispatched end (_dispatched_end), and what is wrong with the record each queue's last unit
+        points at, if any record there does not validate (None when all do)."""
+        end, damaged = self.commit_log.min_offset(), None
+        for cq, offset, size in self._last_units():
+            end = max(end, offset + size)
+            if damaged is not None or offset < self.commit_log.min_offset():  # below it: expired
+                continue
+            try:
+                found = self.commit_log.read_message(offset, size, decompress=False)
+            except CorruptRecordError as e:
+                damaged = f"the last message of {cq.topic}/{cq.queue_id} does not validate ({e})"
+                continue
+            if found is None:
+                damaged = (f"the last message of {cq.topic}/{cq.queue_id} lies in a commitlog file that is "
+                           f"missing ({self.commit_log.path_of(offset)})")
+        return end, damaged
 
     def _safe_recovery_start(self) -> int:
         """RocketMQ's abnormal recovery: from the newest commitlog file whose first record is older than the
@@ -460,7 +553,7 @@ class MessageStore:
         check_crc = self.config.checkCRCOnRecover or full_check
         records = list(self.commit_log.walk(start, check_crc=check_crc))
         end = self.commit_log.walk_end
-        cut = incomplete_atomic_start(records, end)
+        cut = incomplete_atomic_start(records)
         if cut is not None:
             log.warning("store %s: cutting an atomic batch whose end was never written, from offset %d",
                         self.path, cut)
@@ -469,7 +562,11 @@ class MessageStore:
         pending, stop = self._plan_redispatch(records)
         if stop is not None:
             end = stop
-        if self._has_bytes_from(end, whole_file=full_check):
+        cutting = self._has_bytes_from(end, whole_file=full_check)
+        committed = self._committed_end()
+        if cutting or full_check or (committed is not None and end < committed):
+            self._check_cut(end, [r for r in records if r.offset < end], start, cut_atomic=cut)
+        if cutting:
             log.warning("store %s: cutting a torn or invalid commitlog tail at offset %d", self.path, end)
             self.commit_log.truncate(end)
             full_check = True
@@ -482,6 +579,86 @@ class MessageStore:
         if self._lock_fd is not None and (records or full_check or self._committed_end() != end):
             self._publish_committed_end(end)
         self._write_pos = end
+
+    def _check_cut(self, end: int, kept, start: int, cut_atomic: Optional[int]) -> None:
+        """Refuse (StoreRecoveryError) a recovery that would end the log at `end` while dropping messages that
+        may have been acknowledged: consume-queue units past `end` whose records still validate (damage in
+        the middle, not a torn tail), records past `end` that the checkpoint says were flushed (their store
+        time is not after the last kept record's, but older than the checkpoint's), or an unfinished atomic
+        batch that starts before the committed end. recover_truncate=True lets the cut go ahead."""
+        dropped, intact = self._units_from(end)
+        committed = self._committed_end()
+        flushed = self.checkpoint.read_flushed_offset()
+        stamp = self.checkpoint.physic_msg_timestamp
+        if flushed is not None:
+            flushed_lost = end < flushed
+        else:  # a checkpoint without our flushed offset (a broker's): judge by store times
+            last_ts = kept[-1].store_timestamp if kept else self._last_timestamp_before(start)
+            losing = dropped or self._has_bytes_from(end, whole_file=True) or (
+                committed is not None and end < committed)
+            flushed_lost = losing and last_ts is not None and last_ts < stamp
+        early_atomic = cut_atomic is not None and committed is not None and cut_atomic < committed
+        if not (intact or flushed_lost or early_atomic):
+            return
+        where = f"offset {end} ({self.commit_log.path_of(end)})"
+        if intact:
+            why = (f"the commitlog is damaged at {where}, but {intact} message(s) after it still validate: this "
+                   f"is damage in the middle of the log, not a torn tail")
+        elif flushed_lost:
+            why = (f"the commitlog ends at {where}, but the checkpoint says it had been flushed to "
+                   f"{'offset %d' % flushed if flushed is not None else 'messages stored at %d' % stamp}: "
+                   f"flushed data is missing or damaged")
+        else:
+            why = (f"an atomic batch without its last record starts at offset {cut_atomic}, before the committed "
+                   f"end {committed}")
+        if self._recover_truncate:
+            log.warning("store %s: %s; cutting there as asked (recover_truncate), dropping %d message(s)",
+                        self.path, why, dropped)
+            if flushed is not None and flushed > end:
+                self.checkpoint.flushed_offset = end
+                self.checkpoint.flush()
+            return
+        raise StoreRecoveryError(
+            f"store {self.path}: refusing to open: {why}. Recovery would cut the log there and drop {dropped} "
+            f"message(s) the consume queues point at. Run `rmq check` to see the damage; to cut anyway, open "
+            f"with MessageStore(..., recover_truncate=True) or run `rmq recover --truncate`.",
+            self.path, end, dropped)
+
+    def _units_from(self, end: int) -> tuple[int, int]:
+        """(units of all queues pointing at or past commitlog offset `end`, how many of their records still
+        validate)."""
+        dropped = intact = 0
+        for topic, queue_ids in self._all_queue_dirs().items():
+            for qid in queue_ids:
+                cq = self.consume_queue(topic, qid)
+                lo, mx = cq.first_unit_offset(), cq.max_offset()
+                if mx <= lo:
+                    continue
+                units = cq.units(lo, mx)
+                past = units[units["offset"].astype(np.int64) + units["size"] > end]
+                dropped += len(past)
+                for offset, size in zip(past["offset"].tolist(), past["size"].tolist()):
+                    if offset >= end:
+                        try:
+                            intact += self.commit_log.read_message(offset, size, decompress=False) is not None
+                        except CorruptRecordError:
+                            pass
+        return dropped, intact
+
+    def _last_timestamp_before(self, offset: int) -> Optional[int]:
+        """The store time of the newest record ending at or before `offset` that a queue's last unit points
+        at, None if there is none."""
+        best = None
+        for _, o, n in self._last_units():
+            if o + n <= offset and (best is None or o > best[0]):
+                best = (o, n)
+        if best is None:
+            return None
+        try:
+            msg = self.commit_log.read_message(*best, decompress=False)
+        except CorruptRecordError:
+            return None
+        return None if msg is None else msg.store_timestamp
 
     def _plan_redispatch(self, records) -> tuple[dict, Optional[int]]:
         """Which walked records need consume-queue units. A record whose unit is there already is skipped. A

@@ -243,33 +243,19 @@ def _user_properties(properties, n: int):
     return arr, parse_properties(arr)
 
 
-_ATOMIC_PLACEHOLDER = "0" * 20 + "-" + "0" * 20
-_ATOMIC_PART = PropertyPart(codec.PROPERTY_ATOMIC_BATCH, _ATOMIC_PLACEHOLDER)
-# What an atomic put_batch adds to every message's properties text, counted by callers that check the
-# properties limit before appending (the Spark sink's tasks).
-ATOMIC_PROPERTY_BYTES = _ATOMIC_PART.lengths(1)
-
-
-def stamp_atomic_range(parts: list, first: int, end: int) -> list:
-    """The properties pieces with the batch's commitlog range in place of the fixed-width placeholder (same
-    length: sizes do not move)."""
-    value = f"{first:020d}-{end:020d}"
-    assert len(value) == len(_ATOMIC_PLACEHOLDER)
-    return [PropertyPart(p.name, value) if p.name == codec.PROPERTY_ATOMIC_BATCH and p.values == _ATOMIC_PLACEHOLDER
-            else p for p in parts]
-
-
-def incomplete_atomic_start(records, valid_end: int):
-    """The start of the first atomic batch among walked records whose end lies past the valid log end."""
+def incomplete_atomic_start(records) -> Optional[int]:
+    """The offset of the first record of an atomic batch among walked records whose last record (the one
+    with ATOMIC_BATCH_END_FLAG) was never written: the batch runs to the end of the walk."""
+    start = None
     for rec in records:
-        if rec.atomic_batch:
-            try:
-                first, end = (int(x) for x in rec.atomic_batch.split("-"))
-            except ValueError:
-                continue
-            if end > valid_end:
-                return first
-    return None
+        if rec.sys_flag & codec.ATOMIC_BATCH_FLAG:
+            if start is None:
+                start = rec.offset
+            if rec.sys_flag & codec.ATOMIC_BATCH_END_FLAG:
+                start = None
+        else:
+            start = None
+    return start
 
 
 def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, sharding_key, flag, born_timestamp,
@@ -317,8 +303,7 @@ def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, shard
         uniq_col = given_uniq
         new_uniq = None
     parts = [p for p in (part(None, user_text), part(codec.PROPERTY_TAGS, explicit_tags),
-                         part(codec.PROPERTY_KEYS, keys_arr), part(codec.PROPERTY_UNIQ_KEY, new_uniq),
-                         _ATOMIC_PART if atomic else None)
+                         part(codec.PROPERTY_KEYS, keys_arr), part(codec.PROPERTY_UNIQ_KEY, new_uniq))
              if p is not None]
     def ints(value, name, dtype, default):
         """One value per message, or an array of one for all (the encoder takes either)."""
@@ -332,6 +317,15 @@ def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, shard
         return np.array([int(value)], dtype=dtype)
 
     sys_flags = ints(sys_flag, "sys_flag", np.int32, 0)
+    reserved = sys_flags & codec.RESERVED_SYS_FLAGS
+    if reserved.any():
+        i = int(np.flatnonzero(reserved)[0])
+        raise InvalidMessageError(f"message {i if len(sys_flags) > 1 else 0}: sys_flag 0x{int(sys_flags[i]):x} sets "
+                                  f"bits the store reserves for its own recovery "
+                                  f"(0x{codec.RESERVED_SYS_FLAGS:x}); use put_batch(atomic=True) instead")
+    if atomic:
+        sys_flags = np.broadcast_to(sys_flags, n) | np.int32(codec.ATOMIC_BATCH_FLAG)
+        sys_flags[-1] |= codec.ATOMIC_BATCH_END_FLAG
     born_host_parsed = store.store_host if born_host is None else codec.parse_host(born_host)
     if len(born_host_parsed[0]) == 16:
         sys_flags |= codec.BORNHOST_V6_FLAG

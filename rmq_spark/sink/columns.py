@@ -13,11 +13,10 @@ import pyarrow.compute as pc
 from pyspark.sql.types import (ArrayType, BinaryType, ByteType, IntegerType, LongType, MapType, ShortType,
                                StringType, StructType, TimestampNTZType, TimestampType)
 
-from store.message_codec import (MAX_PROPERTIES_LENGTH, PROPERTY_ATOMIC_BATCH, PROPERTY_UNIQ_KEY, check_topic,
+from store.message_codec import (MAX_PROPERTIES_LENGTH, PROPERTY_UNIQ_KEY, check_topic,
                                  new_uniq_keys)
 from store.native import value_offsets
 from store.properties_column import compact_map, map_lookup
-from store.put_batch import ATOMIC_PROPERTY_BYTES
 
 from ..options import RmqOptionError
 
@@ -264,10 +263,7 @@ def validate_staged(rows: pa.RecordBatch, max_message_size: int, first_row: int)
             if arr.null_count:
                 part[arr.is_null().to_numpy(zero_copy_only=False)] = 0
             sizes = sizes + part
-    # The commit appends atomically, which adds the batch's RMQ_SPARK_ATOMIC_BATCH property to every message.
-    limit = MAX_PROPERTIES_LENGTH - ATOMIC_PROPERTY_BYTES
+    limit = MAX_PROPERTIES_LENGTH
     if len(sizes) and sizes.max() > limit:
         row = int(np.flatnonzero(sizes > limit)[0])
-        raise RowError(f"row {first_row + row}: properties are {int(sizes[row])} bytes, more than {limit} "
-                       f"({MAX_PROPERTIES_LENGTH} less the {ATOMIC_PROPERTY_BYTES} bytes of the sink's "
-                       f"{PROPERTY_ATOMIC_BATCH} property)")
+        raise RowError(f"row {first_row + row}: properties are {int(sizes[row])} bytes, more than {limit}")

@@ -10,8 +10,6 @@ import pyarrow.compute as pc
 from store import MessageStore
 from store.properties_column import map_lookup
 
-SYSTEM_PROPERTIES = ("RMQ_SPARK_ATOMIC_BATCH",)  # written by the store itself, not by the user
-
 
 def stored(path, topic) -> pa.Table:
     """Every message of `topic`, all queues, as the store's scan gives them."""

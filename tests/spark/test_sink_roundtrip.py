@@ -7,13 +7,13 @@ from chispa import assert_df_equality
 from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, MapType, StringType, StructField, StructType,
                                TimestampType)
 
-from sink_testkit import SYSTEM_PROPERTIES, counts, markers, stored
+from sink_testkit import counts, markers, stored
 from source_testkit import fill
 
 
 def _comparable(df):
     """Columns a user wrote, in a form Spark can sort (maps as sorted entry arrays, store-made keys dropped)."""
-    props = F.map_filter("properties", lambda k, v: ~k.isin(*SYSTEM_PROPERTIES, "TAGS", "KEYS"))  # mirrored columns
+    props = F.map_filter("properties", lambda k, v: ~k.isin("TAGS", "KEYS"))  # mirrored columns
     return df.select("topic", "body", "tags", "keys", F.array_sort(F.map_entries(props)).alias("properties"))
 
 

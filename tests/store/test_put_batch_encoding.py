@@ -80,8 +80,8 @@ def test_native_and_fallback_records_are_byte_identical(rows, hosts, atomic, one
     user = pa.array([codec.properties_to_string({"k": t}) if t else "" for t in (r[3] for r in rows)], pa.string())
     parts = [PropertyPart(None, user), record_encoder.part(codec.PROPERTY_TAGS, tags),
              record_encoder.part(codec.PROPERTY_KEYS, keys)]
-    if atomic:
-        parts.append(PropertyPart(codec.PROPERTY_ATOMIC_BATCH, "0" * 20 + "-" + "1" * 20))
+    if atomic:  # a broadcast piece of the user's, one text for every message
+        parts.append(PropertyPart("P", "0" * 20 + "-" + "1" * 20))
     ids = codec.GeneratedIds(b"0A000001ABCD1234" + b"%08X" % (id_counter // 7), id_counter, len(rows))
     parts.append(PropertyPart(codec.PROPERTY_UNIQ_KEY, ids))
     topics = ["TopicA", "T" * 200, "b%|_-9"]
