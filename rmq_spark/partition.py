@@ -7,6 +7,7 @@ the data-loss policy.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import time
@@ -15,8 +16,12 @@ from typing import Iterator, Optional
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
-from .offsets import check_data_loss, open_store
+from store import MissingFileError
+
+from .offsets import DataLossError, check_data_loss, open_store
 from .schema import to_spark_batch
+
+log = logging.getLogger(__name__)
 
 SCAN_BATCH_ROWS = 65536
 
@@ -85,8 +90,7 @@ def read_partition(p: QueueRange) -> Iterator[pa.RecordBatch]:
     before = dict(store.stats)
     rows = 0
     t0 = time.monotonic()
-    for batch in store.scan(p.topic, p.queue_id, start, p.end, message_filter=p.message_filter,
-                            batch_rows=SCAN_BATCH_ROWS):
+    for batch in _scan_past_lost_files(store, p, start):
         if p.residual is not None:
             batch = batch.filter(p.residual.row_mask(batch))  # on the store's columns (timestamps in ms)
             if not batch.num_rows:
@@ -95,6 +99,34 @@ def read_partition(p: QueueRange) -> Iterator[pa.RecordBatch]:
         yield to_spark_batch(batch)
     if p.metrics_path:
         _write_metrics(p, store, before, rows, time.monotonic() - t0)
+
+
+def _scan_past_lost_files(store, p: QueueRange, start: int) -> Iterator[pa.RecordBatch]:
+    """The scan of [start, p.end). A commitlog file missing inside the retained range is data loss: an error
+    naming the file with failOnDataLoss (the default), else a warning and the queue's messages in that file
+    skipped."""
+    pos = start
+    while True:
+        try:
+            for batch in store.scan(p.topic, p.queue_id, pos, p.end, message_filter=p.message_filter,
+                                    batch_rows=SCAN_BATCH_ROWS):
+                yield batch
+                if batch.num_rows:
+                    pos = batch.column("queue_offset")[-1].as_py() + 1
+            return
+        except MissingFileError as e:
+            text = f"topic {p.topic!r} queue {p.queue_id}: {e}"
+            if p.fail_on_data_loss:
+                raise DataLossError(f"{text}. Set failOnDataLoss=false to skip the lost messages.") from None
+            file_start = store.commit_log.file_start(e.offset)
+            gap_lo = store.queue_offset_at(p.topic, p.queue_id, file_start, pos)
+            gap_hi = min(p.end, store.queue_offset_at(p.topic, p.queue_id, file_start + store.commit_log.file_size,
+                                                      gap_lo))
+            if gap_lo > pos:  # what lies before the gap, read without touching it
+                yield from store.scan(p.topic, p.queue_id, pos, gap_lo, message_filter=p.message_filter,
+                                      batch_rows=SCAN_BATCH_ROWS)
+            log.warning("%s; skipping queue offsets %d..%d (failOnDataLoss=false)", text, gap_lo, gap_hi - 1)
+            pos = gap_hi
 
 
 def _write_metrics(p: QueueRange, store, before: dict, rows: int, seconds: float) -> None:

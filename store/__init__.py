@@ -1,6 +1,6 @@
 """An embedded message store in Apache RocketMQ 4.x's on-disk format (CommitLog + ConsumeQueue)."""
-from .errors import (CorruptRecordError, InvalidMessageError, ReadOnlyStoreError, StoreError, StoreRecoveryError,
-                     UnknownTopicError)
+from .errors import (CorruptRecordError, DiskFullError, InvalidMessageError, MissingFileError, ReadOnlyStoreError, StoreError,
+                     StoreRecoveryError, UnknownTopicError)
 from .get_message_result import GetMessageResult, GetMessageStatus, PutMessageStatus, PutResult
 from .message_codec import MessageExt
 from .message_store import MessageStore
@@ -14,5 +14,6 @@ __all__ = [
     "MessageStore", "StoreConfig", "ASYNC_FLUSH", "SYNC_FLUSH", "GetMessageStatus", "GetMessageResult",
     "PutResult", "PutBatchResult", "PutMessageStatus", "MessageExt", "SCAN_SCHEMA", "StoreError",
     "CorruptRecordError", "InvalidMessageError", "UnknownTopicError", "ReadOnlyStoreError", "StoreRecoveryError",
+    "MissingFileError", "DiskFullError",
     "OffsetStore", "ReadOffsetType", "CleanSummary",
 ]

@@ -9,7 +9,7 @@ from typing import Iterator, Optional
 import numpy as np
 
 from . import message_codec as codec
-from .errors import CorruptRecordError
+from .errors import CorruptRecordError, MissingFileError
 from .mapped_file import MappedFileQueue
 
 
@@ -70,18 +70,30 @@ class CommitLog:
     # -- reading ---------------------------------------------------------------------------------------------
 
     def view_at(self, offset: int):
-        """(mmap of the file holding offset, file start) or (None, None) when the file is gone."""
+        """(mmap of the file holding offset, file start) or (None, None) when the file is gone by retention
+        (below the first file) or not written yet (past the last); MissingFileError for a file missing between
+        others, whose messages are lost."""
         f = self.files.find(offset)
         if f is None:
             self.files.refresh()
             f = self.files.find(offset)
             if f is None:
+                self._check_not_a_gap(offset)
                 return None, None
         try:
             return f.view(), f.file_from_offset
         except FileNotFoundError:  # deleted by retention in another process since we listed it
             self.files.refresh()
+            self._check_not_a_gap(offset)
             return None, None
+
+    def _check_not_a_gap(self, offset: int) -> None:
+        files = self.files.files
+        if files and files[0].file_from_offset <= offset and files[-1].file_from_offset > offset:
+            raise MissingFileError(
+                f"commitlog file {self.file_start(offset):020d} is missing between {files[0].file_name} and "
+                f"{files[-1].file_name}: the messages it held are lost (retention deletes only from the front)",
+                self.path_of(offset), offset)
 
     def read_message(self, offset: int, size: int, *, decompress: bool = True) -> Optional[codec.MessageExt]:
         """The validated record at offset, None if its file was deleted; CorruptRecordError if it is bad."""
@@ -107,12 +119,21 @@ class CommitLog:
         hold a valid record (the end of the log, or a torn write). `self.walk_end` is that offset afterwards."""
         pos = start
         self.walk_end = pos
+        written: dict[int, int] = {}  # file start -> its data end, taken once per file
         while True:
-            view, base = self.view_at(pos)
+            try:
+                view, base = self.view_at(pos)
+            except MissingFileError:
+                return  # the valid log ends before the gap; recovery decides what the records after it mean
             if view is None:
                 return
             rel = pos - base
             limit = len(view)
+            if base not in written:
+                f = self.files.find(base)
+                written[base] = f.data_end() if f is not None else limit
+            if rel >= written[base] and rel + 8 <= limit:
+                return  # an unwritten hole: the end of the log, never mapped in
             if rel + 8 > limit:
                 if limit < self.file_size:
                     return  # a file cut short (truncated while closed, a torn copy): not a roll to the next

@@ -6,6 +6,7 @@ unit whose size is 0.
 """
 from __future__ import annotations
 
+import mmap
 import os
 
 import numpy as np
@@ -120,7 +121,10 @@ class ConsumeQueue:
         begin = max(0, self._known_max - start_unit)
         if begin >= len(units):
             return start_unit + len(units)
-        count = _first_empty_unit(units["size"], begin)
+        # never past the file's written extent: the hole after it is zeros, and mapping it in allocates pages
+        # on tmpfs (SIGBUS when full)
+        written = min(len(units), last.data_end() // CQ_STORE_UNIT_SIZE)
+        count = _first_empty_unit(units["size"][:written], min(begin, written))
         if count == 0 and len(self.files.files) > 1 and begin == 0:
             # The next file was created but nothing landed in it yet.
             prev = self.files.files[-2]
@@ -137,6 +141,8 @@ class ConsumeQueue:
         if last is None or self._known_max <= 0:
             return False
         k = self._known_max - last.file_from_offset // CQ_STORE_UNIT_SIZE
+        if k * CQ_STORE_UNIT_SIZE % mmap.PAGESIZE == 0:
+            return False  # the empty unit starts a page that may be an unwritten hole: not mapped in here
         try:
             sizes = self._file_units(last)["size"]
             if not (0 < k < len(sizes)) or sizes[k] != 0 or sizes[k - 1] == 0:

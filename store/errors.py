@@ -1,4 +1,6 @@
 """Exceptions raised by the store."""
+import errno
+from contextlib import contextmanager
 
 
 class StoreError(Exception):
@@ -10,6 +12,17 @@ class CorruptRecordError(StoreError):
 
     def __init__(self, reason: str, path: str, offset: int):
         super().__init__(f"corrupt record in {path} at offset {offset}: {reason}")
+        self.reason = reason
+        self.path = path
+        self.offset = offset
+
+
+class MissingFileError(CorruptRecordError):
+    """A commitlog file inside the retained range is gone (not retention, which deletes from the front): the
+    messages it held are lost."""
+
+    def __init__(self, reason: str, path: str, offset: int):
+        StoreError.__init__(self, f"missing file {path}: {reason}")
         self.reason = reason
         self.path = path
         self.offset = offset
@@ -39,3 +52,25 @@ class StoreRecoveryError(StoreError):
         self.path = path
         self.offset = offset
         self.messages = messages
+
+
+class DiskFullError(StoreError, OSError):
+    """ENOSPC while writing: names what was being written; the write was not acknowledged."""
+
+    def __init__(self, path: str, what: str):
+        OSError.__init__(self, errno.ENOSPC, f"no space left on the device writing {what} ({path})")
+        self.path = path
+
+    def __str__(self) -> str:
+        return self.strerror
+
+
+@contextmanager
+def disk_full_named(path: str, what: str):
+    """Turn ENOSPC inside the block into DiskFullError naming path and what."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno == errno.ENOSPC and not isinstance(e, DiskFullError):
+            raise DiskFullError(path, what) from e
+        raise

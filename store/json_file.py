@@ -7,6 +7,8 @@ import re
 import tempfile
 from typing import Optional
 
+from .errors import disk_full_named
+
 # fastjson writes integer map keys unquoted ({0:17}); plain JSON needs them quoted.
 _UNQUOTED_INT_KEY = re.compile(r'([{,]\s*)(-?\d+)(\s*:)')
 
@@ -31,6 +33,11 @@ def load_rocketmq_json(path: str) -> Optional[dict]:
 
 def atomic_write_json(path: str, data, keep_backup: bool = True) -> None:
     """Write a temporary file, fsync, keep the previous version as .bak, rename over the original."""
+    with disk_full_named(path, os.path.basename(path)):
+        _atomic_write_json(path, data, keep_backup)
+
+
+def _atomic_write_json(path: str, data, keep_backup: bool) -> None:
     directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=directory)

@@ -10,6 +10,8 @@ import os
 import re
 from typing import Optional
 
+import numpy as np
+
 _NAME = re.compile(r"^\d{20}$")
 _ZERO_CHUNK = 1 << 20
 
@@ -63,6 +65,28 @@ class MappedFile:
                 raise OSError(f"{self.path} is empty")
             self._mmap = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ)
         return self._mmap
+
+    def data_end(self) -> int:
+        """The end of the file's last allocated extent (SEEK_DATA/SEEK_HOLE): past it the file is a hole, zeros
+        that no one wrote. A reader must not map pages there: on tmpfs a read fault in a hole allocates a
+        page, and on a full file system that is SIGBUS. File systems without hole reporting say the whole
+        file is data."""
+        fd = self._open_fd()
+        size = os.fstat(fd).st_size
+        end, pos = 0, 0
+        while pos < size:
+            try:
+                start = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError:  # ENXIO: no data from pos on
+                break
+            pos = end = os.lseek(fd, start, os.SEEK_HOLE)
+        return min(end, size)
+
+    def any_nonzero(self, start: int, end: Optional[int] = None) -> bool:
+        """Whether a byte in [start, end) is non-zero, reading only allocated extents."""
+        view = self.view()
+        stop = min(self.data_end(), len(view), len(view) if end is None else end)
+        return stop > start and bool(np.frombuffer(view, dtype=np.uint8)[start:stop].any())
 
     def write(self, position: int, data) -> None:
         """Write data at a position relative to the file start."""

@@ -21,7 +21,8 @@ from . import message_codec as codec
 from . import record_encoder
 from .commit_log import CommitLog
 from .consume_queue import CQ_STORE_UNIT_SIZE, UNIT_DTYPE, ConsumeQueue, UnitWrites
-from .errors import CorruptRecordError, InvalidMessageError, ReadOnlyStoreError, StoreRecoveryError, UnknownTopicError
+from .errors import (CorruptRecordError, InvalidMessageError, MissingFileError, ReadOnlyStoreError,
+                     StoreRecoveryError, UnknownTopicError, disk_full_named)
 from .get_message_result import GetMessageResult, GetMessageStatus, PutResult
 from .put_batch import PutBatchResult, build_batch, incomplete_atomic_start
 from .store_checkpoint import StoreCheckpoint
@@ -331,7 +332,8 @@ class MessageStore:
         batch.queue_ids = queue_ids
         store_ts = int(time.time() * 1000)
         records = record_encoder.RecordEncoder(batch, queue_offsets, positions, store_ts)
-        self.commit_log.write(segments, records, batch.sizes, sync=self.config.flushDiskType == SYNC_FLUSH)
+        with disk_full_named(self.commit_log.directory, "the commitlog; nothing of this batch was acknowledged"):
+            self.commit_log.write(segments, records, batch.sizes, sync=self.config.flushDiskType == SYNC_FLUSH)
         self._write_pos = end
         # Dispatch ("reput"): consume-queue units after the commitlog bytes, so a reader never sees a unit first.
         queues, writes = [], UnitWrites(units)
@@ -339,7 +341,9 @@ class MessageStore:
             cq = self.consume_queue(topic, qid)
             writes.add(cq, start, a, b - a)
             queues.append((cq, start + b - a))
-        writes.flush()
+        with disk_full_named(os.path.join(self.path, "consumequeue"), "consume-queue units; the batch was not "
+                             "acknowledged (its records are dispatched by the next writer)"):
+            writes.flush()
         for cq, queue_end in queues:
             cq.written_to(queue_end)
             self._queue_ends[(cq.topic, cq.queue_id)] = queue_end
@@ -719,7 +723,10 @@ class MessageStore:
     def _nothing_written_at(self, offset: int) -> bool:
         """Zeros where a record would start at offset (or no file there yet): the walk from offset would find
         no record and no torn tail."""
-        view, base = self.commit_log.view_at(offset)
+        try:
+            view, base = self.commit_log.view_at(offset)
+        except MissingFileError:
+            return False
         if view is None:
             return True
         rel = offset - base
@@ -728,11 +735,14 @@ class MessageStore:
     def _has_bytes_from(self, offset: int, whole_file: bool) -> bool:
         """Non-zero bytes at offset (the start of a torn record), or anywhere after it with whole_file,
         including files after its file."""
-        view, base = self.commit_log.view_at(offset)
+        try:
+            view, base = self.commit_log.view_at(offset)
+        except MissingFileError:
+            return True  # a hole with files after it
         if view is not None:
             rel = offset - base
-            buf = np.frombuffer(view, dtype=np.uint8)
-            if (buf[rel:] if whole_file else buf[rel:rel + 8]).any():
+            f = self.commit_log.files.find(offset)
+            if f is not None and f.any_nonzero(rel, None if whole_file else rel + 8):
                 return True
         if whole_file:
             return any(f.file_from_offset > offset for f in self.commit_log.files.files)
@@ -758,7 +768,7 @@ class MessageStore:
         if f is None:
             return any(x.file_from_offset > queue_offset * CQ_STORE_UNIT_SIZE for x in cq.files.files)
         rel = queue_offset * CQ_STORE_UNIT_SIZE - f.file_from_offset
-        if np.any(np.frombuffer(f.view(), dtype=np.uint8)[rel:]):
+        if f.any_nonzero(rel):
             return True
         return f is not cq.files.last()
 
@@ -796,6 +806,20 @@ class MessageStore:
         """Messages of one queue in [start, end) as Arrow RecordBatches (the vectorised bulk path)."""
         from .scan import scan
         return scan(self, topic, queue_id, start, end, message_filter, batch_rows)
+
+    def queue_offset_at(self, topic: str, queue_id: int, commit_log_offset: int, start: int = 0) -> int:
+        """The first queue offset at or after `start` whose message lies at or past `commit_log_offset` (the
+        queue's max offset if none): where a reader resumes after messages lost in a missing file."""
+        cq = self._check_queue(topic, queue_id)
+        lo, hi = max(start, cq.first_unit_offset()), cq.max_offset()
+        while lo < hi:
+            mid = (lo + hi) // 2
+            unit = cq.units(mid, mid + 1)
+            if len(unit) and int(unit["offset"][0]) < commit_log_offset:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
 
     def is_in_disk(self, commit_log_offset: int, max_physical: int) -> bool:
         return max_physical - commit_log_offset > self._memory_limit

@@ -234,6 +234,7 @@ class StoreCheck:
         """Find the records of one file by their TOTALSIZE (sequential by nature), then verify them as arrays."""
         view = f.view()
         n = len(view)
+        written = f.data_end()  # past it a hole: never mapped in (on a full tmpfs that would be SIGBUS)
         base = f.file_from_offset
         starts = array("q")
         append = starts.append
@@ -243,11 +244,15 @@ class StoreCheck:
         reported = 0
         count = 0
         while pos + 8 <= n:  # fewer than 8 bytes left: a reader moves on to the next file
+            if pos >= written:
+                if not is_last:
+                    self._bad(f, pos, "records stop without an end-of-file record, yet later commitlog files exist")
+                break  # the unwritten tail: the end of the log
             total, magic = unpack(view, pos)
             if magic == v1 or magic == v2:
                 if total < min_record or pos + total > n:
                     reason = f"TOTALSIZE {total} is impossible here ({n - pos} bytes left in the file)"
-                    if is_last and 0 < total and (pos + total >= n or not _any(view, pos + total)):
+                    if is_last and 0 < total and (pos + total >= n or not f.any_nonzero(pos + total)):
                         self._bad(f, pos, f"torn record at the end of the log: {reason}; a writable open cuts it",
                                   WARNING)
                     else:
@@ -265,7 +270,7 @@ class StoreCheck:
                 if total != n - pos:
                     self._bad(f, pos, f"end-of-file record says {total} bytes remain, the file has {n - pos}")
                 break
-            if total == 0 and magic == 0 and not _any(view, pos):
+            if total == 0 and magic == 0 and not f.any_nonzero(pos):
                 if not is_last:
                     self._bad(f, pos, "records stop without an end-of-file record, yet later commitlog files exist")
                 break  # the zero tail: the end of the log
@@ -396,7 +401,8 @@ class StoreCheck:
         self.report.consume_queues = len(queues)
         # Dispatched records sorted by (topic, queue id, queue offset), for the record -> unit direction.
         order = np.lexsort((rec.queue_offset, rec.queue_id, rec.topic))
-        order = order[(rec.status[order] & _DISPATCHED) != 0]
+        # (a record that failed validation is reported as such, not as one missing from its queue)
+        order = order[(rec.status[order] & (_DISPATCHED | _VALID)) == (_DISPATCHED | _VALID)]
         keys = _queue_key(rec.topic[order], rec.queue_id[order])
         topic_ids = {t: i for i, t in enumerate(rec.topics)}
         self._cl_min = self.store.commit_log.min_offset()
@@ -424,7 +430,8 @@ class StoreCheck:
         for key, i, count in zip(uniq.tolist(), first.tolist(), counts.tolist()):
             if key not in have:
                 r = int(order[i])
-                self._undispatched(rec.topics[int(rec.topic[r])], int(rec.queue_id[r]), r, count, 0)
+                topic, qid = rec.topics[int(rec.topic[r])], int(rec.queue_id[r])
+                self._undispatched(topic, qid, r, count, ends.get((topic, qid), 0))
 
     def _undispatched(self, topic: str, qid: int, first_record: int, count: int, queue_end: int) -> None:
         rec = self.records
@@ -474,7 +481,10 @@ class StoreCheck:
                 self.problem(ERROR, f.path, 0, f"consume-queue files of {topic}/{qid} are missing before this one")
             if size < CQ_STORE_UNIT_SIZE:
                 continue
-            units = np.frombuffer(f.view(), dtype=UNIT_DTYPE, count=size // CQ_STORE_UNIT_SIZE)
+            # units in the file's unwritten hole are zeros, not read (see _walk_file)
+            units = np.zeros(size // CQ_STORE_UNIT_SIZE, dtype=UNIT_DTYPE)
+            written = min(size, f.data_end()) // CQ_STORE_UNIT_SIZE
+            units[:written] = np.frombuffer(f.view(), dtype=UNIT_DTYPE, count=written)
             q0 = f.file_from_offset // CQ_STORE_UNIT_SIZE
             sizes = units["size"].astype(np.int64)
             written = sizes != 0
@@ -608,11 +618,6 @@ class StoreCheck:
         if offset >= self.log_end:
             return f"points at commitlog offset {offset}, past the end of the log ({self.log_end})"
         return f"points at commitlog offset {offset}, which is not the start of a record"
-
-
-def _any(view, start: int) -> bool:
-    """Whether any byte of the mapping from start on is non-zero."""
-    return bool(np.frombuffer(view, dtype=np.uint8)[start:].any())
 
 
 def _queue_key(topic_index, queue_id):

@@ -44,3 +44,26 @@ def test_stream_fails_when_it_starts_before_any_batch(spark, path, tmp_path, opt
         q.awaitTermination()
     assert message in str(e.value)
     assert q.recentProgress == []  # no batch ran
+
+
+@pytest.mark.parametrize("fail", [True, False])
+def test_a_missing_commitlog_file_is_data_loss(spark, tmp_path, fail):
+    from store import MessageStore, StoreConfig
+    with MessageStore(tmp_path / "s", StoreConfig(mappedFileSizeCommitLog=64 * 1024)) as s:
+        s.put_batch("T", [b"%04d" % i + b"x" * 200 for i in range(1000)], queue_id=[i % 4 for i in range(1000)])
+        gone = [s.queue_offset_at("T", q, 131072) for q in range(4)], \
+            [s.queue_offset_at("T", q, 196608) for q in range(4)]
+    (tmp_path / "s" / "commitlog" / f"{131072:020d}").unlink()
+    df = spark.read.format("rmq").option("topic", "T").option("failOnDataLoss", str(fail).lower()) \
+        .load(str(tmp_path / "s"))
+    if fail:
+        with pytest.raises(Exception) as e:
+            df.count()
+        assert f"missing file {tmp_path}/s/commitlog/{131072:020d}" in str(e.value)
+        assert "failOnDataLoss=false" in str(e.value)
+    else:
+        rows = df.select("queue_id", "queue_offset").collect()
+        lost = sum(hi - lo for lo, hi in zip(*gone))
+        assert len(rows) == 1000 - lost and 0 < lost < 1000
+        assert not any(lo <= r.queue_offset < hi for r in rows for lo, hi in [(gone[0][r.queue_id],
+                                                                                gone[1][r.queue_id])])

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from filters.tag_hash import tags_hash_code
-from store import MessageStore, StoreConfig
+from store import DiskFullError, MessageStore, StoreConfig
 from store import commit_log, consume_queue, put_batch, record_encoder
 from store import message_codec as codec
 from store.mapped_file import MappedFile
@@ -424,7 +424,7 @@ def test_a_full_disk_fails_the_append_before_any_byte_is_written(tmp_path, monke
             raise OSError(28, "No space left on device")
         with monkeypatch.context() as m:
             m.setattr(os, "posix_fallocate", no_space)
-            with pytest.raises(OSError, match="No space"):
+            with pytest.raises(DiskFullError, match="no space left on the device writing the commitlog"):
                 s.put_batch("T", [b"y" * 100] * 20000, queue_id=0)
         assert s.commit_log_max_offset() == end
         name = sorted(os.listdir(tmp_path / "s" / "commitlog"))[0]

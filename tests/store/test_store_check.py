@@ -163,3 +163,16 @@ def test_scales_by_arrays(tmp_path):
     report = check_store(path)
     assert report.ok and report.records == 20000 and report.units == 20000
     assert report.commit_log_files > 10
+
+
+def test_a_record_with_a_wrong_totalsize_is_an_error_not_a_message_missing_from_a_queue(tmp_path):
+    with MessageStore(tmp_path) as s:
+        r = s.put_batch("T", [b"x" * 50] * 500, queue_id=0)[250]
+    with open(tmp_path / "commitlog" / f"{0:020d}", "r+b") as f:
+        f.seek(r.commit_log_offset)
+        f.write(struct.pack(">i", 9999))
+    report = check_store(str(tmp_path))
+    texts = [str(p) for p in report.problems]
+    assert any("field lengths do not add up to TOTALSIZE 9999" in t for t in texts)
+    assert any("unit at queue offset 250: size 184 but the record's TOTALSIZE is 9999" in t for t in texts)
+    assert not any("ends at 0" in t or "not in the consume queue" in t for t in texts)

@@ -1,0 +1,59 @@
+"""A full disk: appends fail with DiskFullError naming what was written; readers and `rmq check` never map
+the unwritten holes of the store's sparse files (on tmpfs that allocates pages, and on a full one is SIGBUS)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from store import DiskFullError, MessageStore
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mnt)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=True)
+
+
+def _rmq(*args):
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    return subprocess.run([sys.executable, "-m", "store.cli", *map(str, args)], capture_output=True, timeout=120,
+                          env=env)
+
+
+def test_a_full_disk_is_a_clear_error_and_the_store_stays_readable(small_fs):
+    path = small_fs / "s"
+    acked = 0
+    with MessageStore(path) as s:
+        with pytest.raises(DiskFullError, match="no space left on the device writing the commitlog") as e:
+            while True:
+                s.put_batch("T", [b"x" * 1000] * 100, queue_id=0)
+                acked += 100
+        assert e.value.errno == 28 and str(path / "commitlog") in str(e.value)
+    assert acked > 1000
+    with open(small_fs / "filler", "wb") as f:  # whatever room is left, taken
+        try:
+            while True:
+                f.write(bytes(65536))
+                f.flush()
+        except OSError:
+            pass
+    check = _rmq("-s", path, "check")
+    assert check.returncode == 0, (check.returncode, check.stderr)
+    assert f"check OK: {acked} records".encode() in check.stdout
+    consume = _rmq("-s", path, "consume", "--topic", "T", "--max", "5")
+    assert consume.returncode == 0 and consume.stdout.count(b"\n") == 5
+    produce = _rmq("-s", path, "produce", "--topic", "T", "more")
+    assert produce.returncode == 1 and b"no space left on the device writing" in produce.stderr
+    (path / "abort").touch()  # and a crash recovery on the full disk
+    with MessageStore(path) as s:
+        assert s.max_offset("T", 0) == acked
