@@ -24,8 +24,8 @@ OPTION_NAMES = (
 )
 
 EARLIEST, LATEST = -2, -1
-_GROUP_NAME = re.compile(r"^[%|a-zA-Z0-9_-]{1,255}$")
-_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)?\s*$", re.IGNORECASE)
+_GROUP_NAME = re.compile(r"[%|a-zA-Z0-9_-]{1,255}")
+_DURATION = re.compile(r"\s*(\d+)\s*(ms|s|m|min|h|d)?\s*", re.IGNORECASE)
 _DURATION_MS = {None: 1, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
@@ -122,7 +122,7 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
     delay = opts.get("maxTriggerDelay")
     delay_ms = 15 * 60_000
     if delay is not None:
-        m = _DURATION.match(delay)
+        m = _DURATION.fullmatch(delay)
         if not m:
             raise RmqOptionError("maxTriggerDelay", f"{delay!r} is not a duration such as '500ms', '30s' or '15m'")
         delay_ms = int(m.group(1)) * _DURATION_MS[m.group(2).lower() if m.group(2) else None]
@@ -136,7 +136,7 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
     group = opts.get("consumerGroup")
     if group is None:
         group = default_consumer_group(path, subscription, tags, sql)
-    elif not _GROUP_NAME.match(group):
+    elif not _GROUP_NAME.fullmatch(group):
         raise RmqOptionError("consumerGroup", f"{group!r} must match ^[%|a-zA-Z0-9_-]+$ (at most 255 characters)")
 
     return SourceOptions(

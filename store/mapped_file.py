@@ -12,7 +12,7 @@ from typing import Optional
 
 import numpy as np
 
-_NAME = re.compile(r"^\d{20}$")
+_NAME = re.compile(r"\d{20}")
 _ZERO_CHUNK = 1 << 20
 
 
@@ -152,7 +152,7 @@ class MappedFileQueue:
     def refresh(self) -> None:
         """Pick up files created or deleted by other processes, keeping open handles of unchanged ones."""
         try:
-            names = sorted(n for n in os.listdir(self.directory) if _NAME.match(n))
+            names = sorted(n for n in os.listdir(self.directory) if _NAME.fullmatch(n))
         except FileNotFoundError:
             names = []
         known = {f.file_name: f for f in self.files}

@@ -56,7 +56,7 @@ KEY_SEPARATOR = " "
 
 MAX_TOPIC_LENGTH = 127
 MAX_PROPERTIES_LENGTH = 32767
-TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+TOPIC_PATTERN = re.compile(r"[%|a-zA-Z0-9_-]+")
 
 # Byte positions of the fixed fields that never move (before BORNHOST).
 POS_TOTALSIZE = 0
@@ -139,7 +139,7 @@ def check_topic(topic) -> None:
         raise ValueError(f"topic must be a non-empty string, got {topic!r}")
     if len(topic) > MAX_TOPIC_LENGTH:
         raise ValueError(f"topic {topic[:40]!r}... is {len(topic)} characters; at most {MAX_TOPIC_LENGTH} are allowed")
-    if not TOPIC_PATTERN.match(topic):
+    if not TOPIC_PATTERN.fullmatch(topic):
         raise ValueError(f"topic {topic!r} has characters outside [%|a-zA-Z0-9_-]")
 
 

@@ -25,7 +25,7 @@ from typing import Iterable, Optional
 from .json_file import atomic_write_json, parse_rocketmq_json
 
 CONSUMER_OFFSET_FILE = os.path.join("config", "consumerOffset.json")
-_GROUP_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+_GROUP_PATTERN = re.compile(r"[%|a-zA-Z0-9_-]+")
 
 
 class ReadOffsetType(str, enum.Enum):
@@ -60,7 +60,7 @@ def _check_mq(mq) -> tuple[str, int]:
 
 class OffsetStore:
     def __init__(self, store_path, group: str):
-        if not isinstance(group, str) or not _GROUP_PATTERN.match(group) or len(group) > 255:
+        if not isinstance(group, str) or not _GROUP_PATTERN.fullmatch(group) or len(group) > 255:
             raise ValueError(f"group {group!r}: a consumer group name is 1..255 characters of [%|a-zA-Z0-9_-]")
         self.store_path = os.path.abspath(os.fspath(store_path))
         self.group = group

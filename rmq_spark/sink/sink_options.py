@@ -18,7 +18,7 @@ from ..options import RmqOptionError, canonical_options
 
 # queryName: Spark hands a streaming query's .queryName(...) to its sink as an option; accepted and unused.
 OPTION_NAMES = ("path", "topic", "sinkId", "batchId", "storeConfig", "checkpointLocation", "queryName")
-_SAFE_DIR = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
+_SAFE_DIR = re.compile(r"[A-Za-z0-9._-]{1,100}")
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class SinkOptions:
     @property
     def sink_dir(self) -> str:
         """<store>/sink/<sinkId, or its sha1 when it is not a safe file name>: staging and the commit cache."""
-        key = self.sink_id if _SAFE_DIR.match(self.sink_id) and self.sink_id not in (".", "..") else \
+        key = self.sink_id if _SAFE_DIR.fullmatch(self.sink_id) and self.sink_id not in (".", "..") else \
             "id-" + hashlib.sha1(self.sink_id.encode("utf-8")).hexdigest()
         return os.path.join(self.path, "sink", key)
 

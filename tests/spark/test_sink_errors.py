@@ -1,5 +1,7 @@
 """Bad input to the rmq sink: schema and option errors when the query starts, bad rows fail the batch with
 the row's position and reason, and nothing of a failed batch becomes visible."""
+import os
+
 import pyspark.sql.functions as F
 import pytest
 from pyspark.sql.types import MapType, StringType, StructField, StructType
@@ -90,3 +92,12 @@ def test_a_bad_row_fails_the_batch_with_its_position_and_nothing_is_visible(spar
     row = int(message.split(":")[0].split()[1]) + len(good)
     assert f"row {row}:" + message.split(":", 1)[1] in text, text
     assert stored(dst, "T").num_rows == 0 and markers(dst) == []
+
+
+def test_a_topic_with_a_trailing_newline_is_refused(spark, tmp_path):
+    df = spark.range(3).select(F.col("id").cast("string").alias("body"))
+    with pytest.raises(Exception, match="option 'topic'.*characters outside"):
+        _write(df, str(tmp_path / "d"), topic="tn\n")
+    with pytest.raises(Exception, match="characters outside"):
+        _write(df.withColumn("topic", F.lit("tn\n")), str(tmp_path / "d"))
+    assert not (tmp_path / "d" / "consumequeue").exists() or not os.listdir(tmp_path / "d" / "consumequeue")

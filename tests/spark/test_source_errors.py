@@ -67,3 +67,8 @@ def test_a_missing_commitlog_file_is_data_loss(spark, tmp_path, fail):
         assert len(rows) == 1000 - lost and 0 < lost < 1000
         assert not any(lo <= r.queue_offset < hi for r in rows for lo, hi in [(gone[0][r.queue_id],
                                                                                 gone[1][r.queue_id])])
+
+
+def test_a_consumer_group_with_a_trailing_newline_is_refused(spark, path):
+    with pytest.raises(Exception, match="option 'consumerGroup'"):
+        spark.read.format("rmq").option("topic", "T").option("consumerGroup", "g\n").load(path).collect()
