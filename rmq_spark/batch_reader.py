@@ -28,7 +28,7 @@ class RmqBatchReader(DataSourceReader):
             queues = subscribed_queues(store, self.opts.subscription)
             queues = self._prune_queues(queues)
             starts = starting_positions(store, self.opts, queues, default="earliest")
-            ends = ending_positions(store, self.opts, queues)
+            ends = ending_positions(store, self.opts, queues, starts)
             ranges = []
             for q in queues:
                 s, e = self._narrow(store, q, starts[q], ends[q])

@@ -96,8 +96,36 @@ def check_against_store(opts: SourceOptions, store: MessageStore) -> None:
 
 def starting_positions(store: MessageStore, opts: SourceOptions, queues: Iterable[Queue], default: str) -> Positions:
     """Where a fresh query starts on each queue. Timestamps take precedence, then startingOffsets (default
-    `default`); queues an explicit JSON does not name start at earliest."""
-    queues = list(queues)
+    `default`); queues an explicit JSON does not name start at earliest. A start past a queue's end is an
+    error for batch reads, and for streams unless failOnDataLoss=false, which starts at the end (Kafka's
+    rule)."""
+    positions = _starting_positions(store, opts, list(queues), default)
+    option = "startingOffsets" if opts.starting_offsets != "group" else "startingOffsets=group (committed offset)"
+    return check_past_end(store, positions, option, streaming=default == "latest",
+                          fail_on_data_loss=opts.fail_on_data_loss)
+
+
+def check_past_end(store: MessageStore, positions: Positions, option: str, *, streaming: bool,
+                   fail_on_data_loss: bool) -> Positions:
+    """positions with every offset past its queue's end refused (batch reads; streams with failOnDataLoss)
+    or moved to the end with a warning (streams with failOnDataLoss=false)."""
+    out = dict(positions)
+    for (t, q), off in positions.items():
+        mx = store.max_offset(t, q)
+        if off <= mx:
+            continue
+        text = (f"topic {t!r} queue {q}: offset {off} is past the end of the queue, which holds offsets "
+                f"{store.min_offset(t, q)}..{mx - 1} (the next message gets {mx})")
+        if not streaming:
+            raise RmqOptionError(option, text)
+        if fail_on_data_loss:
+            raise RmqOptionError(option, f"{text}. Set failOnDataLoss=false to start at the end instead.")
+        log.warning("option '%s': %s; starting at %d (failOnDataLoss=false)", option, text, mx)
+        out[(t, q)] = mx
+    return out
+
+
+def _starting_positions(store: MessageStore, opts: SourceOptions, queues: list, default: str) -> Positions:
     if opts.starting_timestamp is not None or opts.starting_offsets_by_timestamp is not None:
         out = {}
         for t, q in queues:
@@ -128,13 +156,23 @@ def resolve(store: MessageStore, topic: str, qid: int, off: int) -> int:
     return off
 
 
-def ending_positions(store: MessageStore, opts: SourceOptions, queues: Iterable[Queue]) -> Positions:
+def ending_positions(store: MessageStore, opts: SourceOptions, queues: Iterable[Queue],
+                     starts: Optional[Positions] = None) -> Positions:
+    """endingOffsets of a batch read: an explicit offset past the queue's end, or below where the read starts,
+    is an error naming the queue."""
     how = opts.ending_offsets
     out = {}
     for t, q in queues:
         off = how.get(t, {}).get(q, LATEST) if isinstance(how, dict) else LATEST
         out[(t, q)] = resolve(store, t, q, off)
-    return out
+        if off in (LATEST, EARLIEST):
+            continue
+        start = None if starts is None else starts.get((t, q))
+        if start is not None and out[(t, q)] < start:
+            raise RmqOptionError("endingOffsets", f"topic {t!r} queue {q}: ending offset {off} is below the "
+                                                  f"starting offset {start}")
+    return check_past_end(store, {k: v for k, v in out.items()}, "endingOffsets", streaming=False,
+                          fail_on_data_loss=True)
 
 
 def _group_positions(store: MessageStore, opts: SourceOptions, queues: list) -> Positions:
@@ -164,6 +202,12 @@ class OffsetCommitter:
     def commit(self, positions: Positions) -> None:
         if positions == self.last:
             return
+        with open_store(self.path) as store:
+            for (t, q), off in positions.items():
+                mx = store.max_offset(t, q)
+                if off > mx:  # never a group offset past what the queue holds: it would skip what comes next
+                    raise DataLossError(f"refusing to commit offset {off} of group {self.group!r} for topic {t!r} "
+                                        f"queue {q}: the queue ends at {mx}")
         if self._offset_store is None:
             from store import OffsetStore
             self._offset_store = OffsetStore(self.path, self.group)

@@ -81,6 +81,8 @@ def store_for(path: str):
 
 
 def read_partition(p: QueueRange) -> Iterator[pa.RecordBatch]:
+    if not isinstance(p, QueueRange):
+        return  # a plan with no ranges: Spark still runs one partition of its own, which holds nothing
     store = store_for(p.path)
     start = p.start
     available = store.min_offset(p.topic, p.queue_id)

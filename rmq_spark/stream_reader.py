@@ -17,7 +17,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from .offsets import (
-    OffsetCommitter, Positions, check_data_loss, from_offset_dict, open_store, starting_positions,
+    DataLossError, OffsetCommitter, Positions, check_data_loss, from_offset_dict, open_store, starting_positions,
     subscribed_queues, to_offset_dict,
 )
 from .options import SourceOptions
@@ -116,6 +116,13 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             elif b < mn:
                 check_data_loss(q[0], q[1], b, mn, self.opts.fail_on_data_loss)
                 b = mn
+            elif b > mx:  # a checkpoint past the queue's end (the queue was truncated or made anew)
+                text = (f"topic {q[0]!r} queue {q[1]}: the query's offset {b} is past the end of the queue "
+                        f"({mx}); the messages appended there would never be read")
+                if self.opts.fail_on_data_loss:
+                    raise DataLossError(f"{text}. Set failOnDataLoss=false to continue at the end.")
+                log.warning("%s; continuing at %d (failOnDataLoss=false)", text, mx)
+                b = mx
             begins[q] = b
         queues = sorted(available)
         backlog = np.array([max(0, available[q] - begins[q]) for q in queues], dtype=np.int64)

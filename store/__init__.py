@@ -9,11 +9,12 @@ from .clean_expired import CleanSummary
 from .put_batch import PutBatchResult
 from .scan import SCAN_SCHEMA
 from .store_config import ASYNC_FLUSH, SYNC_FLUSH, StoreConfig
+from .topic_config import TopicConfigError, TopicConfigWarning
 
 __all__ = [
     "MessageStore", "StoreConfig", "ASYNC_FLUSH", "SYNC_FLUSH", "GetMessageStatus", "GetMessageResult",
     "PutResult", "PutBatchResult", "PutMessageStatus", "MessageExt", "SCAN_SCHEMA", "StoreError",
     "CorruptRecordError", "InvalidMessageError", "UnknownTopicError", "ReadOnlyStoreError", "StoreRecoveryError",
-    "MissingFileError", "DiskFullError",
+    "MissingFileError", "DiskFullError", "TopicConfigError", "TopicConfigWarning",
     "OffsetStore", "ReadOffsetType", "CleanSummary",
 ]

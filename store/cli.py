@@ -169,6 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _store_path(args, must_exist: bool) -> str:
     if not args.store:
         raise UsageError("no store given: use --store PATH (or set RMQ_STORE)")
+    if os.path.exists(args.store) and not os.path.isdir(args.store):
+        raise UsageError(f"--store {args.store}: is a file, not a store directory")
     if must_exist and not os.path.isdir(args.store):
         raise UsageError(f"--store {args.store}: no such store directory")
     return args.store
@@ -192,8 +194,10 @@ def _open(args, read_only: bool):
     config = _config(args)
     try:
         return MessageStore(path, config, read_only=read_only)
+    except NotADirectoryError as e:
+        raise UsageError(f"--store: {e}") from None
     except ValueError as e:
-        raise UsageError(f"--config: {e}") from None
+        raise UsageError(f"--config {args.config}: {e}" if args.config else str(e)) from None
 
 
 def _show_progress(args) -> bool:
@@ -385,6 +389,7 @@ def progress_bar(enabled: bool, total: Optional[int], desc: str, unit: str):
 
 
 def _produce_file(store, args) -> dict:
+    from .errors import StoreError
     path = args.file
     if path == "-":
         source, size = sys.stdin.buffer, None
@@ -407,6 +412,7 @@ def _produce_file(store, args) -> dict:
         batch: list[_Message] = []
         first_line = 0
         done_bytes = 0
+        written_through = 0  # the last input line whose message is in the store
         try:
             for lineno, text, consumed in _read_lines(source):
                 m = _parse_line(text, lineno, args.topic)
@@ -416,12 +422,20 @@ def _produce_file(store, args) -> dict:
                     first_line = lineno
                 batch.append(m)
                 if len(batch) >= args.batch_size:
-                    produced += _flush(store, batch, first_line, counts, produced)
+                    produced += _flush(store, batch, first_line, counts)
+                    written_through = lineno
                     batch = []
                     bar.update(consumed - done_bytes)
                     done_bytes = consumed
             if batch:
-                produced += _flush(store, batch, first_line, counts, produced)
+                produced += _flush(store, batch, first_line, counts)
+        except (UsageError, Failure, StoreError, OSError) as e:
+            if not produced or isinstance(e, BrokenPipeError):
+                raise
+            # how far it got, so a rerun can start after what was written
+            note = (f" ({produced} message{'s' if produced != 1 else ''}, lines 1-{written_through}, were written "
+                    f"before the failure; lines from {written_through + 1} on were not)")
+            raise (UsageError if isinstance(e, UsageError) else Failure)(f"{e}{note}") from None
         finally:
             bar.close()
     finally:
@@ -430,13 +444,8 @@ def _produce_file(store, args) -> dict:
     return {"produced": produced, "topics": counts}
 
 
-def _flush(store, batch, first_line, counts, produced_before) -> int:
-    try:
-        _put(store, batch, first_line)
-    except UsageError as e:
-        if produced_before:
-            raise UsageError(f"{e} ({produced_before} messages from earlier lines were written)") from None
-        raise
+def _flush(store, batch, first_line, counts) -> int:
+    _put(store, batch, first_line)
     for m in batch:
         counts[m.topic] = counts.get(m.topic, 0) + 1
     return len(batch)

@@ -43,16 +43,20 @@ def _total_memory() -> int:
 
 class MessageStore:
     def __init__(self, path, config: StoreConfig | str | os.PathLike | None = None, read_only: bool = False,
-                 recover_truncate: bool = False):
+                 recover_truncate: bool = False, topic_config_problems: Optional[list] = None):
         """recover_truncate=True: let this open's recovery cut the commitlog where it is damaged even when
         messages that validate lie after the damage, or when the checkpoint says they had been flushed (the
-        open refuses with StoreRecoveryError otherwise, saying how many messages the cut would drop)."""
+        open refuses with StoreRecoveryError otherwise, saying how many messages the cut would drop).
+        topic_config_problems: a list that receives what is wrong with an unreadable config/topics.json (and
+        its .bak) instead of a TopicConfigError; the topics then come from consumequeue/ (for checkers)."""
         self.path = os.path.abspath(os.fspath(path))
         if config is None:
             config = StoreConfig()
         elif not isinstance(config, StoreConfig):
             config = StoreConfig.from_file(config)
         self.read_only = read_only
+        if os.path.exists(self.path) and not os.path.isdir(self.path):
+            raise NotADirectoryError(f"store path {self.path} is a file, not a store directory")
         if read_only:
             if not os.path.isdir(self.path):
                 raise FileNotFoundError(f"store directory {self.path} does not exist")
@@ -68,7 +72,7 @@ class MessageStore:
         self._abort_fd: Optional[int] = None
         self._closed = False
         self.commit_log = CommitLog(self.path, self.config.mappedFileSizeCommitLog, writable=not read_only)
-        self.topic_config = TopicConfigManager(self.path)
+        self.topic_config = TopicConfigManager(self.path, topic_config_problems)
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._write_pos: Optional[int] = None
         # Each consume queue's end as our last append left it, while no other writer has been here since (an

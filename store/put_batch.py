@@ -305,16 +305,9 @@ def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, shard
     parts = [p for p in (part(None, user_text), part(codec.PROPERTY_TAGS, explicit_tags),
                          part(codec.PROPERTY_KEYS, keys_arr), part(codec.PROPERTY_UNIQ_KEY, new_uniq))
              if p is not None]
-    def ints(value, name, dtype, default):
+    def ints(value, name, dtype, default, lo=None):
         """One value per message, or an array of one for all (the encoder takes either)."""
-        if value is None:
-            return np.array([default], dtype=dtype)
-        if _is_seq(value):
-            arr = np.asarray(value.to_numpy(zero_copy_only=False) if isinstance(value, pa.Array) else value)
-            if len(arr) != n:
-                raise InvalidMessageError(f"{name}: got {len(arr)} values for {n} messages")
-            return arr.astype(dtype)
-        return np.array([int(value)], dtype=dtype)
+        return _int_column(value, name, n, dtype, default, lo)
 
     sys_flags = ints(sys_flag, "sys_flag", np.int32, 0)
     reserved = sys_flags & codec.RESERVED_SYS_FLAGS
@@ -365,14 +358,54 @@ def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, shard
                       dispatched=dispatched, tags=tags_arr, n=n, uniq_keys=uniq_col,
                       atomic=atomic, all_dispatched=all_dispatched)
     if queue_id is not None:
-        if isinstance(queue_id, (list, tuple)):  # None in a list: that message's queue is chosen as usual
-            queue_id = [-1 if q is None else q for q in queue_id]
-        plan.queue_ids = ints(queue_id, "queue_id", np.int64, -1)
+        chosen = None  # None in a list (a null in an array): that message's queue is chosen as usual
+        if isinstance(queue_id, (list, tuple)):
+            chosen = np.array([q is None for q in queue_id], dtype=bool)
+            queue_id = [0 if q is None else q for q in queue_id]
+        elif isinstance(queue_id, (pa.Array, pa.ChunkedArray)) and queue_id.null_count:
+            chosen = queue_id.is_null().to_numpy(zero_copy_only=False)
+            queue_id = queue_id.fill_null(0)
+        plan.queue_ids = ints(queue_id, "queue_id", np.int64, -1, lo=0)
+        if chosen is not None and chosen.any():
+            plan.queue_ids[chosen] = -1
     if sharding_key is not None:
         sk = _per_message(sharding_key, n, "sharding_key", pa.string())
         plan.sharding_hash = np.abs(java_hash_codes(sk, n)).astype(np.int64)
         plan.sharding_hash[sk.is_null().to_numpy(zero_copy_only=False)] = -1
     return batch, plan
+
+
+def _int_column(value, name: str, n: int, dtype, default: int, lo=None) -> np.ndarray:
+    """An integer argument as an array of n values or of one for all, refused with its name, the message and
+    the allowed range when a value is not an integer (bools and fractions included) or does not fit."""
+    info = np.iinfo(dtype)
+    lo = info.min if lo is None else lo
+    if value is None:
+        return np.array([default], dtype=dtype)
+    if _is_seq(value):
+        arr = np.asarray(value.to_numpy(zero_copy_only=False) if isinstance(value, (pa.Array, pa.ChunkedArray))
+                         else value)
+        if len(arr) != n:
+            raise InvalidMessageError(f"{name}: got {len(arr)} values for {n} messages")
+        where = lambda i: f"message {i}: "  # noqa: E731
+    else:
+        arr = np.array([value], dtype=object)
+        where = lambda i: ""  # noqa: E731
+    if arr.dtype.kind not in "iu":
+        values = arr.tolist()
+        wrong = [i for i, v in enumerate(values) if isinstance(v, bool) or not isinstance(v, int)]
+        if wrong:  # the first fraction, bool or other if there is one, else the first integral float
+            i = next((i for i in wrong if not (isinstance(values[i], float) and values[i].is_integer())), wrong[0])
+            raise InvalidMessageError(f"{where(i)}{name} must be an integer, got {values[i]!r}")
+        arr = np.array(values, dtype=object)
+    bad = (arr < lo) | (arr > info.max)
+    if np.any(bad):
+        i = int(np.flatnonzero(bad)[0])
+        if name == "queue_id":
+            raise InvalidMessageError(f"{where(i)}queue_id {arr[i]} is negative: queue ids start at 0 (None "
+                                      f"chooses a queue)")
+        raise InvalidMessageError(f"{where(i)}{name} {arr[i]} is outside {lo}..{info.max}")
+    return arr.astype(dtype)
 
 
 class PutBatchResult(Sequence):

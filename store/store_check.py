@@ -629,5 +629,11 @@ def check_store(path, config=None, *, progress: bool = False, max_problems: int 
     """Verify a store read-only: every commitlog record and every consume-queue unit. See CheckReport.ok."""
     if not os.path.isdir(os.path.join(os.fspath(path), "commitlog")):
         raise FileNotFoundError(f"{os.fspath(path)} is not a store directory (it has no commitlog/)")
-    with MessageStore(path, config, read_only=True) as store:
-        return StoreCheck(store, progress, max_problems).run()
+    topic_problems: list = []
+    with MessageStore(path, config, read_only=True, topic_config_problems=topic_problems) as store:
+        check = StoreCheck(store, progress, max_problems)
+        report = check.run()
+        # an unreadable topics.json is a finding; the check went on with the topics of consumequeue/
+        for text in topic_problems:
+            check.problem(ERROR, store.topic_config.path, 0, text)
+        return report

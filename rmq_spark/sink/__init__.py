@@ -5,6 +5,8 @@ the driver before any task runs (they run again, cheaply, in the commit process)
 """
 from __future__ import annotations
 
+from typing import Optional
+
 from pyspark.sql.types import StructType
 
 from ..options import RmqOptionError
@@ -58,7 +60,39 @@ def make_writer(options, schema: StructType, overwrite: bool) -> RmqBatchWriter:
     columns = check_input_schema(schema, opts.topic)
     config = _store_config(opts)
     _prepare_store(opts.path, config)
+    if fresh:
+        remove_abandoned_writes(opts.path)
     return RmqBatchWriter(opts, columns, config, fresh)
 
 
-__all__ = ["make_writer", "make_stream_writer", "SINK_COMMIT_TOPIC", "RmqStreamWriter", "RmqBatchWriter"]
+# A one-off write's directory (sink/write-<uuid>) untouched this long belongs to a job that died between its
+# tasks and its commit or abort; a live job touches it with every staged file.
+ABANDONED_WRITE_AGE_S = 24 * 3600
+
+
+def remove_abandoned_writes(path: str, now: Optional[float] = None) -> list:
+    """Delete the staging of one-off batch writes abandoned by a dead job; returns what went."""
+    import logging
+    import os
+    import shutil
+    import time
+
+    root = os.path.join(path, "sink")
+    now = time.time() if now is None else now
+    gone = []
+    for name in (os.listdir(root) if os.path.isdir(root) else []):
+        d = os.path.join(root, name)
+        if not name.startswith("write-") or not os.path.isdir(d):
+            continue
+        newest = max([os.path.getmtime(os.path.join(a, x)) for a, ds, fs in os.walk(d) for x in ds + fs]
+                     + [os.path.getmtime(d)])
+        if now - newest > ABANDONED_WRITE_AGE_S:
+            shutil.rmtree(d, ignore_errors=True)
+            logging.getLogger(__name__).warning("removed %s: the staging of a batch write abandoned %.0f h ago", d,
+                                                (now - newest) / 3600)
+            gone.append(d)
+    return gone
+
+
+__all__ = ["make_writer", "make_stream_writer", "remove_abandoned_writes", "SINK_COMMIT_TOPIC", "RmqStreamWriter",
+           "RmqBatchWriter"]

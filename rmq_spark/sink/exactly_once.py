@@ -157,7 +157,7 @@ def _append(store: MessageStore, rows: pa.Table) -> None:
     store.put_batch(
         rows.column("topic").combine_chunks(), rows.column("body").combine_chunks(),
         tags=present("tags"), keys=present("keys"), properties=rows.column("properties").combine_chunks(),
-        queue_id=rows.column("queue_id").combine_chunks().fill_null(-1), sharding_key=present("sharding_key"),
+        queue_id=present("queue_id"), sharding_key=present("sharding_key"),
         born_timestamp=present("born_timestamp"), **kwargs)
 
 

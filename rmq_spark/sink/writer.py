@@ -65,6 +65,7 @@ class _Writing:
                     raise RowError(f"{where}: {e}") from None
                 try:
                     validate_staged(rows, self.config.maxMessageSize, staged.rows)
+                    self._check_queue_ids(rows, staged.rows)
                 except RowError as e:
                     raise RowError(f"{where}: {e}") from None
                 topics.update(pc.unique(rows.column(0)).to_pylist())
@@ -75,6 +76,25 @@ class _Writing:
             raise
         return RmqCommitMessage(path=path, rows=staged.rows, topics=tuple(sorted(topics)), partition=partition,
                                 attempt=attempt)
+
+
+    def _check_queue_ids(self, rows: pa.RecordBatch, first_row: int) -> None:
+        """A queue_id past its topic's write queues fails here, in the task, with its row (the commit would
+        refuse the whole batch later). Topics not created yet get defaultTopicQueueNums queues."""
+        qids = rows.column("queue_id")
+        if qids.null_count == len(qids):
+            return
+        from store.topic_config import TopicConfigManager
+        table = TopicConfigManager(self.options.path).table if os.path.isdir(self.options.path) else {}
+        topics = rows.column("topic")
+        for topic in pc.unique(topics).to_pylist():
+            cfg = table.get(topic)
+            nq = cfg.writeQueueNums if cfg is not None else self.config.defaultTopicQueueNums
+            bad = pc.and_(pc.equal(topics, topic), pc.greater_equal(qids, nq)).fill_null(False)
+            if pc.any(bad).as_py():
+                i = pc.index(bad, True).as_py()
+                raise RowError(f"row {first_row + i}: queue_id {qids[i].as_py()} is outside topic {topic!r}'s "
+                               f"write queues 0..{nq - 1}")
 
 
 def _paths(messages) -> List[str]:
@@ -116,8 +136,13 @@ class RmqBatchWriter(_Writing, DataSourceArrowWriter):
         return self._stage(iterator, self.options.batch_id)
 
     def commit(self, messages) -> None:
-        commit_batch(self.options.path, self.options.sink_dir, self.options.sink_id, self.options.batch_id,
-                     _paths(messages), _topics(messages), self.config)
+        try:
+            commit_batch(self.options.path, self.options.sink_dir, self.options.sink_id, self.options.batch_id,
+                         _paths(messages), _topics(messages), self.config)
+        except BaseException:
+            if self.fresh:  # Spark does not abort a job whose commit failed; nobody would replay this one
+                self.abort(messages)
+            raise
         if self.fresh:
             shutil.rmtree(self.options.sink_dir, ignore_errors=True)
 

@@ -101,3 +101,36 @@ def test_a_topic_with_a_trailing_newline_is_refused(spark, tmp_path):
     with pytest.raises(Exception, match="characters outside"):
         _write(df.withColumn("topic", F.lit("tn\n")), str(tmp_path / "d"))
     assert not (tmp_path / "d" / "consumequeue").exists() or not os.listdir(tmp_path / "d" / "consumequeue")
+
+
+def test_a_queue_id_outside_the_topic_fails_in_the_task_with_its_row(spark, tmp_path):
+    from store import MessageStore
+    dst = tmp_path / "d"
+    with MessageStore(dst) as s:
+        s.create_topic("T", 2)
+    df = spark.range(10).select(F.col("id").cast("string").alias("body"),
+                                F.when(F.col("id") == 7, 5).otherwise(F.col("id") % 2).cast("int").alias("queue_id"))
+    with pytest.raises(Exception) as err:
+        _write(df.coalesce(1), str(dst), topic="T")
+    assert "row 7: queue_id 5 is outside topic 'T''s write queues 0..1" in str(err.value)
+    assert stored(dst, "T").num_rows == 0
+    # nothing of the failed job is left behind in the sink's directory
+    leftovers = [os.path.join(d, f) for d, _, fs in os.walk(dst / "sink") for f in fs] if (dst / "sink").exists() \
+        else []
+    assert leftovers == []
+
+
+def test_a_batch_write_removes_the_staging_of_writes_abandoned_by_dead_jobs(spark, tmp_path):
+    import time
+    dst = tmp_path / "d"
+    old, live = dst / "sink" / "write-dead" / "staging" / "0", dst / "sink" / "write-live" / "staging" / "0"
+    for d in (old, live):
+        d.mkdir(parents=True)
+        (d / "0-1-abc.arrow").write_bytes(b"x")
+    long_ago = time.time() - 2 * 24 * 3600
+    for p in [old / "0-1-abc.arrow", old, old.parent, old.parent.parent]:
+        os.utime(p, (long_ago, long_ago))
+    _write(spark.range(3).select(F.col("id").cast("string").alias("body")), str(dst), topic="T")
+    assert not (dst / "sink" / "write-dead").exists()
+    assert (live / "0-1-abc.arrow").exists()  # another job's, still being written
+    assert stored(dst, "T").num_rows == 3

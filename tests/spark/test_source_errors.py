@@ -72,3 +72,12 @@ def test_a_missing_commitlog_file_is_data_loss(spark, tmp_path, fail):
 def test_a_consumer_group_with_a_trailing_newline_is_refused(spark, path):
     with pytest.raises(Exception, match="option 'consumerGroup'"):
         spark.read.format("rmq").option("topic", "T").option("consumerGroup", "g\n").load(path).collect()
+
+
+def test_a_corrupt_topics_file_is_named(spark, tmp_path):
+    p = fill(tmp_path / "s", "T", n=4, queues=1)
+    for name in ("topics.json", "topics.json.bak"):
+        (tmp_path / "s" / "config" / name).write_text("garbage{")
+    with pytest.raises(Exception) as e:
+        spark.read.format("rmq").option("topic", "T").load(p).collect()
+    assert f"{p}/config/topics.json is not JSON" in str(e.value) and "rediscovered from consumequeue/" in str(e.value)

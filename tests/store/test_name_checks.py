@@ -31,3 +31,16 @@ def test_cli_produce_refuses_a_topic_with_a_newline(tmp_path):
 def test_a_group_with_a_newline_is_refused(tmp_path):
     with pytest.raises(ValueError, match="group"):
         OffsetStore(tmp_path, "gg\n")
+
+
+def test_produce_from_stdin_that_fails_part_way_says_how_many_lines_were_written(tmp_path):
+    good = "".join(f'{{"body": "m{i}"}}\n' for i in range(5))
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    out = subprocess.run([sys.executable, "-m", "store.cli", "-s", str(tmp_path), "produce", "--topic", "T",
+                          "--file", "-", "--batch-size", "2"], input=(good + "not json\n").encode(),
+                         capture_output=True, timeout=60, env=env)
+    assert out.returncode == 2, out.stderr
+    assert b"line 6" in out.stderr
+    assert b"(4 messages, lines 1-4, were written before the failure; lines from 5 on were not)" in out.stderr
+    with MessageStore(tmp_path, read_only=True) as s:
+        assert sum(s.max_offset("T", q) for q in s.queues("T")) == 4
