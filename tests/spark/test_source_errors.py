@@ -1,4 +1,6 @@
 """Bad input fails when the query starts, through Spark, with a message naming the option."""
+import os
+
 import pytest
 
 from source_testkit import fill
@@ -81,3 +83,14 @@ def test_a_corrupt_topics_file_is_named(spark, tmp_path):
     with pytest.raises(Exception) as e:
         spark.read.format("rmq").option("topic", "T").load(p).collect()
     assert f"{p}/config/topics.json is not JSON" in str(e.value) and "rediscovered from consumequeue/" in str(e.value)
+
+
+def test_a_short_consume_queue_file_fails_the_read_naming_it(spark, tmp_path):
+    from store import MessageStore, StoreConfig
+    with MessageStore(tmp_path / "s", StoreConfig(mappedFileSizeConsumeQueue=2000)) as s:
+        s.put_batch("T", [b"x"] * 300, queue_id=0)
+    short = tmp_path / "s" / "consumequeue" / "T" / "0" / f"{2000:020d}"
+    os.truncate(short, 1010)
+    with pytest.raises(Exception) as e:
+        spark.read.format("rmq").option("topic", "T").load(str(tmp_path / "s")).count()
+    assert f"{short}" in str(e.value) and "shorter than mappedFileSizeConsumeQueue" in str(e.value)
