@@ -23,7 +23,7 @@ import pyarrow as pa
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from filters import MessageFilter, parse_properties  # noqa: E402
-from filters.tag_hash import tags_hash_code  # noqa: E402
+from store.tag_hash import tags_hash_code  # noqa: E402
 
 SELECTORS = [
     "a > 5",

@@ -17,16 +17,16 @@ What the store calls (None means no filter)::
     f.commit_log_mask(batch) -> pyarrow.BooleanArray        # exact, from the `properties` map column
     f.properties_text_mask(texts) -> pyarrow.BooleanArray   # exact, from stored k\x01v\x02 texts
 
-Also: tags_hash_code (filters.tag_hash), parse_properties / properties_to_map /
-property_column (filters.message_properties), and Spark pushdown
+Also: tags_hash_code (store.tag_hash), parse_properties / properties_to_map /
+property_column (store.message_properties), and Spark pushdown
 (filters.spark_pushdown.translate).  A MessageFilter pickles; str() is its
 normalised selector text.
 """
 
 from .errors import FilterParseError
 from .message_filter import MessageFilter
-from .message_properties import parse_properties, properties_to_map, property_column
-from .tag_hash import tags_hash_code
+from store.message_properties import parse_properties, properties_to_map, property_column
+from store.tag_hash import tags_hash_code
 
 __all__ = [
     "FilterParseError",

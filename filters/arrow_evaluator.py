@@ -17,6 +17,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from store import native
+from store.message_properties import MapColumn, PropertiesText, properties_to_map  # noqa: F401  (re-exported)
+
 from .comparison_rules import (
     D_DOUBLE,
     D_NEVER_EQUAL,
@@ -50,7 +53,6 @@ from .expressions import (
     referenced_properties,
 )
 from .java_numbers import INT_MAX, INT_MIN
-from .message_properties import MapColumn, PropertiesText, properties_to_map  # noqa: F401  (re-exported)
 
 F, T, N, E = 0, 1, 2, 3  # FALSE, TRUE, NULL, ERROR
 
@@ -172,8 +174,6 @@ def _to_bool_numpy(arr: Union[pa.Array, pa.ChunkedArray]) -> np.ndarray:
 
 def _equal_any(col: pa.Array, values) -> np.ndarray:
     """Which strings of `col` equal one of `values` (False where null)."""
-    from store import native  # the compiled byte loops live with the store (which imports filters)
-
     return native.strings_in(col, list(values))
 
 
@@ -196,9 +196,7 @@ def _convert(col: pa.Array, null: np.ndarray, kind: str) -> tuple[np.ndarray, np
     if numeric:
         # An optional '-' and at most 18 ASCII digits (no int64 overflow):
         # text any reading and Java's agree on.
-        from store import native  # the compiled byte loops live with the store (which imports filters)
-
-        values, fast = native.decimal_longs(col)
+            values, fast = native.decimal_longs(col)
     else:
         try:
             # Arrow's finite doubles are a subset of Java's syntax; its NaN and

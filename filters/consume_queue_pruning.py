@@ -15,7 +15,7 @@ from typing import Optional
 import numpy as np
 
 from .expressions import STRING, And, Between, Comparison, Expression, In, Literal, Or, Property
-from .tag_hash import tags_hash_code
+from store.tag_hash import tags_hash_code
 from .tag_selector import TAGS_PROPERTY
 
 ANY = None  # no restriction

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from filters.tag_hash import tags_hash_code
+from .tag_hash import tags_hash_code
 
 from . import message_codec as codec
 from . import record_encoder

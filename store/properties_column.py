@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from filters.message_properties import properties_to_map, property_column
+from .message_properties import properties_to_map, property_column
 
 from . import native
 from .message_codec import PROPERTY_KEYS, PROPERTY_TAGS

@@ -21,6 +21,7 @@ from . import native
 from .native import crc32_spans
 from .consume_queue import CQ_STORE_UNIT_SIZE
 from .errors import CorruptRecordError
+from .message_filter import vectorised
 from .properties_column import gather_spans, scan_columns, strided_view
 
 SCAN_SCHEMA = pa.schema([
@@ -43,9 +44,10 @@ def scan(store, topic: str, queue_id: int, start: int, end: Optional[int], messa
     end = max_off if end is None else min(end, max_off)
     pos = max(start, cq.min_offset(store.commit_log.min_offset()))
     file_size = store.commit_log.file_size
-    # A filter that decides from the stored property texts runs before bodies and other columns are built,
-    # so records it rejects cost only their header and properties.
-    text_filter = getattr(message_filter, "properties_text_mask", None) if message_filter is not None else None
+    # The filter decides from the stored property texts before bodies and other columns are built, so records
+    # it rejects cost only their header and properties.
+    batch_filter = None if message_filter is None else vectorised(message_filter)
+    text_filter = None if batch_filter is None else batch_filter.properties_text_mask
     while pos < end:
         units = cq.units(pos, min(end, pos + batch_rows))
         empty = np.flatnonzero(units["size"] == 0)
@@ -58,12 +60,12 @@ def scan(store, topic: str, queue_id: int, start: int, end: Optional[int], messa
         queue_offsets = np.arange(pos, pos + n_units, dtype=np.int64)
         offsets = units["offset"].astype(np.int64)
         sizes = units["size"].astype(np.int64)
-        codes = units["tags_code"].astype(np.int64) if message_filter is not None else None
+        codes = units["tags_code"].astype(np.int64) if batch_filter is not None else None
         del units
         _release_units(cq, pos, pos + n_units)
         store.stats["consume_queue_units_scanned"] += n_units
-        if message_filter is not None:
-            keep = _consume_queue_mask(message_filter, codes)
+        if batch_filter is not None:
+            keep = np.asarray(batch_filter.consume_queue_mask(codes), dtype=bool)
             offsets, sizes, queue_offsets = offsets[keep], sizes[keep], queue_offsets[keep]
         pos += n_units
         if len(offsets) == 0:
@@ -86,8 +88,6 @@ def scan(store, topic: str, queue_id: int, start: int, end: Optional[int], messa
         if not batches:
             continue
         batch = batches[0] if len(batches) == 1 else pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
-        if message_filter is not None and text_filter is None:
-            batch = _apply_commit_log_filter(message_filter, batch)
         if batch.num_rows:
             yield batch
 
@@ -140,25 +140,6 @@ def _release_units(cq, start: int, end: int) -> None:
             return
         _release(view, (start - first) * unit, (stop - first) * unit)
         start = stop
-
-
-def _consume_queue_mask(message_filter, codes: np.ndarray) -> np.ndarray:
-    fn = getattr(message_filter, "consume_queue_mask", None)
-    if fn is not None:
-        return np.asarray(fn(codes), dtype=bool)
-    uniq, inverse = np.unique(codes, return_inverse=True)
-    decided = np.array([bool(message_filter.is_matched_by_consume_queue(int(c))) for c in uniq], dtype=bool)
-    return decided[inverse]
-
-
-def _apply_commit_log_filter(message_filter, batch: pa.RecordBatch) -> pa.RecordBatch:
-    fn = getattr(message_filter, "commit_log_mask", None)
-    if fn is not None:
-        mask = fn(batch)
-    else:
-        mask = pa.array([bool(message_filter.is_matched_by_commit_log(dict(p)))
-                         for p in batch.column("properties").to_pylist()], pa.bool_())
-    return batch.filter(mask)
 
 
 class _Gather:

@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from filters.tag_hash import tags_hash_code
+from .tag_hash import tags_hash_code
 
 from . import message_codec as codec
 from .consume_queue import CQ_STORE_UNIT_SIZE, UNIT_DTYPE

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from filters import tags_hash_code
-from filters.tag_hash import tags_hash_codes
+from store.tag_hash import tags_hash_codes
 
 
 @pytest.mark.parametrize(

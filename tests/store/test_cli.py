@@ -1,8 +1,8 @@
 """The `rmq` command line on small rolling stores.
 
-Commands run through `store.cli.main` (what the console script calls) in this process, with stdin, stdout and
+Commands run through `rmq_cli.cli.main` (what the console script calls) in this process, with stdin, stdout and
 stderr replaced, because a subprocess costs ~0.5 s of imports; the tests marked `real=True` run the installed
-`rmq` script (or `python -m store.cli`) as a subprocess, to prove the entry point itself.
+`rmq` script (or `python -m rmq_cli`) as a subprocess, to prove the entry point itself.
 """
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ from types import SimpleNamespace
 import pytest
 
 from store import MessageStore, OffsetStore
-from store.cli import main
+from rmq_cli.cli import main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _SCRIPT = os.path.join(os.path.dirname(sys.executable), "rmq")
-RMQ = [_SCRIPT] if os.access(_SCRIPT, os.X_OK) else [sys.executable, "-m", "store.cli"]
+RMQ = [_SCRIPT] if os.access(_SCRIPT, os.X_OK) else [sys.executable, "-m", "rmq_cli"]
 
 
 def run_in_process(argv, input=None):

@@ -23,7 +23,7 @@ def _store(path, n=300):
 def _rmq(path, *args):
     env = dict(os.environ, PYTHONPATH=os.getcwd())
     # a reader that loops allocates until killed: the timeout and the address-space limit end it either way
-    return subprocess.run(["bash", "-c", 'ulimit -v 3000000; exec "$@"', "rmq", sys.executable, "-m", "store.cli",
+    return subprocess.run(["bash", "-c", 'ulimit -v 3000000; exec "$@"', "rmq", sys.executable, "-m", "rmq_cli",
                            "-s", str(path), *args], capture_output=True, timeout=120, env=env)
 
 

@@ -26,7 +26,7 @@ def small_fs(tmp_path):
 
 def _rmq(*args):
     env = dict(os.environ, PYTHONPATH=os.getcwd())
-    return subprocess.run([sys.executable, "-m", "store.cli", *map(str, args)], capture_output=True, timeout=120,
+    return subprocess.run([sys.executable, "-m", "rmq_cli", *map(str, args)], capture_output=True, timeout=120,
                           env=env)
 
 

@@ -6,7 +6,7 @@ import struct
 import numpy as np
 import pytest
 
-from filters.tag_hash import tags_hash_code
+from store.tag_hash import tags_hash_code
 from store import (CorruptRecordError, GetMessageStatus, InvalidMessageError, MessageStore, StoreConfig,
                    UnknownTopicError)
 from store import message_codec as codec

@@ -39,7 +39,7 @@ def test_scan_and_get_message_name_the_missing_file(path):
 
 def test_rmq_consume_fails_naming_the_file_and_check_reports_it(path):
     env = dict(os.environ, PYTHONPATH=os.getcwd())
-    out = subprocess.run([sys.executable, "-m", "store.cli", "-s", str(path), "consume", "--topic", "T"],
+    out = subprocess.run([sys.executable, "-m", "rmq_cli", "-s", str(path), "consume", "--topic", "T"],
                          capture_output=True, timeout=120, env=env)
     assert out.returncode == 1 and f"missing file {path}/commitlog/{GONE}".encode() in out.stderr, out.stderr
     assert not check_store(str(path)).ok

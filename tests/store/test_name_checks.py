@@ -22,7 +22,7 @@ def test_put_refuses_a_topic_with_a_newline(tmp_path, name):
 
 def test_cli_produce_refuses_a_topic_with_a_newline(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.getcwd())
-    out = subprocess.run([sys.executable, "-m", "store.cli", "-s", str(tmp_path), "produce", "--topic", "abc\n",
+    out = subprocess.run([sys.executable, "-m", "rmq_cli", "-s", str(tmp_path), "produce", "--topic", "abc\n",
                           "hi"], capture_output=True, timeout=60, env=env)
     assert out.returncode == 2 and b"characters outside" in out.stderr, out.stderr
     assert not (tmp_path / "consumequeue").exists() or os.listdir(tmp_path / "consumequeue") == []
@@ -36,7 +36,7 @@ def test_a_group_with_a_newline_is_refused(tmp_path):
 def test_produce_from_stdin_that_fails_part_way_says_how_many_lines_were_written(tmp_path):
     good = "".join(f'{{"body": "m{i}"}}\n' for i in range(5))
     env = dict(os.environ, PYTHONPATH=os.getcwd())
-    out = subprocess.run([sys.executable, "-m", "store.cli", "-s", str(tmp_path), "produce", "--topic", "T",
+    out = subprocess.run([sys.executable, "-m", "rmq_cli", "-s", str(tmp_path), "produce", "--topic", "T",
                           "--file", "-", "--batch-size", "2"], input=(good + "not json\n").encode(),
                          capture_output=True, timeout=60, env=env)
     assert out.returncode == 2, out.stderr

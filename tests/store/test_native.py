@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from filters.message_properties import properties_to_map
+from store.message_properties import properties_to_map
 from store import message_codec as codec
 from store import native
 from store.properties_column import parse_properties
@@ -156,7 +156,7 @@ def test_property_columns_grow_past_their_first_guess():
 
 
 def test_properties_text_columns_with_and_without_native(without_native):
-    from filters.message_properties import PropertiesText
+    from store.message_properties import PropertiesText
     texts = pa.array(["a\x011\x02b\x01x", None, "b\x01y\x02a\x01é\x02a\x01😀", "a\x01\x02"]).slice(1)
     want = {"a": [None, "😀", None], "b": [None, "y", None], "zz": [None, None, None]}
 

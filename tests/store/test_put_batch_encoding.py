@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from filters.tag_hash import tags_hash_code
+from store.tag_hash import tags_hash_code
 from store import DiskFullError, MessageStore, StoreConfig
 from store import commit_log, consume_queue, put_batch, record_encoder
 from store import message_codec as codec

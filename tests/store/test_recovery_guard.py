@@ -19,7 +19,7 @@ from store import InvalidMessageError, MessageStore, StoreConfig, StoreRecoveryE
 from store import message_codec as codec  # noqa: E402
 from store.store_check import check_store  # noqa: E402
 
-RMQ = [sys.executable, "-m", "store.cli"]
+RMQ = [sys.executable, "-m", "rmq_cli"]
 
 
 def _cfg():

@@ -136,7 +136,7 @@ def test_read_only_store_refuses_to_clean(tmp_path):
 
 
 def test_rmq_clean(tmp_path, capsys):
-    from store.cli import main
+    from rmq_cli.cli import main
     with _store(tmp_path) as s:
         _fill(s)
     files = _commit_log_files(tmp_path)

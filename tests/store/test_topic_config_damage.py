@@ -23,7 +23,7 @@ def path(tmp_path):
 
 def _rmq(path, *args):
     env = dict(os.environ, PYTHONPATH=os.getcwd())
-    return subprocess.run([sys.executable, "-m", "store.cli", "-s", str(path), *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "rmq_cli", "-s", str(path), *args], capture_output=True,
                           timeout=60, env=env)
 
 

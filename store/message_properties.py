@@ -181,7 +181,7 @@ def properties_to_map(strings: Union[pa.Array, pa.ChunkedArray, Iterable[Optiona
 
 
 def _native_module():
-    from store import native  # the record-bytes kernels live with the store (which imports this module)
+    from . import native  # imported on first use: native loads the compiled kernels
     return native
 
 

@@ -177,7 +177,7 @@ def _store_path(args, must_exist: bool) -> str:
 
 
 def _config(args):
-    from .store_config import StoreConfig
+    from store.store_config import StoreConfig
     if args.config is None:
         return None
     try:
@@ -189,7 +189,7 @@ def _config(args):
 
 
 def _open(args, read_only: bool):
-    from .message_store import MessageStore
+    from store.message_store import MessageStore
     path = _store_path(args, must_exist=read_only)
     config = _config(args)
     try:
@@ -209,7 +209,7 @@ def _write_json(obj) -> None:
 
 
 def _check_topic_name(topic: str, option: str = "--topic") -> None:
-    from .message_codec import check_topic
+    from store.message_codec import check_topic
     try:
         check_topic(topic)
     except ValueError as e:
@@ -224,7 +224,7 @@ def _write_queue_count(store, topic: str) -> int:
 
 
 def _require_topic(store, topic: str) -> list[int]:
-    from .errors import UnknownTopicError
+    from store.errors import UnknownTopicError
     try:
         return store.queues(topic)
     except UnknownTopicError as e:
@@ -263,7 +263,7 @@ def _parse_line(text: str, lineno: int, default_topic: Optional[str]) -> _Messag
         raise bad('no "topic" in the line and no --topic given')
     if not isinstance(topic, str):
         raise bad(f'"topic" must be a string, got {topic!r}')
-    from .message_codec import check_topic
+    from store.message_codec import check_topic
     try:
         check_topic(topic)
     except ValueError as e:
@@ -344,7 +344,7 @@ def _check_message(store, m: _Message, lineno: int, queue_counts: dict) -> None:
 
 
 def _put(store, batch: list[_Message], first_line: int):
-    from .errors import InvalidMessageError
+    from store.errors import InvalidMessageError
     try:
         return store.put_batch(
             [m.topic for m in batch], [m.body for m in batch], tags=[m.tags for m in batch],
@@ -389,7 +389,7 @@ def progress_bar(enabled: bool, total: Optional[int], desc: str, unit: str):
 
 
 def _produce_file(store, args) -> dict:
-    from .errors import StoreError
+    from store.errors import StoreError
     path = args.file
     if path == "-":
         source, size = sys.stdin.buffer, None
@@ -548,7 +548,7 @@ def message_to_json(m) -> dict:
 
 
 def _message_text(m) -> str:
-    from .message_codec import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY
+    from store.message_codec import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY
     stamp = datetime.datetime.fromtimestamp(m.store_timestamp / 1000).isoformat(timespec="milliseconds")
     user = {k: v for k, v in m.properties.items() if k not in (PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY)}
     fields = _body_fields(m.body)
@@ -583,7 +583,7 @@ class _Consumer:
             return value
         if kind == "time":
             return self.store.offset_for_timestamp(topic, qid, value)
-        from .offset_store import ReadOffsetType
+        from store.offset_store import ReadOffsetType
         committed = self.offsets.read_offset((topic, qid), ReadOffsetType.READ_FROM_STORE)
         return committed if committed >= 0 else self.store.min_offset(topic, qid)
 
@@ -596,7 +596,7 @@ class _Consumer:
 
     def pull(self, qid: int, suspend_ms: int = 0) -> bool:
         """Pull once from a queue; False when it has nothing more for now."""
-        from .get_message_result import GetMessageStatus as S
+        from store.get_message_result import GetMessageStatus as S
         pos = self.positions[qid]
         want = PULL_BATCH if self.remaining is None else min(PULL_BATCH, self.remaining)
         kwargs = {"suspend_timeout_ms": suspend_ms} if suspend_ms else {}
@@ -641,7 +641,7 @@ def cmd_consume(args) -> int:
     message_filter = _build_filter(args)  # a bad selector fails before the store is opened
     offset_store = None
     if args.group:
-        from .offset_store import OffsetStore
+        from store.offset_store import OffsetStore
         try:
             offset_store = OffsetStore(_store_path(args, must_exist=True), args.group)
         except ValueError as e:
@@ -729,7 +729,7 @@ def cmd_topics(args) -> int:
 def cmd_stat(args) -> int:
     offsets = None
     if args.group:
-        from .offset_store import OffsetStore
+        from store.offset_store import OffsetStore
         try:
             offsets = OffsetStore(_store_path(args, must_exist=True), args.group)
         except ValueError as e:
@@ -742,7 +742,7 @@ def cmd_stat(args) -> int:
                 lo, hi = store.min_offset(topic, qid), store.max_offset(topic, qid)
                 row = {"topic": topic, "queue_id": qid, "min_offset": lo, "max_offset": hi, "messages": hi - lo}
                 if offsets is not None:
-                    from .offset_store import ReadOffsetType
+                    from store.offset_store import ReadOffsetType
                     committed = offsets.read_offset((topic, qid), ReadOffsetType.READ_FROM_STORE)
                     row["committed_offset"] = committed if committed >= 0 else None
                     row["lag"] = hi - committed if committed >= 0 else None
@@ -771,7 +771,7 @@ def cmd_stat(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from .store_check import check_store
+    from store.store_check import check_store
     path = _store_path(args, must_exist=True)
     config = _config(args)
     try:
@@ -845,7 +845,7 @@ def add_recover_command(sub, common) -> None:
 
 
 def cmd_recover(args) -> int:
-    from .message_store import MessageStore
+    from store.message_store import MessageStore
     path = _store_path(args, must_exist=True)
     with MessageStore(path, _config(args), recover_truncate=args.truncate) as store:
         end = store.commit_log_max_offset()
@@ -874,7 +874,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 def _main(argv: Optional[list[str]]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from .errors import CorruptRecordError, StoreError, UnknownTopicError
+    from store.errors import CorruptRecordError, StoreError, UnknownTopicError
     try:
         return args.run(args)
     except UsageError as e:
