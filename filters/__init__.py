@@ -18,9 +18,8 @@ What the store calls (None means no filter)::
     f.properties_text_mask(texts) -> pyarrow.BooleanArray   # exact, from stored k\x01v\x02 texts
 
 Also: tags_hash_code (store.tag_hash), parse_properties / properties_to_map /
-property_column (store.message_properties), and Spark pushdown
-(filters.spark_pushdown.translate).  A MessageFilter pickles; str() is its
-normalised selector text.
+property_column (store.message_properties).  A MessageFilter pickles; str()
+is its normalised selector text.
 """
 
 from .errors import FilterParseError

@@ -21,7 +21,7 @@ class RmqBatchReader(DataSourceReader):
     def __init__(self, opts: SourceOptions, message_filter):
         self.opts = opts
         self.message_filter = message_filter
-        self.pushed = None  # filters.spark_pushdown.PushdownResult once pushFilters ran
+        self.pushed = None  # rmq_spark.pushdown.PushdownResult once pushFilters ran
 
     def planned_ranges(self) -> list:
         with open_store(self.opts.path) as store:
@@ -86,13 +86,13 @@ class RmqBatchReader(DataSourceReader):
         checked with one vectorised mask per batch. None when the narrowing is all there is."""
         if self.pushed is None or not (self.pushed.ranges or self.pushed.value_sets):
             return None
-        from filters.spark_pushdown import PushdownResult
+        from .pushdown import PushdownResult
         return PushdownResult(ranges=dict(self.pushed.ranges), value_sets=dict(self.pushed.value_sets))
 
 
 class RmqPushdownBatchReader(RmqBatchReader):
     def pushFilters(self, filters):
-        from filters.spark_pushdown import translate
+        from .pushdown import translate
 
         result = translate(filters)
         self.pushed = result

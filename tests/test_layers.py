@@ -63,3 +63,9 @@ def test_the_filter_library_implements_the_stores_filter_interface():
     from filters import MessageFilter
     from store.message_filter import BatchMessageFilter
     assert isinstance(MessageFilter.by_sql("a > 1"), BatchMessageFilter)
+
+
+def test_the_filter_library_knows_nothing_of_spark():
+    code = "import filters, sys; print([m for m in ('pyspark', 'rmq_spark') if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr

@@ -26,9 +26,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .expressions import And, AsCondition, Expression, In, IsNull, Not, Or, Property, StringMatch
-from .message_filter import MessageFilter
-from .tag_selector import TAGS_PROPERTY
+from pyspark.sql import datasource as spark
+
+from filters import MessageFilter
+from filters.expressions import And, AsCondition, Expression, In, IsNull, Not, Or, Property, StringMatch
+from filters.tag_selector import TAGS_PROPERTY
 
 INTEGER_COLUMNS = ("queue_id", "queue_offset", "commit_log_offset")
 TIMESTAMP_COLUMNS = ("store_timestamp", "born_timestamp")
@@ -37,8 +39,10 @@ RANGE_COLUMNS = INTEGER_COLUMNS + TIMESTAMP_COLUMNS
 POSITION_COLUMNS = RANGE_COLUMNS + STRING_COLUMNS
 TAGS_COLUMN = "tags"
 
-_STRING_MATCH = {"StringStartsWith": "STARTSWITH", "StringEndsWith": "ENDSWITH", "StringContains": "CONTAINS"}
-_RANGE_OPS = ("GreaterThan", "GreaterThanOrEqual", "LessThan", "LessThanOrEqual")
+_STRING_MATCH = {spark.StringStartsWith: "STARTSWITH", spark.StringEndsWith: "ENDSWITH",
+                 spark.StringContains: "CONTAINS"}
+_RANGE_OPS = (spark.GreaterThan, spark.GreaterThanOrEqual, spark.LessThan, spark.LessThanOrEqual)
+_EQUALS = (spark.EqualTo, spark.EqualNullSafe)
 
 
 @dataclass(frozen=True)
@@ -153,53 +157,44 @@ def _column(f: Any) -> Optional[str]:
     return None
 
 
-def _name(f: Any) -> str:
-    return type(f).__name__
-
-
 # ------------------------------------------------------------ tags -> tree
 
 
 def _tags_condition(f: Any) -> Optional[Expression]:
     """An exact three-valued translation of a Spark filter over `tags`
-    (possibly under NOT / AND / OR), or None."""
-    name = _name(f)
-    if name == "Not":
+    (possibly under NOT), or None."""
+    if isinstance(f, spark.Not):
         inner = _tags_condition(f.child)
         return None if inner is None else Not(inner)
-    if name in ("And", "Or") and hasattr(f, "left") and hasattr(f, "right"):
-        left, right = _tags_condition(f.left), _tags_condition(f.right)
-        if left is None or right is None:
-            return None
-        return And(left, right) if name == "And" else Or(left, right)
     if _column(f) != TAGS_COLUMN:
         return None
     tags = Property(TAGS_PROPERTY)
     value = getattr(f, "value", None)
-    if name == "EqualTo" and isinstance(value, str):
+    if isinstance(f, spark.EqualTo) and isinstance(value, str):
         return In(tags, (value,))
-    if name == "EqualNullSafe":
+    if isinstance(f, spark.EqualNullSafe):
         if value is None:
             return IsNull(tags)
         if isinstance(value, str):
             # Null-safe: a missing tag is FALSE, not NULL.
             return And(IsNull(tags, negated=True), In(tags, (value,)))
         return None
-    if name == "In":
+    if isinstance(f, spark.In):
         values = tuple(value) if isinstance(value, (tuple, list)) else ()
         if values and all(isinstance(v, str) for v in values):
             return In(tags, tuple(dict.fromkeys(values)))
         return None
-    if name == "IsNull":
+    if isinstance(f, spark.IsNull):
         return IsNull(tags)
-    if name == "IsNotNull":
+    if isinstance(f, spark.IsNotNull):
         return IsNull(tags, negated=True)
-    if name in _STRING_MATCH and isinstance(value, str):
+    match = _STRING_MATCH.get(type(f))
+    if match is not None and isinstance(value, str):
         # Spark: NULL for a null tag.  `x OR tags-as-condition` turns a
         # missing tag's FALSE into NULL and leaves a present tag's result.
         if value == "":
             return Or(IsNull(tags, negated=True), AsCondition(tags))
-        return Or(StringMatch(_STRING_MATCH[name], tags, value), AsCondition(tags))
+        return Or(StringMatch(match, tags, value), AsCondition(tags))
     return None
 
 
@@ -213,12 +208,13 @@ def _epoch_micros(value: Any) -> Optional[int]:
     return None  # a naive datetime's zone is unknown here: let Spark decide
 
 
-def _range_and_set(column: str, name: str, value: Any) -> Optional[tuple[ValueRange, Optional[frozenset]]]:
+def _range_and_set(column: str, f: Any) -> Optional[tuple[ValueRange, Optional[frozenset]]]:
     """(range, value set) equivalent to one comparison on a position column."""
+    value = getattr(f, "value", None)
     if column in STRING_COLUMNS:
-        if name in ("EqualTo", "EqualNullSafe") and isinstance(value, str):
+        if isinstance(f, _EQUALS) and isinstance(value, str):
             return ValueRange(), frozenset([value])
-        if name == "In" and isinstance(value, (tuple, list)) and value and all(isinstance(v, str) for v in value):
+        if isinstance(f, spark.In) and isinstance(value, (tuple, list)) and value and all(isinstance(v, str) for v in value):
             return ValueRange(), frozenset(value)
         return None
     if column in INTEGER_COLUMNS:
@@ -226,22 +222,22 @@ def _range_and_set(column: str, name: str, value: Any) -> Optional[tuple[ValueRa
         def as_int(v):
             return v if isinstance(v, int) and not isinstance(v, bool) else None
 
-        if name in ("EqualTo", "EqualNullSafe") and as_int(value) is not None:
+        if isinstance(f, _EQUALS) and as_int(value) is not None:
             return ValueRange(value, value), frozenset([value])
-        if name == "In" and isinstance(value, (tuple, list)) and value and all(as_int(v) is not None for v in value):
+        if isinstance(f, spark.In) and isinstance(value, (tuple, list)) and value and all(as_int(v) is not None for v in value):
             return ValueRange(), frozenset(value)
         v = as_int(value)
-        if v is None or name not in _RANGE_OPS:
+        if v is None or not isinstance(f, _RANGE_OPS):
             return None
         return {
-            "GreaterThan": ValueRange(v + 1, None),
-            "GreaterThanOrEqual": ValueRange(v, None),
-            "LessThan": ValueRange(None, v - 1),
-            "LessThanOrEqual": ValueRange(None, v),
-        }[name], None
+            spark.GreaterThan: ValueRange(v + 1, None),
+            spark.GreaterThanOrEqual: ValueRange(v, None),
+            spark.LessThan: ValueRange(None, v - 1),
+            spark.LessThanOrEqual: ValueRange(None, v),
+        }[type(f)], None
     if column in TIMESTAMP_COLUMNS:
         # The column holds milliseconds; Spark compares at microseconds.
-        if name == "In" and isinstance(value, (tuple, list)) and value:
+        if isinstance(f, spark.In) and isinstance(value, (tuple, list)) and value:
             micros = [_epoch_micros(v) for v in value]
             if any(m is None for m in micros):
                 return None
@@ -249,18 +245,18 @@ def _range_and_set(column: str, name: str, value: Any) -> Optional[tuple[ValueRa
         t = _epoch_micros(value)
         if t is None:
             return None
-        if name in ("EqualTo", "EqualNullSafe"):
+        if isinstance(f, _EQUALS):
             exact = t % 1000 == 0
             return (ValueRange(t // 1000, t // 1000) if exact else ValueRange(1, 0)), None
-        if name not in _RANGE_OPS:
+        if not isinstance(f, _RANGE_OPS):
             return None
         ceil_ms = -((-t) // 1000)
         return {
-            "GreaterThan": ValueRange(t // 1000 + 1, None),
-            "GreaterThanOrEqual": ValueRange(ceil_ms, None),
-            "LessThan": ValueRange(None, ceil_ms - 1),
-            "LessThanOrEqual": ValueRange(None, t // 1000),
-        }[name], None
+            spark.GreaterThan: ValueRange(t // 1000 + 1, None),
+            spark.GreaterThanOrEqual: ValueRange(ceil_ms, None),
+            spark.LessThan: ValueRange(None, ceil_ms - 1),
+            spark.LessThanOrEqual: ValueRange(None, t // 1000),
+        }[type(f)], None
     return None
 
 
@@ -269,15 +265,7 @@ def translate(spark_filters: Iterable[Any]) -> PushdownResult:
     what goes back to Spark (`unsupported`, in the order given)."""
     result = PushdownResult()
     conditions: list[Expression] = []
-    pending = list(spark_filters)
-    queue = list(pending)
-    while queue:
-        f = queue.pop(0)
-        name = _name(f)
-        if name == "And" and hasattr(f, "left") and hasattr(f, "right"):
-            # A conjunction can be split: each side stands alone.
-            queue[0:0] = [f.left, f.right]
-            continue
+    for f in spark_filters:
         condition = _tags_condition(f)
         if condition is not None:
             conditions.append(condition)
@@ -285,14 +273,14 @@ def translate(spark_filters: Iterable[Any]) -> PushdownResult:
             continue
         column = _column(f)
         if column in POSITION_COLUMNS:
-            if name == "IsNotNull":
+            if isinstance(f, spark.IsNotNull):
                 result.accepted.append(f)  # position columns are never null
                 continue
-            if name == "IsNull":
+            if isinstance(f, spark.IsNull):
                 result.ranges[column] = result.range_of(column).intersect(ValueRange(1, 0))
                 result.accepted.append(f)
                 continue
-            taken = _range_and_set(column, name, getattr(f, "value", None))
+            taken = _range_and_set(column, f)
             if taken is not None:
                 value_range, values = taken
                 result.ranges[column] = result.range_of(column).intersect(value_range)

@@ -25,7 +25,7 @@ from pyspark.sql.datasource import (
 )
 
 from filters import MessageFilter, properties_to_map, tags_hash_code
-from filters.spark_pushdown import ValueRange, translate
+from rmq_spark.pushdown import ValueRange, translate
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
