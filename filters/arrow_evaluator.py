@@ -49,10 +49,10 @@ from .expressions import (
     Or,
     Property,
     StringMatch,
-    is_condition,
     referenced_properties,
 )
 from .java_numbers import INT_MAX, INT_MIN
+from .visitors import ConditionVisitor, ExpressionVisitor, visit
 
 F, T, N, E = 0, 1, 2, 3  # FALSE, TRUE, NULL, ERROR
 
@@ -319,17 +319,7 @@ class ArrowEvaluator:
 
     # ---- values
     def _value(self, rows: _Rows, node: Expression) -> _Value:
-        if isinstance(node, Property):
-            return _Value(STRING, rows.column(node.name), rows.null(node.name), False, node.name)
-        if isinstance(node, Literal):
-            return _Value(node.kind, node.value, node.value is None)
-        if isinstance(node, Negate):
-            inner = self._value(rows, node.operand)
-            return _Value(NULL, None, True, inner.err)
-        if is_condition(node):
-            codes = self._condition(rows, node)
-            return _Value(BOOL, codes == T, codes == N, codes == E)
-        raise TypeError(f"cannot evaluate {node!r}")
+        return visit(node, _ValueOf(self, rows))
 
     def _in_domain(self, rows: _Rows, v: _Value, conversion: Optional[str], domain: str):
         """(values, conversion_failed) of an operand in the comparison domain."""
@@ -402,72 +392,119 @@ class ArrowEvaluator:
 
     # ---- conditions
     def _condition(self, rows: _Rows, node: Expression) -> np.ndarray:
-        n = rows.n
-        if isinstance(node, Literal):
-            code = {True: T, False: F, None: N}[node.value]  # type: ignore[index]
-            return np.full(n, code, dtype=np.int8)
-        if isinstance(node, AsCondition):
-            return _codes(np.zeros(n, dtype=bool), rows.null(node.property.name))
-        if isinstance(node, Not):
-            return _NOT[self._condition(rows, node.operand)]
-        if isinstance(node, (And, Or)):
-            left = self._condition(rows, node.left)
-            table = _AND if isinstance(node, And) else _OR
-            # The right side matters only where the left did not decide (as
-            # RocketMQ short-circuits); when that is a minority of rows, the
-            # right side is evaluated on just those rows.
-            decided = F if isinstance(node, And) else T
-            open_rows = (left == T if decided == F else left == F) | (left == N)
-            count = int(np.count_nonzero(open_rows))
-            if count == 0:
-                return _combine(table, left, np.int8(F))
-            if n >= SUBSET_MIN_ROWS and count <= SUBSET_MAX_SHARE * n:
-                index = np.flatnonzero(open_rows)
-                sub = rows.subset(index, _read_first(node.right))
-                right = np.full(n, F, dtype=np.int8)  # ignored by the table where the left decided
-                right[index] = np.broadcast_to(self._condition(sub, node.right), (count,))
-            else:
-                rows.source.prefetch(referenced_properties(node.right))  # one pass for them all
-                right = self._condition(rows, node.right)
-            return _combine(table, left, right)
-        if isinstance(node, Between):
-            return self._condition(rows, node.expanded())
-        if isinstance(node, Comparison):
-            return np.broadcast_to(self._comparison(rows, node), (n,))
-        if isinstance(node, In):
-            name = node.property.name
-            col = rows.column(name)
-            if len(node.values) <= 8:
-                hit = _equal_any(col, node.values)  # a few comparisons are cheaper than hashing every string
-            else:
-                hit = _to_bool_numpy(pc.is_in(col, value_set=pa.array(node.values, type=pa.string())))
-            if node.negated:
-                hit = ~hit
-            return _codes(hit, rows.null(name))
-        if isinstance(node, StringMatch):
-            if not node.search:
-                return np.full(n, F, dtype=np.int8)
-            v = self._value(rows, node.operand)
-            if v.kind == STRING and v.prop is not None:
-                func = {"CONTAINS": pc.match_substring, "STARTSWITH": pc.starts_with, "ENDSWITH": pc.ends_with}[node.op]
-                hit = _to_bool_numpy(func(v.data, node.search))
-                hit = (hit != node.negated) & ~v.null
-            elif v.kind == STRING:
-                text = v.data
-                found = {
-                    "CONTAINS": node.search in text,
-                    "STARTSWITH": text.startswith(node.search),
-                    "ENDSWITH": text.endswith(node.search),
-                }[node.op]
-                hit = np.full(n, found != node.negated)
-            else:
-                hit = np.zeros(n, dtype=bool)  # not a string: FALSE
-            return _codes(np.broadcast_to(hit, (n,)), err=v.err)
-        if isinstance(node, IsNull):
-            v = self._value(rows, node.operand)
-            is_null = np.logical_xor(v.null, node.negated)
-            return _codes(np.broadcast_to(is_null, (n,)), err=v.err)
-        raise TypeError(f"{node!r} is not a condition")
+        """Codes (T, F, N, E) per row."""
+        return visit(node, _CodesOf(self, rows))
+
+
+class _ValueOf(ExpressionVisitor[_Value]):
+    """A value node over rows; a condition used as a value is its codes as booleans."""
+
+    def __init__(self, evaluator: "ArrowEvaluator", rows: _Rows) -> None:
+        self.evaluator, self.rows = evaluator, rows
+
+    def visit_property(self, node: Property) -> _Value:
+        return _Value(STRING, self.rows.column(node.name), self.rows.null(node.name), False, node.name)
+
+    def visit_literal(self, node: Literal) -> _Value:
+        return _Value(node.kind, node.value, node.value is None)
+
+    def visit_negate(self, node: Negate) -> _Value:
+        inner = visit(node.operand, self)
+        return _Value(NULL, None, True, inner.err)
+
+    def _condition(self, node: Expression) -> _Value:
+        codes = self.evaluator._condition(self.rows, node)
+        return _Value(BOOL, codes == T, codes == N, codes == E)
+
+    visit_comparison = visit_between = visit_in = visit_string_match = visit_is_null = _condition
+    visit_as_condition = visit_not = visit_and = visit_or = _condition
+
+
+class _CodesOf(ConditionVisitor[np.ndarray]):
+    """A condition node over rows: an int8 code per row (T, F, N, E)."""
+
+    def __init__(self, evaluator: "ArrowEvaluator", rows: _Rows) -> None:
+        self.evaluator, self.rows = evaluator, rows
+
+    def visit_literal(self, node: Literal) -> np.ndarray:
+        if not node.is_boolean:
+            raise TypeError(f"{node!r} is not a condition")
+        code = {True: T, False: F, None: N}[node.value]  # type: ignore[index]
+        return np.full(self.rows.n, code, dtype=np.int8)
+
+    def visit_as_condition(self, node: AsCondition) -> np.ndarray:
+        return _codes(np.zeros(self.rows.n, dtype=bool), self.rows.null(node.property.name))
+
+    def visit_not(self, node: Not) -> np.ndarray:
+        return _NOT[visit(node.operand, self)]
+
+    def visit_and(self, node: And) -> np.ndarray:
+        return self._junction(node, _AND, F)
+
+    def visit_or(self, node: Or) -> np.ndarray:
+        return self._junction(node, _OR, T)
+
+    def _junction(self, node: Union[And, Or], table: np.ndarray, decided: int) -> np.ndarray:
+        rows, n = self.rows, self.rows.n
+        left = visit(node.left, self)
+        # The right side matters only where the left did not decide (as RocketMQ short-circuits); when that
+        # is a minority of rows, the right side is evaluated on just those rows.
+        open_rows = (left == T if decided == F else left == F) | (left == N)
+        count = int(np.count_nonzero(open_rows))
+        if count == 0:
+            return _combine(table, left, np.int8(F))
+        if n >= SUBSET_MIN_ROWS and count <= SUBSET_MAX_SHARE * n:
+            index = np.flatnonzero(open_rows)
+            sub = rows.subset(index, _read_first(node.right))
+            right = np.full(n, F, dtype=np.int8)  # ignored by the table where the left decided
+            right[index] = np.broadcast_to(self.evaluator._condition(sub, node.right), (count,))
+        else:
+            rows.source.prefetch(referenced_properties(node.right))  # one pass for them all
+            right = visit(node.right, self)
+        return _combine(table, left, right)
+
+    def visit_between(self, node: Between) -> np.ndarray:
+        return visit(node.expanded(), self)
+
+    def visit_comparison(self, node: Comparison) -> np.ndarray:
+        return np.broadcast_to(self.evaluator._comparison(self.rows, node), (self.rows.n,))
+
+    def visit_in(self, node: In) -> np.ndarray:
+        name = node.property.name
+        col = self.rows.column(name)
+        if len(node.values) <= 8:
+            hit = _equal_any(col, node.values)  # a few comparisons are cheaper than hashing every string
+        else:
+            hit = _to_bool_numpy(pc.is_in(col, value_set=pa.array(node.values, type=pa.string())))
+        if node.negated:
+            hit = ~hit
+        return _codes(hit, self.rows.null(name))
+
+    def visit_string_match(self, node: StringMatch) -> np.ndarray:
+        n = self.rows.n
+        if not node.search:
+            return np.full(n, F, dtype=np.int8)
+        v = self.evaluator._value(self.rows, node.operand)
+        if v.kind == STRING and v.prop is not None:
+            func = {"CONTAINS": pc.match_substring, "STARTSWITH": pc.starts_with, "ENDSWITH": pc.ends_with}[node.op]
+            hit = _to_bool_numpy(func(v.data, node.search))
+            hit = (hit != node.negated) & ~v.null
+        elif v.kind == STRING:
+            text = v.data
+            found = {
+                "CONTAINS": node.search in text,
+                "STARTSWITH": text.startswith(node.search),
+                "ENDSWITH": text.endswith(node.search),
+            }[node.op]
+            hit = np.full(n, found != node.negated)
+        else:
+            hit = np.zeros(n, dtype=bool)  # not a string: FALSE
+        return _codes(np.broadcast_to(hit, (n,)), err=v.err)
+
+    def visit_is_null(self, node: IsNull) -> np.ndarray:
+        v = self.evaluator._value(self.rows, node.operand)
+        is_null = np.logical_xor(v.null, node.negated)
+        return _codes(np.broadcast_to(is_null, (self.rows.n,)), err=v.err)
 
 
 class PropertySource:

@@ -14,44 +14,66 @@ from typing import Optional
 
 import numpy as np
 
-from .expressions import STRING, And, Between, Comparison, Expression, In, Literal, Or, Property
 from store.tag_hash import tags_hash_code
+
+from .expressions import STRING, And, Comparison, Expression, In, Literal, Or, Property
 from .tag_selector import TAGS_PROPERTY
+from .visitors import ExpressionVisitor, visit
 
 ANY = None  # no restriction
 
 
-def possible_tags(node: Expression) -> Optional[frozenset[str]]:
-    """TAGS texts outside which `node` cannot be TRUE; ANY (None) if unrestricted."""
-    if isinstance(node, In) and not node.negated and node.property.name == TAGS_PROPERTY:
-        return frozenset(node.values)
-    if isinstance(node, Comparison) and node.op == "=":
-        for prop, lit in ((node.left, node.right), (node.right, node.left)):
-            if (
-                isinstance(prop, Property)
-                and prop.name == TAGS_PROPERTY
-                and isinstance(lit, Literal)
-                and lit.kind == STRING
-            ):
-                return frozenset([lit.value])
+Tags = Optional[frozenset[str]]
+
+
+class _PossibleTags(ExpressionVisitor[Tags]):
+    """TAGS texts outside which a node cannot be TRUE; ANY when a node does not restrict them."""
+
+    def visit_in(self, node: In) -> Tags:
+        if not node.negated and node.property.name == TAGS_PROPERTY:
+            return frozenset(node.values)
         return ANY
-    if isinstance(node, Literal) and node.kind != STRING and node.value is not True:
-        return frozenset()  # FALSE / NULL are never TRUE
-    if isinstance(node, And):
+
+    def visit_comparison(self, node: Comparison) -> Tags:
+        if node.op == "=":
+            for prop, lit in ((node.left, node.right), (node.right, node.left)):
+                if isinstance(prop, Property) and prop.name == TAGS_PROPERTY and isinstance(lit, Literal) \
+                        and lit.kind == STRING:
+                    return frozenset([lit.value])
+        return ANY
+
+    def visit_literal(self, node: Literal) -> Tags:
+        if node.kind != STRING and node.value is not True:
+            return frozenset()  # FALSE / NULL are never TRUE
+        return ANY
+
+    def visit_and(self, node: And) -> Tags:
         left, right = possible_tags(node.left), possible_tags(node.right)
         if left is ANY:
             return right
         if right is ANY:
             return left
         return left & right
-    if isinstance(node, Or):
+
+    def visit_or(self, node: Or) -> Tags:
         left, right = possible_tags(node.left), possible_tags(node.right)
         if left is ANY or right is ANY:
             return ANY
         return left | right
-    if isinstance(node, Between):
+
+    def _any(self, node: Expression) -> Tags:
         return ANY
-    return ANY
+
+    visit_property = visit_negate = visit_between = visit_string_match = visit_is_null = _any
+    visit_as_condition = visit_not = _any
+
+
+_POSSIBLE_TAGS = _PossibleTags()
+
+
+def possible_tags(node: Expression) -> Tags:
+    """TAGS texts outside which `node` cannot be TRUE; ANY (None) if unrestricted."""
+    return visit(node, _POSSIBLE_TAGS)
 
 
 _EQUALITY_PASSES_UP_TO = 4

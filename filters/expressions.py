@@ -326,16 +326,3 @@ def referenced_properties(node: Expression) -> list[str]:
         if isinstance(sub, Property):
             seen.setdefault(sub.name, None)
     return list(seen)
-
-
-def static_kind(node: Expression) -> str:
-    """The kind of value a node yields: a literal kind, STRING for a
-    property, NULL for a Negate (never a number: numeric constants are folded),
-    BOOL for a condition."""
-    if isinstance(node, Literal):
-        return node.kind
-    if isinstance(node, Property):
-        return STRING
-    if isinstance(node, Negate):
-        return NULL
-    return BOOL

@@ -37,10 +37,9 @@ from .expressions import (
     Or,
     Property,
     StringMatch,
-    is_condition,
-    static_kind,
 )
 from .java_numbers import java_double_compare
+from .visitors import ConditionVisitor, ExpressionVisitor, static_kind, visit
 
 Props = Mapping[str, str]
 Condition = Callable[[Props], Optional[bool]]
@@ -57,14 +56,18 @@ def _int_compare(a: int, b: int) -> int:
     return (a > b) - (a < b)
 
 
-def _compile_value(node: Expression) -> Callable[[Props], Any]:
-    if isinstance(node, Property):
+class _ValueCompiler(ExpressionVisitor[Callable[[Props], Any]]):
+    """A value node as a function of the properties; a condition used as a value is compiled as one."""
+
+    def visit_property(self, node: Property) -> Callable[[Props], Any]:
         name = node.name
         return lambda p: p.get(name)
-    if isinstance(node, Literal):
+
+    def visit_literal(self, node: Literal) -> Callable[[Props], Any]:
         value = node.value
         return lambda p: value
-    if isinstance(node, Negate):
+
+    def visit_negate(self, node: Negate) -> Callable[[Props], Any]:
         # A non-number negated is NULL; the operand still runs (it may fail).
         inner = _compile_value(node.operand)
         if isinstance(node.operand, (Property, Literal)):
@@ -75,9 +78,19 @@ def _compile_value(node: Expression) -> Callable[[Props], Any]:
             return None
 
         return negate
-    if is_condition(node):
+
+    def _condition(self, node: Expression) -> Callable[[Props], Any]:
         return compile_condition(node)
-    raise TypeError(f"cannot evaluate {node!r}")
+
+    visit_comparison = visit_between = visit_in = visit_string_match = visit_is_null = _condition
+    visit_as_condition = visit_not = visit_and = visit_or = _condition
+
+
+_VALUES = _ValueCompiler()
+
+
+def _compile_value(node: Expression) -> Callable[[Props], Any]:
+    return visit(node, _VALUES)
 
 
 def _compile_comparison(node: Comparison) -> Condition:
@@ -140,17 +153,20 @@ def _compile_comparison(node: Comparison) -> Condition:
     return not_equal
 
 
-def compile_condition(node: Expression) -> Condition:
-    """Compile a condition node into a function of the properties mapping."""
-    if isinstance(node, Literal):
+class _ConditionCompiler(ConditionVisitor[Condition]):
+    """A condition node as a function of the properties returning True / False / None."""
+
+    def visit_literal(self, node: Literal) -> Condition:
         value = node.value
         if not node.is_boolean:
             raise TypeError(f"{node} is not a condition")
         return lambda p: value
-    if isinstance(node, AsCondition):
+
+    def visit_as_condition(self, node: AsCondition) -> Condition:
         name = node.property.name
         return lambda p: None if p.get(name) is None else False
-    if isinstance(node, Not):
+
+    def visit_not(self, node: Not) -> Condition:
         inner = compile_condition(node.operand)
 
         def not_(p):
@@ -158,7 +174,8 @@ def compile_condition(node: Expression) -> Condition:
             return None if v is None else not v
 
         return not_
-    if isinstance(node, And):
+
+    def visit_and(self, node: And) -> Condition:
         left, right = compile_condition(node.left), compile_condition(node.right)
 
         def and_(p):
@@ -171,7 +188,8 @@ def compile_condition(node: Expression) -> Condition:
             return None if lv is None or rv is None else True
 
         return and_
-    if isinstance(node, Or):
+
+    def visit_or(self, node: Or) -> Condition:
         left, right = compile_condition(node.left), compile_condition(node.right)
 
         def or_(p):
@@ -184,11 +202,14 @@ def compile_condition(node: Expression) -> Condition:
             return None if lv is None or rv is None else False
 
         return or_
-    if isinstance(node, Between):
+
+    def visit_between(self, node: Between) -> Condition:
         return compile_condition(node.expanded())
-    if isinstance(node, Comparison):
+
+    def visit_comparison(self, node: Comparison) -> Condition:
         return _compile_comparison(node)
-    if isinstance(node, In):
+
+    def visit_in(self, node: In) -> Condition:
         name, values, negated = node.property.name, frozenset(node.values), node.negated
 
         def in_(p):
@@ -198,7 +219,8 @@ def compile_condition(node: Expression) -> Condition:
             return (v in values) != negated
 
         return in_
-    if isinstance(node, StringMatch):
+
+    def visit_string_match(self, node: StringMatch) -> Condition:
         search, negated = node.search, node.negated
         if not search:
             return lambda p: False  # RocketMQ: an empty search string never matches
@@ -212,11 +234,19 @@ def compile_condition(node: Expression) -> Condition:
             return test(v, search) != negated
 
         return string_match
-    if isinstance(node, IsNull):
+
+    def visit_is_null(self, node: IsNull) -> Condition:
         operand = _compile_value(node.operand)
         negated = node.negated
         return lambda p: (operand(p) is None) != negated
-    raise TypeError(f"{node!r} is not a condition")
+
+
+_CONDITIONS = _ConditionCompiler()
+
+
+def compile_condition(node: Expression) -> Condition:
+    """Compile a condition node into a function of the properties mapping."""
+    return visit(node, _CONDITIONS)
 
 
 class RowEvaluator:
