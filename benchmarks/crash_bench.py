@@ -5,7 +5,8 @@ must open, pass `rmq check`, hold every acknowledged message exactly once, and r
     .venv/bin/python benchmarks/crash_bench.py --sync-vs-async   # SYNC_FLUSH vs ASYNC_FLUSH append rate
 
 A child process (this file with --child) opens the store (so it may be killed during its own recovery of the
-previous crash) and appends batches of 1..8 (sometimes 50..400, spanning files) messages, each carrying UNIQ_KEY "<child>-<seq>" and a body derived
+previous crash) and appends batches of 1..8 (sometimes 50..400, spanning files) messages, each carrying UNIQ_KEY
+"<child>-<seq>" and a body derived
 from it; after put_batch returns it appends the keys to an ack file. Some trials run two writers at once and
 kill one first, so the survivor repairs the dead writer's torn append under the lock, as a Spark executor would.
 After a kill the parent alternates between verifying read-only (no repair), reopening read-write (recovery +
@@ -49,6 +50,7 @@ def child_main() -> None:
     time and kill them at a moment that does not include interpreter start-up), then append until killed."""
     import json
     import logging
+
     from store import MessageStore, StoreConfig
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     print("ready", flush=True)
@@ -204,8 +206,8 @@ def verify(store_dir: str, acked: set, totals: Totals, *, read_only: bool, full_
 
 
 def check(store_dir: str, totals: Totals) -> None:
-    from store.store_check import check_store
     from store import StoreConfig
+    from store.store_check import check_store
     report = check_store(store_dir, StoreConfig(**CRASH_CONFIG))
     if not report.ok:
         totals.check_failures += 1
@@ -374,6 +376,7 @@ def concurrency_run(store_dir: str, writers: int = 4, per_writer: int = 10_000) 
     final contents per queue: {"readers": {mode: {"seen": {key: count}, "problems": [...]}},
     "queues": {(topic, qid): [(writer, seq), ...] in queue order}, "seconds": wall time of the writes}."""
     import json
+
     from store import MessageStore, StoreConfig
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     with MessageStore(store_dir, StoreConfig(**CONCURRENCY_CONFIG)) as s:

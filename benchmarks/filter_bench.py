@@ -6,7 +6,8 @@ consume-queue tag-code pruning.  Run by hand:
 Both paths start from the stored properties text (RocketMQ's `k\\x01v\\x02`):
 the per-record path parses it into a dict and evaluates; the vectorised path
 cuts the properties the selector reads out of the whole column in one pass
-(store._native.property_columns) and evaluates over those string columns.  Figures are best of a few runs, as wall-clock and as this
+(store._native.property_columns) and evaluates over those string columns.  Figures are best of a few runs, as
+wall-clock and as this
 process's CPU time (the latter is steadier on a shared machine); one thread.
 """
 
@@ -98,7 +99,8 @@ def main() -> None:
         row_rate = len(subset) / t_row
         vec_rate = args.messages / t_vec
         print(f"selector: {selector}")
-        print(f"  matched: {mask.true_count / len(mask):.1%} of messages (both paths agree on the first {len(subset):,})")
+        print(f"  matched: {mask.true_count / len(mask):.1%} of messages "
+              f"(both paths agree on the first {len(subset):,})")
         print(f"  per-record evaluations/s (wall): {row_rate:,.0f}")
         print(f"  vectorised evaluations/s (wall): {vec_rate:,.0f}")
         print(f"  vectorised / per-record (wall): {vec_rate / row_rate:.1f}x")

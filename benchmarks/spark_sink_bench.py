@@ -105,8 +105,9 @@ def throughput(spark, work: str, rows: int, files: int, repeat: int) -> None:
 
 def fault_runs(spark, work: str, trials: int, rows_per_trial: int, restarts: int) -> None:
     from sink_testkit import counts, markers
-    from store.store_check import check_store
     from test_sink_exactly_once import sigkill_trials, wait_for_first_offsets
+
+    from store.store_check import check_store
 
     seed = random.randrange(1 << 30)
     for atomic in (True, False):

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -98,6 +97,7 @@ def append_vs_os_write(root: str, n: int, size: int, batch: int, note: str) -> N
     it), so the order alternates: the reference goes first in the middle round, with the bytes of the first."""
     best, best_ref = float("inf"), float("inf")
     data = None
+    msgs = n  # what the first round appends (the reference never goes first)
     for r in range(3):
         ref_first = r == 1
         if ref_first:

@@ -22,10 +22,11 @@ property_column (store.message_properties).  A MessageFilter pickles; str()
 is its normalised selector text.
 """
 
-from .errors import FilterParseError
-from .message_filter import MessageFilter
 from store.message_properties import parse_properties, properties_to_map, property_column
 from store.tag_hash import tags_hash_code
+
+from .errors import FilterParseError
+from .message_filter import MessageFilter
 
 __all__ = [
     "FilterParseError",

@@ -358,7 +358,7 @@ def parse_sql92(selector: str) -> Expression:
         else:
             reason = f"unexpected character {ch!r}"
         raise FilterParseError(selector, exc.pos_in_stream, reason) from None
-    except UnexpectedEOF as exc:
+    except UnexpectedEOF:
         raise FilterParseError(selector, len(selector), "the selector ends too early") from None
     except UnexpectedToken as exc:
         token = exc.token

@@ -8,6 +8,7 @@ RmqPushdownBatchReader (used only when the pushdown planner asks for a reader) d
 from __future__ import annotations
 
 import logging
+
 from pyspark.sql.datasource import DataSourceReader
 
 from .offsets import ending_positions, open_store, starting_positions, subscribed_queues

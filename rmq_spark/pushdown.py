@@ -25,7 +25,6 @@ from typing import Any, Iterable, Optional
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-
 from pyspark.sql import datasource as spark
 
 from filters import MessageFilter
@@ -214,7 +213,8 @@ def _range_and_set(column: str, f: Any) -> Optional[tuple[ValueRange, Optional[f
     if column in STRING_COLUMNS:
         if isinstance(f, _EQUALS) and isinstance(value, str):
             return ValueRange(), frozenset([value])
-        if isinstance(f, spark.In) and isinstance(value, (tuple, list)) and value and all(isinstance(v, str) for v in value):
+        if isinstance(f, spark.In) and isinstance(value, (tuple, list)) and value \
+                and all(isinstance(v, str) for v in value):
             return ValueRange(), frozenset(value)
         return None
     if column in INTEGER_COLUMNS:
@@ -224,7 +224,8 @@ def _range_and_set(column: str, f: Any) -> Optional[tuple[ValueRange, Optional[f
 
         if isinstance(f, _EQUALS) and as_int(value) is not None:
             return ValueRange(value, value), frozenset([value])
-        if isinstance(f, spark.In) and isinstance(value, (tuple, list)) and value and all(as_int(v) is not None for v in value):
+        if isinstance(f, spark.In) and isinstance(value, (tuple, list)) and value \
+                and all(as_int(v) is not None for v in value):
             return ValueRange(), frozenset(value)
         v = as_int(value)
         if v is None or not isinstance(f, _RANGE_OPS):

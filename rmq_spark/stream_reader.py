@@ -13,12 +13,24 @@ from typing import Optional
 import numpy as np
 from pyspark.sql.datasource import DataSourceStreamReader
 from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable, ReadLimit, ReadMaxBytes, ReadMaxRows, ReadMinRows, SupportsTriggerAvailableNow,
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxBytes,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
 )
 
 from .offsets import (
-    DataLossError, OffsetCommitter, Positions, check_data_loss, from_offset_dict, open_store, starting_positions,
-    subscribed_queues, to_offset_dict,
+    DataLossError,
+    OffsetCommitter,
+    Positions,
+    check_data_loss,
+    from_offset_dict,
+    open_store,
+    starting_positions,
+    subscribed_queues,
+    to_offset_dict,
 )
 from .options import SourceOptions
 from .partition import QueueRange, read_partition, split_ranges

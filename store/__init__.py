@@ -1,11 +1,19 @@
 """An embedded message store in Apache RocketMQ 4.x's on-disk format (CommitLog + ConsumeQueue)."""
-from .errors import (CorruptRecordError, DiskFullError, InvalidMessageError, MissingFileError, ReadOnlyStoreError, StoreError,
-                     StoreRecoveryError, UnknownTopicError)
+from .clean_expired import CleanSummary
+from .errors import (
+    CorruptRecordError,
+    DiskFullError,
+    InvalidMessageError,
+    MissingFileError,
+    ReadOnlyStoreError,
+    StoreError,
+    StoreRecoveryError,
+    UnknownTopicError,
+)
 from .get_message_result import GetMessageResult, GetMessageStatus, PutMessageStatus, PutResult
 from .message_codec import MessageExt
 from .message_store import MessageStore
 from .offset_store import OffsetStore, ReadOffsetType
-from .clean_expired import CleanSummary
 from .put_batch import PutBatchResult
 from .scan import SCAN_SCHEMA
 from .store_config import ASYNC_FLUSH, SYNC_FLUSH, StoreConfig

@@ -11,14 +11,13 @@ import os
 
 import numpy as np
 
+from .compiled import _encode
 from .errors import CorruptRecordError
 from .mapped_file import MappedFileQueue, pwrite_all
 
 CQ_STORE_UNIT_SIZE = 20
 UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
 assert UNIT_DTYPE.itemsize == CQ_STORE_UNIT_SIZE
-
-from .compiled import _encode
 
 
 def write_units(writes: list, units: np.ndarray) -> None:

@@ -15,7 +15,7 @@ import struct
 import threading
 import zlib
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Optional
 
 import numpy as np
 import pyarrow as pa
@@ -270,19 +270,28 @@ def decode_record(buf, pos: int = 0, *, check_crc: bool = True, limit: Optional[
     store_len = 16 if sys_flag & STOREHOSTADDRESS_V6_FLAG else 4
     rec_end = pos + total
     try:
-        born_addr = bytes(buf[p:p + born_len]); p += born_len
-        born_port, store_ts = struct.unpack_from(">iq", buf, p); p += 12
-        store_addr = bytes(buf[p:p + store_len]); p += store_len
-        store_port, reconsume, prepared, body_len = struct.unpack_from(">iiqi", buf, p); p += 20
+        born_addr = bytes(buf[p:p + born_len])
+        p += born_len
+        born_port, store_ts = struct.unpack_from(">iq", buf, p)
+        p += 12
+        store_addr = bytes(buf[p:p + store_len])
+        p += store_len
+        store_port, reconsume, prepared, body_len = struct.unpack_from(">iiqi", buf, p)
+        p += 20
         if body_len < 0 or p + body_len > rec_end:
             raise RecordFormatError(f"BODY length {body_len} exceeds the record")
-        body = bytes(buf[p:p + body_len]); p += body_len
+        body = bytes(buf[p:p + body_len])
+        p += body_len
         if magic == MAGIC_V1:
-            topic_len = buf[p]; p += 1
+            topic_len = buf[p]
+            p += 1
         else:
-            (topic_len,) = struct.unpack_from(">h", buf, p); p += 2
-        topic = bytes(buf[p:p + topic_len]).decode("utf-8"); p += topic_len
-        (props_len,) = struct.unpack_from(">h", buf, p); p += 2
+            (topic_len,) = struct.unpack_from(">h", buf, p)
+            p += 2
+        topic = bytes(buf[p:p + topic_len]).decode("utf-8")
+        p += topic_len
+        (props_len,) = struct.unpack_from(">h", buf, p)
+        p += 2
         if props_len < 0 or p + props_len != rec_end:
             raise RecordFormatError(f"field lengths do not add up to TOTALSIZE {total}")
         props_text = bytes(buf[p:p + props_len]).decode("utf-8")

@@ -9,24 +9,28 @@ import threading
 import time
 import zlib
 from contextlib import contextmanager
-from typing import Iterable, Iterator, Optional, Sequence
+from typing import Iterator, Optional
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-
-from .tag_hash import tags_hash_code
 
 from . import message_codec as codec
 from . import record_encoder
 from .commit_log import CommitLog
 from .consume_queue import CQ_STORE_UNIT_SIZE, UNIT_DTYPE, ConsumeQueue, UnitWrites
-from .errors import (CorruptRecordError, InvalidMessageError, MissingFileError, ReadOnlyStoreError,
-                     StoreRecoveryError, UnknownTopicError, disk_full_named)
-from .get_message_result import GetMessageResult, GetMessageStatus, PutResult
+from .errors import (
+    CorruptRecordError,
+    MissingFileError,
+    ReadOnlyStoreError,
+    StoreRecoveryError,
+    UnknownTopicError,
+    disk_full_named,
+)
+from .get_message_result import GetMessageResult, PutResult
 from .put_batch import PutBatchResult, build_batch, incomplete_atomic_start
 from .store_checkpoint import StoreCheckpoint
 from .store_config import SYNC_FLUSH, StoreConfig
+from .tag_hash import tags_hash_code
 from .topic_config import TopicConfig, TopicConfigManager
 
 log = logging.getLogger(__name__)

@@ -9,10 +9,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .message_properties import properties_to_map, property_column
-
 from . import native
 from .message_codec import PROPERTY_KEYS, PROPERTY_TAGS
+from .message_properties import properties_to_map, property_column
 
 MAP_TYPE = pa.map_(pa.string(), pa.string())
 

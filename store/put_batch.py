@@ -14,8 +14,14 @@ from . import message_codec as codec
 from .errors import InvalidMessageError
 from .get_message_result import PutResult
 from .properties_column import map_lookup, properties_to_strings
-from .record_encoder import (PropertyPart, assign_offsets, first_separator, java_hash_codes, part,
-                             properties_lengths, record_sizes)
+from .record_encoder import (
+    assign_offsets,
+    first_separator,
+    java_hash_codes,
+    part,
+    properties_lengths,
+    record_sizes,
+)
 
 # The put_batch argument each named properties piece comes from, for errors.
 _PART_ARGUMENT = {codec.PROPERTY_TAGS: "tags", codec.PROPERTY_KEYS: "keys"}
@@ -51,7 +57,7 @@ def _per_message(value, n: int, name: str, typ: pa.DataType) -> Optional[pa.Arra
             raise InvalidMessageError(f"{name}: expected {typ} values: {e}") from None
     try:
         return pa.array([value], type=typ).take(pa.array(np.zeros(n, dtype=np.int32)))
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as e:
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
         raise InvalidMessageError(f"{name}: expected a {typ} value, got {value!r}") from None
 
 
@@ -325,7 +331,8 @@ def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, shard
     if len(store.store_host[0]) == 16:
         sys_flags |= codec.STOREHOSTADDRESS_V6_FLAG
     now = int(time.time() * 1000)
-    if isinstance(born_timestamp, (pa.Array, pa.ChunkedArray)) and pa.types.is_timestamp(_as_array(born_timestamp).type):
+    if isinstance(born_timestamp, (pa.Array, pa.ChunkedArray)) and \
+            pa.types.is_timestamp(_as_array(born_timestamp).type):
         born_timestamp = _as_array(born_timestamp).cast(pa.timestamp("ms")).cast(pa.int64()).fill_null(now)
     batch = codec.EncodedBatch(
         topics=topics, topic_index=topic_index, bodies=bodies, property_parts=parts,

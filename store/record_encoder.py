@@ -16,13 +16,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .tag_hash import tags_hash_code
-
 from . import message_codec as codec
+from .compiled import _encode
 from .consume_queue import UNIT_DTYPE
 from .native import value_offsets
-
-from .compiled import _encode
+from .tag_hash import tags_hash_code
 
 
 def available() -> bool:

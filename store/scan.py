@@ -18,10 +18,10 @@ import pyarrow.compute as pc
 
 from . import message_codec as codec
 from . import native
-from .native import crc32_spans
 from .consume_queue import CQ_STORE_UNIT_SIZE
 from .errors import CorruptRecordError
 from .message_filter import vectorised
+from .native import crc32_spans
 from .properties_column import gather_spans, scan_columns, strided_view
 
 SCAN_SCHEMA = pa.schema([

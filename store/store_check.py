@@ -22,18 +22,16 @@ import time
 import zlib
 from array import array
 from dataclasses import dataclass, field
-from typing import Optional
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .tag_hash import tags_hash_code
-
 from . import message_codec as codec
 from .consume_queue import CQ_STORE_UNIT_SIZE, UNIT_DTYPE
 from .message_store import MessageStore
 from .properties_column import gather_spans, map_lookup, parse_properties
+from .tag_hash import tags_hash_code
 from .topic_config import discover_consume_queues
 
 ERROR = "error"

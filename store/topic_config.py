@@ -156,7 +156,8 @@ def discover_consume_queues(root: str) -> dict[str, list[int]]:
         tdir = os.path.join(base, topic)
         if not os.path.isdir(tdir):
             continue
-        ids = sorted(int(q) for q in os.listdir(tdir) if _QUEUE_DIR.fullmatch(q) and os.path.isdir(os.path.join(tdir, q)))
+        ids = sorted(int(q) for q in os.listdir(tdir)
+                     if _QUEUE_DIR.fullmatch(q) and os.path.isdir(os.path.join(tdir, q)))
         if ids:
             found[topic] = ids
     return found

@@ -10,11 +10,21 @@ from typing import Optional
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.types import (ArrayType, BinaryType, ByteType, IntegerType, LongType, MapType, ShortType,
-                               StringType, StructType, TimestampNTZType, TimestampType)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    ByteType,
+    IntegerType,
+    LongType,
+    MapType,
+    ShortType,
+    StringType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
 
-from store.message_codec import (MAX_PROPERTIES_LENGTH, PROPERTY_UNIQ_KEY, check_topic,
-                                 new_uniq_keys)
+from store.message_codec import MAX_PROPERTIES_LENGTH, PROPERTY_UNIQ_KEY, check_topic, new_uniq_keys
 from store.native import value_offsets
 from store.properties_column import compact_map, map_lookup
 

@@ -27,7 +27,6 @@ import os
 import shutil
 from typing import Optional, Sequence
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 

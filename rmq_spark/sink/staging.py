@@ -1,7 +1,8 @@
 """Staged rows: what a task attempt wrote, durable on disk but invisible to readers until the batch commits.
 
 <store>/sink/<sink>/staging/<batchId>/<partition>-<taskAttemptId>-<random>.arrow: an Arrow IPC file written to
-a temporary name and renamed, so a file that exists under its final name is complete. Attempts that failed leave files nobody names; they go with their batch's directory.
+a temporary name and renamed, so a file that exists under its final name is complete. Attempts that failed leave
+files nobody names; they go with their batch's directory.
 """
 from __future__ import annotations
 

@@ -70,7 +70,8 @@ def java_compare(lk, lv, rk, rv):
     """ComparisonExpression.compare: convert to a common type, then compareTo."""
     if lk != rk:
         if "bool" in (lk, rk) and "str" in (lk, rk):
-            lv, rv, lk, rk = (_java_bool(lv) if lk == "str" else lv), (_java_bool(rv) if rk == "str" else rv), "bool", "bool"
+            lv, rv = (_java_bool(lv) if lk == "str" else lv), (_java_bool(rv) if rk == "str" else rv)
+            lk, rk = "bool", "bool"
         elif "bool" in (lk, rk):
             return NEVER
         elif lk == "str":
@@ -130,7 +131,8 @@ def cond(node, p):
         _, v = value(node.operand, p)
         if not isinstance(v, str):
             return False
-        found = {"CONTAINS": node.search in v, "STARTSWITH": v.startswith(node.search), "ENDSWITH": v.endswith(node.search)}
+        found = {"CONTAINS": node.search in v, "STARTSWITH": v.startswith(node.search),
+                 "ENDSWITH": v.endswith(node.search)}
         return found[node.op] != node.negated
     if isinstance(node, IsNull):
         return (value(node.operand, p)[1] is None) != node.negated
@@ -173,7 +175,8 @@ def reference_delivers(node, p):
 # ------------------------------------------------------------ random trees
 
 NAMES = ["a", "b", "TAGS"]
-TEXTS = ["1", "01", "-0", "+2", "2.5", "-0.0", "0", "1e3", "NaN", "x", "TagA", "true", "TRUE", "\u0663", " 3", "9999999999", ""]
+TEXTS = ["1", "01", "-0", "+2", "2.5", "-0.0", "0", "1e3", "NaN", "x", "TagA", "true", "TRUE", "\u0663", " 3",
+         "9999999999", ""]
 
 props = st.sampled_from(NAMES).map(Property)
 numbers = st.one_of(

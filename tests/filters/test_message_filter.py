@@ -5,9 +5,9 @@ import pickle
 
 import numpy as np
 import pytest
+from filters_testkit import decide_all
 
 from filters import MessageFilter, tags_hash_code
-from filters_testkit import decide_all
 
 MESSAGES = [
     {"TAGS": "TagA"},
@@ -124,7 +124,8 @@ def test_all_matches_everything():
     "f",
     [
         MessageFilter.by_tags("TagA || TagB"),
-        MessageFilter.by_sql("(TAGS is not null and TAGS in ('TagA', 'TagB')) and (a is not null and a between 0 and 3)"),
+        MessageFilter.by_sql("(TAGS is not null and TAGS in ('TagA', 'TagB')) and "
+                             "(a is not null and a between 0 and 3)"),
         MessageFilter.by_tags("TagA") & MessageFilter.by_sql("NOT (b CONTAINS 'x') OR c = -1.5"),
         MessageFilter.all(),
     ],

@@ -42,7 +42,8 @@ def test_vectorised_forms_agree_with_the_dict():
 
 
 TEXTS = st.lists(
-    st.one_of(st.none(), st.lists(st.sampled_from(["a", "b", "ab", "\x01", "\x02", "é", "TAGS"]), max_size=14).map("".join)),
+    st.one_of(st.none(),
+              st.lists(st.sampled_from(["a", "b", "ab", "\x01", "\x02", "é", "TAGS"]), max_size=14).map("".join)),
     max_size=12,
 )
 
@@ -65,7 +66,8 @@ def test_random_texts(texts, cut):
 def test_large_string_and_chunked_inputs():
     texts = ["a\x011\x02", None, "a\x012\x02b\x01x\x02"]
     expected = [{"a": "1"}, {}, {"a": "2", "b": "x"}]
-    for arr in [pa.array(texts, pa.large_string()), pa.chunked_array([texts[:1], texts[1:]]), pa.array(texts, pa.binary())]:
+    for arr in [pa.array(texts, pa.large_string()), pa.chunked_array([texts[:1], texts[1:]]),
+                pa.array(texts, pa.binary())]:
         assert [dict(r) for r in properties_to_map(arr).to_pylist()] == expected
         assert PropertiesText(arr).column("a").to_pylist() == ["1", None, "2"]
 

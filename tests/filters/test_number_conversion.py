@@ -82,7 +82,8 @@ TEXT = st.text(alphabet="0123456789.+-eExXpPdDfFnaNIityINF \u0663\uff15", max_si
 
 
 @settings(max_examples=300, deadline=None)
-@given(texts=st.lists(st.one_of(st.none(), TEXT), min_size=1, max_size=20), kind=st.sampled_from(["int", "long", "double"]))
+@given(texts=st.lists(st.one_of(st.none(), TEXT), min_size=1, max_size=20),
+       kind=st.sampled_from(["int", "long", "double"]))
 def test_vectorised_conversion_matches_java(texts, kind):
     col = pa.array(texts, pa.string())
     null = np.array([t is None for t in texts])

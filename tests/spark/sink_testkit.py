@@ -5,7 +5,6 @@ import collections
 import os
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from store import MessageStore
 from store.properties_column import map_lookup

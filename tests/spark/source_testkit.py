@@ -5,9 +5,8 @@ import datetime as dt
 import json
 import os
 
-from store import MessageStore, StoreConfig
-
 from rmq_spark.schema import COLUMNS, SCHEMA
+from store import MessageStore, StoreConfig
 
 TAG_CYCLE = ["Aa", "BB", "TagC", None, "TagD"]  # "Aa" and "BB" share String.hashCode 2112
 

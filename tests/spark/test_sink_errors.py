@@ -5,10 +5,10 @@ import os
 import pyspark.sql.functions as F
 import pytest
 from pyspark.sql.types import MapType, StringType, StructField, StructType
-
-from rmq_spark.sink.sink_options import default_stream_sink_id, stream_options
-from rmq_spark.options import RmqOptionError
 from sink_testkit import markers, stored
+
+from rmq_spark.options import RmqOptionError
+from rmq_spark.sink.sink_options import default_stream_sink_id, stream_options
 
 
 def _write(df, dst, **options):

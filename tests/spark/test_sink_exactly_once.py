@@ -7,14 +7,13 @@ import sys
 import time
 
 import pyarrow as pa
-import pyspark.sql.functions as F
 from pyspark import TaskContext
-
-from rmq_spark.sink.sink_options import stream_options
-from rmq_spark.sink.exactly_once import commit_batch
-from rmq_spark.sink.writer import RmqStreamWriter
 from sink_testkit import counts, markers
 from source_testkit import fill
+
+from rmq_spark.sink.exactly_once import commit_batch
+from rmq_spark.sink.sink_options import stream_options
+from rmq_spark.sink.writer import RmqStreamWriter
 from store import MessageStore, StoreConfig
 from store.store_check import check_store
 

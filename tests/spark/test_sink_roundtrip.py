@@ -4,9 +4,15 @@ import os
 
 import pyspark.sql.functions as F
 from chispa import assert_df_equality
-from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, MapType, StringType, StructField, StructType,
-                               TimestampType)
-
+from pyspark.sql.types import (
+    ArrayType,
+    IntegerType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 from sink_testkit import counts, markers, stored
 from source_testkit import fill
 

@@ -4,9 +4,9 @@ import time
 import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
+from source_testkit import expected_df, fill, get_message_rows, ordered, read_metrics
 
 from filters import MessageFilter
-from source_testkit import expected_df, fill, get_message_rows, ordered, read_metrics
 
 PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 

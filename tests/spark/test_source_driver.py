@@ -7,19 +7,17 @@ import time
 import numpy as np
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxRows, ReadMinRows
+from source_testkit import fill, get_message_rows, group_offsets, small_files_config
 
 from filters import MessageFilter
 from rmq_spark.offsets import DataLossError
 from rmq_spark.options import RmqOptionError, parse_options
 from rmq_spark.partition import QueueRange, read_partition, split_ranges
 from rmq_spark.rate_limit import split_by_backlog
-from rmq_spark.schema import ARROW_SCHEMA
+from rmq_spark.schema import ARROW_SCHEMA, SCHEMA
 from rmq_spark.source import RmqDataSource
 from rmq_spark.stream_reader import RmqStreamReader
-from source_testkit import fill, get_message_rows, group_offsets, small_files_config
 from store import MessageStore
-
-from rmq_spark.schema import SCHEMA
 
 
 def stream_reader(path, **options) -> RmqStreamReader:

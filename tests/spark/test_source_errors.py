@@ -2,7 +2,6 @@
 import os
 
 import pytest
-
 from source_testkit import fill
 
 

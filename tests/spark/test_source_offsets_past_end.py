@@ -1,9 +1,9 @@
 """Offsets past a queue's end (Kafka's rule): batch reads refuse them naming the queue and its range; streams
 refuse them unless failOnDataLoss=false, which starts at the end; no group offset is committed past the end."""
 import pytest
+from source_testkit import fill
 
 from rmq_spark.offsets import DataLossError, OffsetCommitter
-from source_testkit import fill
 from store import MessageStore, OffsetStore
 
 

@@ -5,11 +5,16 @@ import time
 
 import pytest
 from chispa import assert_df_equality
+from source_testkit import (
+    expected_df,
+    fill,
+    get_message_rows,
+    group_offsets,
+    ordered,
+    small_files_config,
+)
 
 from filters import MessageFilter
-from source_testkit import (
-    expected_df, fill, get_message_rows, group_offsets, ordered, small_files_config,
-)
 from store import MessageStore
 
 

@@ -17,8 +17,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from store import MessageStore, OffsetStore
 from rmq_cli.cli import main
+from store import MessageStore, OffsetStore
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _SCRIPT = os.path.join(os.path.dirname(sys.executable), "rmq")

@@ -6,11 +6,16 @@ import struct
 import numpy as np
 import pytest
 
-from store.tag_hash import tags_hash_code
-from store import (CorruptRecordError, GetMessageStatus, InvalidMessageError, MessageStore, StoreConfig,
-                   UnknownTopicError)
+from store import (
+    CorruptRecordError,
+    GetMessageStatus,
+    InvalidMessageError,
+    MessageStore,
+    StoreConfig,
+    UnknownTopicError,
+)
 from store import message_codec as codec
-from store.consume_queue import UNIT_DTYPE
+from store.tag_hash import tags_hash_code
 
 SMALL = dict(mappedFileSizeCommitLog=4096, mappedFileSizeConsumeQueue=20 * 16)
 
@@ -220,7 +225,7 @@ def test_consume_queue_rebuilt_from_commitlog_equals_the_written_one(tmp_path):
 def test_corrupt_record_is_never_returned(tmp_path):
     path = tmp_path / "s"
     with MessageStore(path) as s:
-        r = s.put("T", b"precious payload", queue_id=0)
+        s.put("T", b"precious payload", queue_id=0)
     with open(path / "commitlog" / "00000000000000000000", "r+b") as f:
         data = bytearray(f.read(200))
         i = data.index(b"precious")

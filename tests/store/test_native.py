@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store.message_properties import properties_to_map
 from store import message_codec as codec
 from store import native
+from store.message_properties import properties_to_map
 from store.properties_column import parse_properties
 
 pytestmark = pytest.mark.skipif(not native.available(), reason="store._native is not built here")
@@ -212,7 +212,8 @@ def test_decimal_longs_with_and_without_native(strings, cut):
 
 def test_property_columns_fallback_over_many_slices():
     # past a megabyte of text the numpy fallback works slice by slice; rows straddle the cuts
-    texts = [f"k\x01{'v' * (i % 700)}\x02j\x01{i}\x02k\x01{i}" if i % 3 else f"j\x01{'é' * (i % 500)}" for i in range(4000)]
+    texts = [f"k\x01{'v' * (i % 700)}\x02j\x01{i}\x02k\x01{i}" if i % 3 else f"j\x01{'é' * (i % 500)}"
+             for i in range(4000)]
     data = "".join(texts).encode()
     ends = np.cumsum([len(t.encode()) for t in texts])
     starts = ends - [len(t.encode()) for t in texts]

@@ -6,11 +6,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pytest  # noqa: E402
 from conftest_durability import SMALL  # noqa: E402
 
 from store import MessageStore, StoreConfig, UnknownTopicError  # noqa: E402
-
-import pytest  # noqa: E402
 
 
 def _stamped_store(path, groups=6, per_group=7):

@@ -12,12 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store.tag_hash import tags_hash_code
-from store import DiskFullError, MessageStore, StoreConfig
-from store import commit_log, consume_queue, put_batch, record_encoder
+from store import DiskFullError, MessageStore, StoreConfig, commit_log, consume_queue, put_batch, record_encoder
 from store import message_codec as codec
-from store.mapped_file import MappedFile
 from store.record_encoder import PropertyPart
+from store.tag_hash import tags_hash_code
 
 pytestmark = pytest.mark.skipif(not record_encoder.available(), reason="store._encode is not built here")
 

@@ -7,9 +7,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from store import SCAN_SCHEMA, CorruptRecordError, MessageStore, StoreConfig
+from store import SCAN_SCHEMA, CorruptRecordError, MessageStore, StoreConfig, native
 from store import message_codec as codec
-from store import native
 
 text = st.text(alphabet=st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), max_size=12)
 nonempty = text.filter(lambda s: s != "")
