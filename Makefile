@@ -19,7 +19,10 @@ $(VENV)/.installed: setup.cfg pyproject.toml setup.py store/_native.c
 
 venv: $(VENV)/.installed
 
+# Lint and types first (ruff, mypy: settings in pyproject.toml), then the suite.
 test: venv
+	$(PY) -m ruff check .
+	$(PY) -m mypy
 	$(PY) -m pytest -q
 
 demo: venv

@@ -25,8 +25,8 @@ from .comparison_rules import (
     D_NEVER_EQUAL,
     D_NONE,
     D_STRING,
+    converter,
     plan_comparison,
-    scalar_converter,
 )
 from .expressions import (
     BOOL,
@@ -219,7 +219,7 @@ def _convert(col: pa.Array, null: np.ndarray, kind: str) -> tuple[np.ndarray, np
         idx = np.flatnonzero(slow)
         texts = col.take(pa.array(idx))
         encoded = pc.dictionary_encode(texts)
-        convert = scalar_converter(kind)
+        convert = converter(kind)
         uniq_values = np.zeros(len(encoded.dictionary), dtype=dtype)
         uniq_ok = np.zeros(len(encoded.dictionary), dtype=bool)
         for i, text in enumerate(encoded.dictionary.to_pylist()):
@@ -327,9 +327,10 @@ class ArrowEvaluator:
             values, ok = rows.converted(v.prop, conversion) if v.prop is not None else (None, None)
             if values is None:  # a STRING literal converted: one value
                 try:
-                    return scalar_converter(conversion)(v.data), False
+                    return converter(conversion)(v.data), False
                 except ValueError:
                     return 0, True
+            assert ok is not None
             return values, ~ok
         if v.kind == STRING and v.prop is not None:
             return v.data, False
@@ -366,6 +367,7 @@ class ArrowEvaluator:
             codes = _overlay(codes, left.null, N)
             codes = _overlay(codes, left.err, E)
             return np.asarray(codes, dtype=np.int8)
+        equal: Union[bool, np.ndarray]
         if domain in (D_NONE, D_NEVER_EQUAL):
             equal = False
         elif domain == D_STRING:

@@ -11,7 +11,7 @@ Double widens to Double; a Boolean against a number is simply not equal.  For
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from .expressions import BOOL, DOUBLE, INT, LONG, NULL, STRING
 from .java_numbers import java_boolean_value_of, java_double_value_of, java_parse_integer
@@ -57,10 +57,13 @@ def plan_comparison(left_kind: str, right_kind: str, ordering: bool) -> Comparis
     return ComparisonPlan(_widen(left_kind, right_kind), None, None)
 
 
-def scalar_converter(kind: Optional[str]) -> Optional[Callable[[str], object]]:
+def scalar_converter(kind: Optional[str]) -> Optional[Callable[[str], Any]]:
+    """Per-value conversion of a property's text to `kind` (ValueError on failure); None for no conversion."""
+    return None if kind is None else converter(kind)
+
+
+def converter(kind: str) -> Callable[[str], Any]:
     """Per-value conversion of a property's text to `kind` (ValueError on failure)."""
-    if kind is None:
-        return None
     if kind == INT:
         return lambda text: java_parse_integer(text, 32)
     if kind == LONG:

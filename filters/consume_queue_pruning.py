@@ -39,7 +39,7 @@ class _PossibleTags(ExpressionVisitor[Tags]):
             for prop, lit in ((node.left, node.right), (node.right, node.left)):
                 if isinstance(prop, Property) and prop.name == TAGS_PROPERTY and isinstance(lit, Literal) \
                         and lit.kind == STRING:
-                    return frozenset([lit.value])
+                    return frozenset([str(lit.value)])
         return ANY
 
     def visit_literal(self, node: Literal) -> Tags:

@@ -9,7 +9,6 @@ and AND / OR stop as soon as the left side decides, as in RocketMQ.
 
 from __future__ import annotations
 
-import operator
 from typing import Any, Callable, Mapping, Optional
 
 from .comparison_rules import (
@@ -43,6 +42,10 @@ from .visitors import ConditionVisitor, ExpressionVisitor, static_kind, visit
 
 Props = Mapping[str, str]
 Condition = Callable[[Props], Optional[bool]]
+
+_STRING_TESTS: dict[str, Callable[[str, str], bool]] = {
+    "CONTAINS": lambda v, s: s in v, "STARTSWITH": lambda v, s: v.startswith(s), "ENDSWITH": lambda v, s: v.endswith(s),
+}
 
 _ORDER_TESTS = {
     ">": lambda c: c > 0,
@@ -157,9 +160,9 @@ class _ConditionCompiler(ConditionVisitor[Condition]):
     """A condition node as a function of the properties returning True / False / None."""
 
     def visit_literal(self, node: Literal) -> Condition:
-        value = node.value
         if not node.is_boolean:
             raise TypeError(f"{node} is not a condition")
+        value: Optional[bool] = None if node.value is None else bool(node.value)
         return lambda p: value
 
     def visit_as_condition(self, node: AsCondition) -> Condition:
@@ -225,7 +228,7 @@ class _ConditionCompiler(ConditionVisitor[Condition]):
         if not search:
             return lambda p: False  # RocketMQ: an empty search string never matches
         operand = _compile_value(node.operand)
-        test = {"CONTAINS": operator.contains, "STARTSWITH": str.startswith, "ENDSWITH": str.endswith}[node.op]
+        test = _STRING_TESTS[node.op]
 
         def string_match(p):
             v = operand(p)

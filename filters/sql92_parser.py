@@ -208,7 +208,7 @@ class _TreeBuilder(Transformer):
     def minus(self, meta, operand):
         if isinstance(operand, _BigLiteral):
             return _at(Literal(-operand.big, LONG), meta.start_pos)
-        if isinstance(operand, Literal) and operand.kind in NUMERIC_KINDS:
+        if isinstance(operand, Literal) and isinstance(operand.value, (int, float)) and operand.kind in NUMERIC_KINDS:
             value = -operand.value
             if operand.kind == LONG and value > LONG_MAX:
                 value = -value  # Java: -Long.MIN_VALUE overflows back to itself
@@ -267,7 +267,9 @@ class _TreeBuilder(Transformer):
         if (
             isinstance(low, Literal)
             and isinstance(high, Literal)
-            and low.value > high.value  # both numeric: checked above
+            and isinstance(low.value, (int, float))  # both numeric: checked above
+            and isinstance(high.value, (int, float))
+            and low.value > high.value
         ):
             raise _Fault(_pos(low), f"BETWEEN bounds are in reverse order: {low} is greater than {high}")
         return _at(Between(value, low, high, negated), meta.start_pos)
@@ -348,16 +350,17 @@ def parse_sql92(selector: str) -> Expression:
     try:
         tree = _parser().parse(selector)
     except UnexpectedCharacters as exc:
-        ch = selector[exc.pos_in_stream] if exc.pos_in_stream < len(selector) else ""
+        pos = exc.pos_in_stream or 0
+        ch = selector[pos] if pos < len(selector) else ""
         if ch == '"':
             reason = "double quotes do not delimit strings; use single quotes ('text', with '' for a quote)"
-        elif selector.startswith("/*", exc.pos_in_stream):
+        elif selector.startswith("/*", pos):
             reason = "unterminated /* comment"
         elif ch == "'":
             reason = "unterminated string literal"
         else:
             reason = f"unexpected character {ch!r}"
-        raise FilterParseError(selector, exc.pos_in_stream, reason) from None
+        raise FilterParseError(selector, pos, reason) from None
     except UnexpectedEOF:
         raise FilterParseError(selector, len(selector), "the selector ends too early") from None
     except UnexpectedToken as exc:

@@ -80,7 +80,7 @@ def _property(text: str) -> tuple[str, str]:
 
 def build_parser() -> argparse.ArgumentParser:
     # --store/--config are accepted before or after the command; after it they override.
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("-s", "--store", default=argparse.SUPPRESS, metavar="PATH",
                         help="the store directory (default: $RMQ_STORE)")
     common.add_argument("--config", default=argparse.SUPPRESS, metavar="FILE",

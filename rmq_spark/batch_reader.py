@@ -8,12 +8,14 @@ RmqPushdownBatchReader (used only when the pushdown planner asks for a reader) d
 from __future__ import annotations
 
 import logging
+from typing import Optional
 
-from pyspark.sql.datasource import DataSourceReader
+from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from .offsets import ending_positions, open_store, starting_positions, subscribed_queues
 from .options import SourceOptions
 from .partition import QueueRange, read_partition, split_ranges
+from .pushdown import PushdownResult, translate
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +24,7 @@ class RmqBatchReader(DataSourceReader):
     def __init__(self, opts: SourceOptions, message_filter):
         self.opts = opts
         self.message_filter = message_filter
-        self.pushed = None  # rmq_spark.pushdown.PushdownResult once pushFilters ran
+        self.pushed: Optional[PushdownResult] = None  # once pushFilters ran
 
     def planned_ranges(self) -> list:
         with open_store(self.opts.path) as store:
@@ -44,7 +46,7 @@ class RmqBatchReader(DataSourceReader):
                            self.opts.metrics_path, residual)
                 for t, q, s, e in ranges]
 
-    def read(self, partition: QueueRange):
+    def read(self, partition: InputPartition):
         return read_partition(partition)
 
     # -- pushdown hooks (no-ops without pushFilters) ---------------------------------------------------------
@@ -87,14 +89,11 @@ class RmqBatchReader(DataSourceReader):
         checked with one vectorised mask per batch. None when the narrowing is all there is."""
         if self.pushed is None or not (self.pushed.ranges or self.pushed.value_sets):
             return None
-        from .pushdown import PushdownResult
         return PushdownResult(ranges=dict(self.pushed.ranges), value_sets=dict(self.pushed.value_sets))
 
 
 class RmqPushdownBatchReader(RmqBatchReader):
     def pushFilters(self, filters):
-        from .pushdown import translate
-
         result = translate(filters)
         self.pushed = result
         log.info("rmq pushdown: took %s; left to Spark %s; scan filter %s", result.accepted, result.unsupported,

@@ -6,7 +6,7 @@ import logging
 import re
 from typing import Dict, Iterable, Optional, Tuple
 
-from store import MessageStore
+from store import MessageStore, OffsetStore, ReadOffsetType
 
 from .options import EARLIEST, LATEST, RmqOptionError, SourceOptions, Subscription
 
@@ -49,7 +49,7 @@ def subscribed_queues(store: MessageStore, sub: Subscription) -> list[Queue]:
     if sub.kind == "topics":
         return [(t, q) for t in sub.topics for q in store.queues(t)]
     if sub.kind == "pattern":
-        rx = re.compile(sub.pattern)
+        rx = re.compile(sub.pattern or "")
         return [(t, q) for t in store.topics() if rx.fullmatch(t) and not is_system_topic(t)
                 for q in store.queues(t)]
     return [(t, q) for t, qs in sub.assign for q in qs]
@@ -83,7 +83,7 @@ def check_against_store(opts: SourceOptions, store: MessageStore) -> None:
         for t, qs in value.items():
             if t not in topics:
                 raise RmqOptionError(opt, f"unknown topic {t!r}")
-            if sub.kind == "pattern" and not re.fullmatch(sub.pattern, t):
+            if sub.kind == "pattern" and not re.fullmatch(sub.pattern or "", t):
                 raise RmqOptionError(opt, f"topic {t!r} does not match subscribePattern {sub.pattern!r}")
             have = store.queues(t)
             for q in qs:
@@ -132,7 +132,7 @@ def _starting_positions(store: MessageStore, opts: SourceOptions, queues: list, 
             if opts.starting_timestamp is not None:
                 ts = opts.starting_timestamp
             else:
-                ts = opts.starting_offsets_by_timestamp.get(t, {}).get(q)
+                ts = (opts.starting_offsets_by_timestamp or {}).get(t, {}).get(q)
             out[(t, q)] = store.min_offset(t, q) if ts is None else store.offset_for_timestamp(t, q, ts)
         return out
     how = opts.starting_offsets if opts.starting_offsets is not None else default
@@ -171,17 +171,12 @@ def ending_positions(store: MessageStore, opts: SourceOptions, queues: Iterable[
         if start is not None and out[(t, q)] < start:
             raise RmqOptionError("endingOffsets", f"topic {t!r} queue {q}: ending offset {off} is below the "
                                                   f"starting offset {start}")
-    return check_past_end(store, {k: v for k, v in out.items()}, "endingOffsets", streaming=False,
-                          fail_on_data_loss=True)
+    return check_past_end(store, out, "endingOffsets", streaming=False, fail_on_data_loss=True)
 
 
 def _group_positions(store: MessageStore, opts: SourceOptions, queues: list) -> Positions:
-    from store import OffsetStore, ReadOffsetType  # lands with the durability issue
-
     offset_store = OffsetStore(store.path, opts.consumer_group)
-    load = getattr(offset_store, "load", None)
-    if load is not None:
-        load()
+    offset_store.load()
     out = {}
     for t, q in queues:
         committed = offset_store.read_offset((t, q), ReadOffsetType.READ_FROM_STORE)
@@ -196,7 +191,7 @@ class OffsetCommitter:
     def __init__(self, path: str, group: str):
         self.path = path
         self.group = group
-        self._offset_store = None
+        self._offset_store: Optional[OffsetStore] = None
         self.last: Optional[Positions] = None
 
     def commit(self, positions: Positions) -> None:
@@ -209,7 +204,6 @@ class OffsetCommitter:
                     raise DataLossError(f"refusing to commit offset {off} of group {self.group!r} for topic {t!r} "
                                         f"queue {q}: the queue ends at {mx}")
         if self._offset_store is None:
-            from store import OffsetStore
             self._offset_store = OffsetStore(self.path, self.group)
         for mq, off in sorted(positions.items()):
             # Not increase-only: the Spark checkpoint is the truth, and a query restarted from an older

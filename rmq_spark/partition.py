@@ -68,6 +68,7 @@ def split_ranges(ranges: list, min_partitions: Optional[int]) -> list:
 def store_for(path: str):
     """The worker's read-only store for path; a directory deleted and made again at the same path (a new
     inode) gets a fresh one, never mappings of the old files."""
+    key: tuple[str, Optional[int]]
     try:
         key = (path, os.stat(path).st_ino)
     except FileNotFoundError:
@@ -80,7 +81,7 @@ def store_for(path: str):
     return store
 
 
-def read_partition(p: QueueRange) -> Iterator[pa.RecordBatch]:
+def read_partition(p: InputPartition) -> Iterator[pa.RecordBatch]:
     if not isinstance(p, QueueRange):
         return  # a plan with no ranges: Spark still runs one partition of its own, which holds nothing
     store = store_for(p.path)
@@ -137,6 +138,7 @@ def _write_metrics(p: QueueRange, store, before: dict, rows: int, seconds: float
     record = {"topic": p.topic, "queue_id": p.queue_id, "start": p.start, "end": p.end, "rows": rows,
               "filter": None if p.message_filter is None else str(p.message_filter), "seconds": round(seconds, 6)}
     record.update({k: store.stats[k] - before.get(k, 0) for k in store.stats})
+    assert p.metrics_path is not None
     os.makedirs(p.metrics_path, exist_ok=True)
     line = (json.dumps(record) + "\n").encode("utf-8")
     fd = os.open(os.path.join(p.metrics_path, f"scan-{os.getpid()}.jsonl"), os.O_WRONLY | os.O_CREAT | os.O_APPEND,

@@ -239,8 +239,9 @@ def _range_and_set(column: str, f: Any) -> Optional[tuple[ValueRange, Optional[f
     if column in TIMESTAMP_COLUMNS:
         # The column holds milliseconds; Spark compares at microseconds.
         if isinstance(f, spark.In) and isinstance(value, (tuple, list)) and value:
-            micros = [_epoch_micros(v) for v in value]
-            if any(m is None for m in micros):
+            found = [_epoch_micros(v) for v in value]
+            micros = [m for m in found if m is not None]
+            if len(micros) < len(found):
                 return None
             return ValueRange(), frozenset(m // 1000 for m in micros if m % 1000 == 0)
         t = _epoch_micros(value)

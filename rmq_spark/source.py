@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import sys
+import types
+from typing import Optional
 
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
@@ -78,7 +80,7 @@ def _called_by_pushdown_planner() -> bool:
     """True when pyspark's filter-pushdown planner is asking for the reader (it will call pushFilters); the
     plain planner (pushdown off, or no filters) must get a reader that does not override pushFilters. The worker
     receives no session conf, so the caller's module is the reliable signal."""
-    frame = sys._getframe(1)
+    frame: Optional[types.FrameType] = sys._getframe(1)
     while frame is not None:
         if frame.f_globals.get("__name__") == _PUSHDOWN_PLANNER or \
                 frame.f_code.co_filename.endswith("data_source_pushdown_filters.py"):

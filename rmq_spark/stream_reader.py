@@ -11,7 +11,7 @@ import time
 from typing import Optional
 
 import numpy as np
-from pyspark.sql.datasource import DataSourceStreamReader
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -20,6 +20,8 @@ from pyspark.sql.streaming.datasource import (
     ReadMinRows,
     SupportsTriggerAvailableNow,
 )
+
+from store import MessageStore
 
 from .offsets import (
     DataLossError,
@@ -45,7 +47,7 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, opts: SourceOptions, message_filter):
         self.opts = opts
         self.message_filter = message_filter
-        self._store = None
+        self._store: Optional[MessageStore] = None
         self._initial: Optional[dict] = None
         self._target: Optional[Positions] = None      # Trigger.AvailableNow: the queue ends when it started
         self._last_trigger_ms = 0.0                    # for minMessagesPerTrigger / maxTriggerDelay
@@ -186,7 +188,7 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                            self.opts.metrics_path)
                 for t, qid, s, e in split_ranges(ranges, self.opts.min_partitions)]
 
-    def read(self, partition: QueueRange):
+    def read(self, partition: InputPartition):
         return read_partition(partition)
 
     def commit(self, end: dict) -> None:

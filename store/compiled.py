@@ -8,13 +8,13 @@ import logging
 log = logging.getLogger(__name__)
 
 try:
-    from . import _native
+    from . import _native  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - depends on the machine that installed us
     _native = None
     log.warning("store._native is not built; falling back to zlib/numpy loops")
 
 try:
-    from . import _encode
+    from . import _encode  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - depends on the machine that installed us
     _encode = None
     log.warning("store._encode is not built; records are encoded with numpy/Arrow")

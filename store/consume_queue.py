@@ -45,7 +45,7 @@ class UnitWrites:
 
     def __init__(self, units: np.ndarray):
         self.units = units  # the caller's: used as a buffer, handed back unchanged
-        self.writes = []
+        self.writes: list[tuple[int, int, int, int]] = []
 
     def add(self, cq: "ConsumeQueue", start: int, first: int, count: int) -> None:
         """units[first:first+count] are cq's units for queue offsets [start, start+count)."""

@@ -62,7 +62,7 @@ class DiskFullError(StoreError, OSError):
         self.path = path
 
     def __str__(self) -> str:
-        return self.strerror
+        return self.strerror or ""
 
 
 @contextmanager

@@ -346,7 +346,7 @@ class EncodedBatch:
     store_host: tuple
     reconsume_times: np.ndarray
     prepared_offsets: np.ndarray
-    sizes: np.ndarray = None  # total record sizes
+    sizes: Optional[np.ndarray] = None  # total record sizes
     size_total: Optional[int] = None  # their sum
     kernel_columns: Optional[tuple] = field(default=None, repr=False)  # record_encoder's, built once
 

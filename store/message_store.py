@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from . import message_codec as codec
 from . import record_encoder
-from .commit_log import CommitLog
+from .commit_log import CommitLog, WalkedRecord
 from .consume_queue import CQ_STORE_UNIT_SIZE, UNIT_DTYPE, ConsumeQueue, UnitWrites
 from .errors import (
     CorruptRecordError,
@@ -83,6 +83,8 @@ class MessageStore:
         # append then asks no queue for its end); emptied whenever _sync_write_state finds anything changed.
         self._queue_ends: dict[tuple[str, int], int] = {}
         self._published_generation: Optional[int] = None
+        self._generation = 0  # of the committed end in `lock`: bumped by every writer that publishes one
+        self._last_store_ts: Optional[int] = None  # of our newest append not yet covered by the checkpoint
         self._round_robin: dict[str, int] = {}
         self.store_host = (codec.local_host_address(), self.config.listenPort)
         if self.config.brokerIP1:
@@ -208,14 +210,15 @@ class MessageStore:
             if outermost:
                 if self._lock_fd is None:
                     self._lock_fd = os.open(os.path.join(self.path, "lock"), os.O_RDWR | os.O_CREAT, 0o644)
-                fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+                lock_fd = self._lock_fd
+                fcntl.flock(lock_fd, fcntl.LOCK_EX)
             self._lock_depth += 1
             try:
                 yield
             finally:
                 self._lock_depth -= 1
                 if outermost:  # re-entrant: only the outermost holder gives the file lock back
-                    fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+                    fcntl.flock(lock_fd, fcntl.LOCK_UN)
 
     @contextmanager
     def exclusive(self):
@@ -329,13 +332,13 @@ class MessageStore:
             return self._append_locked(batch, plan)
 
     def _append_locked(self, batch, plan) -> PutBatchResult:
-        self._sync_write_state()
+        write_pos = self._sync_write_state()
         # Topics first: created on first write with the default queue count.
         for t in batch.topics:
             if t not in self.topic_config.table:
                 self._create_topic_locked(t, self.config.defaultTopicQueueNums)
-        positions, segments, end = self.commit_log.plan(self._write_pos, batch.sizes, batch.size_total)
-        queue_ids, queue_offsets, positions, units, runs, _ = plan.assign(self, batch.sizes, self._write_pos,
+        positions, segments, end = self.commit_log.plan(write_pos, batch.sizes, batch.size_total)
+        queue_ids, queue_offsets, positions, units, runs, _ = plan.assign(self, batch.sizes, write_pos,
                                                                          positions)
         batch.queue_ids = queue_ids
         store_ts = int(time.time() * 1000)
@@ -377,7 +380,7 @@ class MessageStore:
         now = time.monotonic()
         if not (force or now - self._last_checkpoint_flush > 1.0):
             return
-        stamp = getattr(self, "_last_store_ts", None)
+        stamp = self._last_store_ts
         if stamp is not None:
             self.commit_log.flush()
             for cq in self._dirty_queues:
@@ -423,9 +426,10 @@ class MessageStore:
 
     def _publish_committed_end(self, end: int) -> None:
         self._write_pos = end
-        self._generation = getattr(self, "_generation", 0) + 1
+        self._generation += 1
         self._published_generation = self._generation
         head = struct.pack(">8sqq", self._STATE_MAGIC, end, self._generation)
+        assert self._lock_fd is not None  # published only under the write lock
         os.pwrite(self._lock_fd, head + struct.pack(">I", zlib.crc32(head)), 0)
 
     def _dispatched_end(self) -> int:
@@ -469,10 +473,9 @@ class MessageStore:
         if abnormal:
             start = min(self._safe_recovery_start(), dispatched)
         else:
-            start = self._committed_end()
-            if start is None or start < self.commit_log.min_offset():
-                start = dispatched
-            start = min(start, dispatched)
+            committed = self._committed_end()
+            start = dispatched if committed is None or committed < self.commit_log.min_offset() else \
+                min(committed, dispatched)
         self._sync_write_state(full_check=abnormal, start=start)
 
     def _repair_consume_queue(self, cq: ConsumeQueue) -> None:
@@ -491,7 +494,7 @@ class MessageStore:
             else self.commit_log.min_offset()
         after = cq.units(hi, hi + 1)
         end = int(after["offset"][0]) if len(after) and after["size"][0] > 0 else None
-        found = []
+        found: list[WalkedRecord] = []
         for rec in self.commit_log.walk(start, check_crc=False):
             if end is not None and rec.offset >= end or len(found) == hi - lo:
                 break
@@ -547,20 +550,24 @@ class MessageStore:
                 return f.file_from_offset
         return files[0].file_from_offset if files else 0
 
-    def _sync_write_state(self, full_check: bool = False, start: Optional[int] = None) -> None:
+    def _sync_write_state(self, full_check: bool = False, start: Optional[int] = None) -> int:
         """Bring this process's idea of the log end up to date (under the write lock): walk from the committed
         end, dispatch complete records that lack consume-queue units, and cut a torn tail. After a crash
         (`full_check`) also drop consume-queue units that point past the valid end, and clear unit bytes past
-        each queue's end that a dead writer left (they would turn visible with the next run of that queue)."""
+        each queue's end that a dead writer left (they would turn visible with the next run of that queue).
+        Returns the log end, where the next append goes."""
         if start is None:
-            start = self._committed_end()
-            if not full_check and start is not None and start == self._write_pos and self._nothing_written_at(start):
+            committed = self._committed_end()
+            if not full_check and committed is not None and committed == self._write_pos and \
+                    self._nothing_written_at(committed):
                 # the usual case: nobody appended since our last append, and nothing lies past the end
                 if self._generation != self._published_generation:
                     self._queue_ends.clear()  # another writer was here (a cut, say): ask the queues again
-                return
-            if start is None or start < self.commit_log.min_offset():
+                return committed
+            if committed is None or committed < self.commit_log.min_offset():
                 start = self._write_pos if self._write_pos is not None else self._dispatched_end()
+            else:
+                start = committed
         self._queue_ends.clear()
         check_crc = self.config.checkCRCOnRecover or full_check
         records = list(self.commit_log.walk(start, check_crc=check_crc))
@@ -591,6 +598,7 @@ class MessageStore:
         if self._lock_fd is not None and (records or full_check or self._committed_end() != end):
             self._publish_committed_end(end)
         self._write_pos = end
+        return end
 
     def _check_cut(self, end: int, kept, start: int, cut_atomic: Optional[int]) -> None:
         """Refuse (StoreRecoveryError) a recovery that would end the log at `end` while dropping messages that
@@ -606,7 +614,7 @@ class MessageStore:
             flushed_lost = end < flushed
         else:  # a checkpoint without our flushed offset (a broker's): judge by store times
             last_ts = kept[-1].store_timestamp if kept else self._last_timestamp_before(start)
-            losing = dropped or self._has_bytes_from(end, whole_file=True) or (
+            losing = bool(dropped) or self._has_bytes_from(end, whole_file=True) or (
                 committed is not None and end < committed)
             flushed_lost = losing and last_ts is not None and last_ts < stamp
         early_atomic = cut_atomic is not None and committed is not None and cut_atomic < committed

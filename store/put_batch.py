@@ -106,7 +106,7 @@ class AppendPlan:
             keys = chosen.copy()
         else:
             keys = self.topic_index.astype(np.int32) * np.int32(stride) + chosen
-        if not self.all_dispatched:
+        if self.dispatched is not None:
             keys[~self.dispatched] = -1
         return keys, 0, stride, chosen
 
@@ -117,7 +117,7 @@ class AppendPlan:
         for t_idx, topic in enumerate(self.topics):
             nq = store.topic_config.table[topic].writeQueueNums
             members = slice(None) if len(self.topics) == 1 else np.flatnonzero(self.topic_index == t_idx)
-            count = n if len(self.topics) == 1 else len(members)
+            count = n if isinstance(members, slice) else len(members)
             chosen = np.full(count, -1, dtype=np.int64)
             if self.queue_ids is not None:
                 explicit = self.queue_ids[members]
@@ -153,7 +153,7 @@ class AppendPlan:
         ends = np.zeros(groups, dtype=np.int64)
         for g in hit:
             ends[g] = store._queue_end(self.topics[g // stride], g % stride)
-        dispatched = n if self.all_dispatched else int(np.count_nonzero(self.dispatched))
+        dispatched = n if self.dispatched is None else int(np.count_nonzero(self.dispatched))
         queue_ids, queue_offsets, positions, units, counts, end = assign_offsets(
             sizes, keys, start, ends, write_pos, positions, self.tags, dispatched)
         runs, at = [], 0
@@ -179,6 +179,7 @@ def _topics(topic, n: int):
         codec.check_topic(topic)
         return [topic], _ZERO_I32  # one index for every message
     arr = _per_message(topic, n, "topic", pa.string())
+    assert arr is not None  # topic is not None
     if arr.null_count:
         raise InvalidMessageError(f"message {_first_true(arr.is_null().to_numpy(zero_copy_only=False))}: topic is null")
     enc = pc.dictionary_encode(arr)
@@ -292,19 +293,15 @@ def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, shard
     else:
         given_uniq = None
     need_uniq = n if given_uniq is None else given_uniq.null_count
-    if need_uniq == n:  # none given: ids the encoder writes itself, built as a column only if asked for
-        uniq = codec.reserve_uniq_keys(n, store.store_host[0])
-    else:
-        uniq = codec.new_uniq_keys(need_uniq, store.store_host[0]) if need_uniq else None
-    if given_uniq is not None and uniq is not None and need_uniq < n:
+    if given_uniq is None or need_uniq == n:  # none given: ids the encoder writes itself (a column if asked)
+        uniq_col = new_uniq = codec.reserve_uniq_keys(n, store.store_host[0])
+    elif need_uniq:  # some given: new ones for the rest
+        fresh = codec.new_uniq_keys(need_uniq, store.store_host[0])
         missing = given_uniq.is_null().to_numpy(zero_copy_only=False)
         pos = np.cumsum(missing) - 1
-        generated = uniq.take(pa.array(np.where(missing, pos, 0)))
+        generated = fresh.take(pa.array(np.where(missing, pos, 0)))
         uniq_col = pc.if_else(pa.array(missing), generated, given_uniq)
         new_uniq = pc.if_else(pa.array(missing), generated, pa.scalar(None, pa.string()))
-    elif uniq is not None:
-        uniq_col = uniq
-        new_uniq = uniq
     else:
         uniq_col = given_uniq
         new_uniq = None
@@ -377,6 +374,7 @@ def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, shard
             plan.queue_ids[chosen] = -1
     if sharding_key is not None:
         sk = _per_message(sharding_key, n, "sharding_key", pa.string())
+        assert sk is not None
         plan.sharding_hash = np.abs(java_hash_codes(sk, n)).astype(np.int64)
         plan.sharding_hash[sk.is_null().to_numpy(zero_copy_only=False)] = -1
     return batch, plan

@@ -221,10 +221,12 @@ def assign_offsets(sizes: np.ndarray, keys: Optional[np.ndarray], start: int, en
                                      out_positions, units.view(np.uint8), counts)
         return queue_ids, queue_offsets, out_positions, units, counts, (None if end < 0 else end)
     if keys is None:
+        assert queue_ids is not None
         queue_ids[:] = (start + np.arange(n)) % groups
         keys = queue_ids
     end = None
     if positions is None:
+        assert write_pos is not None  # positions are computed from it
         np.cumsum(sizes, out=out_positions)
         end = write_pos + (int(out_positions[-1]) if n else 0)
         out_positions += write_pos - np.asarray(sizes, dtype=np.int64)
@@ -278,7 +280,7 @@ class RecordEncoder:
         self.physical_offsets = _i64(physical_offsets)
         self.store_timestamp = int(store_timestamp)
         self.native = _encode is not None
-        self._whole = None
+        self._whole: Optional[memoryview] = None
         if self.native:
             born, store = batch.born_host, batch.store_host
             hosts = born[0] + struct.pack(">iq", born[1], store_timestamp) + store[0] + struct.pack(">i", store[1])
@@ -289,6 +291,7 @@ class RecordEncoder:
 
     def __call__(self, a: int, b: int, out: Optional[np.ndarray] = None):
         sizes = self.batch.sizes
+        assert sizes is not None  # set by record_sizes before a batch is encoded
         nbytes = int(sizes[a:b].sum())
         if not self.native:
             if self._whole is None:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import mmap
 import sys
-from typing import Iterator, Optional
+from dataclasses import dataclass, replace
+from typing import ClassVar, Iterator, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -60,12 +61,12 @@ def scan(store, topic: str, queue_id: int, start: int, end: Optional[int], messa
         queue_offsets = np.arange(pos, pos + n_units, dtype=np.int64)
         offsets = units["offset"].astype(np.int64)
         sizes = units["size"].astype(np.int64)
-        codes = units["tags_code"].astype(np.int64) if batch_filter is not None else None
+        codes = units["tags_code"].astype(np.int64)
         del units
         _release_units(cq, pos, pos + n_units)
         store.stats["consume_queue_units_scanned"] += n_units
         if batch_filter is not None:
-            keep = np.asarray(batch_filter.consume_queue_mask(codes), dtype=bool)
+            keep = np.asarray(batch_filter.consume_queue_mask(codes), dtype=np.bool_)
             offsets, sizes, queue_offsets = offsets[keep], sizes[keep], queue_offsets[keep]
         pos += n_units
         if len(offsets) == 0:
@@ -147,15 +148,15 @@ class _Gather:
 
     def __init__(self, buf: np.ndarray):
         self.buf = buf
-        self._views = {}
+        self._views: dict = {}
 
-    def view(self, dtype: str) -> np.ndarray:
+    def view(self, dtype) -> np.ndarray:
         v = self._views.get(dtype)
         if v is None:
             v = self._views[dtype] = strided_view(self.buf, dtype)
         return v
 
-    def int(self, pos: np.ndarray, width: int, dtype: str) -> np.ndarray:
+    def ints(self, pos: np.ndarray, width: int, dtype: str) -> np.ndarray:
         v = self.view(dtype)
         pos = np.minimum(pos, len(v) - 1)  # positions past the file are caught by the size checks
         return v[pos].astype(np.int64)
@@ -219,21 +220,35 @@ def decode_run(view, base: int, offsets: np.ndarray, sizes: np.ndarray, queue_of
     return pa.RecordBatch.from_arrays(arrays, schema=SCAN_SCHEMA)
 
 
+@dataclass
 class _Fields:
     """A run's decoded fixed fields and spans: numpy arrays (one per record) and Arrow arrays for the texts."""
-    ARRAYS = ("offsets", "queue_offsets", "crc", "flag", "sys_flag", "reconsume", "born_ts", "store_ts",
-              "body_start", "body_end", "props_start", "props_end")
-    ARROW = ("born_host", "store_host", "msg_ids")
+    crc_checked: bool
+    offsets: np.ndarray
+    queue_offsets: np.ndarray
+    crc: np.ndarray
+    flag: np.ndarray
+    sys_flag: np.ndarray
+    reconsume: np.ndarray
+    born_ts: np.ndarray
+    store_ts: np.ndarray
+    body_start: np.ndarray
+    body_end: np.ndarray
+    props_start: np.ndarray
+    props_end: np.ndarray
+    born_host: pa.Array
+    store_host: pa.Array
+    msg_ids: pa.Array
 
-    def __init__(self, crc_checked: bool, **fields):
-        self.crc_checked = crc_checked
-        self.__dict__.update(fields)
+    ARRAYS: ClassVar[tuple[str, ...]] = ("offsets", "queue_offsets", "crc", "flag", "sys_flag", "reconsume",
+                                         "born_ts", "store_ts",
+              "body_start", "body_end", "props_start", "props_end")
+    ARROW: ClassVar[tuple[str, ...]] = ("born_host", "store_host", "msg_ids")
 
     def take(self, idx: np.ndarray) -> "_Fields":
-        taken = {k: getattr(self, k)[idx] for k in self.ARRAYS}
         indices = pa.array(idx)
-        taken.update({k: getattr(self, k).take(indices) for k in self.ARROW})
-        return _Fields(self.crc_checked, **taken)
+        return replace(self, **{k: getattr(self, k)[idx] for k in self.ARRAYS},
+                       **{k: getattr(self, k).take(indices) for k in self.ARROW})
 
 
 def _fields_v4(fast, offsets: np.ndarray, queue_offsets: np.ndarray) -> _Fields:
@@ -243,8 +258,8 @@ def _fields_v4(fast, offsets: np.ndarray, queue_offsets: np.ndarray) -> _Fields:
     born_ts, store_ts, born_key, store_key, body_start, body_end, props_start, props_end = longs
     msg_ids = codec.id_column(ids, n)
     crc_checked = fast[3] is not None  # bodies were copied, and their CRC checked, in the same pass
-    return _Fields(crc_checked, offsets=offsets, queue_offsets=queue_offsets, crc=crc, flag=flag, sys_flag=sys_flag,
-                   reconsume=reconsume, born_ts=born_ts, store_ts=store_ts, body_start=body_start,
+    return _Fields(crc_checked=crc_checked, offsets=offsets, queue_offsets=queue_offsets, crc=crc, flag=flag,
+                   sys_flag=sys_flag, reconsume=reconsume, born_ts=born_ts, store_ts=store_ts, body_start=body_start,
                    body_end=body_end, props_start=props_start, props_end=props_end,
                    born_host=_hosts_from_keys(born_key), store_host=_hosts_from_keys(store_key), msg_ids=msg_ids)
 
@@ -301,15 +316,15 @@ def _decode_fields(buf: np.ndarray, base: int, offsets: np.ndarray, sizes: np.nd
         store_port_pos = store_addr_pos + np.where(store_v6, 16, 4)
         reconsume_pos = store_port_pos + 4
         body_len_pos = reconsume_pos + 4 + 8
-        store_port = g.int(store_port_pos, 4, ">i4")
-        born_host = _hosts_any(g, born_addr_pos, born_v6, g.int(born_port_pos, 4, ">i4"))
+        store_port = g.ints(store_port_pos, 4, ">i4")
+        born_host = _hosts_any(g, born_addr_pos, born_v6, g.ints(born_port_pos, 4, ">i4"))
         store_host = _hosts_any(g, store_addr_pos, store_v6, store_port)
         store_raw = [bytes(g.raw(store_addr_pos[i:i + 1], 16 if store_v6[i] else 4)[0]) for i in range(n)]
         msg_ids = pa.array([codec.create_message_id(a, int(p), int(o))
                             for a, p, o in zip(store_raw, store_port.tolist(), offsets.tolist())], pa.string())
-        store_ts = g.int(store_ts_pos, 8, ">i8")
-        reconsume = g.int(reconsume_pos, 4, ">i4")
-        body_len = g.int(body_len_pos, 4, ">i4")
+        store_ts = g.ints(store_ts_pos, 8, ">i8")
+        reconsume = g.ints(reconsume_pos, 4, ">i4")
+        body_len = g.ints(body_len_pos, 4, ">i4")
         body_pos = body_len_pos + 4
     rec_end = rel + total
     bad = (body_len < 0) | (body_pos + body_len > rec_end)
@@ -317,10 +332,10 @@ def _decode_fields(buf: np.ndarray, base: int, offsets: np.ndarray, sizes: np.nd
         fail(bad, "BODY length exceeds the record")
     topic_len_pos = body_pos + body_len
     v2 = magic == codec.MAGIC_V2
-    topic_len = np.where(v2, g.int(topic_len_pos, 2, ">i2"), g.int(topic_len_pos, 1, ">u1"))
+    topic_len = np.where(v2, g.ints(topic_len_pos, 2, ">i2"), g.ints(topic_len_pos, 1, ">u1"))
     topic_pos = topic_len_pos + np.where(v2, 2, 1)
     props_len_pos = topic_pos + topic_len
-    props_len = g.int(props_len_pos, 2, ">i2")
+    props_len = g.ints(props_len_pos, 2, ">i2")
     props_pos = props_len_pos + 2
     bad = (props_len < 0) | (props_pos + props_len != rec_end)
     if bad.any():
@@ -331,7 +346,8 @@ def _decode_fields(buf: np.ndarray, base: int, offsets: np.ndarray, sizes: np.nd
         bad = g.raw(topic_pos, len(topic_bytes)).view(f"V{len(topic_bytes)}").ravel() != np.void(topic_bytes)
     if bad.any():
         fail(bad, f"record's TOPIC is not {topic!r}")
-    return _Fields(False, offsets=offsets, queue_offsets=queue_offsets, crc=crc, flag=flag, sys_flag=sys_flag,
+    return _Fields(crc_checked=False, offsets=offsets, queue_offsets=queue_offsets, crc=crc, flag=flag,
+                   sys_flag=sys_flag,
                    reconsume=reconsume, born_ts=born_ts, store_ts=store_ts, body_start=body_pos,
                    body_end=body_pos + body_len, props_start=props_pos, props_end=props_pos + props_len,
                    born_host=born_host, store_host=store_host, msg_ids=msg_ids)

@@ -149,6 +149,10 @@ class _Records:
         self.chunks: list[tuple] = []
         self.topics: list[str] = []
         self._topic_index: dict[bytes, int] = {}
+        # the columns, set by freeze() from the chunks
+        self.offset = self.size = self.queue_id = self.queue_offset = self.tags_code = np.zeros(0, np.int64)
+        self.topic = np.zeros(0, np.int32)
+        self.status = np.zeros(0, np.int8)
 
     def topic_index(self, raw: bytes) -> int:
         i = self._topic_index.get(raw)
@@ -199,7 +203,7 @@ class StoreCheck:
         return self.report
 
     def _queues(self) -> list[tuple[str, int]]:
-        found = set()
+        found: set[tuple[str, int]] = set()
         for topic, ids in discover_consume_queues(self.path).items():
             found.update((topic, q) for q in ids)
         return sorted(found)
@@ -296,8 +300,8 @@ class StoreCheck:
             return buf[idx].view(dtype).ravel().astype(np.int64)
 
         # The fixed head (TOTALSIZE .. SYSFLAG) of every record in one gather.
-        head = buf[np.minimum(rel[:, None] + np.arange(_FIXED_HEAD.itemsize, dtype=np.int64), last)]
-        head = head.view(_FIXED_HEAD).ravel()
+        head_bytes = buf[np.minimum(rel[:, None] + np.arange(_FIXED_HEAD.itemsize, dtype=np.int64), last)]
+        head: np.ndarray = head_bytes.view(_FIXED_HEAD).ravel()
         total = head["total"].astype(np.int64)
         end = rel + total
         magic = head["magic"].astype(np.int64)

@@ -71,7 +71,7 @@ class StoreConfig:
         for key, value in values.items():
             if key not in known:
                 raise ValueError(f"{source}: unknown store config key {key!r}; known keys: {', '.join(sorted(known))}")
-            kwargs[key] = _convert(key, value, known[key].type)
+            kwargs[key] = _convert(key, value, str(known[key].type))
         return cls(**kwargs)
 
     def replace(self, **changes) -> "StoreConfig":

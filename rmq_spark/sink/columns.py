@@ -251,9 +251,9 @@ def validate_staged(rows: pa.RecordBatch, max_message_size: int, first_row: int)
         raise RowError(f"row {first_row + row}: body is {int(lengths[row])} bytes, more than maxMessageSize "
                        f"({max_message_size})")
     for name, arr in (("tags", tags), ("keys", keys)):
-        row = _has_separator(arr)
-        if row is not None:
-            raise RowError(f"row {first_row + row}: {name} {arr[row].as_py()!r} contains a reserved separator "
+        at = _has_separator(arr)
+        if at is not None:
+            raise RowError(f"row {first_row + at}: {name} {arr[at].as_py()!r} contains a reserved separator "
                            "(\\x01 or \\x02)")
     off = _offsets(props)
     for name, arr in (("property key", props.keys), ("property value", props.items)):

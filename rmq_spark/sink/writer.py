@@ -132,12 +132,17 @@ class RmqBatchWriter(_Writing, DataSourceArrowWriter):
         self.options, self.columns, self.config = options, columns, config
         self.fresh = fresh  # a sink id made for this job alone: its directory goes when the job ends
 
+    @property
+    def batch_id(self) -> int:
+        assert self.options.batch_id is not None  # batch_options gives every batch write one
+        return self.options.batch_id
+
     def write(self, iterator: Iterator[pa.RecordBatch]) -> RmqCommitMessage:
-        return self._stage(iterator, self.options.batch_id)
+        return self._stage(iterator, self.batch_id)
 
     def commit(self, messages) -> None:
         try:
-            commit_batch(self.options.path, self.options.sink_dir, self.options.sink_id, self.options.batch_id,
+            commit_batch(self.options.path, self.options.sink_dir, self.options.sink_id, self.batch_id,
                          _paths(messages), _topics(messages), self.config)
         except BaseException:
             if self.fresh:  # Spark does not abort a job whose commit failed; nobody would replay this one
@@ -147,6 +152,6 @@ class RmqBatchWriter(_Writing, DataSourceArrowWriter):
             shutil.rmtree(self.options.sink_dir, ignore_errors=True)
 
     def abort(self, messages) -> None:
-        abort_batch(self.options.sink_dir, self.options.batch_id, _paths(messages))
+        abort_batch(self.options.sink_dir, self.batch_id, _paths(messages))
         if self.fresh:
             shutil.rmtree(self.options.sink_dir, ignore_errors=True)
