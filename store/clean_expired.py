@@ -72,7 +72,7 @@ def clean_expired(store, now: Optional[float] = None, periodic: bool = False,
     now = time.time() if now is None else float(now)
     reserved_s = cfg.fileReservedTime * 3600.0
     summary = CleanSummary()
-    with store._write_lock():
+    with store.write_lock():
         used = disk_used_percent(store.commit_log.directory) if disk_used_ratio is None else float(disk_used_ratio)
         space_full = used > cfg.diskMaxUsedSpaceRatio
         forcibly = used > DISK_SPACE_CLEAN_FORCIBLY_RATIO
@@ -102,7 +102,7 @@ def clean_expired(store, now: Optional[float] = None, periodic: bool = False,
             summary.commit_log_files_deleted.append(f.file_name)
             files.delete_file(f)
         cl_min = store.commit_log.min_offset()
-        for topic, queue_ids in store._all_queue_dirs().items():
+        for topic, queue_ids in store.consume_queue_ids().items():
             for qid in queue_ids:
                 summary.consume_queue_files_deleted += store.consume_queue(topic, qid).delete_expired_files(cl_min)
         _fill_offsets(store, summary)
@@ -112,5 +112,5 @@ def clean_expired(store, now: Optional[float] = None, periodic: bool = False,
 def _fill_offsets(store, summary: CleanSummary) -> None:
     cl_min = store.commit_log.min_offset()
     summary.commit_log_min_offset = cl_min
-    for topic, queue_ids in store._all_queue_dirs().items():
+    for topic, queue_ids in store.consume_queue_ids().items():
         summary.min_offsets[topic] = {qid: store.consume_queue(topic, qid).min_offset(cl_min) for qid in queue_ids}

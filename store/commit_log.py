@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass
-from typing import Iterator, Optional
+from typing import Iterator, NamedTuple, Optional
 
 import numpy as np
 
@@ -22,6 +22,13 @@ class AppendSegment:
     last: int
     blank_after: bool
     nbytes: int = 0  # of its records
+
+
+class AppendLayout(NamedTuple):
+    """Where a batch's records go (CommitLog.plan)."""
+    positions: Optional[np.ndarray]  # each record's offset; None when all fit in the current file, back to back
+    segments: list[AppendSegment]    # runs of records per file, with the end-of-file blanks between
+    end: int                         # the log end after the batch
 
 
 @dataclass
@@ -165,8 +172,7 @@ class CommitLog:
 
     # -- writing (under the store's write lock) --------------------------------------------------------------
 
-    def plan(self, write_pos: int, sizes: np.ndarray,
-             total: Optional[int] = None) -> tuple[Optional[np.ndarray], list[AppendSegment], int]:
+    def plan(self, write_pos: int, sizes: np.ndarray, total: Optional[int] = None) -> AppendLayout:
         """Physical offsets for records of the given sizes from write_pos, rolling files as RocketMQ does:
         a record that does not fit with 8 bytes to spare goes to the next file after an end-of-file blank.
         The usual batch fits in the current file: positions None then, each record right after the one before
@@ -178,7 +184,7 @@ class CommitLog:
         total = int(sizes.sum()) if total is None else total
         if n and pos + total <= file_from + self.file_size - codec.END_FILE_MIN_BLANK_LENGTH:
             segments.append(AppendSegment(file_from, pos, 0, n, False, total))
-            return None, segments, pos + total
+            return AppendLayout(None, segments, pos + total)
         positions = np.empty(n, dtype=np.int64)
         i = 0
         while i < n:
@@ -203,7 +209,7 @@ class CommitLog:
             i += fits
             if roll:
                 pos = file_end
-        return positions, segments, pos
+        return AppendLayout(positions, segments, pos)
 
     # Records are encoded this many bytes at a time, each chunk written while the next is encoded: a chunk stays
     # in the CPU's cache (2 MiB of L2 per core here) from encoding to the copy into the page cache, and the

@@ -23,7 +23,7 @@ def _batch_full(cfg, size: int, max_msgs: int, buffer_total: int, message_total:
 
 def get_message(store, group, topic, queue_id, offset, max_msgs, message_filter) -> GetMessageResult:
     try:
-        cq = store._check_queue(topic, queue_id)
+        cq = store.find_consume_queue(topic, queue_id)
     except UnknownTopicError:
         return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
     max_offset_py = store.commit_log_max_offset()

@@ -4,6 +4,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import random
 import struct
 import threading
 import time
@@ -31,7 +32,7 @@ from .put_batch import PutBatchResult, build_batch, incomplete_atomic_start
 from .store_checkpoint import StoreCheckpoint
 from .store_config import SYNC_FLUSH, StoreConfig
 from .tag_hash import tags_hash_code
-from .topic_config import TopicConfig, TopicConfigManager
+from .topic_config import TopicConfig, TopicConfigManager, discover_consume_queues
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,7 @@ class MessageStore:
         self._published_generation: Optional[int] = None
         self._generation = 0  # of the committed end in `lock`: bumped by every writer that publishes one
         self._last_store_ts: Optional[int] = None  # of our newest append not yet covered by the checkpoint
-        self._round_robin: dict[str, int] = {}
+        self._round_robin: dict[str, int] = {}  # topic -> its next round-robin queue
         self.store_host = (codec.local_host_address(), self.config.listenPort)
         if self.config.brokerIP1:
             self.store_host = codec.parse_host((self.config.brokerIP1, self.config.listenPort))
@@ -100,7 +101,7 @@ class MessageStore:
         self._recover_truncate = recover_truncate
         if not read_only:
             try:
-                with self._write_lock():
+                with self.write_lock():
                     abnormal = self._open_abort_file()
                     self._recover(abnormal)
             except BaseException:
@@ -174,7 +175,7 @@ class MessageStore:
             return
         self._closed = True
         if not self.read_only:
-            with self._write_lock():
+            with self.write_lock():
                 self._flush_checkpoint(force=True)
                 if self._abort_fd is not None:
                     try:
@@ -201,8 +202,9 @@ class MessageStore:
         self.close()
 
     @contextmanager
-    def _write_lock(self):
-        """Serialises appends across threads (mutex) and processes (flock on `lock`)."""
+    def write_lock(self):
+        """The append lock, re-entrant: serialises writers across threads (mutex) and processes (flock on
+        `lock`). Retention and recovery take it too; readers never do."""
         if self.read_only:
             raise ReadOnlyStoreError(f"store {self.path} is open read-only")
         with self._mutex:
@@ -226,7 +228,7 @@ class MessageStore:
         e.g. a check of what is stored followed by an append that depends on it. On entry the log end is
         brought up to date (another process's appends seen, a dead writer's complete records dispatched, a
         torn tail cut), so what is read inside is what the next append builds on."""
-        with self._write_lock():
+        with self.write_lock():
             if self._lock_depth == 1:
                 self._sync_write_state()
             yield
@@ -255,7 +257,7 @@ class MessageStore:
         queues = self.config.defaultTopicQueueNums if queues is None else int(queues)
         if not 1 <= queues <= 1024:
             raise ValueError(f"queues must be 1..1024, got {queues}")
-        with self._write_lock():
+        with self.write_lock():
             return self._create_topic_locked(name, queues)
 
     def _create_topic_locked(self, name: str, queues: int) -> TopicConfig:
@@ -276,7 +278,9 @@ class MessageStore:
             self._queues[key] = cq
         return cq
 
-    def _check_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+    def find_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        """RocketMQ's findConsumeQueue for readers: the queue of a topic the store has; UnknownTopicError naming
+        the topic's queues otherwise."""
         cfg = self._topic(topic)
         n = max(cfg.readQueueNums, cfg.writeQueueNums)
         if not 0 <= queue_id < n:
@@ -284,10 +288,10 @@ class MessageStore:
         return self.consume_queue(topic, queue_id)
 
     def max_offset(self, topic: str, queue_id: int) -> int:
-        return self._check_queue(topic, queue_id).max_offset()
+        return self.find_consume_queue(topic, queue_id).max_offset()
 
     def min_offset(self, topic: str, queue_id: int) -> int:
-        cq = self._check_queue(topic, queue_id)
+        cq = self.find_consume_queue(topic, queue_id)
         return cq.min_offset(self.commit_log.min_offset())
 
     def commit_log_min_offset(self) -> int:
@@ -328,7 +332,7 @@ class MessageStore:
                                   queue_id=queue_id, sharding_key=sharding_key, flag=flag,
                                   born_timestamp=born_timestamp, sys_flag=sys_flag, born_host=born_host,
                                   atomic=atomic)
-        with self._write_lock():
+        with self.write_lock():
             return self._append_locked(batch, plan)
 
     def _append_locked(self, batch, plan) -> PutBatchResult:
@@ -337,18 +341,19 @@ class MessageStore:
         for t in batch.topics:
             if t not in self.topic_config.table:
                 self._create_topic_locked(t, self.config.defaultTopicQueueNums)
-        positions, segments, end = self.commit_log.plan(write_pos, batch.sizes, batch.size_total)
-        queue_ids, queue_offsets, positions, units, runs, _ = plan.assign(self, batch.sizes, write_pos,
-                                                                         positions)
-        batch.queue_ids = queue_ids
+        layout = self.commit_log.plan(write_pos, batch.sizes, batch.size_total)
+        end = layout.end
+        placed = plan.assign(self, batch.sizes, write_pos, layout.positions)
+        batch.queue_ids = placed.queue_ids
         store_ts = int(time.time() * 1000)
-        records = record_encoder.RecordEncoder(batch, queue_offsets, positions, store_ts)
+        records = record_encoder.RecordEncoder(batch, placed.queue_offsets, placed.positions, store_ts)
         with disk_full_named(self.commit_log.directory, "the commitlog; nothing of this batch was acknowledged"):
-            self.commit_log.write(segments, records, batch.sizes, sync=self.config.flushDiskType == SYNC_FLUSH)
+            self.commit_log.write(layout.segments, records, batch.sizes,
+                                  sync=self.config.flushDiskType == SYNC_FLUSH)
         self._write_pos = end
         # Dispatch ("reput"): consume-queue units after the commitlog bytes, so a reader never sees a unit first.
-        queues, writes = [], UnitWrites(units)
-        for topic, qid, start, a, b in runs:
+        queues, writes = [], UnitWrites(placed.units)
+        for topic, qid, start, a, b in placed.runs:
             cq = self.consume_queue(topic, qid)
             writes.add(cq, start, a, b - a)
             queues.append((cq, start + b - a))
@@ -363,14 +368,25 @@ class MessageStore:
         self._publish_committed_end(end)
         self._last_store_ts = store_ts
         self._flush_checkpoint()
-        if runs:
+        if placed.runs:
             self.pull_request_hold.notify_message_arriving()
-        return PutBatchResult(batch.topics, batch.topic_index, queue_ids, queue_offsets, positions,
-                              self.store_host, plan.uniq_keys)
+        return PutBatchResult(batch.topics, batch.topic_index, placed.queue_ids, placed.queue_offsets,
+                              placed.positions, self.store_host, plan.uniq_keys)
 
-    def _queue_end(self, topic: str, queue_id: int) -> int:
+    def queue_end(self, topic: str, queue_id: int) -> int:
+        """Where a queue's next unit goes, for an append under the write lock (our own last append's end while no
+        other writer has been here, else the queue's max offset)."""
         end = self._queue_ends.get((topic, queue_id))
         return self.consume_queue(topic, queue_id).max_offset() if end is None else end
+
+    def take_round_robin(self, topic: str, nq: int, count: int) -> int:
+        """The topic's next round-robin queue, moved on by count. A first append starts at random, like a
+        producer, so processes spread out."""
+        start = self._round_robin.get(topic)
+        if start is None:
+            start = random.randrange(nq)
+        self._round_robin[topic] = int((start + count) % nq)
+        return start
 
     def _flush_checkpoint(self, force: bool = False) -> None:
         """At most once a second (RocketMQ flushes every 500 ms): fsync the commitlog's last files and the
@@ -438,7 +454,7 @@ class MessageStore:
 
     def _last_units(self) -> Iterator[tuple[ConsumeQueue, int, int]]:
         """(queue, commitlog offset, size) of every queue's last unit."""
-        for topic, queue_ids in self._all_queue_dirs().items():
+        for topic, queue_ids in self.consume_queue_ids().items():
             for qid in queue_ids:
                 cq = self.consume_queue(topic, qid)
                 mx = cq.max_offset()
@@ -447,8 +463,8 @@ class MessageStore:
                     if len(last) and last["size"][0] > 0:
                         yield cq, int(last["offset"][0]), int(last["size"][0])
 
-    def _all_queue_dirs(self) -> dict[str, list[int]]:
-        from .topic_config import discover_consume_queues
+    def consume_queue_ids(self) -> dict[str, list[int]]:
+        """{topic: queue ids} of every consume-queue directory on disk (what recovery and retention walk)."""
         return discover_consume_queues(self.path)
 
     def _recover(self, abnormal: bool) -> None:
@@ -460,7 +476,7 @@ class MessageStore:
         (a truncated or overwritten tail) gets the crash recovery too, never an append on top of the damage."""
         # The consume queues' own end also bounds the start: a store whose consumequeue/ was deleted (to be
         # rebuilt) or copied without it is re-dispatched from the commitlog.
-        for topic, queue_ids in self._all_queue_dirs().items():
+        for topic, queue_ids in self.consume_queue_ids().items():
             for qid in queue_ids:
                 self._repair_consume_queue(self.consume_queue(topic, qid))
         dispatched, damaged = self._dispatched_tail()
@@ -590,7 +606,7 @@ class MessageStore:
             self.commit_log.truncate(end)
             full_check = True
         if full_check:
-            for topic, queue_ids in self._all_queue_dirs().items():
+            for topic, queue_ids in self.consume_queue_ids().items():
                 for qid in queue_ids:
                     self._truncate_dirty_units(self.consume_queue(topic, qid), end)
         for (topic, qid), recs in pending.items():
@@ -648,7 +664,7 @@ class MessageStore:
         """(units of all queues pointing at or past commitlog offset `end`, how many of their records still
         validate)."""
         dropped = intact = 0
-        for topic, queue_ids in self._all_queue_dirs().items():
+        for topic, queue_ids in self.consume_queue_ids().items():
             for qid in queue_ids:
                 cq = self.consume_queue(topic, qid)
                 lo, mx = cq.first_unit_offset(), cq.max_offset()
@@ -826,7 +842,7 @@ class MessageStore:
     def queue_offset_at(self, topic: str, queue_id: int, commit_log_offset: int, start: int = 0) -> int:
         """The first queue offset at or after `start` whose message lies at or past `commit_log_offset` (the
         queue's max offset if none): where a reader resumes after messages lost in a missing file."""
-        cq = self._check_queue(topic, queue_id)
+        cq = self.find_consume_queue(topic, queue_id)
         lo, hi = max(start, cq.first_unit_offset()), cq.max_offset()
         while lo < hi:
             mid = (lo + hi) // 2

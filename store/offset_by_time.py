@@ -39,7 +39,7 @@ def offset_in_queue_by_time(store, topic: str, queue_id: int, timestamp_ms: int)
     predicate "stored at or after timestamp_ms" is monotonic over a queue and a binary search finds its edge.
     """
     timestamp_ms = int(timestamp_ms)
-    cq = store._check_queue(topic, queue_id)
+    cq = store.find_consume_queue(topic, queue_id)
     lo = cq.min_offset(store.commit_log.min_offset())
     hi = cq.max_offset()
     while lo < hi:

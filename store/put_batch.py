@@ -1,10 +1,9 @@
 """Turning put/put_batch arguments into validated arrays (before the lock), and the result of an append."""
 from __future__ import annotations
 
-import random
 import time
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import NamedTuple, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -77,6 +76,16 @@ def _check_no_separators(arr: Optional[pa.Array], name: str) -> None:
             f"message {i}: {name} {arr[i].as_py()!r} contains a reserved separator (\\x01 or \\x02)")
 
 
+class Assignment(NamedTuple):
+    """Where a batch goes (AppendPlan.assign)."""
+    queue_ids: np.ndarray
+    queue_offsets: np.ndarray
+    positions: np.ndarray  # commitlog offset of each record
+    units: np.ndarray      # the dispatched messages' consume-queue units, grouped by queue
+    runs: list             # (topic, queue_id, first queue offset, start, stop) per queue written: units[start:stop]
+    end: Optional[int]     # the log end after the batch, when positions were computed from write_pos
+
+
 @dataclass
 class AppendPlan:
     topics: list
@@ -99,7 +108,7 @@ class AppendPlan:
         if len(self.topics) == 1 and self.queue_ids is None and self.sharding_hash is None and self.all_dispatched:
             topic = self.topics[0]
             nq = store.topic_config.table[topic].writeQueueNums
-            return None, _take_round_robin(store, topic, nq, n), nq, None
+            return None, store.take_round_robin(topic, nq, n), nq, None
         chosen = self.resolve_queue_ids(store)
         stride = int(chosen.max()) + 1 if n else 1
         if len(self.topics) == 1:
@@ -134,16 +143,13 @@ class AppendPlan:
                 chosen[use] = sh[use] % nq
             rest = np.flatnonzero(chosen < 0)
             if len(rest):
-                chosen[rest] = (_take_round_robin(store, topic, nq, len(rest)) + np.arange(len(rest))) % nq
+                chosen[rest] = (store.take_round_robin(topic, nq, len(rest)) + np.arange(len(rest))) % nq
             out[members] = chosen
         return out
 
-    def assign(self, store, sizes: np.ndarray, write_pos: int, positions: Optional[np.ndarray]):
-        """Each message's consume queue, then where the batch goes: (queue ids, queue offsets, commitlog
-        positions, units, runs, end). Positions come from write_pos (positions None: the batch fits in the
-        current file; end is its end) or are given (end None). Units hold the dispatched messages' consume-queue
-        units grouped by queue, and runs has one (topic, queue_id, first queue offset, start, stop) per queue
-        written, in that order (units[start:stop] are its units)."""
+    def assign(self, store, sizes: np.ndarray, write_pos: int, positions: Optional[np.ndarray]) -> Assignment:
+        """Each message's consume queue, then where the batch goes (Assignment). Positions come from write_pos
+        (positions None: the batch fits in the current file; end is its end) or are given (end None)."""
         keys, start, stride, chosen = self._groups(store)
         n, groups = len(sizes), len(self.topics) * stride
         if keys is None:
@@ -152,26 +158,16 @@ class AppendPlan:
             hit = np.flatnonzero(np.bincount(keys[keys >= 0], minlength=groups)).tolist()
         ends = np.zeros(groups, dtype=np.int64)
         for g in hit:
-            ends[g] = store._queue_end(self.topics[g // stride], g % stride)
+            ends[g] = store.queue_end(self.topics[g // stride], g % stride)
         dispatched = n if self.dispatched is None else int(np.count_nonzero(self.dispatched))
-        queue_ids, queue_offsets, positions, units, counts, end = assign_offsets(
-            sizes, keys, start, ends, write_pos, positions, self.tags, dispatched)
+        placed = assign_offsets(sizes, keys, start, ends, write_pos, positions, self.tags, dispatched)
         runs, at = [], 0
-        for g, count in enumerate(counts.tolist()):
+        for g, count in enumerate(placed.counts.tolist()):
             if count:
                 runs.append((self.topics[g // stride], g % stride, int(ends[g]), at, at + count))
                 at += count
-        return chosen if queue_ids is None else queue_ids, queue_offsets, positions, units, runs, end
-
-
-def _take_round_robin(store, topic: str, nq: int, count: int) -> int:
-    """The topic's next round-robin queue, moved on by count. A first append starts at random, like a producer,
-    so processes spread out."""
-    start = store._round_robin.get(topic)
-    if start is None:
-        start = random.randrange(nq)
-    store._round_robin[topic] = int((start + count) % nq)
-    return start
+        return Assignment(chosen if placed.queue_ids is None else placed.queue_ids, placed.queue_offsets,
+                          placed.positions, placed.units, runs, placed.end)
 
 
 def _topics(topic, n: int):
@@ -337,7 +333,9 @@ def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, shard
         born_timestamps=ints(born_timestamp, "born_timestamp", np.int64, now), born_host=born_host_parsed,
         store_host=store.store_host, reconsume_times=_ZERO_I32, prepared_offsets=_ZERO_I64)
     max_size = store.config.maxMessageSize
-    batch.sizes, batch.size_total, too_long, too_big, separator = record_sizes(batch, max_size)
+    sized = record_sizes(batch, max_size)
+    batch.sizes, batch.size_total = sized.sizes, sized.total
+    too_long, too_big, separator = sized.too_long, sized.too_big, sized.separator
     if separator is not None:  # in tags or keys (the user's properties were checked above)
         i, piece = separator
         p = parts[piece]

@@ -197,9 +197,19 @@ def first_separator(values: pa.Array) -> int:
     return int(np.searchsorted(offsets, offsets[0] + hits[0], side="right")) - 1 if len(hits) else -1
 
 
+class OffsetAssignment(NamedTuple):
+    """Where a batch goes (assign_offsets)."""
+    queue_ids: Optional[np.ndarray]  # each message's queue id when assign_offsets chose them (round robin)
+    queue_offsets: np.ndarray
+    positions: np.ndarray            # commitlog offset of each record
+    units: np.ndarray                # consume-queue units of the dispatched messages, grouped by queue
+    counts: np.ndarray               # messages per group
+    end: Optional[int]               # the log end after the batch, when computed from write_pos
+
+
 def assign_offsets(sizes: np.ndarray, keys: Optional[np.ndarray], start: int, ends: np.ndarray,
                    write_pos: Optional[int], positions: Optional[np.ndarray], tags: Optional[pa.Array],
-                   dispatched: int):
+                   dispatched: int) -> OffsetAssignment:
     """Where a batch goes: (queue ids or None, queue offsets, commitlog positions, consume-queue units, messages
     per group, end). Groups are the consume queues written to. keys: each message's group (-1: not dispatched,
     queue offset 0 and no unit), or None for round robin over the len(ends) groups from `start` (the groups are
@@ -219,7 +229,7 @@ def assign_offsets(sizes: np.ndarray, keys: Optional[np.ndarray], start: int, en
                                      *_text_column(tags),
                                      queue_ids if keys is None else np.empty(0, np.int32), queue_offsets,
                                      out_positions, units.view(np.uint8), counts)
-        return queue_ids, queue_offsets, out_positions, units, counts, (None if end < 0 else end)
+        return OffsetAssignment(queue_ids, queue_offsets, out_positions, units, counts, None if end < 0 else end)
     if keys is None:
         assert queue_ids is not None
         queue_ids[:] = (start + np.arange(n)) % groups
@@ -244,7 +254,7 @@ def assign_offsets(sizes: np.ndarray, keys: Optional[np.ndarray], start: int, en
     units["offset"] = out_positions[order]
     units["size"] = np.asarray(sizes)[order]
     units["tags_code"] = java_hash_codes(tags, n)[order]
-    return queue_ids, queue_offsets, out_positions, units, counts, end
+    return OffsetAssignment(queue_ids, queue_offsets, out_positions, units, counts, end)
 
 
 _NO_TEXT = (np.zeros(0, dtype=np.int32), b"")

@@ -40,7 +40,7 @@ _HEAD_V4 = codec.header_dtype(False, False)  # TOTALSIZE .. BODY length with IPv
 
 def scan(store, topic: str, queue_id: int, start: int, end: Optional[int], message_filter,
          batch_rows: int) -> Iterator[pa.RecordBatch]:
-    cq = store._check_queue(topic, queue_id)
+    cq = store.find_consume_queue(topic, queue_id)
     max_off = cq.max_offset()
     end = max_off if end is None else min(end, max_off)
     pos = max(start, cq.min_offset(store.commit_log.min_offset()))

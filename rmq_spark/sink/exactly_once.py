@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import shutil
+from enum import Enum
 from typing import Optional, Sequence
 
 import pyarrow as pa
@@ -38,6 +39,16 @@ from .columns import MAP_TYPE, STAGED_SCHEMA
 from .staging import batch_dir, fsync_dir, fsync_file, read_staged, remove_batches_through
 
 log = logging.getLogger(__name__)
+
+class CommitOutcome(str, Enum):
+    """What commit_batch did with a batch."""
+    COMMITTED = "committed"  # appended now
+    RESUMED = "resumed"      # an interrupted commit's rest appended (its intent file was found)
+    ALREADY = "already"      # its marker is in the store: nothing appended again
+
+    def __str__(self) -> str:
+        return self.value
+
 
 SINK_COMMIT_TOPIC = "RMQ_SYS_SINK_COMMIT"
 PROP_SINK_ID = "SINK_ID"
@@ -161,8 +172,8 @@ def _append(store: MessageStore, rows: pa.Table) -> None:
 
 
 def commit_batch(path: str, sink_dir: str, sink_id: str, batch_id: int, paths: Sequence[str],
-                 topics: Sequence[str], config=None, crash_point=None) -> str:
-    """Make batch `batch_id` of the sink visible once. Returns "committed", "resumed" or "already".
+                 topics: Sequence[str], config=None, crash_point=None) -> CommitOutcome:
+    """Make batch `batch_id` of the sink visible once, and say how (CommitOutcome).
     `crash_point(name)`, for tests, is called between the steps."""
     step = crash_point or (lambda name: None)
     commit_dir = os.path.join(sink_dir, "commit", str(batch_id))
@@ -174,18 +185,18 @@ def commit_batch(path: str, sink_dir: str, sink_id: str, batch_id: int, paths: S
         table = CommitTable(sink_dir, sink_id)
         with exclusive(store):
             if batch_id in table.committed(store):
-                outcome = "already"
+                outcome = CommitOutcome.ALREADY
                 log.info("sink %s: batch %d is committed already; not appending it again", sink_id, batch_id)
             else:
                 intent = _read_json(intent_path)
                 if intent is not None:
-                    outcome = "resumed"
+                    outcome = CommitOutcome.RESUMED
                     staged = read_staged(intent["paths"])
                     skip = _already_appended(store, staged, intent["queueEnds"])
                     log.warning("sink %s: resuming the interrupted commit of batch %d (%d of %d rows were "
                                 "appended)", sink_id, batch_id, skip, staged.num_rows)
                 else:
-                    outcome = "committed"
+                    outcome = CommitOutcome.COMMITTED
                     os.makedirs(commit_dir, exist_ok=True)
                     moved = []
                     durable = store.config.flushDiskType == SYNC_FLUSH
@@ -206,7 +217,7 @@ def commit_batch(path: str, sink_dir: str, sink_id: str, batch_id: int, paths: S
                 marker = marker_row(sink_id, batch_id, staged.num_rows, store.store_host[0])
                 _append(store, pa.concat_tables([staged.slice(skip), marker]))
                 step("appended")
-        if outcome != "already" or os.path.exists(intent_path):
+        if outcome != CommitOutcome.ALREADY or os.path.exists(intent_path):
             table.committed(store)  # refresh the cache with the new marker
     for p in (intent_path,):
         try:

@@ -12,7 +12,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store import DiskFullError, MessageStore, StoreConfig, commit_log, consume_queue, put_batch, record_encoder
+from store import (
+    DiskFullError,
+    MessageStore,
+    StoreConfig,
+    commit_log,
+    consume_queue,
+    message_store,
+    record_encoder,
+)
 from store import message_codec as codec
 from store.record_encoder import PropertyPart
 from store.tag_hash import tags_hash_code
@@ -281,7 +289,7 @@ def _fill(path, monkeypatch, n_batches=8, threaded=True):
     monkeypatch.setattr(codec, "_uniq_counter", [0xFFFFFFF0])  # generated UNIQ_KEYs, their counter wrapping
     monkeypatch.setattr(codec, "_uniq_prefix", {})
     monkeypatch.setattr(codec.os, "urandom", lambda k: b"\x5a" * k)
-    monkeypatch.setattr(put_batch.random, "randrange", lambda n: n - 1)  # round robin's first queue
+    monkeypatch.setattr(message_store.random, "randrange", lambda n: n - 1)  # round robin's first queue
     config = StoreConfig(mappedFileSizeCommitLog=4096, mappedFileSizeConsumeQueue=20 * 7, brokerIP1="10.0.0.2")
     rng = np.random.default_rng(5)
     with MessageStore(path, config) as s:

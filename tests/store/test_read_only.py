@@ -51,7 +51,7 @@ def test_read_only_does_not_wait_for_a_live_writer_and_sees_its_appends(tmp_path
         from store import MessageStore, StoreConfig
         with MessageStore(sys.argv[1], StoreConfig(mappedFileSizeCommitLog=4096)) as s:
             s.put("L", b"one", queue_id=0)
-            with s._write_lock():  # hold the append lock while the reader works
+            with s.write_lock():  # hold the append lock while the reader works
                 print("holding", flush=True)
                 sys.stdin.readline()
             s.put("L", b"two", queue_id=0)
