@@ -13,7 +13,7 @@ from typing import Optional
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from .offsets import ending_positions, open_store, starting_positions, subscribed_queues
-from .options import SourceOptions
+from .options import EarliestOffsets, SourceOptions
 from .partition import QueueRange, read_partition, split_ranges
 from .pushdown import PushdownResult, translate
 
@@ -30,7 +30,7 @@ class RmqBatchReader(DataSourceReader):
         with open_store(self.opts.path) as store:
             queues = subscribed_queues(store, self.opts.subscription)
             queues = self._prune_queues(queues)
-            starts = starting_positions(store, self.opts, queues, default="earliest")
+            starts = starting_positions(store, self.opts, queues, default=EarliestOffsets(), streaming=False)
             ends = ending_positions(store, self.opts, queues, starts)
             ranges = []
             for q in queues:

@@ -3,16 +3,29 @@ Spark checkpoints: {"topic": {"queueId": nextOffset}}."""
 from __future__ import annotations
 
 import logging
-import re
-from typing import Dict, Iterable, Optional, Tuple
+from typing import Dict, Iterable, Optional
 
 from store import MessageStore, OffsetStore, ReadOffsetType
 
-from .options import EARLIEST, LATEST, RmqOptionError, SourceOptions, Subscription
+from . import option_keys as K
+from .errors import DataLossError, RmqOptionError
+from .options import (
+    EARLIEST,
+    LATEST,
+    Assign,
+    EarliestOffsets,
+    GroupOffsets,
+    Queue,
+    SourceOptions,
+    SpecificOffsets,
+    StartingOffsets,
+    Subscribe,
+    SubscribePattern,
+    Subscription,
+)
 
 log = logging.getLogger(__name__)
 
-Queue = Tuple[str, int]
 Positions = Dict[Queue, int]
 
 
@@ -33,57 +46,41 @@ def from_offset_dict(offsets: Optional[dict]) -> Positions:
     return {(topic, int(qid)): int(off) for topic, queues in (offsets or {}).items() for qid, off in queues.items()}
 
 
-# RocketMQ's system topics (TopicValidator): never matched by a pattern, as Kafka's patterns skip internal
-# topics; naming one in subscribe/assign still reads it. The sink's commit markers live in RMQ_SYS_SINK_COMMIT.
-SYSTEM_TOPIC_PREFIX = "RMQ_SYS_"
-SYSTEM_TOPICS = frozenset({"SCHEDULE_TOPIC_XXXX", "TBW102", "OFFSET_MOVED_EVENT", "SELF_TEST_TOPIC",
-                           "BenchmarkTest", "TRANS_CHECK_MAX_TIME_TOPIC"})
-
-
-def is_system_topic(topic: str) -> bool:
-    return topic.startswith(SYSTEM_TOPIC_PREFIX) or topic in SYSTEM_TOPICS
-
-
 def subscribed_queues(store: MessageStore, sub: Subscription) -> list[Queue]:
     """The queues the subscription names right now (a pattern picks up topics created since the last call)."""
-    if sub.kind == "topics":
-        return [(t, q) for t in sub.topics for q in store.queues(t)]
-    if sub.kind == "pattern":
-        rx = re.compile(sub.pattern or "")
-        return [(t, q) for t in store.topics() if rx.fullmatch(t) and not is_system_topic(t)
-                for q in store.queues(t)]
-    return [(t, q) for t, qs in sub.assign for q in qs]
+    return sub.queues(store)
 
 
 def check_against_store(opts: SourceOptions, store: MessageStore) -> None:
     """Everything that needs the store to check: topics and queue ids exist, offsets name subscribed queues."""
     sub = opts.subscription
-    name = {"topics": "subscribe", "pattern": "subscribePattern", "assign": "assign"}[sub.kind]
     topics = store.topics()
-    if sub.kind == "topics":
-        name = "topic" if "topic" in opts.raw else "subscribe"
+    if isinstance(sub, Subscribe):
         for t in sub.topics:
             if t not in topics:
-                raise RmqOptionError(name, f"unknown topic {t!r}; the store at {opts.path} has: "
-                                           f"{', '.join(topics) or 'no topics'}")
-    elif sub.kind == "assign":
+                raise RmqOptionError(sub.option, f"unknown topic {t!r}; the store at {opts.path} has: "
+                                                 f"{', '.join(topics) or 'no topics'}")
+    elif isinstance(sub, Assign):
         for t, qs in sub.assign:
             if t not in topics:
-                raise RmqOptionError(name, f"unknown topic {t!r}; the store has: {', '.join(topics) or 'no topics'}")
+                raise RmqOptionError(sub.option, f"unknown topic {t!r}; the store has: "
+                                                 f"{', '.join(topics) or 'no topics'}")
             have = store.queues(t)
             for q in qs:
                 if q not in have:
-                    raise RmqOptionError(name, f"topic {t!r} has queues 0..{len(have) - 1}; queue {q} does not exist")
-    subscribed = None if sub.kind == "pattern" else set(subscribed_queues(store, sub))
-    for opt, value in (("startingOffsets", opts.starting_offsets),
-                       ("startingOffsetsByTimestamp", opts.starting_offsets_by_timestamp),
-                       ("endingOffsets", opts.ending_offsets)):
-        if not isinstance(value, dict):
+                    raise RmqOptionError(sub.option, f"topic {t!r} has queues 0..{len(have) - 1}; queue {q} does "
+                                                     f"not exist")
+    subscribed = None if isinstance(sub, SubscribePattern) else set(subscribed_queues(store, sub))
+    by_time = opts.starting_offsets_by_timestamp
+    for opt, spec in ((K.STARTING_OFFSETS, opts.starting_offsets),
+                      (K.STARTING_OFFSETS_BY_TIMESTAMP, None if by_time is None else SpecificOffsets(by_time)),
+                      (K.ENDING_OFFSETS, opts.ending_offsets)):
+        if not isinstance(spec, SpecificOffsets):
             continue
-        for t, qs in value.items():
+        for t, qs in spec.offsets.items():
             if t not in topics:
                 raise RmqOptionError(opt, f"unknown topic {t!r}")
-            if sub.kind == "pattern" and not re.fullmatch(sub.pattern or "", t):
+            if isinstance(sub, SubscribePattern) and not sub.matches(t):
                 raise RmqOptionError(opt, f"topic {t!r} does not match subscribePattern {sub.pattern!r}")
             have = store.queues(t)
             for q in qs:
@@ -94,15 +91,16 @@ def check_against_store(opts: SourceOptions, store: MessageStore) -> None:
                                               f"({sub.describe()})")
 
 
-def starting_positions(store: MessageStore, opts: SourceOptions, queues: Iterable[Queue], default: str) -> Positions:
-    """Where a fresh query starts on each queue. Timestamps take precedence, then startingOffsets (default
+def starting_positions(store: MessageStore, opts: SourceOptions, queues: Iterable[Queue],
+                       default: StartingOffsets, streaming: bool) -> Positions:
+    """Where a fresh query starts on each queue. Timestamps take precedence, then startingOffsets (else
     `default`); queues an explicit JSON does not name start at earliest. A start past a queue's end is an
     error for batch reads, and for streams unless failOnDataLoss=false, which starts at the end (Kafka's
     rule)."""
     positions = _starting_positions(store, opts, list(queues), default)
-    option = "startingOffsets" if opts.starting_offsets != "group" else "startingOffsets=group (committed offset)"
-    return check_past_end(store, positions, option, streaming=default == "latest",
-                          fail_on_data_loss=opts.fail_on_data_loss)
+    option = "startingOffsets=group (committed offset)" if isinstance(opts.starting_offsets, GroupOffsets) \
+        else K.STARTING_OFFSETS
+    return check_past_end(store, positions, option, streaming=streaming, fail_on_data_loss=opts.fail_on_data_loss)
 
 
 def check_past_end(store: MessageStore, positions: Positions, option: str, *, streaming: bool,
@@ -125,7 +123,8 @@ def check_past_end(store: MessageStore, positions: Positions, option: str, *, st
     return out
 
 
-def _starting_positions(store: MessageStore, opts: SourceOptions, queues: list, default: str) -> Positions:
+def _starting_positions(store: MessageStore, opts: SourceOptions, queues: list,
+                        default: StartingOffsets) -> Positions:
     if opts.starting_timestamp is not None or opts.starting_offsets_by_timestamp is not None:
         out = {}
         for t, q in queues:
@@ -136,14 +135,14 @@ def _starting_positions(store: MessageStore, opts: SourceOptions, queues: list, 
             out[(t, q)] = store.min_offset(t, q) if ts is None else store.offset_for_timestamp(t, q, ts)
         return out
     how = opts.starting_offsets if opts.starting_offsets is not None else default
-    if how == "group":
+    if isinstance(how, GroupOffsets):
         return _group_positions(store, opts, queues)
     out = {}
     for t, q in queues:
-        if isinstance(how, dict):
-            off = how.get(t, {}).get(q, EARLIEST)
+        if isinstance(how, SpecificOffsets):
+            off = how.get(t, q, EARLIEST)
         else:
-            off = EARLIEST if how == "earliest" else LATEST
+            off = EARLIEST if isinstance(how, EarliestOffsets) else LATEST
         out[(t, q)] = resolve(store, t, q, off)
     return out
 
@@ -163,15 +162,15 @@ def ending_positions(store: MessageStore, opts: SourceOptions, queues: Iterable[
     how = opts.ending_offsets
     out = {}
     for t, q in queues:
-        off = how.get(t, {}).get(q, LATEST) if isinstance(how, dict) else LATEST
+        off = how.get(t, q, LATEST) if isinstance(how, SpecificOffsets) else LATEST
         out[(t, q)] = resolve(store, t, q, off)
         if off in (LATEST, EARLIEST):
             continue
         start = None if starts is None else starts.get((t, q))
         if start is not None and out[(t, q)] < start:
-            raise RmqOptionError("endingOffsets", f"topic {t!r} queue {q}: ending offset {off} is below the "
+            raise RmqOptionError(K.ENDING_OFFSETS, f"topic {t!r} queue {q}: ending offset {off} is below the "
                                                   f"starting offset {start}")
-    return check_past_end(store, out, "endingOffsets", streaming=False, fail_on_data_loss=True)
+    return check_past_end(store, out, K.ENDING_OFFSETS, streaming=False, fail_on_data_loss=True)
 
 
 def _group_positions(store: MessageStore, opts: SourceOptions, queues: list) -> Positions:
@@ -225,6 +224,4 @@ def check_data_loss(topic: str, qid: int, wanted: int, available: int, fail: boo
     log.warning("%s; continuing at %d (failOnDataLoss=false)", text, available)
 
 
-class DataLossError(RuntimeError):
-    pass
 

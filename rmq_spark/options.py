@@ -11,17 +11,12 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Union
 
-# Canonical names (Spark hands them to us lower-cased).
-OPTION_NAMES = (
-    "path", "topic", "subscribe", "subscribePattern", "assign",
-    "tags", "sql", "expressionType", "subExpression",
-    "startingOffsets", "startingTimestamp", "startingOffsetsByTimestamp", "endingOffsets",
-    "maxMessagesPerTrigger", "maxBytesPerTrigger", "minMessagesPerTrigger", "maxTriggerDelay",
-    "consumerGroup", "commitOffsets", "failOnDataLoss", "minPartitions", "pollTimeoutMs", "readOnly",
-    "metricsPath",
-)
+from . import option_keys as K
+from .errors import RmqOptionError
+
+OPTION_NAMES = K.SOURCE_OPTIONS  # as users spell them (Spark hands them to us lower-cased)
 
 EARLIEST, LATEST = -2, -1
 _GROUP_NAME = re.compile(r"[%|a-zA-Z0-9_-]{1,255}")
@@ -29,27 +24,97 @@ _DURATION = re.compile(r"\s*(\d+)\s*(ms|s|m|min|h|d)?\s*", re.IGNORECASE)
 _DURATION_MS = {None: 1, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
-class RmqOptionError(ValueError):
-    """Bad input for the rmq source, naming the option at fault."""
+# RocketMQ's system topics (TopicValidator): never matched by a pattern, as Kafka's patterns skip internal
+# topics; naming one in subscribe/assign still reads it. The sink's commit markers live in RMQ_SYS_SINK_COMMIT.
+SYSTEM_TOPIC_PREFIX = "RMQ_SYS_"
+SYSTEM_TOPICS = frozenset({"SCHEDULE_TOPIC_XXXX", "TBW102", "OFFSET_MOVED_EVENT", "SELF_TEST_TOPIC",
+                           "BenchmarkTest", "TRANS_CHECK_MAX_TIME_TOPIC"})
 
-    def __init__(self, option: str, message: str):
-        self.option = option
-        super().__init__(f"option '{option}': {message}")
+
+def is_system_topic(topic: str) -> bool:
+    return topic.startswith(SYSTEM_TOPIC_PREFIX) or topic in SYSTEM_TOPICS
+
+
+Queue = tuple[str, int]
+
+
+# -- subscriptions (Kafka's SubscribeStrategy, SubscribePatternStrategy, AssignStrategy) ----------------------
+
+@dataclass(frozen=True)
+class Subscribe:
+    """Every queue of the named topics (options topic / subscribe)."""
+    topics: tuple[str, ...]
+    option: str = K.SUBSCRIBE  # the option it came from, for messages
+
+    def queues(self, store) -> list[Queue]:
+        return [(t, q) for t in self.topics for q in store.queues(t)]
+
+    def describe(self) -> str:
+        return "subscribe=" + ",".join(self.topics)
 
 
 @dataclass(frozen=True)
-class Subscription:
-    kind: str                                  # "topics" | "pattern" | "assign"
-    topics: tuple = ()                         # for "topics"
-    pattern: Optional[str] = None              # for "pattern"
-    assign: tuple = ()                         # for "assign": ((topic, (qid, ...)), ...)
+class SubscribePattern:
+    """Every queue of the topics whose whole name matches, system topics excepted (picks up new topics)."""
+    pattern: str
+    option: str = K.SUBSCRIBE_PATTERN
+
+    def queues(self, store) -> list[Queue]:
+        rx = re.compile(self.pattern)
+        return [(t, q) for t in store.topics() if rx.fullmatch(t) and not is_system_topic(t)
+                for q in store.queues(t)]
+
+    def matches(self, topic: str) -> bool:
+        return re.fullmatch(self.pattern, topic) is not None
 
     def describe(self) -> str:
-        if self.kind == "topics":
-            return "subscribe=" + ",".join(self.topics)
-        if self.kind == "pattern":
-            return "subscribePattern=" + str(self.pattern)
+        return "subscribePattern=" + self.pattern
+
+
+@dataclass(frozen=True)
+class Assign:
+    """Exactly these queues: ((topic, (queue id, ...)), ...)."""
+    assign: tuple[tuple[str, tuple[int, ...]], ...]
+    option: str = K.ASSIGN
+
+    def queues(self, store) -> list[Queue]:
+        return [(t, q) for t, qs in self.assign for q in qs]
+
+    def describe(self) -> str:
         return "assign=" + json.dumps({t: list(q) for t, q in self.assign}, sort_keys=True)
+
+
+Subscription = Union[Subscribe, SubscribePattern, Assign]
+
+
+# -- offset specs (Kafka's EarliestOffsetRangeLimit, LatestOffsetRangeLimit, SpecificOffsetRangeLimit) --------
+
+@dataclass(frozen=True)
+class EarliestOffsets:
+    """Each queue's min offset."""
+
+
+@dataclass(frozen=True)
+class LatestOffsets:
+    """Each queue's max offset (where the next message goes)."""
+
+
+@dataclass(frozen=True)
+class GroupOffsets:
+    """The consumer group's committed offset of each queue (its min offset where there is none)."""
+
+
+@dataclass(frozen=True)
+class SpecificOffsets:
+    """{topic: {queue id: offset}}; EARLIEST (-2) and LATEST (-1) as Kafka writes them."""
+    offsets: dict = field(default_factory=dict)
+
+    def get(self, topic: str, queue_id: int, default: int) -> int:
+        return self.offsets.get(topic, {}).get(queue_id, default)
+
+
+StartingOffsets = Union[EarliestOffsets, LatestOffsets, GroupOffsets, SpecificOffsets]
+EndingOffsets = Union[LatestOffsets, SpecificOffsets]
 
 
 @dataclass(frozen=True)
@@ -58,10 +123,10 @@ class SourceOptions:
     subscription: Subscription
     tags: Optional[str] = None
     sql: Optional[str] = None
-    starting_offsets: object = None            # None (mode default) | "earliest" | "latest" | "group" | dict
+    starting_offsets: Optional[StartingOffsets] = None  # None: the mode's default (earliest for batch reads)
     starting_timestamp: Optional[int] = None
     starting_offsets_by_timestamp: Optional[dict] = None
-    ending_offsets: object = "latest"          # "latest" | dict
+    ending_offsets: EndingOffsets = LatestOffsets()
     max_messages_per_trigger: Optional[int] = None
     max_bytes_per_trigger: Optional[int] = None
     min_messages_per_trigger: Optional[int] = None
@@ -94,65 +159,63 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
     """Static checks (names, syntax, numbers). Checks against the store are in check_against_store."""
     opts = canonical_options(options, OPTION_NAMES, 'format("rmq")')
 
-    path = opts.get("path")
+    path = opts.get(K.PATH)
     if path is None or not str(path).strip():
-        raise RmqOptionError("path", "the store directory is required: .option(\"path\", dir) or .load(dir)")
+        raise RmqOptionError(K.PATH, "the store directory is required: .option(\"path\", dir) or .load(dir)")
     path = os.path.abspath(os.path.expanduser(str(path)))
     if not os.path.isdir(path):
-        raise RmqOptionError("path", f"store directory {path} does not exist")
+        raise RmqOptionError(K.PATH, f"store directory {path} does not exist")
     if not (os.path.isdir(os.path.join(path, "commitlog")) or os.path.isdir(os.path.join(path, "consumequeue"))):
-        raise RmqOptionError("path", f"{path} is not a message store (it has neither commitlog/ nor consumequeue/)")
+        raise RmqOptionError(K.PATH, f"{path} is not a message store (it has neither commitlog/ nor consumequeue/)")
 
     subscription = _subscription(opts)
     tags, sql = _selectors(opts)
-    read_only = _bool(opts, "readOnly", not os.path.exists(os.path.join(path, ".rmq-spark")))
-    starting = _starting_offsets(opts.get("startingOffsets"))
-    ts = _int(opts, "startingTimestamp", None, minimum=0)
+    read_only = _bool(opts, K.READ_ONLY, not os.path.exists(os.path.join(path, ".rmq-spark")))
+    starting = _starting_offsets(opts.get(K.STARTING_OFFSETS))
+    ts = _int(opts, K.STARTING_TIMESTAMP, None, minimum=0)
     ts_by_queue = None
-    if "startingOffsetsByTimestamp" in opts:
-        ts_by_queue = _offset_json("startingOffsetsByTimestamp", opts["startingOffsetsByTimestamp"], minimum=0)
+    if K.STARTING_OFFSETS_BY_TIMESTAMP in opts:
+        ts_by_queue = _offset_json(K.STARTING_OFFSETS_BY_TIMESTAMP, opts[K.STARTING_OFFSETS_BY_TIMESTAMP], minimum=0)
     if ts is not None and ts_by_queue is not None:
-        raise RmqOptionError("startingTimestamp", "give startingTimestamp or startingOffsetsByTimestamp, not both")
-    ending = opts.get("endingOffsets", "latest")
-    if ending.strip().lower() == "latest":
-        ending = "latest"
-    else:
-        ending = _offset_json("endingOffsets", ending, minimum=LATEST)
+        raise RmqOptionError(K.STARTING_TIMESTAMP, "give startingTimestamp or startingOffsetsByTimestamp, not both")
+    ending_text = opts.get(K.ENDING_OFFSETS, "latest")
+    ending: EndingOffsets = LatestOffsets() if ending_text.strip().lower() == "latest" else \
+        SpecificOffsets(_offset_json(K.ENDING_OFFSETS, ending_text, minimum=LATEST))
 
-    delay = opts.get("maxTriggerDelay")
+    delay = opts.get(K.MAX_TRIGGER_DELAY)
     delay_ms = 15 * 60_000
     if delay is not None:
         m = _DURATION.fullmatch(delay)
         if not m:
-            raise RmqOptionError("maxTriggerDelay", f"{delay!r} is not a duration such as '500ms', '30s' or '15m'")
+            raise RmqOptionError(K.MAX_TRIGGER_DELAY, f"{delay!r} is not a duration such as '500ms', '30s' or '15m'")
         delay_ms = int(m.group(1)) * _DURATION_MS[m.group(2).lower() if m.group(2) else None]
-    if "maxTriggerDelay" in opts and "minMessagesPerTrigger" not in opts:
-        raise RmqOptionError("maxTriggerDelay", "only means something with minMessagesPerTrigger")
-    max_msgs = _int(opts, "maxMessagesPerTrigger", None, minimum=1)
-    min_msgs = _int(opts, "minMessagesPerTrigger", None, minimum=1)
+    if K.MAX_TRIGGER_DELAY in opts and K.MIN_MESSAGES_PER_TRIGGER not in opts:
+        raise RmqOptionError(K.MAX_TRIGGER_DELAY, "only means something with minMessagesPerTrigger")
+    max_msgs = _int(opts, K.MAX_MESSAGES_PER_TRIGGER, None, minimum=1)
+    min_msgs = _int(opts, K.MIN_MESSAGES_PER_TRIGGER, None, minimum=1)
     if max_msgs is not None and min_msgs is not None and min_msgs > max_msgs:
-        raise RmqOptionError("minMessagesPerTrigger", f"{min_msgs} exceeds maxMessagesPerTrigger {max_msgs}")
+        raise RmqOptionError(K.MIN_MESSAGES_PER_TRIGGER, f"{min_msgs} exceeds maxMessagesPerTrigger {max_msgs}")
 
-    group = opts.get("consumerGroup")
+    group = opts.get(K.CONSUMER_GROUP)
     if group is None:
         group = default_consumer_group(path, subscription, tags, sql)
     elif not _GROUP_NAME.fullmatch(group):
-        raise RmqOptionError("consumerGroup", f"{group!r} must match ^[%|a-zA-Z0-9_-]+$ (at most 255 characters)")
+        raise RmqOptionError(K.CONSUMER_GROUP, f"{group!r} must match ^[%|a-zA-Z0-9_-]+$ (at most 255 characters)")
 
     return SourceOptions(
         path=path, subscription=subscription, tags=tags, sql=sql,
         starting_offsets=starting, starting_timestamp=ts, starting_offsets_by_timestamp=ts_by_queue,
         ending_offsets=ending,
         max_messages_per_trigger=max_msgs,
-        max_bytes_per_trigger=_int(opts, "maxBytesPerTrigger", None, minimum=1),
+        max_bytes_per_trigger=_int(opts, K.MAX_BYTES_PER_TRIGGER, None, minimum=1),
         min_messages_per_trigger=min_msgs, max_trigger_delay_ms=delay_ms,
         consumer_group=group,
-        commit_offsets=_bool(opts, "commitOffsets", not read_only),
-        fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
-        min_partitions=_int(opts, "minPartitions", None, minimum=1),
-        poll_timeout_ms=_int(opts, "pollTimeoutMs", 0, minimum=0),
+        commit_offsets=_bool(opts, K.COMMIT_OFFSETS, not read_only),
+        fail_on_data_loss=_bool(opts, K.FAIL_ON_DATA_LOSS, True),
+        min_partitions=_int(opts, K.MIN_PARTITIONS, None, minimum=1),
+        poll_timeout_ms=_int(opts, K.POLL_TIMEOUT_MS, 0, minimum=0),
         read_only=read_only,
-        metrics_path=opts.get("metricsPath"),
+        metrics_path=opts.get(K.METRICS_PATH),
         raw=opts,
     )
 
@@ -165,26 +228,26 @@ def default_consumer_group(path: str, subscription: Subscription, tags: Optional
 
 
 def _subscription(opts: dict) -> Subscription:
-    given = [n for n in ("topic", "subscribe", "subscribePattern", "assign") if n in opts]
+    given = [n for n in (K.TOPIC, K.SUBSCRIBE, K.SUBSCRIBE_PATTERN, K.ASSIGN) if n in opts]
     if not given:
-        raise RmqOptionError("subscribe", "say which queues to read: one of 'topic' / 'subscribe' (comma-separated "
+        raise RmqOptionError(K.SUBSCRIBE, "say which queues to read: one of 'topic' / 'subscribe' (comma-separated "
                                           "topics), 'subscribePattern' (a regex) or 'assign' (JSON)")
     if len(given) > 1:
         raise RmqOptionError(given[1], f"give exactly one of topic / subscribe / subscribePattern / assign, "
                                        f"not {' and '.join(given)}")
     name = given[0]
     value = opts[name]
-    if name in ("topic", "subscribe"):
+    if name in (K.TOPIC, K.SUBSCRIBE):
         topics = tuple(dict.fromkeys(t.strip() for t in value.split(",") if t.strip()))
         if not topics:
             raise RmqOptionError(name, "no topic given")
-        return Subscription("topics", topics=topics)
-    if name == "subscribePattern":
+        return Subscribe(topics, option=name)
+    if name == K.SUBSCRIBE_PATTERN:
         try:
             re.compile(value)
         except re.error as e:
             raise RmqOptionError(name, f"{value!r} is not a valid regular expression: {e}") from None
-        return Subscription("pattern", pattern=value)
+        return SubscribePattern(value)
     try:
         data = json.loads(value)
     except json.JSONDecodeError as e:
@@ -194,49 +257,55 @@ def _subscription(opts: dict) -> Subscription:
             for q in data.values()):
         raise RmqOptionError(name, f"expected a JSON object of topic -> list of queue ids such as "
                                    f"{{\"TopicA\": [0, 1]}}, got {value!r}")
-    return Subscription("assign", assign=tuple((t, tuple(sorted(set(q)))) for t, q in sorted(data.items())))
+    return Assign(tuple((t, tuple(sorted(set(q)))) for t, q in sorted(data.items())))
 
 
 def _selectors(opts: dict) -> tuple[Optional[str], Optional[str]]:
     from filters import FilterParseError, MessageFilter
 
-    tags, sql = opts.get("tags"), opts.get("sql")
-    etype = opts.get("expressionType")
-    sub = opts.get("subExpression")
+    tags, sql = opts.get(K.TAGS), opts.get(K.SQL)
+    etype = opts.get(K.EXPRESSION_TYPE)
+    sub = opts.get(K.SUB_EXPRESSION)
     if etype is not None or sub is not None:
         if etype is None:
-            raise RmqOptionError("expressionType", "subExpression needs expressionType (TAG or SQL92)")
+            raise RmqOptionError(K.EXPRESSION_TYPE, "subExpression needs expressionType (TAG or SQL92)")
         kind = etype.strip().upper()
         if kind not in ("TAG", "SQL92"):
-            raise RmqOptionError("expressionType", f"{etype!r} must be TAG or SQL92")
+            raise RmqOptionError(K.EXPRESSION_TYPE, f"{etype!r} must be TAG or SQL92")
         if sub is None:
-            raise RmqOptionError("subExpression", f"expressionType={kind} needs a subExpression")
-        target = "tags" if kind == "TAG" else "sql"
+            raise RmqOptionError(K.SUB_EXPRESSION, f"expressionType={kind} needs a subExpression")
+        target = K.TAGS if kind == "TAG" else K.SQL
         if opts.get(target) is not None:
-            raise RmqOptionError("subExpression", f"expressionType={kind} with subExpression is the same as "
+            raise RmqOptionError(K.SUB_EXPRESSION, f"expressionType={kind} with subExpression is the same as "
                                                   f"'{target}'; give one of them")
         if kind == "TAG":
             tags = sub
         else:
             sql = sub
-    for name, value, build in (("tags", tags, MessageFilter.by_tags), ("sql", sql, MessageFilter.by_sql)):
+    for name, value, build in ((K.TAGS, tags, MessageFilter.by_tags), (K.SQL, sql, MessageFilter.by_sql)):
         if value is None:
             continue
         try:
             build(value)
         except FilterParseError as e:
-            source = name if name in opts else "subExpression"
+            source = name if name in opts else K.SUB_EXPRESSION
             raise RmqOptionError(source, str(e)) from None
     return tags, sql
 
 
-def _starting_offsets(value: Optional[str]):
+_STARTING_WORDS: dict[str, StartingOffsets] = {
+    "earliest": EarliestOffsets(), "latest": LatestOffsets(), "group": GroupOffsets(),
+}
+
+
+def _starting_offsets(value: Optional[str]) -> Optional[StartingOffsets]:
     if value is None:
         return None
-    word = value.strip().lower()
-    if word in ("earliest", "latest", "group"):
+    word = _STARTING_WORDS.get(value.strip().lower())
+    if word is not None:
         return word
-    return _offset_json("startingOffsets", value, minimum=EARLIEST, words="earliest | latest | group | ")
+    return SpecificOffsets(_offset_json(K.STARTING_OFFSETS, value, minimum=EARLIEST,
+                                        words="earliest | latest | group | "))
 
 
 def _offset_json(name: str, value: str, minimum: int, words: str = "") -> dict:

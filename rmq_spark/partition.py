@@ -18,7 +18,8 @@ from pyspark.sql.datasource import InputPartition
 
 from store import MissingFileError
 
-from .offsets import DataLossError, check_data_loss, open_store
+from .errors import DataLossError
+from .offsets import check_data_loss, open_store
 from .schema import to_spark_batch
 
 log = logging.getLogger(__name__)

@@ -9,8 +9,9 @@ from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
 from .batch_reader import RmqBatchReader, RmqPushdownBatchReader
+from .errors import RmqOptionError
 from .offsets import check_against_store, open_store
-from .options import RmqOptionError, parse_options
+from .options import parse_options
 from .schema import SCHEMA
 from .stream_reader import RmqStreamReader
 

@@ -23,8 +23,8 @@ from pyspark.sql.streaming.datasource import (
 
 from store import MessageStore
 
+from .errors import DataLossError
 from .offsets import (
-    DataLossError,
     OffsetCommitter,
     Positions,
     check_data_loss,
@@ -34,7 +34,7 @@ from .offsets import (
     subscribed_queues,
     to_offset_dict,
 )
-from .options import SourceOptions
+from .options import LatestOffsets, SourceOptions
 from .partition import QueueRange, read_partition, split_ranges
 from .rate_limit import limit_by_bytes, split_by_backlog
 
@@ -72,7 +72,8 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # Spark asks more than once; "latest" must not move between the calls.
         if self._initial is None:
             queues = subscribed_queues(self.store, self.opts.subscription)
-            self._initial = to_offset_dict(starting_positions(self.store, self.opts, queues, default="latest"))
+            self._initial = to_offset_dict(starting_positions(self.store, self.opts, queues,
+                                                              default=LatestOffsets(), streaming=True))
             log.info("rmq stream starts at %s", self._initial)
         return self._initial
 

@@ -9,7 +9,7 @@ from typing import Optional
 
 from pyspark.sql.types import StructType
 
-from ..options import RmqOptionError
+from ..errors import RmqOptionError
 from .columns import check_input_schema
 from .exactly_once import SINK_COMMIT_TOPIC
 from .sink_options import batch_options, stream_options

@@ -28,7 +28,7 @@ from store.message_codec import MAX_PROPERTIES_LENGTH, PROPERTY_UNIQ_KEY, check_
 from store.native import value_offsets
 from store.properties_column import compact_map, map_lookup
 
-from ..options import RmqOptionError
+from ..errors import RmqOptionError, RowError
 
 MAP_TYPE = pa.map_(pa.string(), pa.string())
 
@@ -88,10 +88,6 @@ def check_input_schema(schema: StructType, topic_option: Optional[str]) -> dict:
     if "topic" not in found and topic_option is None:
         raise RmqOptionError("topic", "no topic: give option(\"topic\", name) or a `topic` column")
     return found
-
-
-class RowError(ValueError):
-    """A bad value in one row: names the row's position in the task's input and the reason."""
 
 
 def _plain(arr: pa.Array, typ: pa.DataType) -> pa.Array:

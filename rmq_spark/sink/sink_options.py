@@ -14,10 +14,12 @@ from typing import Mapping, Optional
 
 from store.message_codec import MAX_TOPIC_LENGTH
 
-from ..options import RmqOptionError, canonical_options
+from .. import option_keys as K
+from ..errors import RmqOptionError
+from ..options import canonical_options
 
 # queryName: Spark hands a streaming query's .queryName(...) to its sink as an option; accepted and unused.
-OPTION_NAMES = ("path", "topic", "sinkId", "batchId", "storeConfig", "checkpointLocation", "queryName")
+OPTION_NAMES = K.SINK_OPTIONS
 _SAFE_DIR = re.compile(r"[A-Za-z0-9._-]{1,100}")
 
 
@@ -43,37 +45,37 @@ def _known(options: Mapping[str, str]) -> dict:
 
 
 def _path(opts: dict) -> str:
-    path = opts.get("path")
+    path = opts.get(K.PATH)
     if path is None or not str(path).strip():
-        raise RmqOptionError("path", "the store directory is required: .option(\"path\", dir) or .save(dir)")
+        raise RmqOptionError(K.PATH, "the store directory is required: .option(\"path\", dir) or .save(dir)")
     path = os.path.abspath(os.path.expanduser(str(path)))
     if os.path.isdir(os.path.join(path, "commitlog")) and os.listdir(os.path.join(path, "commitlog")) and \
             not os.path.exists(os.path.join(path, ".rmq-spark")):
         # A broker's store: a live broker may own it, and its recovery knows nothing of our sink records.
-        raise RmqOptionError("path", f"{path} holds a store that rmq-spark did not create (no .rmq-spark marker); "
+        raise RmqOptionError(K.PATH, f"{path} holds a store that rmq-spark did not create (no .rmq-spark marker); "
                                      "the sink appends only to stores it owns (read a broker's store instead)")
     if os.path.exists(path) and not os.path.isdir(path):
-        raise RmqOptionError("path", f"{path} exists and is not a directory")
+        raise RmqOptionError(K.PATH, f"{path} exists and is not a directory")
     return path
 
 
 def _topic(opts: dict) -> Optional[str]:
-    topic = opts.get("topic")
+    topic = opts.get(K.TOPIC)
     if topic is None:
         return None
     from store.message_codec import check_topic
     try:
         check_topic(topic)
     except ValueError as e:
-        raise RmqOptionError("topic", f"{e} (topics are 1..{MAX_TOPIC_LENGTH} characters of [A-Za-z0-9_%|-])") \
+        raise RmqOptionError(K.TOPIC, f"{e} (topics are 1..{MAX_TOPIC_LENGTH} characters of [A-Za-z0-9_%|-])") \
             from None
     return topic
 
 
 def _sink_id(opts: dict) -> Optional[str]:
-    sink_id = opts.get("sinkId")
+    sink_id = opts.get(K.SINK_ID)
     if sink_id is not None and (not sink_id.strip() or len(sink_id) > 255 or any(c in sink_id for c in "\x01\x02")):
-        raise RmqOptionError("sinkId", f"{sink_id!r} must be 1..255 characters without \\x01/\\x02")
+        raise RmqOptionError(K.SINK_ID, f"{sink_id!r} must be 1..255 characters without \\x01/\\x02")
     return sink_id
 
 
@@ -81,14 +83,14 @@ def stream_options(options: Mapping[str, str]) -> SinkOptions:
     """df.writeStream: sinkId defaults to the query id kept in the checkpoint (stable across restarts from it,
     new when the checkpoint is deleted), else a hash of the checkpoint path."""
     opts = _known(options)
-    if "batchId" in opts:
-        raise RmqOptionError("batchId", "only for batch writes (df.write); a stream's batch ids come from Spark")
+    if K.BATCH_ID in opts:
+        raise RmqOptionError(K.BATCH_ID, "only for batch writes (df.write); a stream's batch ids come from Spark")
     path, topic = _path(opts), _topic(opts)
-    checkpoint = opts.get("checkpointLocation")
+    checkpoint = opts.get(K.CHECKPOINT_LOCATION)
     sink_id = _sink_id(opts)
     if sink_id is None:
         if not checkpoint:
-            raise RmqOptionError("sinkId", "required for a stream whose checkpoint location the sink is not told "
+            raise RmqOptionError(K.SINK_ID, "required for a stream whose checkpoint location the sink is not told "
                                            "(set option(\"checkpointLocation\", ...) on the query, or option "
                                            "(\"sinkId\", ...) naming this sink uniquely and stably)")
         sink_id = default_stream_sink_id(checkpoint)
@@ -114,9 +116,9 @@ def batch_options(options: Mapping[str, str]) -> SinkOptions:
     opts = _known(options)
     path, topic = _path(opts), _topic(opts)
     sink_id = _sink_id(opts)
-    raw_batch = opts.get("batchId")
+    raw_batch = opts.get(K.BATCH_ID)
     if (sink_id is None) != (raw_batch is None):
-        missing = "batchId" if raw_batch is None else "sinkId"
+        missing = K.BATCH_ID if raw_batch is None else K.SINK_ID
         raise RmqOptionError(missing, "give sinkId and batchId together for an idempotent batch write "
                                       "(or neither: every df.write then appends once)")
     batch_id = None
@@ -124,20 +126,20 @@ def batch_options(options: Mapping[str, str]) -> SinkOptions:
         try:
             batch_id = int(raw_batch)
         except ValueError:
-            raise RmqOptionError("batchId", f"{raw_batch!r} is not an integer") from None
+            raise RmqOptionError(K.BATCH_ID, f"{raw_batch!r} is not an integer") from None
         if batch_id < 0:
-            raise RmqOptionError("batchId", f"{batch_id} must be >= 0")
+            raise RmqOptionError(K.BATCH_ID, f"{batch_id} must be >= 0")
     if sink_id is None:
         sink_id, batch_id = f"write-{uuid.uuid4().hex}", 0
     return SinkOptions(path=path, topic=topic, sink_id=sink_id, batch_id=batch_id,
-                       checkpoint=opts.get("checkpointLocation"), store_config=_config_path(opts))
+                       checkpoint=opts.get(K.CHECKPOINT_LOCATION), store_config=_config_path(opts))
 
 
 def _config_path(opts: dict) -> Optional[str]:
-    value = opts.get("storeConfig")
+    value = opts.get(K.STORE_CONFIG)
     if value is None:
         return None
     value = os.path.abspath(os.path.expanduser(value))
     if not os.path.isfile(value):
-        raise RmqOptionError("storeConfig", f"{value}: no such file (a broker.conf-style key=value file)")
+        raise RmqOptionError(K.STORE_CONFIG, f"{value}: no such file (a broker.conf-style key=value file)")
     return value

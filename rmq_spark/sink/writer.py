@@ -19,7 +19,8 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 from store.message_codec import local_host_address
 from store.store_config import StoreConfig
 
-from .columns import RowError, to_staged, validate_staged
+from ..errors import RowError
+from .columns import to_staged, validate_staged
 from .exactly_once import abort_batch, commit_batch
 from .sink_options import SinkOptions
 from .staging import StagedFile, batch_dir

@@ -1,0 +1,19 @@
+"""The Spark edge's errors: every one names what the user can fix (an option, a row, the data that was lost)."""
+from __future__ import annotations
+
+
+class RmqOptionError(ValueError):
+    """Bad input for the rmq source or sink, naming the option at fault."""
+
+    def __init__(self, option: str, message: str):
+        self.option = option
+        super().__init__(f"option '{option}': {message}")
+
+
+class DataLossError(RuntimeError):
+    """Messages a query was to read are gone (retention, a missing file, offsets past a queue's end); raised
+    when failOnDataLoss is true, as Kafka's source does."""
+
+
+class RowError(ValueError):
+    """A bad value in one row given to the sink: names the row's position in the task's input and the reason."""
