@@ -642,8 +642,8 @@ typedef struct { /* one encoded chunk on its way to the file */
 /* The hand-over between the encoding thread and the writer: counters, not a mutex and condition variable.
  * Both sides wait by spinning (pause, and a sched_yield every 64 turns so a busy core is given up): a wait
  * lasts one chunk's encode or pwrite, tens of microseconds, while waking a thread that sleeps on a condition
- * variable costs about as much on a virtual machine, once per chunk (measured: with the mutex the thread
- * gained nothing on two cores; with counters, 10,000 x 100 B records 0.90 -> 0.76 ms a call). */
+ * variable costs about as much on a virtual machine, once per chunk (with a mutex the thread gained nothing
+ * on two cores; with counters it does where it runs at all). */
 typedef struct {
     Job jobs[RING];
     long published, done;   /* chunks handed over / written; jobs[done % RING] is the next to write */

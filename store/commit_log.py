@@ -212,24 +212,19 @@ class CommitLog:
         return AppendLayout(positions, segments, pos)
 
     # Records are encoded this many bytes at a time, each chunk written while the next is encoded: a chunk stays
-    # in the CPU's cache (2 MiB of L2 per core here) from encoding to the copy into the page cache, and the
-    # page cache takes bigger writes for less per byte (C, 2.65 MB into fallocated space: 0.80 ms a call in
-    # 256 KiB pwrites, 0.77 in 1 MiB, 0.69 in one). 1 MiB against 256 KiB, 10,000 x 100 B per put_batch, best
-    # of 10-12 rounds: 1.23-1.26 ms a call against 1.28-1.33.
+    # in the CPU's cache from encoding to the copy into the page cache, and the page cache takes bigger writes
+    # for less per byte; 1 MiB measured faster than 256 KiB (benchmarks/store_bench.py).
     WRITE_CHUNK = 1 << 20
-    # A second thread writes one chunk while the next is encoded only with more than two CPUs. On this project's
-    # two-core machines it lost in sustained appends of 10,000 x 100 B per put_batch, even with the spinning
-    # hand-over (1.94-2.14 ms a call against 1.75-1.94 without; with a mutex it had lost too), though one
-    # write_batch timed alone, caches warm, gains (0.90 -> 0.76 ms): two busy threads on two vCPUs slow each
+    # A second thread writes one chunk while the next is encoded only with more than two CPUs: on two cores it
+    # lost in sustained appends, though one batch timed alone gains; two busy threads on two vCPUs slow each
     # other more than the overlap gives, and Spark or the kernel's writeback want the other core anyway.
     WRITE_THREAD = len(os.sched_getaffinity(0)) > 2 if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1) > 2
 
     # Disk blocks are allocated ahead of the write position, this many bytes at a time (fallocate): a write into
-    # allocated blocks costs the page cache less than one into a hole (10,000 x 100 B records, 2.6 MB a
-    # pwrite on ext4: 0.52-0.59 ms against 0.61-0.70), and a full disk fails the allocation, before any byte
-    # of the batch is written, rather than a write in the middle of it. A file system without fallocate
-    # gets glibc's emulation (posix_fallocate), which reserves the blocks by writing. The reservation runs as far
-    # ahead as the file is written (a small store reserves little), at most ALLOCATE_AHEAD.
+    # allocated blocks costs the page cache less than one into a hole, and a full disk fails the allocation,
+    # before any byte of the batch is written, rather than a write in the middle of it. A file system without
+    # fallocate gets glibc's emulation (posix_fallocate), which reserves the blocks by writing. The reservation
+    # runs as far ahead as the file is written (a small store reserves little), at most ALLOCATE_AHEAD.
     ALLOCATE_AHEAD = 16 << 20
 
     def _allocate(self, f, rel_start: int, rel_end: int) -> None:
