@@ -97,6 +97,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
+    for add in (add_produce_command, add_consume_command, add_topics_command, add_stat_command, add_check_command,
+                add_clean_command, add_recover_command):
+        add(sub, common)
+    return parser
+
+
+def add_produce_command(sub, common) -> None:
     p = sub.add_parser("produce", parents=[common], help="append messages",
                        description="Append messages: each BODY argument is one message, or --file reads JSON lines "
                                    '({"body": "...", "tags": "...", "keys": [...], "properties": {...}, '
@@ -118,6 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("bodies", nargs="*", metavar="BODY", help="message bodies, one message each")
     p.set_defaults(run=cmd_produce)
 
+
+def add_consume_command(sub, common) -> None:
     p = sub.add_parser("consume", parents=[common], help="pull messages from a topic",
                        description="Pull messages the way a RocketMQ consumer does (get_message, advancing "
                                    "next_begin_offset), from one queue or every queue of the topic in turn.")
@@ -136,11 +145,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON object per message")
     p.set_defaults(run=cmd_consume)
 
+
+def add_topics_command(sub, common) -> None:
     p = sub.add_parser("topics", parents=[common], help="list topics",
                        description="List the topics with their queue counts and message counts.")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=cmd_topics)
 
+
+def add_stat_command(sub, common) -> None:
     p = sub.add_parser("stat", parents=[common], help="per-queue offsets and group lag",
                        description="Per queue: min and max offset and the messages between them; with --group, "
                                    "the group's committed offset and its lag (max - committed).")
@@ -149,6 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=cmd_stat)
 
+
+def add_check_command(sub, common) -> None:
     p = sub.add_parser("check", parents=[common], help="verify every record and consume-queue unit",
                        description="Walk every commitlog record (MAGICCODE, sizes, PHYSICALOFFSET, body CRC) and "
                                    "every consume-queue unit (it points at a valid record of its topic and queue "
@@ -157,9 +172,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.add_argument("--progress", action="store_true", help="show progress bars even when stderr is not a terminal")
     p.set_defaults(run=cmd_check)
-    add_clean_command(sub, common)
-    add_recover_command(sub, common)
-    return parser
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -245,90 +257,118 @@ class _Message:
         self.born_timestamp = born_timestamp
 
 
-def _parse_line(text: str, lineno: int, default_topic: Optional[str]) -> _Message:
-    def bad(reason: str) -> UsageError:
-        return UsageError(f"line {lineno}: {reason}")
+class _LineError(Exception):
+    """What is wrong with one input line (_parse_line adds its number)."""
 
+
+def _parse_line(text: str, lineno: int, default_topic: Optional[str]) -> _Message:
+    """One JSON line of `produce --file` as a message; UsageError naming the line and the field at fault."""
+    try:
+        obj = _line_object(text)
+        topic = _line_topic(obj, default_topic)
+        body = _line_body(obj)
+        tags, keys = _line_tags_and_keys(obj)
+        props = _line_properties(obj)
+        queue_id = obj.get("queue_id")
+        if queue_id is not None and (isinstance(queue_id, bool) or not isinstance(queue_id, int) or queue_id < 0):
+            raise _LineError(f'"queue_id" must be a non-negative integer, got {queue_id!r}')
+        sharding_key = obj.get("sharding_key")
+        if sharding_key is not None and not isinstance(sharding_key, str):
+            raise _LineError(f'"sharding_key" must be a string, got {sharding_key!r}')
+        born = obj.get("born_timestamp")
+        if born is not None and (isinstance(born, bool) or not isinstance(born, int)):
+            raise _LineError(f'"born_timestamp" must be an integer (ms since the epoch), got {born!r}')
+    except _LineError as e:
+        raise UsageError(f"line {lineno}: {e}") from None
+    return _Message(topic, body, tags, keys, props, queue_id, sharding_key, born)
+
+
+def _line_object(text: str) -> dict:
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as e:
-        raise bad(f"not valid JSON: {e.msg} at column {e.colno}") from None
+        raise _LineError(f"not valid JSON: {e.msg} at column {e.colno}") from None
     if not isinstance(obj, dict):
-        raise bad(f"expected a JSON object, got {type(obj).__name__}")
+        raise _LineError(f"expected a JSON object, got {type(obj).__name__}")
     unknown = sorted(set(obj) - _LINE_FIELDS - _STORED_FIELDS)
     if unknown:
-        raise bad(f"unknown field {unknown[0]!r} (known: {', '.join(sorted(_LINE_FIELDS))})")
+        raise _LineError(f"unknown field {unknown[0]!r} (known: {', '.join(sorted(_LINE_FIELDS))})")
+    return obj
+
+
+def _line_topic(obj: dict, default_topic: Optional[str]) -> str:
     topic = obj.get("topic", default_topic)
     if topic is None:
-        raise bad('no "topic" in the line and no --topic given')
+        raise _LineError('no "topic" in the line and no --topic given')
     if not isinstance(topic, str):
-        raise bad(f'"topic" must be a string, got {topic!r}')
+        raise _LineError(f'"topic" must be a string, got {topic!r}')
     from store.message_codec import check_topic
     try:
         check_topic(topic)
     except ValueError as e:
-        raise bad(str(e)) from None
+        raise _LineError(str(e)) from None
+    return topic
+
+
+def _line_body(obj: dict) -> bytes:
     if "body" not in obj:
-        raise bad('"body" is missing')
+        raise _LineError('"body" is missing')
     body = obj["body"]
     if not isinstance(body, str):
-        raise bad(f'"body" must be a string, got {type(body).__name__}')
+        raise _LineError(f'"body" must be a string, got {type(body).__name__}')
     b64 = obj.get("body_base64", False)
     if not isinstance(b64, bool):
-        raise bad(f'"body_base64" must be true or false, got {b64!r}')
-    if b64:
-        try:
-            body = base64.b64decode(body, validate=True)
-        except (binascii.Error, ValueError):
-            raise bad('"body" is not valid base64 (body_base64 is true)') from None
-    else:
-        body = body.encode("utf-8", "surrogatepass")
+        raise _LineError(f'"body_base64" must be true or false, got {b64!r}')
+    if not b64:
+        return body.encode("utf-8", "surrogatepass")
+    try:
+        return base64.b64decode(body, validate=True)
+    except (binascii.Error, ValueError):
+        raise _LineError('"body" is not valid base64 (body_base64 is true)') from None
+
+
+def _line_tags_and_keys(obj: dict) -> tuple[Optional[str], Optional[str]]:
     tags = obj.get("tags")
     if tags is not None and not isinstance(tags, str):
-        raise bad(f'"tags" must be a string, got {tags!r}')
+        raise _LineError(f'"tags" must be a string, got {tags!r}')
     keys = obj.get("keys")
     if isinstance(keys, list):
         if not all(isinstance(k, str) for k in keys):
-            raise bad('"keys" must be a list of strings')
+            raise _LineError('"keys" must be a list of strings')
         keys = " ".join(k for k in keys if k) or None
     elif keys is not None and not isinstance(keys, str):
-        raise bad(f'"keys" must be a list of strings or a space-separated string, got {keys!r}')
-    props = obj.get("properties")
-    if props is not None:
-        if not isinstance(props, dict):
-            raise bad(f'"properties" must be an object, got {type(props).__name__}')
-        converted = {}
-        for k, v in props.items():
-            if isinstance(v, bool):
-                v = "true" if v else "false"
-            elif isinstance(v, (int, float)):
-                v = str(v)
-            elif not isinstance(v, str):
-                raise bad(f"property {k!r}: values must be strings, numbers or booleans, got {v!r}")
-            if not k or not v:
-                raise bad(f"property {k!r}={v!r}: empty keys or values are not stored")
-            if "\x01" in k or "\x02" in k or "\x01" in v or "\x02" in v:
-                raise bad(f"property {k!r}: keys and values may not contain \\x01 or \\x02")
-            converted[k] = v
-        # The line's own tags/keys fields say what TAGS/KEYS are (a consume --json line carries both).
-        if "tags" in obj:
-            converted.pop("TAGS", None)
-        if "keys" in obj:
-            converted.pop("KEYS", None)
-        props = converted or None
-    queue_id = obj.get("queue_id")
-    if queue_id is not None and (isinstance(queue_id, bool) or not isinstance(queue_id, int) or queue_id < 0):
-        raise bad(f'"queue_id" must be a non-negative integer, got {queue_id!r}')
-    sharding_key = obj.get("sharding_key")
-    if sharding_key is not None and not isinstance(sharding_key, str):
-        raise bad(f'"sharding_key" must be a string, got {sharding_key!r}')
-    born = obj.get("born_timestamp")
-    if born is not None and (isinstance(born, bool) or not isinstance(born, int)):
-        raise bad(f'"born_timestamp" must be an integer (ms since the epoch), got {born!r}')
+        raise _LineError(f'"keys" must be a list of strings or a space-separated string, got {keys!r}')
     for name, value in (("tags", tags), ("keys", keys)):
         if value is not None and ("\x01" in value or "\x02" in value):
-            raise bad(f'"{name}" may not contain \\x01 or \\x02')
-    return _Message(topic, body, tags, keys, props, queue_id, sharding_key, born)
+            raise _LineError(f'"{name}" may not contain \\x01 or \\x02')
+    return tags, keys
+
+
+def _line_properties(obj: dict) -> Optional[dict]:
+    props = obj.get("properties")
+    if props is None:
+        return None
+    if not isinstance(props, dict):
+        raise _LineError(f'"properties" must be an object, got {type(props).__name__}')
+    converted = {}
+    for k, v in props.items():
+        if isinstance(v, bool):
+            v = "true" if v else "false"
+        elif isinstance(v, (int, float)):
+            v = str(v)
+        elif not isinstance(v, str):
+            raise _LineError(f"property {k!r}: values must be strings, numbers or booleans, got {v!r}")
+        if not k or not v:
+            raise _LineError(f"property {k!r}={v!r}: empty keys or values are not stored")
+        if "\x01" in k or "\x02" in k or "\x01" in v or "\x02" in v:
+            raise _LineError(f"property {k!r}: keys and values may not contain \\x01 or \\x02")
+        converted[k] = v
+    # The line's own tags/keys fields say what TAGS/KEYS are (a consume --json line carries both).
+    if "tags" in obj:
+        converted.pop("TAGS", None)
+    if "keys" in obj:
+        converted.pop("KEYS", None)
+    return converted or None
 
 
 def _check_message(store, m: _Message, lineno: int, queue_counts: dict) -> None:

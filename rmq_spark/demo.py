@@ -172,14 +172,7 @@ def progress_line(p: dict, store: MessageStore, store_dir: str) -> str:
 # --- Main ----------------------------------------------------------------------------------------------------
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m rmq_spark.demo", description=__doc__.splitlines()[0])
-    ap.add_argument("--messages", type=int, default=20_000, help="orders in the store before the query starts")
-    ap.add_argument("--bursts", type=int, default=6, help="bursts the producer adds while the query runs")
-    ap.add_argument("--burst-size", type=int, default=2_500, help="orders per burst (one burst a second)")
-    ap.add_argument("--max-per-trigger", type=int, default=6_000, help="maxMessagesPerTrigger of the query")
-    ap.add_argument("--timeout", type=float, default=150, help="give up when not caught up after this many s")
-    args = ap.parse_args(argv)
-
+    args = _arguments(argv)
     started = time.monotonic()
     store_dir, checkpoint = os.path.abspath(STORE_DIR), os.path.abspath(CHECKPOINT_DIR)
     for d in (store_dir, checkpoint):
@@ -205,65 +198,18 @@ def main(argv=None) -> int:
         print(f"Spark {spark.version} session {spark.sparkContext.master} started in {time.monotonic() - t0:.1f} s")
         print(f"Query: tags `{TAG_SELECTOR}`, sql `{SQL_SELECTOR}`, maxMessagesPerTrigger {args.max_per_trigger}, "
               f"checkpoint {checkpoint}\n", flush=True)
-
-        def bursts():
-            for _ in range(args.bursts):
-                time.sleep(1.0)
-                producer.produce(args.burst_size)
-
-        query = pipeline(spark, store_dir, checkpoint, args.max_per_trigger)
-        query_started = time.monotonic()
-        # The bursts start once the first batch is done (it also starts Spark's Python workers), so the lag
-        # moves while the query runs.
-        feeder = threading.Thread(target=bursts, name="producer", daemon=True)
-        print(HEADER + "\n", end="", flush=True)
-        printed, batches, rows_in, error = set(), 0, 0, None
-        deadline = time.monotonic() + args.timeout
-
-        def print_new() -> None:
-            nonlocal batches, rows_in
-            for p in query.recentProgress:
-                if p["batchId"] in printed or (p["numInputRows"] == 0 and offsets_read(p) == 0):
-                    continue
-                printed.add(p["batchId"])
-                batches += 1
-                rows_in += p["numInputRows"]
-                print(progress_line(p, store, store_dir), flush=True)
-
-        # Run until the producer is done and the group has committed everything it produced (lag 0 per queue).
-        while True:
-            time.sleep(0.25)
-            if query.exception() is not None:
-                error = query.exception()
-                break
-            print_new()
-            if batches and feeder.ident is None:
-                feeder.start()
-            if feeder.ident is not None and not feeder.is_alive() and sum(lags(store, store_dir).values()) == 0:
-                break
-            if time.monotonic() > deadline:
-                error = f"not caught up after {args.timeout:.0f} s"
-                break
-        query.stop()
-        print_new()
-        elapsed = time.monotonic() - query_started
+        batches, rows_in, elapsed, error = _run_query(spark, store, store_dir, checkpoint, producer, args)
         if error is not None:
             print(f"\nFAILED: {error}", file=sys.stderr)
             spark.stop()
             return 1
-
-        # Count the output with a batch read: every matching order once, none twice.
-        from pyspark.sql import functions as F
-        out = spark.read.format("rmq").option("topic", TARGET_TOPIC).load(store_dir)
-        counts = out.agg(F.count("*").alias("rows"),
-                         F.countDistinct(F.col("properties")["source_msg_id"]).alias("distinct"),
-                         F.sum(F.when(F.col("tags") == "High", 1).otherwise(0)).alias("high")).first()
+        counts = _count_output(spark, store_dir)
         spark.stop()
         final_lag = lags(store, store_dir)
-        expected = producer.matching
         written = queue_total(store, TARGET_TOPIC)
 
     report = check_store(store_dir)
+    expected = producer.matching
     duplicates, missing = counts["rows"] - counts["distinct"], expected - counts["distinct"]
     print(f"\nSummary ({time.monotonic() - started:.1f} s in all, query {elapsed:.1f} s)")
     print(f"  produced      {producer.produced} orders into {SOURCE_TOPIC}; {expected} match the selectors")
@@ -276,6 +222,71 @@ def main(argv=None) -> int:
           f".venv/bin/rmq -s {STORE_DIR} consume --topic {TARGET_TOPIC} --tags High --max 3   ·   notebooks/")
     ok = report.ok and duplicates == 0 and missing == 0 and written == expected and sum(final_lag.values()) == 0
     return 0 if ok else 1
+
+
+def _arguments(argv) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m rmq_spark.demo", description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--messages", type=int, default=20_000, help="orders in the store before the query starts")
+    ap.add_argument("--bursts", type=int, default=6, help="bursts the producer adds while the query runs")
+    ap.add_argument("--burst-size", type=int, default=2_500, help="orders per burst (one burst a second)")
+    ap.add_argument("--max-per-trigger", type=int, default=6_000, help="maxMessagesPerTrigger of the query")
+    ap.add_argument("--timeout", type=float, default=150, help="give up when not caught up after this many s")
+    return ap.parse_args(argv)
+
+
+def _run_query(spark, store, store_dir: str, checkpoint: str, producer: "Producer", args):
+    """Run the pipeline until the producer is done and the group has committed everything it produced (lag 0
+    per queue), printing a line per microbatch. Returns (batches, rows in, seconds, error or None)."""
+    def bursts():
+        for _ in range(args.bursts):
+            time.sleep(1.0)
+            producer.produce(args.burst_size)
+
+    query = pipeline(spark, store_dir, checkpoint, args.max_per_trigger)
+    query_started = time.monotonic()
+    # The bursts start once the first batch is done (it also starts Spark's Python workers), so the lag
+    # moves while the query runs.
+    feeder = threading.Thread(target=bursts, name="producer", daemon=True)
+    print(HEADER + "\n", end="", flush=True)
+    printed: set = set()
+    batches, rows_in, error = 0, 0, None
+    deadline = time.monotonic() + args.timeout
+
+    def print_new() -> None:
+        nonlocal batches, rows_in
+        for p in query.recentProgress:
+            if p["batchId"] in printed or (p["numInputRows"] == 0 and offsets_read(p) == 0):
+                continue
+            printed.add(p["batchId"])
+            batches += 1
+            rows_in += p["numInputRows"]
+            print(progress_line(p, store, store_dir), flush=True)
+
+    while True:
+        time.sleep(0.25)
+        if query.exception() is not None:
+            error = query.exception()
+            break
+        print_new()
+        if batches and feeder.ident is None:
+            feeder.start()
+        if feeder.ident is not None and not feeder.is_alive() and sum(lags(store, store_dir).values()) == 0:
+            break
+        if time.monotonic() > deadline:
+            error = f"not caught up after {args.timeout:.0f} s"
+            break
+    query.stop()
+    print_new()
+    return batches, rows_in, time.monotonic() - query_started, error
+
+
+def _count_output(spark, store_dir: str):
+    """A batch read of the output: rows, distinct source messages, rows tagged High."""
+    from pyspark.sql import functions as F
+    out = spark.read.format("rmq").option("topic", TARGET_TOPIC).load(store_dir)
+    return out.agg(F.count("*").alias("rows"),
+                   F.countDistinct(F.col("properties")["source_msg_id"]).alias("distinct"),
+                   F.sum(F.when(F.col("tags") == "High", 1).otherwise(0)).alias("high")).first()
 
 
 if __name__ == "__main__":

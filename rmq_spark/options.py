@@ -158,7 +158,36 @@ def canonical_options(options: Mapping[str, str], names, what: str) -> dict:
 def parse_options(options: Mapping[str, str]) -> SourceOptions:
     """Static checks (names, syntax, numbers). Checks against the store are in check_against_store."""
     opts = canonical_options(options, OPTION_NAMES, 'format("rmq")')
+    path = _store_path(opts)
+    subscription = _subscription(opts)
+    tags, sql = _selectors(opts)
+    read_only = _bool(opts, K.READ_ONLY, not os.path.exists(os.path.join(path, ".rmq-spark")))
+    ts, ts_by_queue = _starting_timestamps(opts)
+    max_msgs, min_msgs, delay_ms = _trigger_limits(opts)
+    group = opts.get(K.CONSUMER_GROUP)
+    if group is None:
+        group = default_consumer_group(path, subscription, tags, sql)
+    elif not _GROUP_NAME.fullmatch(group):
+        raise RmqOptionError(K.CONSUMER_GROUP, f"{group!r} must match ^[%|a-zA-Z0-9_-]+$ (at most 255 characters)")
+    return SourceOptions(
+        path=path, subscription=subscription, tags=tags, sql=sql,
+        starting_offsets=_starting_offsets(opts.get(K.STARTING_OFFSETS)), starting_timestamp=ts,
+        starting_offsets_by_timestamp=ts_by_queue, ending_offsets=_ending_offsets(opts),
+        max_messages_per_trigger=max_msgs,
+        max_bytes_per_trigger=_int(opts, K.MAX_BYTES_PER_TRIGGER, None, minimum=1),
+        min_messages_per_trigger=min_msgs, max_trigger_delay_ms=delay_ms,
+        consumer_group=group,
+        commit_offsets=_bool(opts, K.COMMIT_OFFSETS, not read_only),
+        fail_on_data_loss=_bool(opts, K.FAIL_ON_DATA_LOSS, True),
+        min_partitions=_int(opts, K.MIN_PARTITIONS, None, minimum=1),
+        poll_timeout_ms=_int(opts, K.POLL_TIMEOUT_MS, 0, minimum=0),
+        read_only=read_only,
+        metrics_path=opts.get(K.METRICS_PATH),
+        raw=opts,
+    )
 
+
+def _store_path(opts: dict) -> str:
     path = opts.get(K.PATH)
     if path is None or not str(path).strip():
         raise RmqOptionError(K.PATH, "the store directory is required: .option(\"path\", dir) or .load(dir)")
@@ -167,21 +196,28 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         raise RmqOptionError(K.PATH, f"store directory {path} does not exist")
     if not (os.path.isdir(os.path.join(path, "commitlog")) or os.path.isdir(os.path.join(path, "consumequeue"))):
         raise RmqOptionError(K.PATH, f"{path} is not a message store (it has neither commitlog/ nor consumequeue/)")
+    return path
 
-    subscription = _subscription(opts)
-    tags, sql = _selectors(opts)
-    read_only = _bool(opts, K.READ_ONLY, not os.path.exists(os.path.join(path, ".rmq-spark")))
-    starting = _starting_offsets(opts.get(K.STARTING_OFFSETS))
+
+def _starting_timestamps(opts: dict) -> tuple[Optional[int], Optional[dict]]:
     ts = _int(opts, K.STARTING_TIMESTAMP, None, minimum=0)
     ts_by_queue = None
     if K.STARTING_OFFSETS_BY_TIMESTAMP in opts:
         ts_by_queue = _offset_json(K.STARTING_OFFSETS_BY_TIMESTAMP, opts[K.STARTING_OFFSETS_BY_TIMESTAMP], minimum=0)
     if ts is not None and ts_by_queue is not None:
         raise RmqOptionError(K.STARTING_TIMESTAMP, "give startingTimestamp or startingOffsetsByTimestamp, not both")
-    ending_text = opts.get(K.ENDING_OFFSETS, "latest")
-    ending: EndingOffsets = LatestOffsets() if ending_text.strip().lower() == "latest" else \
-        SpecificOffsets(_offset_json(K.ENDING_OFFSETS, ending_text, minimum=LATEST))
+    return ts, ts_by_queue
 
+
+def _ending_offsets(opts: dict) -> EndingOffsets:
+    text = opts.get(K.ENDING_OFFSETS, "latest")
+    if text.strip().lower() == "latest":
+        return LatestOffsets()
+    return SpecificOffsets(_offset_json(K.ENDING_OFFSETS, text, minimum=LATEST))
+
+
+def _trigger_limits(opts: dict) -> tuple[Optional[int], Optional[int], int]:
+    """(maxMessagesPerTrigger, minMessagesPerTrigger, maxTriggerDelay in ms)."""
     delay = opts.get(K.MAX_TRIGGER_DELAY)
     delay_ms = 15 * 60_000
     if delay is not None:
@@ -195,29 +231,7 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
     min_msgs = _int(opts, K.MIN_MESSAGES_PER_TRIGGER, None, minimum=1)
     if max_msgs is not None and min_msgs is not None and min_msgs > max_msgs:
         raise RmqOptionError(K.MIN_MESSAGES_PER_TRIGGER, f"{min_msgs} exceeds maxMessagesPerTrigger {max_msgs}")
-
-    group = opts.get(K.CONSUMER_GROUP)
-    if group is None:
-        group = default_consumer_group(path, subscription, tags, sql)
-    elif not _GROUP_NAME.fullmatch(group):
-        raise RmqOptionError(K.CONSUMER_GROUP, f"{group!r} must match ^[%|a-zA-Z0-9_-]+$ (at most 255 characters)")
-
-    return SourceOptions(
-        path=path, subscription=subscription, tags=tags, sql=sql,
-        starting_offsets=starting, starting_timestamp=ts, starting_offsets_by_timestamp=ts_by_queue,
-        ending_offsets=ending,
-        max_messages_per_trigger=max_msgs,
-        max_bytes_per_trigger=_int(opts, K.MAX_BYTES_PER_TRIGGER, None, minimum=1),
-        min_messages_per_trigger=min_msgs, max_trigger_delay_ms=delay_ms,
-        consumer_group=group,
-        commit_offsets=_bool(opts, K.COMMIT_OFFSETS, not read_only),
-        fail_on_data_loss=_bool(opts, K.FAIL_ON_DATA_LOSS, True),
-        min_partitions=_int(opts, K.MIN_PARTITIONS, None, minimum=1),
-        poll_timeout_ms=_int(opts, K.POLL_TIMEOUT_MS, 0, minimum=0),
-        read_only=read_only,
-        metrics_path=opts.get(K.METRICS_PATH),
-        raw=opts,
-    )
+    return max_msgs, min_msgs, delay_ms
 
 
 def default_consumer_group(path: str, subscription: Subscription, tags: Optional[str], sql: Optional[str]) -> str:

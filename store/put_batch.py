@@ -263,6 +263,7 @@ def incomplete_atomic_start(records) -> Optional[int]:
 
 def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, sharding_key, flag, born_timestamp,
                 sys_flag, born_host, atomic=False):
+    """The batch to encode and the plan to place it, everything checked before anything is written."""
     bodies = _bodies(bodies)
     n = len(bodies)
     if n == 0:
@@ -270,45 +271,77 @@ def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, shard
     topics, topic_index = _topics(topic, n)
     explicit_tags = _per_message(tags, n, "tags", pa.string())
     tags_arr = explicit_tags
-    if keys is not None and not isinstance(keys, str) and _is_seq(keys) and len(keys) == n and not (
-            isinstance(keys, pa.Array) and pa.types.is_string(keys.type)):
-        # one entry per message: a string or a list of keys
-        if isinstance(keys, (pa.Array, pa.ChunkedArray)):
-            karr = _as_array(keys)
-            keys_arr = pc.binary_join(karr, " ") if pa.types.is_list(karr.type) else karr.cast(pa.string())
-        else:
-            keys_arr = pa.array([" ".join(k) if isinstance(k, (list, tuple)) else k for k in keys], pa.string())
-    else:
-        keys_arr = _per_message(" ".join(keys) if isinstance(keys, (list, tuple)) and len(keys) != n else keys,
-                                n, "keys", pa.string())
+    keys_arr = _keys_column(keys, n)
     user_text, user_map = _user_properties(properties, n)
+    given_uniq = None
     if user_map is not None:
         given_tags = map_lookup(user_map, codec.PROPERTY_TAGS)
         tags_arr = given_tags if tags_arr is None else pc.coalesce(tags_arr, given_tags)
         given_uniq = map_lookup(user_map, codec.PROPERTY_UNIQ_KEY)
-    else:
-        given_uniq = None
-    need_uniq = n if given_uniq is None else given_uniq.null_count
-    if given_uniq is None or need_uniq == n:  # none given: ids the encoder writes itself (a column if asked)
-        uniq_col = new_uniq = codec.reserve_uniq_keys(n, store.store_host[0])
-    elif need_uniq:  # some given: new ones for the rest
-        fresh = codec.new_uniq_keys(need_uniq, store.store_host[0])
-        missing = given_uniq.is_null().to_numpy(zero_copy_only=False)
-        pos = np.cumsum(missing) - 1
-        generated = fresh.take(pa.array(np.where(missing, pos, 0)))
-        uniq_col = pc.if_else(pa.array(missing), generated, given_uniq)
-        new_uniq = pc.if_else(pa.array(missing), generated, pa.scalar(None, pa.string()))
-    else:
-        uniq_col = given_uniq
-        new_uniq = None
+    uniq_col, new_uniq = _uniq_keys(given_uniq, n, store.store_host[0])
     parts = [p for p in (part(None, user_text), part(codec.PROPERTY_TAGS, explicit_tags),
                          part(codec.PROPERTY_KEYS, keys_arr), part(codec.PROPERTY_UNIQ_KEY, new_uniq))
              if p is not None]
-    def ints(value, name, dtype, default, lo=None):
-        """One value per message, or an array of one for all (the encoder takes either)."""
-        return _int_column(value, name, n, dtype, default, lo)
+    born_host_parsed = store.store_host if born_host is None else codec.parse_host(born_host)
+    sys_flags = _sys_flags(sys_flag, n, atomic, born_host_parsed, store.store_host)
+    now = int(time.time() * 1000)
+    if isinstance(born_timestamp, (pa.Array, pa.ChunkedArray)) and \
+            pa.types.is_timestamp(_as_array(born_timestamp).type):
+        born_timestamp = _as_array(born_timestamp).cast(pa.timestamp("ms")).cast(pa.int64()).fill_null(now)
+    batch = codec.EncodedBatch(
+        topics=topics, topic_index=topic_index, bodies=bodies, property_parts=parts,
+        queue_ids=_ZERO_I32, flags=_int_column(flag, "flag", n, np.int32, 0), sys_flags=sys_flags,
+        born_timestamps=_int_column(born_timestamp, "born_timestamp", n, np.int64, now),
+        born_host=born_host_parsed, store_host=store.store_host, reconsume_times=_ZERO_I32,
+        prepared_offsets=_ZERO_I64)
+    _size_batch(batch, store.config.maxMessageSize)
+    dispatched, all_dispatched = _dispatched(sys_flags, n)
+    plan = AppendPlan(topics=topics, topic_index=topic_index, queue_ids=None, sharding_hash=None,
+                      dispatched=dispatched, tags=tags_arr, n=n, uniq_keys=uniq_col,
+                      atomic=atomic, all_dispatched=all_dispatched)
+    if queue_id is not None:
+        plan.queue_ids = _queue_ids(queue_id, n)
+    if sharding_key is not None:
+        sk = _per_message(sharding_key, n, "sharding_key", pa.string())
+        assert sk is not None
+        plan.sharding_hash = np.abs(java_hash_codes(sk, n)).astype(np.int64)
+        plan.sharding_hash[sk.is_null().to_numpy(zero_copy_only=False)] = -1
+    return batch, plan
 
-    sys_flags = ints(sys_flag, "sys_flag", np.int32, 0)
+
+def _keys_column(keys, n: int) -> Optional[pa.Array]:
+    """KEYS per message: one entry per message (a string or a list of keys), or one value for all."""
+    if keys is not None and not isinstance(keys, str) and _is_seq(keys) and len(keys) == n and not (
+            isinstance(keys, pa.Array) and pa.types.is_string(keys.type)):
+        if isinstance(keys, (pa.Array, pa.ChunkedArray)):
+            karr = _as_array(keys)
+            return pc.binary_join(karr, " ") if pa.types.is_list(karr.type) else karr.cast(pa.string())
+        return pa.array([" ".join(k) if isinstance(k, (list, tuple)) else k for k in keys], pa.string())
+    return _per_message(" ".join(keys) if isinstance(keys, (list, tuple)) and len(keys) != n else keys,
+                        n, "keys", pa.string())
+
+
+def _uniq_keys(given: Optional[pa.Array], n: int, host: bytes):
+    """(each message's UNIQ_KEY, the ones to add to the properties): ids the encoder writes itself when none
+    are given, new ones where some are missing, the given ones else."""
+    need = n if given is None else given.null_count
+    if given is None or need == n:
+        ids = codec.reserve_uniq_keys(n, host)  # built as a column only if asked for
+        return ids, ids
+    if not need:
+        return given, None
+    fresh = codec.new_uniq_keys(need, host)
+    missing = given.is_null().to_numpy(zero_copy_only=False)
+    pos = np.cumsum(missing) - 1
+    generated = fresh.take(pa.array(np.where(missing, pos, 0)))
+    return (pc.if_else(pa.array(missing), generated, given),
+            pc.if_else(pa.array(missing), generated, pa.scalar(None, pa.string())))
+
+
+def _sys_flags(sys_flag, n: int, atomic: bool, born_host, store_host) -> np.ndarray:
+    """SYSFLAG per message (or one for all): the caller's, refused if it sets the store's reserved bits, plus
+    the atomic-batch bits and the IPv6 host bits."""
+    sys_flags = _int_column(sys_flag, "sys_flag", n, np.int32, 0)
     reserved = sys_flags & codec.RESERVED_SYS_FLAGS
     if reserved.any():
         i = int(np.flatnonzero(reserved)[0])
@@ -318,64 +351,59 @@ def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, shard
     if atomic:
         sys_flags = np.broadcast_to(sys_flags, n) | np.int32(codec.ATOMIC_BATCH_FLAG)
         sys_flags[-1] |= codec.ATOMIC_BATCH_END_FLAG
-    born_host_parsed = store.store_host if born_host is None else codec.parse_host(born_host)
-    if len(born_host_parsed[0]) == 16:
+    if len(born_host[0]) == 16:
         sys_flags |= codec.BORNHOST_V6_FLAG
-    if len(store.store_host[0]) == 16:
+    if len(store_host[0]) == 16:
         sys_flags |= codec.STOREHOSTADDRESS_V6_FLAG
-    now = int(time.time() * 1000)
-    if isinstance(born_timestamp, (pa.Array, pa.ChunkedArray)) and \
-            pa.types.is_timestamp(_as_array(born_timestamp).type):
-        born_timestamp = _as_array(born_timestamp).cast(pa.timestamp("ms")).cast(pa.int64()).fill_null(now)
-    batch = codec.EncodedBatch(
-        topics=topics, topic_index=topic_index, bodies=bodies, property_parts=parts,
-        queue_ids=_ZERO_I32, flags=ints(flag, "flag", np.int32, 0), sys_flags=sys_flags,
-        born_timestamps=ints(born_timestamp, "born_timestamp", np.int64, now), born_host=born_host_parsed,
-        store_host=store.store_host, reconsume_times=_ZERO_I32, prepared_offsets=_ZERO_I64)
-    max_size = store.config.maxMessageSize
+    return sys_flags
+
+
+def _size_batch(batch: codec.EncodedBatch, max_size: int) -> None:
+    """The records' sizes into the batch; InvalidMessageError naming the first message too big, with a reserved
+    separator in its tags or keys, or with properties too long."""
     sized = record_sizes(batch, max_size)
     batch.sizes, batch.size_total = sized.sizes, sized.total
-    too_long, too_big, separator = sized.too_long, sized.too_big, sized.separator
-    if separator is not None:  # in tags or keys (the user's properties were checked above)
-        i, piece = separator
+    parts = batch.property_parts
+    if sized.separator is not None:  # in tags or keys (the user's properties were checked above)
+        i, piece = sized.separator
         p = parts[piece]
         value = p.values if isinstance(p.values, str) else p.values[i].as_py()
         raise InvalidMessageError(f"message {i}: {_PART_ARGUMENT.get(p.name, p.name)} {value!r} contains a reserved "
                                   f"separator (\\x01 or \\x02)")
-    if too_big >= 0:
-        length = len(bodies[too_big].as_buffer())
-        raise InvalidMessageError(f"message {too_big}: body is {length} bytes, more than maxMessageSize ({max_size})")
-    if too_long >= 0:
-        length = int(properties_lengths(parts, n)[too_long])
-        raise InvalidMessageError(f"message {too_long}: properties are {length} bytes, more than "
+    if sized.too_big >= 0:
+        length = len(batch.bodies[sized.too_big].as_buffer())
+        raise InvalidMessageError(f"message {sized.too_big}: body is {length} bytes, more than maxMessageSize "
+                                  f"({max_size})")
+    if sized.too_long >= 0:
+        length = int(properties_lengths(parts, len(batch))[sized.too_long])
+        raise InvalidMessageError(f"message {sized.too_long}: properties are {length} bytes, more than "
                                   f"{codec.MAX_PROPERTIES_LENGTH}")
+
+
+def _dispatched(sys_flags: np.ndarray, n: int) -> tuple[Optional[np.ndarray], bool]:
+    """(which messages get consume-queue units, None when all do; whether all do): not prepared or rolled-back
+    transaction halves."""
     if len(sys_flags) == 1:  # one for all (plain Python: numpy's calls cost more than the test)
         all_dispatched = (int(sys_flags[0]) & codec.TRANSACTION_TYPE_MASK) in _DISPATCHED_TYPES
-        dispatched = None if all_dispatched else np.zeros(n, dtype=bool)
-    else:
-        tx = sys_flags & codec.TRANSACTION_TYPE_MASK
-        dispatched = (tx == codec.TRANSACTION_NOT_TYPE) | (tx == codec.TRANSACTION_COMMIT_TYPE)
-        all_dispatched = bool(dispatched.all())
-    plan = AppendPlan(topics=topics, topic_index=topic_index, queue_ids=None, sharding_hash=None,
-                      dispatched=dispatched, tags=tags_arr, n=n, uniq_keys=uniq_col,
-                      atomic=atomic, all_dispatched=all_dispatched)
-    if queue_id is not None:
-        chosen = None  # None in a list (a null in an array): that message's queue is chosen as usual
-        if isinstance(queue_id, (list, tuple)):
-            chosen = np.array([q is None for q in queue_id], dtype=bool)
-            queue_id = [0 if q is None else q for q in queue_id]
-        elif isinstance(queue_id, (pa.Array, pa.ChunkedArray)) and queue_id.null_count:
-            chosen = queue_id.is_null().to_numpy(zero_copy_only=False)
-            queue_id = queue_id.fill_null(0)
-        plan.queue_ids = ints(queue_id, "queue_id", np.int64, -1, lo=0)
-        if chosen is not None and chosen.any():
-            plan.queue_ids[chosen] = -1
-    if sharding_key is not None:
-        sk = _per_message(sharding_key, n, "sharding_key", pa.string())
-        assert sk is not None
-        plan.sharding_hash = np.abs(java_hash_codes(sk, n)).astype(np.int64)
-        plan.sharding_hash[sk.is_null().to_numpy(zero_copy_only=False)] = -1
-    return batch, plan
+        return (None if all_dispatched else np.zeros(n, dtype=bool)), all_dispatched
+    tx = sys_flags & codec.TRANSACTION_TYPE_MASK
+    dispatched = (tx == codec.TRANSACTION_NOT_TYPE) | (tx == codec.TRANSACTION_COMMIT_TYPE)
+    return dispatched, bool(dispatched.all())
+
+
+def _queue_ids(queue_id, n: int) -> np.ndarray:
+    """Explicit queue ids, -1 where a None in a list (a null in an array) leaves the choice to the store."""
+    chosen = None
+    if isinstance(queue_id, (list, tuple)):
+        chosen = np.array([q is None for q in queue_id], dtype=bool)
+        queue_id = [0 if q is None else q for q in queue_id]
+    elif isinstance(queue_id, (pa.Array, pa.ChunkedArray)) and queue_id.null_count:
+        chosen = queue_id.is_null().to_numpy(zero_copy_only=False)
+        queue_id = queue_id.fill_null(0)
+    ids = _int_column(queue_id, "queue_id", n, np.int64, -1, lo=0)
+    if chosen is not None and chosen.any():
+        ids[chosen] = -1
+    return ids
 
 
 def _int_column(value, name: str, n: int, dtype, default: int, lo=None) -> np.ndarray:

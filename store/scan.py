@@ -264,11 +264,30 @@ def _fields_v4(fast, offsets: np.ndarray, queue_offsets: np.ndarray) -> _Fields:
                    born_host=_hosts_from_keys(born_key), store_host=_hosts_from_keys(store_key), msg_ids=msg_ids)
 
 
+def _fields_after_hosts(g: _Gather, rel: np.ndarray, born_v6: np.ndarray, store_v6: np.ndarray, offsets: np.ndarray):
+    """Hosts, message ids, store time, reconsume times, body length and position of records whose hosts may be
+    IPv6 (the fields after BORNHOST move with the hosts' lengths)."""
+    born_addr_pos = rel + codec.POS_BORNHOST
+    born_port_pos = born_addr_pos + np.where(born_v6, 16, 4)
+    store_ts_pos = born_port_pos + 4
+    store_addr_pos = store_ts_pos + 8
+    store_port_pos = store_addr_pos + np.where(store_v6, 16, 4)
+    reconsume_pos = store_port_pos + 4
+    body_len_pos = reconsume_pos + 4 + 8
+    store_port = g.ints(store_port_pos, 4, ">i4")
+    born_host = _hosts_any(g, born_addr_pos, born_v6, g.ints(born_port_pos, 4, ">i4"))
+    store_host = _hosts_any(g, store_addr_pos, store_v6, store_port)
+    store_raw = [bytes(g.raw(store_addr_pos[i:i + 1], 16 if store_v6[i] else 4)[0]) for i in range(len(rel))]
+    msg_ids = pa.array([codec.create_message_id(a, int(p), int(o))
+                        for a, p, o in zip(store_raw, store_port.tolist(), offsets.tolist())], pa.string())
+    return (born_host, store_host, msg_ids, g.ints(store_ts_pos, 8, ">i8"), g.ints(reconsume_pos, 4, ">i4"),
+            g.ints(body_len_pos, 4, ">i4"), body_len_pos + 4)
+
+
 def _decode_fields(buf: np.ndarray, base: int, offsets: np.ndarray, sizes: np.ndarray, queue_offsets: np.ndarray,
                    topic: str, queue_id: int, path: str) -> _Fields:
     """The numpy decoder: any host kind, and the named error of the first invalid record."""
     g = _Gather(buf)
-    n = len(offsets)
     rel = offsets - base
 
     def fail(bad: np.ndarray, reason: str):
@@ -309,23 +328,8 @@ def _decode_fields(buf: np.ndarray, base: int, offsets: np.ndarray, sizes: np.nd
         body_len = hdr["body_len"].astype(np.int64)
         body_pos = rel + _HEAD_V4.itemsize
     else:
-        born_addr_pos = rel + codec.POS_BORNHOST
-        born_port_pos = born_addr_pos + np.where(born_v6, 16, 4)
-        store_ts_pos = born_port_pos + 4
-        store_addr_pos = store_ts_pos + 8
-        store_port_pos = store_addr_pos + np.where(store_v6, 16, 4)
-        reconsume_pos = store_port_pos + 4
-        body_len_pos = reconsume_pos + 4 + 8
-        store_port = g.ints(store_port_pos, 4, ">i4")
-        born_host = _hosts_any(g, born_addr_pos, born_v6, g.ints(born_port_pos, 4, ">i4"))
-        store_host = _hosts_any(g, store_addr_pos, store_v6, store_port)
-        store_raw = [bytes(g.raw(store_addr_pos[i:i + 1], 16 if store_v6[i] else 4)[0]) for i in range(n)]
-        msg_ids = pa.array([codec.create_message_id(a, int(p), int(o))
-                            for a, p, o in zip(store_raw, store_port.tolist(), offsets.tolist())], pa.string())
-        store_ts = g.ints(store_ts_pos, 8, ">i8")
-        reconsume = g.ints(reconsume_pos, 4, ">i4")
-        body_len = g.ints(body_len_pos, 4, ">i4")
-        body_pos = body_len_pos + 4
+        born_host, store_host, msg_ids, store_ts, reconsume, body_len, body_pos = \
+            _fields_after_hosts(g, rel, born_v6, store_v6, offsets)
     rec_end = rel + total
     bad = (body_len < 0) | (body_pos + body_len > rec_end)
     if bad.any():

@@ -22,6 +22,7 @@ import time
 import zlib
 from array import array
 from dataclasses import dataclass, field
+from typing import Optional
 
 import numpy as np
 import pyarrow as pa
@@ -472,21 +473,9 @@ class StoreCheck:
             entry[0] += len(at)
 
         for i, f in enumerate(files):
-            size = os.path.getsize(f.path)
-            if size != unit_file_size or size % CQ_STORE_UNIT_SIZE:
-                self.problem(ERROR, f.path, 0, f"file is {size} bytes; the store's consume-queue files are "
-                                               f"{unit_file_size} (mappedFileSizeConsumeQueue)")
-            if f.file_from_offset % CQ_STORE_UNIT_SIZE:
-                self.problem(ERROR, f.path, 0, "file name is not a multiple of the 20-byte unit")
+            units = self._unit_file(topic, qid, f, files[i - 1] if i else None, unit_file_size)
+            if units is None:
                 continue
-            if i and f.file_from_offset != files[i - 1].file_from_offset + unit_file_size:
-                self.problem(ERROR, f.path, 0, f"consume-queue files of {topic}/{qid} are missing before this one")
-            if size < CQ_STORE_UNIT_SIZE:
-                continue
-            # units in the file's unwritten hole are zeros, not read (see _walk_file)
-            units = np.zeros(size // CQ_STORE_UNIT_SIZE, dtype=UNIT_DTYPE)
-            written = min(size, f.data_end()) // CQ_STORE_UNIT_SIZE
-            units[:written] = np.frombuffer(f.view(), dtype=UNIT_DTYPE, count=written)
             q0 = f.file_from_offset // CQ_STORE_UNIT_SIZE
             sizes = units["size"].astype(np.int64)
             written = sizes != 0
@@ -541,44 +530,8 @@ class StoreCheck:
             expired = r_offs < self._cl_min
             self.report.expired_units += int(np.count_nonzero(expired))
             live = np.flatnonzero(~expired)
-            idx = np.searchsorted(rec.offset, r_offs[live])
-            found = idx < len(rec.offset)
-            found[found] = rec.offset[idx[found]] == r_offs[live][found]
-            missing = live[~found]
-            if len(missing):
-                bad_unit[real[missing]] = True
-                unit_problems("unknown record", f, q0, real[missing],
-                              lambda j: self._describe_missing(int(r_offs[missing[j]])))
-            hit = live[found]          # indexes into real
-            r = idx[found]             # their records
-            at = real[hit]             # file-relative unit indexes
-            h_offs = r_offs[hit]
-            checks = [
-                ("size", rec.size[r] != r_sizes[hit],
-                 lambda m: lambda j: f"size {int(r_sizes[hit][m[j]])} but the record's TOTALSIZE is "
-                                     f"{int(rec.size[r[m[j]]])}"),
-                ("topic", rec.topic[r] != t_idx,
-                 lambda m: lambda j: f"points at a record of topic {self._topic_name(int(rec.topic[r[m[j]]]))!r}"),
-                ("queue id", rec.queue_id[r] != qid,
-                 lambda m: lambda j: f"points at a record with QUEUEID {int(rec.queue_id[r[m[j]]])}"),
-                ("queue offset", rec.queue_offset[r] != q0 + at,
-                 lambda m: lambda j: f"points at a record with QUEUEOFFSET {int(rec.queue_offset[r[m[j]]])}"),
-                ("transaction", (rec.status[r] & _DISPATCHED) == 0,
-                 lambda m: lambda j: "points at a prepared or rolled-back transaction record, which is never "
-                                     "dispatched"),
-            ]
-            if check_tags:
-                checks.append(
-                    ("tagsCode", (rec.tags_code[r] != r_codes[hit]) & (rec.tags_code[r] != _NO_TAG_CHECK),
-                     lambda m: lambda j: f"tagsCode {int(r_codes[hit][m[j]])} but the hashCode of the record's "
-                                         f"TAGS is {int(rec.tags_code[r[m[j]]])}"))
-            for kind, mask, describe in checks:
-                if mask.any():
-                    m = np.flatnonzero(mask)
-                    bad_unit[at[m]] = True
-                    text = describe(m)
-                    unit_problems(kind, f, q0, at[m],
-                                  lambda j, text=text, m=m: f"{text(j)} (commitlog offset {int(h_offs[m[j]])})")
+            self._units_against_records(qid, f, q0, real, live, r_offs, r_sizes, r_codes, t_idx, check_tags,
+                                        bad_unit, unit_problems)
             # Records -> units: a record claiming a queue offset here must be the one that unit points at.
             a, b = np.searchsorted(member_qoff, [q0, q0 + limit])
             if b > a:
@@ -595,11 +548,80 @@ class StoreCheck:
             if count > _LISTED_PER_KIND:
                 self.problem(ERROR, f.path, k * CQ_STORE_UNIT_SIZE,
                              f"{topic}/{qid}: {count - _LISTED_PER_KIND} more units with this problem: {kind}")
-        # Records claiming queue offsets at or past the queue's end.
+        self._claims_outside(topic, qid, members, member_qoff, end, files)
+        return hole
+
+    def _unit_file(self, topic: str, qid: int, f, previous, unit_file_size: int) -> Optional[np.ndarray]:
+        """The units of one consume-queue file (its unwritten hole as zeros, never read: see _walk_file), after
+        the checks of its size, its name and the file before it; None when it holds no unit to check."""
+        size = os.path.getsize(f.path)
+        if size != unit_file_size or size % CQ_STORE_UNIT_SIZE:
+            self.problem(ERROR, f.path, 0, f"file is {size} bytes; the store's consume-queue files are "
+                                           f"{unit_file_size} (mappedFileSizeConsumeQueue)")
+        if f.file_from_offset % CQ_STORE_UNIT_SIZE:
+            self.problem(ERROR, f.path, 0, "file name is not a multiple of the 20-byte unit")
+            return None
+        if previous is not None and f.file_from_offset != previous.file_from_offset + unit_file_size:
+            self.problem(ERROR, f.path, 0, f"consume-queue files of {topic}/{qid} are missing before this one")
+        if size < CQ_STORE_UNIT_SIZE:
+            return None
+        units = np.zeros(size // CQ_STORE_UNIT_SIZE, dtype=UNIT_DTYPE)
+        written = min(size, f.data_end()) // CQ_STORE_UNIT_SIZE
+        units[:written] = np.frombuffer(f.view(), dtype=UNIT_DTYPE, count=written)
+        return units
+
+    def _units_against_records(self, qid: int, f, q0: int, real: np.ndarray, live: np.ndarray, r_offs: np.ndarray,
+                               r_sizes: np.ndarray, r_codes: np.ndarray, t_idx: int, check_tags: bool,
+                               bad_unit: np.ndarray, unit_problems) -> None:
+        """Units -> records: each live unit must point at the start of a walked record of its topic and queue,
+        with its QUEUEOFFSET, size and tag hash, and not a transaction half that is never dispatched."""
+        rec = self.records
+        idx = np.searchsorted(rec.offset, r_offs[live])
+        found = idx < len(rec.offset)
+        found[found] = rec.offset[idx[found]] == r_offs[live][found]
+        missing = live[~found]
+        if len(missing):
+            bad_unit[real[missing]] = True
+            unit_problems("unknown record", f, q0, real[missing],
+                          lambda j: self._describe_missing(int(r_offs[missing[j]])))
+        hit = live[found]          # indexes into real
+        r = idx[found]             # their records
+        at = real[hit]             # file-relative unit indexes
+        h_offs = r_offs[hit]
+        checks = [
+            ("size", rec.size[r] != r_sizes[hit],
+             lambda m: lambda j: f"size {int(r_sizes[hit][m[j]])} but the record's TOTALSIZE is "
+                                 f"{int(rec.size[r[m[j]]])}"),
+            ("topic", rec.topic[r] != t_idx,
+             lambda m: lambda j: f"points at a record of topic {self._topic_name(int(rec.topic[r[m[j]]]))!r}"),
+            ("queue id", rec.queue_id[r] != qid,
+             lambda m: lambda j: f"points at a record with QUEUEID {int(rec.queue_id[r[m[j]]])}"),
+            ("queue offset", rec.queue_offset[r] != q0 + at,
+             lambda m: lambda j: f"points at a record with QUEUEOFFSET {int(rec.queue_offset[r[m[j]]])}"),
+            ("transaction", (rec.status[r] & _DISPATCHED) == 0,
+             lambda m: lambda j: "points at a prepared or rolled-back transaction record, which is never "
+                                 "dispatched"),
+        ]
+        if check_tags:
+            checks.append(
+                ("tagsCode", (rec.tags_code[r] != r_codes[hit]) & (rec.tags_code[r] != _NO_TAG_CHECK),
+                 lambda m: lambda j: f"tagsCode {int(r_codes[hit][m[j]])} but the hashCode of the record's "
+                                     f"TAGS is {int(rec.tags_code[r[m[j]]])}"))
+        for kind, mask, describe in checks:
+            if mask.any():
+                m = np.flatnonzero(mask)
+                bad_unit[at[m]] = True
+                text = describe(m)
+                unit_problems(kind, f, q0, at[m],
+                              lambda j, text=text, m=m: f"{text(j)} (commitlog offset {int(h_offs[m[j]])})")
+
+    def _claims_outside(self, topic: str, qid: int, members: np.ndarray, member_qoff: np.ndarray, end: int,
+                        files: list) -> None:
+        """Records claiming queue offsets at or past the queue's end, or below its first file (deleted)."""
+        rec = self.records
         past = int(np.searchsorted(member_qoff, end))
         if past < len(members):
             self._undispatched(topic, qid, int(members[past]), len(members) - past, end)
-        # Records claiming offsets below the first file still on disk lost their units.
         first_unit = files[0].file_from_offset // CQ_STORE_UNIT_SIZE if files else 0
         below = int(np.searchsorted(member_qoff, first_unit))
         if below:
@@ -607,7 +629,6 @@ class StoreCheck:
             self.problem(WARNING, self.store.commit_log.path_of(off), off - self.store.commit_log.file_start(off),
                          f"{below} records of {topic}/{qid} below queue offset {first_unit} have no consume-queue "
                          f"file (deleted)")
-        return hole
 
     def _topic_name(self, idx: int) -> str:
         return self.records.topics[idx] if 0 <= idx < len(self.records.topics) else "?"

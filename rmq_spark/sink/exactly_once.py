@@ -197,17 +197,7 @@ def commit_batch(path: str, sink_dir: str, sink_id: str, batch_id: int, paths: S
                                 "appended)", sink_id, batch_id, skip, staged.num_rows)
                 else:
                     outcome = CommitOutcome.COMMITTED
-                    os.makedirs(commit_dir, exist_ok=True)
-                    moved = []
-                    durable = store.config.flushDiskType == SYNC_FLUSH
-                    for p in paths:
-                        dest = os.path.join(commit_dir, os.path.basename(p))
-                        if os.path.exists(p) or not os.path.exists(dest):  # (moved by an earlier try)
-                            os.replace(p, dest)
-                        if durable:  # the intent will point at it: it must outlive a power loss too
-                            fsync_file(dest)
-                        moved.append(dest)
-                    fsync_dir(commit_dir)
+                    moved = _move_staged(paths, commit_dir, durable=store.config.flushDiskType == SYNC_FLUSH)
                     step("moved")
                     _write_json(intent_path, {"sinkId": sink_id, "batchId": batch_id, "paths": moved,
                                               "queueEnds": _queue_ends(store, list(topics))})
@@ -219,15 +209,34 @@ def commit_batch(path: str, sink_dir: str, sink_id: str, batch_id: int, paths: S
                 step("appended")
         if outcome != CommitOutcome.ALREADY or os.path.exists(intent_path):
             table.committed(store)  # refresh the cache with the new marker
-    for p in (intent_path,):
-        try:
-            os.remove(p)
-        except FileNotFoundError:
-            pass
-    shutil.rmtree(commit_dir, ignore_errors=True)
-    remove_batches_through(sink_dir, batch_id)
+    _clean_up(sink_dir, batch_id, intent_path, commit_dir)
     step("cleaned")
     return outcome
+
+
+def _move_staged(paths: Sequence[str], commit_dir: str, durable: bool) -> list[str]:
+    """The tasks' staged files moved under commit/<batch>, where an interrupted commit finds them again."""
+    os.makedirs(commit_dir, exist_ok=True)
+    moved = []
+    for p in paths:
+        dest = os.path.join(commit_dir, os.path.basename(p))
+        if os.path.exists(p) or not os.path.exists(dest):  # (moved by an earlier try)
+            os.replace(p, dest)
+        if durable:  # the intent will point at it: it must outlive a power loss too
+            fsync_file(dest)
+        moved.append(dest)
+    fsync_dir(commit_dir)
+    return moved
+
+
+def _clean_up(sink_dir: str, batch_id: int, intent_path: str, commit_dir: str) -> None:
+    """After the marker is in: the intent, the batch's files, and staging of this and earlier batches."""
+    try:
+        os.remove(intent_path)
+    except FileNotFoundError:
+        pass
+    shutil.rmtree(commit_dir, ignore_errors=True)
+    remove_batches_through(sink_dir, batch_id)
 
 
 def abort_batch(sink_dir: str, batch_id: int, paths: Sequence[str]) -> None:
