@@ -22,6 +22,7 @@ from store.message_properties import MapColumn, PropertiesText, properties_to_ma
 
 from .comparison_rules import (
     D_DOUBLE,
+    D_ERROR,
     D_NEVER_EQUAL,
     D_NONE,
     D_STRING,
@@ -342,9 +343,9 @@ class ArrowEvaluator:
         left, right = self._value(rows, node.left), self._value(rows, node.right)
         ordering = node.op in ORDERING_OPS
         plan = plan_comparison(left.kind, right.kind, ordering)
-        if plan.domain == D_NONE:
+        if plan.domain in (D_NONE, D_ERROR):
             lv = rv = None
-            failed = False
+            failed = plan.domain == D_ERROR  # where both sides are present; the NULL rules below decide the rest
         else:
             lv, lfail = self._in_domain(rows, left, plan.left_conversion, plan.domain)
             rv, rfail = self._in_domain(rows, right, plan.right_conversion, plan.domain)
@@ -368,7 +369,7 @@ class ArrowEvaluator:
             codes = _overlay(codes, left.err, E)
             return np.asarray(codes, dtype=np.int8)
         equal: Union[bool, np.ndarray]
-        if domain in (D_NONE, D_NEVER_EQUAL):
+        if domain in (D_NONE, D_NEVER_EQUAL, D_ERROR):
             equal = False
         elif domain == D_STRING:
             if isinstance(lv, str) and isinstance(rv, str):

@@ -23,6 +23,10 @@ D_DOUBLE = "double"  # Double.compareTo
 D_BOOL = "bool"  # Boolean.equals
 D_NEVER_EQUAL = "never-equal"  # Boolean vs number: FALSE
 D_NONE = "none"  # one side is always NULL: only the NULL rules apply
+# A boolean on the left of `=`/`<>` and a property's text on the right: RocketMQ casts the Boolean to String and
+# throws, so the comparison fails (no match) wherever both sides are present. Kept on purpose: a Spark job and
+# a broker then deliver the same messages.
+D_ERROR = "error"
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,8 @@ def plan_comparison(left_kind: str, right_kind: str, ordering: bool) -> Comparis
     if left_kind == STRING:
         return ComparisonPlan(_widen(right_kind, right_kind), right_kind, None)
     if right_kind == STRING:
+        if left_kind == BOOL and not ordering:
+            return ComparisonPlan(D_ERROR, None, None)
         return ComparisonPlan(_widen(left_kind, left_kind), None, left_kind)
     return ComparisonPlan(_widen(left_kind, right_kind), None, None)
 

@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping, Optional
 from .comparison_rules import (
     D_BOOL,
     D_DOUBLE,
+    D_ERROR,
     D_LONG,
     D_NEVER_EQUAL,
     D_NONE,
@@ -140,12 +141,14 @@ def _compile_comparison(node: Comparison) -> Condition:
             return False
         if domain == D_NEVER_EQUAL:
             return False
+        if domain == D_ERROR:
+            raise ValueError("RocketMQ cannot compare a boolean with a property's text")
         lv, rv = converted(lv, rv)
         if domain == D_DOUBLE:
             return java_double_compare(float(lv), float(rv)) == 0
         return lv == rv
 
-    assert domain in (D_STRING, D_LONG, D_DOUBLE, D_BOOL, D_NEVER_EQUAL, D_NONE)
+    assert domain in (D_STRING, D_LONG, D_DOUBLE, D_BOOL, D_NEVER_EQUAL, D_NONE, D_ERROR)
     if op == "=":
         return equal
 

@@ -39,9 +39,12 @@ from .expressions import (
     is_condition,
 )
 
-# Keywords are case-insensitive; identifiers carry the same `i` flag only so
-# that lark re-types `and` (but not `andy`) as the keyword.  An identifier's
-# text keeps its case: property names are case-sensitive.
+# Keywords are case-insensitive and never identifiers (RocketMQ's tokenizer
+# matches them first): lark re-types an identifier whose whole text is a
+# keyword (`and`, not `andy`), everywhere, since the lexer is not contextual.
+# An identifier's text keeps its case: property names are case-sensitive.
+# A `--` comment runs to a line end, which it needs (SelectorParser's
+# LINE_COMMENT): without one, `--1` is two minus signs and a number.
 GRAMMAR = r"""
 ?start: or_expr
 
@@ -66,8 +69,10 @@ GRAMMAR = r"""
          | cmp_expr _NOT _BETWEEN unary _AND unary  -> not_between
          | cmp_expr _IN "(" string_list ")"         -> in_
          | cmp_expr _NOT _IN "(" string_list ")"    -> not_in
-         | cmp_expr STRING_OP string                -> string_match
-         | cmp_expr _NOT STRING_OP string           -> not_string_match
+         | cmp_expr string_op string                -> string_match
+         | cmp_expr _NOT string_op string           -> not_string_match
+
+?string_op: CONTAINS | STARTSWITH | ENDSWITH
 
 string_list: string ("," string)*
 
@@ -98,7 +103,9 @@ _TRUE: "true"i
 _FALSE: "false"i
 _BETWEEN: "between"i
 _IN: "in"i
-STRING_OP: "contains"i | "startswith"i | "endswith"i
+CONTAINS: "contains"i
+STARTSWITH: "startswith"i
+ENDSWITH: "endswith"i
 
 IDENTIFIER: /[a-z_$][a-z0-9_$]*/i
 STRING: /'(?:[^']|'')*'/
@@ -107,8 +114,12 @@ DECIMAL: /(?:0|[1-9][0-9]*)[lL]?/
 
 %ignore /[ \t\r\n\f]+/
 %ignore /\/\*(?:.|\n)*?\*\//
-%ignore /--[^\r\n]*/
+%ignore /--[^\r\n]*(\r\n|\r|\n)/
 """
+
+# The keyword terminals (SelectorParser's tokens that are never identifiers).
+_KEYWORDS = {"_OR", "_AND", "_NOT", "_IS", "_NULL", "_TRUE", "_FALSE", "_BETWEEN", "_IN", "CONTAINS", "STARTSWITH",
+             "ENDSWITH"}
 
 _DOUBLE_MAX = 1.7976931348623157e308
 _DOUBLE_MIN = 5e-324
@@ -125,7 +136,7 @@ class _Fault(Exception):
 
 @lru_cache(maxsize=1)
 def _parser() -> Lark:
-    return Lark(GRAMMAR, parser="lalr", propagate_positions=True, maybe_placeholders=False)
+    return Lark(GRAMMAR, parser="lalr", lexer="basic", propagate_positions=True, maybe_placeholders=False)
 
 
 def _pos(node) -> int:
@@ -172,12 +183,13 @@ class _TreeBuilder(Transformer):
     def integer(self, meta, token):
         text = token.rstrip("lL")
         value = int(text)
-        if value > LONG_MAX + 1:
-            raise _Fault(meta.start_pos, f"integer {token} is outside the 64-bit range")
-        # 2**63 is only legal under a unary minus (Long.MIN_VALUE); `minus` checks it.
+        if value > LONG_MAX:
+            # RocketMQ parses the literal before a unary minus applies: 9223372036854775808 overflows even in
+            # -9223372036854775808 (SelectorParser's literal, then UnaryExpression.createNegate).
+            raise _Fault(meta.start_pos, f"integer {token} is outside the 64-bit range (at most {LONG_MAX}; a minus "
+                                         f"sign applies after the number is read)")
         kind = INT if INT_MIN <= value <= INT_MAX else LONG
-        node = Literal(value, kind) if value <= LONG_MAX else _BigLiteral(value)
-        return _at(node, meta.start_pos)
+        return _at(Literal(value, kind), meta.start_pos)
 
     def floating(self, meta, token):
         value = float(token)
@@ -202,27 +214,22 @@ class _TreeBuilder(Transformer):
 
     # ---- unary
     def plus(self, meta, operand):
-        _check_big(operand)
         return operand
 
     def minus(self, meta, operand):
-        if isinstance(operand, _BigLiteral):
-            return _at(Literal(-operand.big, LONG), meta.start_pos)
         if isinstance(operand, Literal) and isinstance(operand.value, (int, float)) and operand.kind in NUMERIC_KINDS:
             value = -operand.value
             if operand.kind == LONG and value > LONG_MAX:
                 value = -value  # Java: -Long.MIN_VALUE overflows back to itself
-            return _at(Literal(value, operand.kind), meta.start_pos)
+            # Folded, but still a unary minus expression to RocketMQ's build-time checks, not a constant.
+            return _negated(_at(Literal(value, operand.kind), meta.start_pos))
         return _at(Negate(operand), meta.start_pos)
 
     def not_(self, meta, operand):
-        _check_big(operand)
         return _at(Not(_require_condition(operand, "the operand of NOT")), meta.start_pos)
 
     # ---- comparisons
     def _ordering(self, meta, op, left, right):
-        _check_big(left)
-        _check_big(right)
         _check_orderable(left, op)
         _check_orderable(right, op)
         return _at(Comparison(op, left, right), meta.start_pos)
@@ -240,10 +247,12 @@ class _TreeBuilder(Transformer):
         return self._ordering(meta, "<=", left, right)
 
     def _equality(self, meta, op, left, right):
-        _check_big(left)
-        _check_big(right)
         _check_equatable(left, op)
         _check_equatable(right, op)
+        # ComparisonExpression.checkEqualOperandCompatability: a TRUE/FALSE constant on the left cannot be
+        # compared with a constant of another type on the right (`1 = TRUE` is accepted).
+        if _is_constant(left) and _is_constant(right) and left.kind == "bool" and right.kind != "bool":
+            raise _Fault(_pos(left), f"{left} cannot be compared with {right}")
         return _at(Comparison(op, left, right), meta.start_pos)
 
     def eq(self, meta, left, right):
@@ -253,20 +262,20 @@ class _TreeBuilder(Transformer):
         return self._equality(meta, "<>", left, right)
 
     def is_null(self, meta, operand):
-        _check_big(operand)
         return _at(IsNull(operand), meta.start_pos)
 
     def is_not_null(self, meta, operand):
-        _check_big(operand)
         return _at(IsNull(operand, negated=True), meta.start_pos)
 
     def _between(self, meta, value, low, high, negated):
         for node in (value, low, high):
-            _check_big(node)
             _check_orderable(node, "BETWEEN")
+        # RocketMQ refuses reversed bounds only in a plain BETWEEN of two numeric constants; a negative bound is
+        # a unary minus expression, not a constant, and NOT BETWEEN is not checked: those evaluate as written.
         if (
-            isinstance(low, Literal)
-            and isinstance(high, Literal)
+            not negated
+            and _is_constant(low)
+            and _is_constant(high)
             and isinstance(low.value, (int, float))  # both numeric: checked above
             and isinstance(high.value, (int, float))
             and low.value > high.value
@@ -284,7 +293,6 @@ class _TreeBuilder(Transformer):
         return [item.value for item in items]
 
     def _in(self, meta, left, values, negated):
-        _check_big(left)
         if not isinstance(left, Property):
             raise _Fault(_pos(left), f"IN needs a property on its left, got {left}")
         return _at(In(left, tuple(values), negated), meta.start_pos)
@@ -296,7 +304,6 @@ class _TreeBuilder(Transformer):
         return self._in(meta, left, values, True)
 
     def _string_match(self, meta, left, op, search, negated):
-        _check_big(left)
         return _at(StringMatch(str(op).upper(), left, search.value, negated), meta.start_pos)
 
     def string_match(self, meta, left, op, search):
@@ -319,19 +326,14 @@ class _TreeBuilder(Transformer):
         )
 
 
-class _BigLiteral(Expression):
-    """9223372036854775808, legal only as the operand of unary minus."""
-
-    def __init__(self, big: int) -> None:
-        self.big = big
-
-    def __str__(self) -> str:
-        return str(self.big)
+def _negated(node: Expression) -> Expression:
+    object.__setattr__(node, "_from_minus", True)
+    return node
 
 
-def _check_big(node) -> None:
-    if isinstance(node, _BigLiteral):
-        raise _Fault(_pos(node), f"integer {node.big} is outside the 64-bit range")
+def _is_constant(node) -> bool:
+    """A constant to RocketMQ's build-time checks: a literal as written, not one folded from a unary minus."""
+    return isinstance(node, Literal) and not getattr(node, "_from_minus", False)
 
 
 def _describe_token(token: Token) -> str:
@@ -368,6 +370,11 @@ def parse_sql92(selector: str) -> Expression:
         pos = len(selector) if token.type == "$END" else token.start_pos
         if token.type == "$END":
             reason = "the selector ends too early"
+        elif token.type in _KEYWORDS and "IDENTIFIER" in (exc.accepts or ()):
+            reason = f"{str(token)!r} is a keyword; keywords are never property names"
+        elif str(token) == "-" and selector.startswith("--", pos):
+            reason = ("a -- comment runs to a line end, which must follow it (without one, -- is two minus signs, "
+                      "and trailing input is refused)")
         elif str(token).upper() == "LIKE":
             reason = "LIKE is not part of RocketMQ's SQL92; use CONTAINS, STARTSWITH or ENDSWITH"
         elif exc.accepts and set(exc.accepts) <= {"STRING"}:
@@ -381,7 +388,6 @@ def parse_sql92(selector: str) -> Expression:
         raise FilterParseError(selector, getattr(exc, "pos_in_stream", 0) or 0, str(exc)) from None
     try:
         expr = _TreeBuilder().transform(tree)
-        _check_big(expr)
         return _require_condition(expr, "a selector")
     except VisitError as exc:
         fault = exc.orig_exc

@@ -69,6 +69,10 @@ NEVER = object()
 def java_compare(lk, lv, rk, rv):
     """ComparisonExpression.compare: convert to a common type, then compareTo."""
     if lk != rk:
+        if lk == "bool" and rk == "str":
+            # a Boolean on the left, a property's text on the right: RocketMQ casts the Boolean to String and
+            # throws (ComparisonExpression), so the message is not delivered
+            raise EvalError("Boolean cannot be cast to String")
         if "bool" in (lk, rk) and "str" in (lk, rk):
             lv, rv = (_java_bool(lv) if lk == "str" else lv), (_java_bool(rv) if rk == "str" else rv)
             lk, rk = "bool", "bool"
