@@ -16,6 +16,7 @@ ALLOWED = {
     "filters": {"store"},
     "rmq_cli": {"store", "filters"},
     "rmq_spark": {"store", "filters"},
+    "remoting": set(),  # the wire protocol knows nothing of the store
 }
 
 

@@ -1,0 +1,90 @@
+"""An asyncio client of RemotingCommands: sends a request and awaits the response with the same opaque."""
+from __future__ import annotations
+
+import asyncio
+from typing import Awaitable, Callable, Optional
+
+from .remoting_command import DEFAULT_MAX_FRAME, FrameError, RemotingCommand
+from .remoting_server import read_frame
+
+
+class RemotingTimeoutError(TimeoutError):
+    """No response within the timeout; names the request."""
+
+
+class RemotingClient:
+    def __init__(self, address: str, max_frame: int = DEFAULT_MAX_FRAME):
+        host, _, port = address.rpartition(":")
+        self.host, self.port, self.max_frame = host or "127.0.0.1", int(port), max_frame
+        self._reader: Optional[asyncio.StreamReader] = None
+        self._writer: Optional[asyncio.StreamWriter] = None
+        self._pending: dict[int, asyncio.Future] = {}
+        self._reading: Optional[asyncio.Task] = None
+        self.on_request: Optional[Callable[[RemotingCommand], Awaitable[None]]] = None  # requests from the server
+
+    async def connect(self) -> "RemotingClient":
+        self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
+        self._reading = asyncio.ensure_future(self._read_loop())
+        return self
+
+    async def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            try:
+                await self._writer.wait_closed()
+            except ConnectionError:
+                pass
+        if self._reading is not None:
+            self._reading.cancel()
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(ConnectionError("the connection was closed"))
+        self._pending.clear()
+
+    async def __aenter__(self) -> "RemotingClient":
+        return await self.connect()
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    async def invoke(self, cmd: RemotingCommand, timeout: float = 5.0) -> RemotingCommand:
+        if self._writer is None:
+            raise ConnectionError("not connected")
+        fut: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._pending[cmd.opaque] = fut
+        try:
+            self._writer.write(cmd.encode())
+            await self._writer.drain()
+            return await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            raise RemotingTimeoutError(f"no response to request code {cmd.code} (opaque {cmd.opaque}) from "
+                                       f"{self.host}:{self.port} within {timeout} s") from None
+        finally:
+            self._pending.pop(cmd.opaque, None)
+
+    async def invoke_oneway(self, cmd: RemotingCommand) -> None:
+        if self._writer is None:
+            raise ConnectionError("not connected")
+        self._writer.write(cmd.encode())
+        await self._writer.drain()
+
+    async def _read_loop(self) -> None:
+        assert self._reader is not None
+        try:
+            while True:
+                payload = await read_frame(self._reader, self.max_frame)
+                if payload is None:
+                    break
+                cmd = RemotingCommand.decode(payload)
+                if cmd.is_response:
+                    fut = self._pending.get(cmd.opaque)
+                    if fut is not None and not fut.done():
+                        fut.set_result(cmd)
+                elif self.on_request is not None:
+                    await self.on_request(cmd)
+        except (FrameError, ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            for fut in self._pending.values():
+                if not fut.done():
+                    fut.set_exception(ConnectionError(f"the connection to {self.host}:{self.port} was lost"))

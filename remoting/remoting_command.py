@@ -1,0 +1,191 @@
+"""RemotingCommand: RocketMQ's frame, header and body.
+
+A frame on the wire: a 4-byte big-endian length of what follows; 4 bytes holding the header's serialize type in
+the high byte (0 JSON, 1 ROCKETMQ) and its length in the low three; the header; the body. The JSON header is
+RemotingCommand's fields as fastjson writes them (language by name); the ROCKETMQ header is code i16, language
+byte, version i16, opaque i32, flag i32, remark (i32 length + UTF-8), extFields (i32 length + per entry i16 key
+length, key, i32 value length, value). A response is answered in the encoding of its request.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import struct
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Optional
+
+from .codes import LanguageCode
+
+RESPONSE_FLAG = 0x1  # bit 0 of flag: a response
+ONEWAY_FLAG = 0x2    # bit 1 of flag: a request that gets no response
+DEFAULT_MAX_FRAME = 16 << 20
+
+_opaques = itertools.count(1)
+
+
+class SerializeType(IntEnum):
+    JSON = 0
+    ROCKETMQ = 1
+
+
+class FrameError(ValueError):
+    """A frame or header that cannot be decoded; the connection it came on is closed."""
+
+
+@dataclass
+class RemotingCommand:
+    code: int
+    opaque: int = 0
+    flag: int = 0
+    remark: Optional[str] = None
+    ext_fields: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    language: int = LanguageCode.PYTHON
+    version: int = 0
+    serialize_type: SerializeType = SerializeType.JSON
+
+    @classmethod
+    def request(cls, code: int, ext_fields: Optional[dict] = None, body: bytes = b"", oneway: bool = False,
+                serialize_type: SerializeType = SerializeType.JSON) -> "RemotingCommand":
+        return cls(code=int(code), opaque=next(_opaques), flag=ONEWAY_FLAG if oneway else 0,
+                   ext_fields={k: _text(v) for k, v in (ext_fields or {}).items() if v is not None},
+                   body=body, serialize_type=serialize_type)
+
+    def response(self, code: int, remark: Optional[str] = None, ext_fields: Optional[dict] = None,
+                 body: bytes = b"") -> "RemotingCommand":
+        """The answer to this request: same opaque, the response flag, in the request's encoding."""
+        return RemotingCommand(code=int(code), opaque=self.opaque, flag=RESPONSE_FLAG, remark=remark,
+                               ext_fields={k: _text(v) for k, v in (ext_fields or {}).items() if v is not None},
+                               body=body, serialize_type=self.serialize_type)
+
+    @property
+    def is_response(self) -> bool:
+        return bool(self.flag & RESPONSE_FLAG)
+
+    @property
+    def is_oneway(self) -> bool:
+        return bool(self.flag & ONEWAY_FLAG)
+
+    # -- encoding ------------------------------------------------------------------------------------------------
+
+    def encode(self) -> bytes:
+        """The whole frame, length prefix included."""
+        header = self._json_header() if self.serialize_type == SerializeType.JSON else self._binary_header()
+        if len(header) >= 1 << 24:
+            raise FrameError(f"header of {len(header)} bytes does not fit the 24-bit header length")
+        return struct.pack(">iI", 4 + len(header) + len(self.body),
+                           (int(self.serialize_type) << 24) | len(header)) + header + self.body
+
+    def _json_header(self) -> bytes:
+        try:
+            language = LanguageCode(self.language).name
+        except ValueError:
+            language = LanguageCode.OTHER.name
+        obj: dict = {"code": self.code, "language": language, "version": self.version, "opaque": self.opaque,
+                     "flag": self.flag, "serializeTypeCurrentRPC": "JSON"}
+        if self.remark is not None:
+            obj["remark"] = self.remark
+        if self.ext_fields:
+            obj["extFields"] = self.ext_fields
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+    def _binary_header(self) -> bytes:
+        remark = (self.remark or "").encode("utf-8")
+        ext = b"".join(struct.pack(">h", len(k)) + k + struct.pack(">i", len(v)) + v
+                       for k, v in ((k.encode("utf-8"), v.encode("utf-8")) for k, v in self.ext_fields.items()))
+        return (struct.pack(">hbhii", self.code, int(self.language), self.version, self.opaque, self.flag)
+                + struct.pack(">i", len(remark)) + remark + struct.pack(">i", len(ext)) + ext)
+
+    # -- decoding ------------------------------------------------------------------------------------------------
+
+    @classmethod
+    def decode(cls, payload: bytes) -> "RemotingCommand":
+        """A frame's payload (what follows the 4-byte length)."""
+        if len(payload) < 4:
+            raise FrameError(f"a frame of {len(payload)} bytes has no header length")
+        (mark,) = struct.unpack_from(">I", payload, 0)
+        kind, header_len = mark >> 24, mark & 0xFFFFFF
+        if 4 + header_len > len(payload):
+            raise FrameError(f"header length {header_len} runs past the frame ({len(payload)} bytes)")
+        header = payload[4:4 + header_len]
+        body = bytes(payload[4 + header_len:])
+        if kind == SerializeType.JSON:
+            cmd = cls._from_json(header)
+        elif kind == SerializeType.ROCKETMQ:
+            cmd = cls._from_binary(header)
+        else:
+            raise FrameError(f"unknown serialize type {kind}")
+        cmd.body = body
+        return cmd
+
+    @classmethod
+    def _from_json(cls, header: bytes) -> "RemotingCommand":
+        try:
+            obj = json.loads(header)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise FrameError(f"the JSON header does not parse: {e}") from None
+        if not isinstance(obj, dict):
+            raise FrameError("the JSON header is not an object")
+        ext = obj.get("extFields") or {}
+        if not isinstance(ext, dict):
+            raise FrameError("extFields is not an object")
+        language = obj.get("language", "OTHER")
+        try:
+            lang = LanguageCode[language] if isinstance(language, str) else LanguageCode(int(language))
+        except (KeyError, ValueError, TypeError):
+            lang = LanguageCode.OTHER
+        remark = obj.get("remark")
+        return cls(code=_int(obj.get("code"), "code"), opaque=_int(obj.get("opaque", 0), "opaque"),
+                   flag=_int(obj.get("flag", 0), "flag"), remark=None if remark is None else str(remark),
+                   ext_fields={str(k): _text(v) for k, v in ext.items() if v is not None},
+                   language=lang, version=_int(obj.get("version", 0), "version"),
+                   serialize_type=SerializeType.JSON)
+
+    @classmethod
+    def _from_binary(cls, header: bytes) -> "RemotingCommand":
+        try:
+            code, language, version, opaque, flag = struct.unpack_from(">hbhii", header, 0)
+            pos = 13
+            (remark_len,) = struct.unpack_from(">i", header, pos)
+            pos += 4
+            if remark_len < 0 or pos + remark_len > len(header):
+                raise FrameError(f"remark length {remark_len} runs past the header")
+            remark = header[pos:pos + remark_len].decode("utf-8") if remark_len else None
+            pos += remark_len
+            (ext_len,) = struct.unpack_from(">i", header, pos)
+            pos += 4
+            if ext_len < 0 or pos + ext_len != len(header):
+                raise FrameError(f"extFields length {ext_len} does not end the header")
+            ext = {}
+            while pos < len(header):
+                (klen,) = struct.unpack_from(">h", header, pos)
+                pos += 2
+                key = header[pos:pos + klen]
+                pos += klen
+                (vlen,) = struct.unpack_from(">i", header, pos)
+                pos += 4
+                if klen < 0 or vlen < 0 or pos + vlen > len(header):
+                    raise FrameError("an extFields entry runs past the header")
+                ext[key.decode("utf-8")] = header[pos:pos + vlen].decode("utf-8")
+                pos += vlen
+        except (struct.error, UnicodeDecodeError) as e:
+            raise FrameError(f"the ROCKETMQ header does not decode: {e}") from None
+        return cls(code=code, opaque=opaque, flag=flag, remark=remark, ext_fields=ext, language=language,
+                   version=version, serialize_type=SerializeType.ROCKETMQ)
+
+
+def _text(value) -> str:
+    """extFields values travel as strings; clients send JSON numbers and booleans too."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _int(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise FrameError(f"header field {name} is {value!r}, not an integer")
+    try:
+        return int(value)
+    except ValueError:
+        raise FrameError(f"header field {name} is {value!r}, not an integer") from None

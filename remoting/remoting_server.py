@@ -1,0 +1,130 @@
+"""An asyncio server of RemotingCommands: reads frames, hands each request to the processor registered for its
+code, writes the response. A malformed frame closes its own connection only; a processor that fails answers
+SYSTEM_ERROR with a remark; an unknown code answers REQUEST_CODE_NOT_SUPPORTED naming it."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from typing import Awaitable, Callable, Optional
+
+from .codes import RequestCode, ResponseCode
+from .remoting_command import DEFAULT_MAX_FRAME, FrameError, RemotingCommand
+
+log = logging.getLogger(__name__)
+
+Processor = Callable[[RemotingCommand, "Channel"], Awaitable[Optional[RemotingCommand]]]
+
+
+class Channel:
+    """One client connection, as processors see it: where to write, and who it is."""
+
+    def __init__(self, writer: asyncio.StreamWriter):
+        self.writer = writer
+        peer = writer.get_extra_info("peername")
+        self.remote_address = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.closed = asyncio.Event()
+
+    async def send(self, cmd: RemotingCommand) -> None:
+        if self.closed.is_set():
+            return
+        self.writer.write(cmd.encode())
+        await self.writer.drain()
+
+
+async def read_frame(reader: asyncio.StreamReader, max_frame: int) -> Optional[bytes]:
+    """The next frame's payload; None at a clean end of stream; FrameError for a length out of range."""
+    try:
+        head = await reader.readexactly(4)
+    except asyncio.IncompleteReadError as e:
+        if e.partial:
+            raise FrameError("the connection ended inside a frame's length") from None
+        return None
+    (length,) = struct.unpack(">i", head)
+    if length < 4 or length > max_frame:
+        raise FrameError(f"frame length {length} is outside 4..{max_frame}")
+    try:
+        return await reader.readexactly(length)
+    except asyncio.IncompleteReadError:
+        raise FrameError("the connection ended inside a frame") from None
+
+
+class RemotingServer:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, max_frame: int = DEFAULT_MAX_FRAME):
+        self.host, self.port, self.max_frame = host, port, max_frame
+        self.processors: dict[int, Processor] = {}
+        self.channels: set[Channel] = set()
+        self.on_close: list[Callable[[Channel], None]] = []
+        self._server: Optional[asyncio.base_events.Server] = None
+        self._tasks: set[asyncio.Task] = set()
+
+    def register(self, code: int, processor: Processor) -> None:
+        self.processors[int(code)] = processor
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    async def start(self) -> "RemotingServer":
+        self._server = await asyncio.start_server(self._serve, self.host, self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            for ch in list(self.channels):
+                ch.writer.close()
+            await self._server.wait_closed()
+            self._server = None
+        for task in list(self._tasks):
+            task.cancel()
+
+    async def __aenter__(self) -> "RemotingServer":
+        return await self.start()
+
+    async def __aexit__(self, *exc) -> None:
+        await self.stop()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        channel = Channel(writer)
+        self.channels.add(channel)
+        try:
+            while True:
+                payload = await read_frame(reader, self.max_frame)
+                if payload is None:
+                    break
+                cmd = RemotingCommand.decode(payload)
+                if cmd.is_response:
+                    continue  # answers to requests this server sent (NOTIFY_CONSUMER_IDS_CHANGED is oneway)
+                task = asyncio.ensure_future(self._dispatch(cmd, channel))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+        except FrameError as e:
+            log.warning("closing %s: %s", channel.remote_address, e)
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            channel.closed.set()
+            self.channels.discard(channel)
+            for callback in self.on_close:
+                callback(channel)
+            writer.close()
+
+    async def _dispatch(self, cmd: RemotingCommand, channel: Channel) -> None:
+        processor = self.processors.get(cmd.code)
+        try:
+            if processor is None:
+                name = RequestCode(cmd.code).name if cmd.code in RequestCode._value2member_map_ else "unknown"
+                response: Optional[RemotingCommand] = cmd.response(
+                    ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request code {cmd.code} ({name}) is not supported")
+            else:
+                response = await processor(cmd, channel)
+        except Exception as e:  # a processor's bug answers this request only; the server goes on
+            log.exception("request code %d from %s failed", cmd.code, channel.remote_address)
+            response = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
+        if response is not None and not cmd.is_oneway:
+            try:
+                await channel.send(response)
+            except ConnectionError:
+                pass
