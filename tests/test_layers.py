@@ -17,6 +17,7 @@ ALLOWED = {
     "rmq_cli": {"store", "filters"},
     "rmq_spark": {"store", "filters"},
     "remoting": set(),  # the wire protocol knows nothing of the store
+    "broker": {"store", "filters", "remoting"},
 }
 
 

@@ -1,0 +1,14 @@
+"""The store served as RocketMQ over the wire: the name server (route_info_manager, namesrv). Imports store,
+filters and remoting; nothing below imports it."""
+from __future__ import annotations
+
+
+def __getattr__(name: str):
+    # imported on first use, so `python -m broker.namesrv` does not import its own module twice
+    if name == "NameServer":
+        from .namesrv import NameServer
+        return NameServer
+    raise AttributeError(name)
+
+
+__all__ = ["NameServer"]

@@ -1,0 +1,135 @@
+"""RocketMQ's RouteInfoManager: which brokers live, which topics they serve, and the routes clients ask for.
+
+Tables as RocketMQ keeps them: topic -> broker name -> queue data; broker name -> broker data (cluster, broker
+id -> address); cluster -> broker names; broker address -> when it last registered. A broker that has not
+registered for `expiry_s` (RocketMQ: 120 s; brokers re-register every 30 s) drops out of every table.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+MASTER_ID = 0
+PERM_READ_WRITE = 6
+
+
+@dataclass
+class QueueData:
+    brokerName: str
+    readQueueNums: int
+    writeQueueNums: int
+    perm: int = PERM_READ_WRITE
+    topicSysFlag: int = 0
+
+    def to_json(self) -> dict:
+        return {"brokerName": self.brokerName, "readQueueNums": self.readQueueNums,
+                "writeQueueNums": self.writeQueueNums, "perm": self.perm, "topicSysFlag": self.topicSysFlag,
+                "topicSynFlag": self.topicSysFlag}  # older clients read RocketMQ's early misspelling
+
+
+@dataclass
+class BrokerData:
+    cluster: str
+    brokerName: str
+    brokerAddrs: dict[int, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        # fastjson writes the Long keys bare ({0:"addr"}); quoted keys are what every JSON reader accepts, and
+        # fastjson and the C++ client read them into the same map
+        return {"cluster": self.cluster, "brokerName": self.brokerName,
+                "brokerAddrs": {str(k): v for k, v in sorted(self.brokerAddrs.items())}}
+
+
+@dataclass
+class _Live:
+    last_update: float
+    ha_server_addr: str
+    channel: object = None
+
+
+class RouteInfoManager:
+    def __init__(self, expiry_s: float = 120.0, clock=time.monotonic):
+        self.expiry_s = expiry_s
+        self.clock = clock
+        self.topic_queue_table: dict[str, dict[str, QueueData]] = {}
+        self.broker_addr_table: dict[str, BrokerData] = {}
+        self.cluster_addr_table: dict[str, set[str]] = {}
+        self.broker_live_table: dict[str, _Live] = {}
+
+    def register_broker(self, cluster: str, broker_addr: str, broker_name: str, broker_id: int, ha_server_addr: str,
+                        topic_configs: dict, channel=None) -> dict:
+        """A broker's (re-)registration with its topics; returns what RocketMQ answers (haServerAddr, masterAddr)."""
+        self.cluster_addr_table.setdefault(cluster, set()).add(broker_name)
+        data = self.broker_addr_table.setdefault(broker_name, BrokerData(cluster, broker_name))
+        for bid, addr in list(data.brokerAddrs.items()):  # the same address under another id: the old entry goes
+            if addr == broker_addr and bid != broker_id:
+                del data.brokerAddrs[bid]
+        data.brokerAddrs[broker_id] = broker_addr
+        if broker_id == MASTER_ID:
+            for topic, cfg in topic_configs.items():
+                self.topic_queue_table.setdefault(topic, {})[broker_name] = QueueData(
+                    broker_name, int(cfg.get("readQueueNums", 0)), int(cfg.get("writeQueueNums", 0)),
+                    int(cfg.get("perm", PERM_READ_WRITE)), int(cfg.get("topicSysFlag", 0)))
+        self.broker_live_table[broker_addr] = _Live(self.clock(), ha_server_addr, channel)
+        master = data.brokerAddrs.get(MASTER_ID)
+        if broker_id != MASTER_ID and master is not None and master in self.broker_live_table:
+            return {"haServerAddr": self.broker_live_table[master].ha_server_addr, "masterAddr": master}
+        return {}
+
+    def unregister_broker(self, cluster: str, broker_addr: str, broker_name: str, broker_id: int) -> None:
+        self.broker_live_table.pop(broker_addr, None)
+        data = self.broker_addr_table.get(broker_name)
+        if data is not None and data.brokerAddrs.get(broker_id) == broker_addr:
+            del data.brokerAddrs[broker_id]
+        if data is not None and not data.brokerAddrs:
+            del self.broker_addr_table[broker_name]
+            names = self.cluster_addr_table.get(cluster)
+            if names is not None:
+                names.discard(broker_name)
+                if not names:
+                    del self.cluster_addr_table[cluster]
+            for topic in list(self.topic_queue_table):
+                self.topic_queue_table[topic].pop(broker_name, None)
+                if not self.topic_queue_table[topic]:
+                    del self.topic_queue_table[topic]
+
+    def _forget_addr(self, broker_addr: str) -> None:
+        for name, data in list(self.broker_addr_table.items()):
+            for bid, addr in list(data.brokerAddrs.items()):
+                if addr == broker_addr:
+                    self.unregister_broker(data.cluster, addr, name, bid)
+        self.broker_live_table.pop(broker_addr, None)
+
+    def scan_not_active_broker(self) -> list[str]:
+        """Drop brokers silent for longer than the expiry; returns their addresses."""
+        now = self.clock()
+        gone = [addr for addr, live in self.broker_live_table.items() if now - live.last_update > self.expiry_s]
+        for addr in gone:
+            self._forget_addr(addr)
+        return gone
+
+    def on_channel_destroy(self, channel) -> Optional[str]:
+        """A broker's connection closed: RocketMQ forgets the broker registered through it at once."""
+        for addr, live in list(self.broker_live_table.items()):
+            if live.channel is channel:
+                self._forget_addr(addr)
+                return addr
+        return None
+
+    def pick_topic_route_data(self, topic: str) -> Optional[dict]:
+        queues = self.topic_queue_table.get(topic)
+        if not queues:
+            return None
+        brokers = [self.broker_addr_table[name] for name in sorted(queues) if name in self.broker_addr_table]
+        if not brokers:
+            return None
+        return {"orderTopicConf": None, "queueDatas": [q.to_json() for _, q in sorted(queues.items())],
+                "brokerDatas": [b.to_json() for b in brokers], "filterServerTable": {}}
+
+    def cluster_info(self) -> dict:
+        return {"brokerAddrTable": {n: b.to_json() for n, b in sorted(self.broker_addr_table.items())},
+                "clusterAddrTable": {c: sorted(names) for c, names in sorted(self.cluster_addr_table.items())}}
+
+    def all_topics(self) -> list[str]:
+        return sorted(self.topic_queue_table)
