@@ -8,7 +8,10 @@ def __getattr__(name: str):
     if name == "NameServer":
         from .namesrv import NameServer
         return NameServer
+    if name == "Broker":
+        from .broker import Broker
+        return Broker
     raise AttributeError(name)
 
 
-__all__ = ["NameServer"]
+__all__ = ["NameServer", "Broker"]

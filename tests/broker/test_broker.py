@@ -1,0 +1,175 @@
+"""The broker over real sockets, registered with a real name server: sends land in the store, pulls return the
+stored records as they lie in the commitlog, filtered by TAG or SQL92, held until a message arrives; consumer
+offsets land in config/consumerOffset.json. And the Apache RocketMQ C++ client produces and consumes through it."""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import textwrap
+import time
+
+import pytest
+
+from broker import Broker, NameServer
+from remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+from store import MessageStore, OffsetStore
+from store import message_codec as codec
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def send(topic, body: bytes, tags=None, keys=None, queue_id=0, **props):
+    if tags:
+        props["TAGS"] = tags
+    if keys:
+        props["KEYS"] = keys
+    return RemotingCommand.request(RequestCode.SEND_MESSAGE, {
+        "producerGroup": "p", "topic": topic, "defaultTopic": "TBW102", "defaultTopicQueueNums": 4,
+        "queueId": queue_id, "sysFlag": 0, "bornTimestamp": int(time.time() * 1000), "flag": 0,
+        "properties": codec.properties_to_string(props), "reconsumeTimes": 0, "unitMode": False}, body=body)
+
+
+def pull(topic, offset, subscription="*", kind="TAG", queue_id=0, suspend_ms=0, group="g", commit=-1):
+    flag = 0x4 | (0x2 if suspend_ms else 0) | (0x1 if commit >= 0 else 0)
+    return RemotingCommand.request(RequestCode.PULL_MESSAGE, {
+        "consumerGroup": group, "topic": topic, "queueId": queue_id, "queueOffset": offset, "maxMsgNums": 32,
+        "sysFlag": flag, "commitOffset": commit, "suspendTimeoutMillis": suspend_ms, "subscription": subscription,
+        "subVersion": 0, "expressionType": kind})
+
+
+def records(body: bytes):
+    out, pos = [], 0
+    while pos < len(body):
+        m = codec.decode_record(body, pos)
+        out.append(m)
+        pos += m.store_size
+    return out
+
+
+def test_send_pull_filters_long_polling_and_offsets(tmp_path):
+    async def main():
+        async with NameServer("127.0.0.1:0") as ns, Broker(tmp_path / "s", "127.0.0.1:0", namesrv=ns.address) as b:
+            async with RemotingClient(b.address) as client, RemotingClient(ns.address) as names:
+                answers = [await client.invoke(send("T", b"m%d" % i, tags=["TagA", "TagB", "TagC"][i % 3],
+                                                    keys=f"k{i}", region="eu" if i % 2 else "us"))
+                           for i in range(9)]
+                assert all(a.code == ResponseCode.SUCCESS for a in answers)
+                assert [int(a.ext_fields["queueOffset"]) for a in answers] == list(range(9))
+                route = await names.invoke(RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"}))
+                assert route.code == ResponseCode.SUCCESS  # the auto-created topic was registered at once
+                assert json.loads(route.body)["brokerDatas"][0]["brokerAddrs"] == {"0": b.address}
+
+                got = await client.invoke(pull("T", 0, "TagA || TagB"))
+                assert got.code == ResponseCode.SUCCESS
+                msgs = records(got.body)
+                assert [m.body for m in msgs] == [b"m0", b"m1", b"m3", b"m4", b"m6", b"m7"]
+                assert got.ext_fields["nextBeginOffset"] == "9" and got.ext_fields["maxOffset"] == "9"
+                with MessageStore(tmp_path / "s", read_only=True) as s:  # the bytes are the stored records
+                    stored = s.get_message("x", "T", 0, 0, 32).messages
+                    assert msgs[0].commit_log_offset == stored[0].commit_log_offset
+                sql = records((await client.invoke(pull("T", 0, "region = 'eu' AND TAGS <> 'TagC'", "SQL92"))).body)
+                assert [m.body for m in sql] == [b"m1", b"m3", b"m7"]
+                bad = await client.invoke(pull("T", 0, "region = ", "SQL92"))
+                assert bad.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED and "ends too early" in bad.remark
+                empty = await client.invoke(pull("T", 9))
+                assert empty.code == ResponseCode.PULL_NOT_FOUND
+
+                # a held pull answers when a message arrives, not when the timeout passes
+                started = time.monotonic()
+                held = asyncio.ensure_future(client.invoke(pull("T", 9, suspend_ms=10_000), timeout=20))
+                await asyncio.sleep(0.3)
+                await client.invoke(send("T", b"late", tags="TagA"))
+                late = await held
+                assert late.code == ResponseCode.SUCCESS and [m.body for m in records(late.body)] == [b"late"]
+                assert time.monotonic() - started < 5
+
+                # offsets: a new group on a young queue starts at 0; committed offsets are the store's
+                q = await client.invoke(RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, {
+                    "consumerGroup": "g2", "topic": "T", "queueId": 0}))
+                assert (q.code, q.ext_fields["offset"]) == (ResponseCode.SUCCESS, "0")
+                await client.invoke(pull("T", 3, group="g2", commit=3))
+                await client.invoke(RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, {
+                    "consumerGroup": "g2", "topic": "T", "queueId": 0, "commitOffset": 7}))
+                q = await client.invoke(RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, {
+                    "consumerGroup": "g2", "topic": "T", "queueId": 0}))
+                assert q.ext_fields["offset"] == "7"
+                assert OffsetStore(tmp_path / "s", "g2").read_offset(("T", 0)) == 7  # where rmq stat and Spark read
+                mx = await client.invoke(RemotingCommand.request(RequestCode.GET_MAX_OFFSET, {"topic": "T",
+                                                                                              "queueId": 0}))
+                assert mx.ext_fields["offset"] == "10"
+                nope = await client.invoke(pull("Nope", 0))
+                assert nope.code == ResponseCode.TOPIC_NOT_EXIST
+    asyncio.run(main())
+
+
+PRODUCER = """
+    import sys
+    from rocketmq.client import Message, Producer
+    p = Producer("cpp-producer")
+    p.set_namesrv_addr(sys.argv[1])
+    p.start()
+    for i in range(int(sys.argv[2])):
+        m = Message("CppTopic")
+        m.set_keys("key-%d" % i)
+        m.set_tags(["TagA", "TagB", "TagC"][i % 3])
+        m.set_property("seq", str(i))
+        m.set_body("body-%d" % i)
+        p.send_sync(m)
+    p.shutdown()
+    print("sent", flush=True)
+"""
+
+CONSUMER = """
+    import sys, time, json
+    from rocketmq.client import PushConsumer
+    want = int(sys.argv[2])
+    seen = []
+    def text(v):
+        return v.decode() if isinstance(v, bytes) else v
+    def on_message(msg):  # returning normally is CONSUME_SUCCESS
+        seen.append([text(msg.body), text(msg.tags), text(msg.get_property("seq"))])
+    c = PushConsumer("cpp-consumer")
+    c.set_namesrv_addr(sys.argv[1])
+    c.subscribe("CppTopic", on_message, "TagA || TagB")
+    c.start()
+    deadline = time.time() + 60
+    while len(seen) < want and time.time() < deadline:
+        time.sleep(0.2)
+    time.sleep(1)
+    c.shutdown()
+    print(json.dumps(seen), flush=True)
+"""
+
+
+async def _child(code: str, *args, home, timeout=90):
+    env = dict(os.environ, HOME=str(home), PYTHONPATH=ROOT)
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", textwrap.dedent(code), *map(str, args),
+                                                env=env, stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.PIPE)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout=timeout)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    return proc.returncode, out.decode(), err.decode()
+
+
+def test_the_rocketmq_cpp_client_produces_and_consumes_through_the_broker(tmp_path):
+    pytest.importorskip("rocketmq.client", reason="the rocketmq==0.4.4 test extra (the Apache RocketMQ C++ client)")
+    n = 60
+
+    async def main():
+        async with NameServer("127.0.0.1:0") as ns, Broker(tmp_path / "s", "127.0.0.1:0", namesrv=ns.address):
+            rc, out, err = await _child(PRODUCER, ns.address, n, home=tmp_path / "p")
+            assert rc == 0 and out.strip() == "sent", err[-2000:]
+            rc, out, err = await _child(CONSUMER, ns.address, n * 2 // 3, home=tmp_path / "c")
+            assert rc == 0, err[-2000:]
+            return json.loads(out.strip().splitlines()[-1])
+    seen = asyncio.run(main())
+    expected = {(f"body-{i}", ["TagA", "TagB", "TagC"][i % 3], str(i)) for i in range(n) if i % 3 != 2}
+    assert {tuple(s) for s in seen} == expected
+    with MessageStore(tmp_path / "s", read_only=True) as s:
+        assert sum(s.max_offset("CppTopic", q) for q in s.queues("CppTopic")) == n
