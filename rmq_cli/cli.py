@@ -78,6 +78,11 @@ def _property(text: str) -> tuple[str, str]:
     return key, value
 
 
+def add_serve_commands(sub, common) -> None:
+    from .serve import add_serve_commands as add
+    add(sub, common)
+
+
 def build_parser() -> argparse.ArgumentParser:
     # --store/--config are accepted before or after the command; after it they override.
     common = _Parser(add_help=False)
@@ -98,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
 
     for add in (add_produce_command, add_consume_command, add_topics_command, add_stat_command, add_check_command,
-                add_clean_command, add_recover_command):
+                add_clean_command, add_recover_command, add_serve_commands):
         add(sub, common)
     return parser
 

@@ -14,7 +14,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ALLOWED = {
     "store": set(),
     "filters": {"store"},
-    "rmq_cli": {"store", "filters"},
+    "rmq_cli": {"store", "filters", "broker"},
     "rmq_spark": {"store", "filters"},
     "remoting": set(),  # the wire protocol knows nothing of the store
     "broker": {"store", "filters", "remoting"},

@@ -173,3 +173,35 @@ def test_the_rocketmq_cpp_client_produces_and_consumes_through_the_broker(tmp_pa
     assert {tuple(s) for s in seen} == expected
     with MessageStore(tmp_path / "s", read_only=True) as s:
         assert sum(s.max_offset("CppTopic", q) for q in s.queues("CppTopic")) == n
+
+
+def test_rmq_serve_prints_its_addresses_serves_and_stops_cleanly_on_sigterm(tmp_path):
+    import signal
+    import subprocess
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    proc = subprocess.Popen([sys.executable, "-m", "rmq_cli", "-s", str(tmp_path / "s"), "serve", "--listen",
+                             "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        line = json.loads(proc.stdout.readline())
+        assert line["brokerName"] == "broker-a"
+
+        async def use():
+            async with RemotingClient(line["broker"]) as client:
+                assert (await client.invoke(send("T", b"hi", tags="TagA"))).code == ResponseCode.SUCCESS
+                await client.invoke(RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, {
+                    "consumerGroup": "g", "topic": "T", "queueId": 0, "commitOffset": 1}))
+            async with RemotingClient(line["namesrv"]) as names:
+                r = await names.invoke(RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"}))
+                assert json.loads(r.body)["brokerDatas"][0]["brokerAddrs"] == {"0": line["broker"]}
+        asyncio.run(use())
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert not (tmp_path / "s" / "abort").exists()  # the store was closed cleanly
+    assert OffsetStore(tmp_path / "s", "g").read_offset(("T", 0)) == 1
+    with MessageStore(tmp_path / "s", read_only=True) as s:
+        assert [m.body for m in s.get_message("x", "T", 0, 0).messages] == [b"hi"]

@@ -1,0 +1,101 @@
+"""`rmq serve` and `rmq namesrv`: a broker on a store (with its own name server unless --namesrv names one), or a
+name server alone. Each prints one JSON line with its addresses once it accepts, then logs to stderr; SIGTERM or
+Ctrl-C stops it cleanly (held pulls answered, offsets persisted, unregistered, store closed), exit 0."""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+import sys
+from typing import Optional
+
+log = logging.getLogger("rmq.serve")
+
+DEFAULT_BROKER = "127.0.0.1:10911"
+DEFAULT_NAMESRV = "127.0.0.1:9876"
+
+
+def add_serve_commands(sub, common) -> None:
+    p = sub.add_parser("serve", parents=[common], help="serve the store as a RocketMQ broker",
+                       description="Serve the store to RocketMQ clients over RocketMQ's remoting protocol: a broker "
+                                   "(send, pull with long polling, consumer offsets, heartbeats), registered with a "
+                                   "name server: --namesrv names one; without it one runs in this process. Prints "
+                                   '{"namesrv": ..., "broker": ..., "brokerName": ...} once both accept.')
+    p.add_argument("--listen", default=DEFAULT_BROKER, metavar="HOST:PORT",
+                   help=f"the broker's address (default {DEFAULT_BROKER}; port 0 picks a free one)")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--namesrv", metavar="HOST:PORT", help="register with this name server")
+    group.add_argument("--namesrv-listen", default=DEFAULT_NAMESRV, metavar="HOST:PORT",
+                       help=f"the in-process name server's address (default {DEFAULT_NAMESRV})")
+    p.add_argument("--broker-name", default="broker-a", help="brokerName (default broker-a)")
+    p.add_argument("--cluster", default="DefaultCluster", help="brokerClusterName (default DefaultCluster)")
+    p.set_defaults(run=cmd_serve)
+
+    p = sub.add_parser("namesrv", help="run a RocketMQ name server alone",
+                       description='A name server several brokers register with. Prints {"namesrv": ...}.')
+    p.add_argument("--listen", default=DEFAULT_NAMESRV, metavar="HOST:PORT",
+                   help=f"its address (default {DEFAULT_NAMESRV}; port 0 picks a free one)")
+    p.set_defaults(run=cmd_namesrv)
+
+
+def _logging() -> None:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+
+
+async def _until_stopped() -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+
+
+def _warn_if_wide(address: str) -> None:
+    host = address.rpartition(":")[0]
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        log.warning("listening on %s: the broker has no authentication yet; anyone who reaches it can read and "
+                    "write every topic", address)
+
+
+async def _serve(args, config) -> None:
+    from broker import Broker, NameServer
+    namesrv: Optional[NameServer] = None
+    address = args.namesrv
+    if address is None:
+        namesrv = await NameServer(args.namesrv_listen).start()
+        address = namesrv.address
+    try:
+        async with Broker(args.store, args.listen, namesrv=address, config=config,
+                          broker_name=args.broker_name, cluster=args.cluster) as b:
+            _warn_if_wide(b.address)
+            print(json.dumps({"namesrv": address, "broker": b.address, "brokerName": args.broker_name}),
+                  flush=True)
+            await _until_stopped()
+            log.info("stopping")
+    finally:
+        if namesrv is not None:
+            await namesrv.stop()
+
+
+def cmd_serve(args) -> int:
+    from .cli import _config, _store_path
+    _store_path(args, must_exist=False)
+    config = _config(args)
+    _logging()
+    asyncio.run(_serve(args, config))
+    return 0
+
+
+async def _namesrv(args) -> None:
+    from broker import NameServer
+    async with NameServer(args.listen) as ns:
+        _warn_if_wide(ns.address)
+        print(json.dumps({"namesrv": ns.address}), flush=True)
+        await _until_stopped()
+
+
+def cmd_namesrv(args) -> int:
+    _logging()
+    asyncio.run(_namesrv(args))
+    return 0
