@@ -15,6 +15,7 @@ from typing import Optional
 
 from filters import FilterParseError, MessageFilter
 from remoting import RemotingClient, RemotingCommand, RemotingServer, RequestCode, ResponseCode
+from remoting.remoting_server import Channel
 from store import GetMessageStatus, MessageStore, OffsetStore, ReadOffsetType, StoreError
 from store import message_codec as codec
 from store.message_properties import parse_properties
@@ -57,7 +58,7 @@ class BadRequest(Exception):
 
 @dataclass
 class _Client:
-    channel: object
+    channel: Channel
     last_heartbeat: float
     subscriptions: dict = field(default_factory=dict)  # topic -> subscription data (as the heartbeat sent it)
 
@@ -77,7 +78,7 @@ def _int_field(ext: dict, name: str, default: Optional[int] = None) -> int:
 class Broker:
     def __init__(self, store_path, listen: str = "127.0.0.1:10911", namesrv: Optional[str] = None,
                  broker_name: str = "broker-a", cluster: str = "DefaultCluster", config=None,
-                 register_interval_s: float = 30.0, default_topic_queues: int = 4):
+                 register_interval_s: float = 30.0, default_topic_queues: int = 4, client_expiry_s: float = 120.0):
         host, _, port = listen.rpartition(":")
         self.store = MessageStore(store_path, config)
         self.server = RemotingServer(host or "127.0.0.1", int(port))
@@ -87,7 +88,9 @@ class Broker:
         self.groups: dict[str, dict[str, _Client]] = {}  # consumer group -> client id -> client
         self._offsets: dict[str, OffsetStore] = {}
         self._arrivals: dict[tuple[str, int], asyncio.Event] = {}
+        self.client_expiry_s = client_expiry_s
         self._registering: Optional[asyncio.Task] = None
+        self._background: set[asyncio.Task] = set()
         self._namesrv_client: Optional[RemotingClient] = None
         for code, processor in ((RequestCode.SEND_MESSAGE, self._send), (RequestCode.SEND_MESSAGE_V2, self._send),
                                 (RequestCode.PULL_MESSAGE, self._pull),
@@ -109,6 +112,7 @@ class Broker:
     async def start(self) -> "Broker":
         self._default_topic()
         await self.server.start()
+        self._background.add(asyncio.ensure_future(self._expire_clients()))
         if self.namesrv:
             self._namesrv_client = await RemotingClient(self.namesrv).connect()
             await self.register()
@@ -117,8 +121,9 @@ class Broker:
         return self
 
     async def stop(self) -> None:
-        if self._registering is not None:
-            self._registering.cancel()
+        for task in [self._registering, *self._background]:
+            if task is not None:
+                task.cancel()
         if self._namesrv_client is not None:
             try:
                 await self._namesrv_client.invoke(RemotingCommand.request(RequestCode.UNREGISTER_BROKER, {
@@ -203,11 +208,15 @@ class Broker:
 
     def _channel_closed(self, channel) -> None:
         for group, clients in list(self.groups.items()):
-            for cid, client in list(clients.items()):
-                if client.channel is channel:
-                    del clients[cid]
+            left = [cid for cid, client in clients.items() if client.channel is channel]
+            for cid in left:
+                del clients[cid]
             if not clients:
                 del self.groups[group]
+            elif left:
+                task = asyncio.ensure_future(self._notify_ids_changed(group))
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
 
     # -- SendMessageProcessor ------------------------------------------------------------------------------------
 
@@ -368,16 +377,48 @@ class Broker:
         for consumer in data.get("consumerDataSet") or []:
             group = str(consumer.get("groupName") or "")
             subs = {s.get("topic"): s for s in consumer.get("subscriptionDataSet") or [] if isinstance(s, dict)}
-            self.groups.setdefault(group, {})[client_id] = _Client(channel, time.monotonic(), subs)
+            clients = self.groups.setdefault(group, {})
+            joined = client_id not in clients
+            clients[client_id] = _Client(channel, time.monotonic(), subs)
+            if joined:
+                await self._notify_ids_changed(group)
         return cmd.response(ResponseCode.SUCCESS)
+
+    async def _notify_ids_changed(self, group: str) -> None:
+        """NOTIFY_CONSUMER_IDS_CHANGED (oneway) to every member: they rebalance their queues now rather than at
+        their next periodic rebalance (RocketMQ's Broker2Client)."""
+        for client in list(self.groups.get(group, {}).values()):
+            note = RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group},
+                                           oneway=True)
+            try:
+                await client.channel.send(note)
+            except ConnectionError:
+                pass
+
+    async def _expire_clients(self) -> None:
+        """A client that has not sent a heartbeat for CLIENT_EXPIRY_S leaves its groups (ClientHousekeeping)."""
+        while True:
+            await asyncio.sleep(min(10.0, self.client_expiry_s / 4))
+            now = time.monotonic()
+            for group, clients in list(self.groups.items()):
+                gone = [cid for cid, c in clients.items() if now - c.last_heartbeat > self.client_expiry_s]
+                for cid in gone:
+                    del clients[cid]
+                    log.info("consumer %s of group %s sent no heartbeat for %.0f s: removed", cid, group,
+                             self.client_expiry_s)
+                if not clients:
+                    del self.groups[group]
+                elif gone:
+                    await self._notify_ids_changed(group)
 
     async def _unregister_client(self, cmd: RemotingCommand, channel) -> RemotingCommand:
         ext = cmd.ext_fields
         group, client_id = ext.get("consumerGroup") or "", ext.get("clientID") or ""
         clients = self.groups.get(group)
-        if clients is not None:
-            clients.pop(client_id, None)
-            if not clients:
+        if clients is not None and clients.pop(client_id, None) is not None:
+            if clients:
+                await self._notify_ids_changed(group)
+            else:
                 del self.groups[group]
         return cmd.response(ResponseCode.SUCCESS)
 

@@ -205,3 +205,89 @@ def test_rmq_serve_prints_its_addresses_serves_and_stops_cleanly_on_sigterm(tmp_
     assert OffsetStore(tmp_path / "s", "g").read_offset(("T", 0)) == 1
     with MessageStore(tmp_path / "s", read_only=True) as s:
         assert [m.body for m in s.get_message("x", "T", 0, 0).messages] == [b"hi"]
+
+
+def test_group_members_are_told_when_the_group_changes(tmp_path):
+    """NOTIFY_CONSUMER_IDS_CHANGED to every member when one joins or leaves (or stops sending heartbeats)."""
+    def heartbeat(client_id):
+        return RemotingCommand.request(RequestCode.HEART_BEAT, body=json.dumps({
+            "clientID": client_id, "producerDataSet": [], "consumerDataSet": [{
+                "groupName": "g", "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
+                "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET", "unitMode": False,
+                "subscriptionDataSet": [{"topic": "T", "subString": "*", "tagsSet": [], "codeSet": [],
+                                         "subVersion": 0, "expressionType": "TAG"}]}]}).encode())
+
+    async def main():
+        async with Broker(tmp_path / "s", "127.0.0.1:0", client_expiry_s=0.5) as b:
+            notes = {"a": [], "b": []}
+            a, c = RemotingClient(b.address), RemotingClient(b.address)
+
+            async def on_a(cmd):
+                notes["a"].append(cmd.code)
+
+            async def on_c(cmd):
+                notes["b"].append(cmd.code)
+            a.on_request, c.on_request = on_a, on_c
+            await a.connect()
+            await c.connect()
+            await a.invoke(heartbeat("a"))
+            await c.invoke(heartbeat("b"))
+            ids = await a.invoke(RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+                                                         {"consumerGroup": "g"}))
+            assert json.loads(ids.body) == {"consumerIdList": ["a", "b"]}
+            await asyncio.sleep(0.1)
+            assert notes["a"] == [RequestCode.NOTIFY_CONSUMER_IDS_CHANGED] * 2  # its own join, then b's
+            await c.close()  # b leaves: a is told
+            await asyncio.sleep(0.1)
+            assert len(notes["a"]) == 3
+            ids = await a.invoke(RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+                                                         {"consumerGroup": "g"}))
+            assert json.loads(ids.body) == {"consumerIdList": ["a"]}
+            await asyncio.sleep(1.0)  # a sends no heartbeat: it expires
+            ids = await a.invoke(RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+                                                         {"consumerGroup": "g"}))
+            assert ids.code == ResponseCode.SYSTEM_ERROR
+            await a.close()
+    asyncio.run(main())
+
+
+RESUMING_CONSUMER = """
+    import sys, time, json
+    from rocketmq.client import PushConsumer
+    want, seen = int(sys.argv[2]), []
+    def on_message(msg):
+        seen.append(msg.body.decode() if isinstance(msg.body, bytes) else msg.body)
+    c = PushConsumer("cpp-resume")
+    c.set_namesrv_addr(sys.argv[1])
+    c.subscribe("Resume", on_message, "*")
+    c.start()
+    deadline = time.time() + 60
+    while len(seen) < want and time.time() < deadline:
+        time.sleep(0.2)
+    time.sleep(6)  # the client persists its offsets every 5 s
+    c.shutdown()
+    print(json.dumps(seen), flush=True)
+"""
+
+
+def test_a_restarted_cpp_consumer_resumes_from_the_offsets_the_broker_stored(tmp_path):
+    pytest.importorskip("rocketmq.client", reason="the rocketmq==0.4.4 test extra (the Apache RocketMQ C++ client)")
+
+    async def main():
+        async with NameServer("127.0.0.1:0") as ns, Broker(tmp_path / "s", "127.0.0.1:0", namesrv=ns.address) as b:
+            async with RemotingClient(b.address) as client:
+                for i in range(20):
+                    await client.invoke(send("Resume", b"first-%d" % i, queue_id=i % 4))
+                rc, out, err = await _child(RESUMING_CONSUMER, ns.address, 20, home=tmp_path / "c")
+                assert rc == 0, err[-2000:]
+                first = json.loads(out.strip().splitlines()[-1])
+                for i in range(10):
+                    await client.invoke(send("Resume", b"second-%d" % i, queue_id=i % 4))
+                rc, out, err = await _child(RESUMING_CONSUMER, ns.address, 10, home=tmp_path / "c")
+                assert rc == 0, err[-2000:]
+                return first, json.loads(out.strip().splitlines()[-1])
+    first, second = asyncio.run(main())
+    assert sorted(first) == sorted(f"first-{i}" for i in range(20))
+    assert sorted(second) == sorted(f"second-{i}" for i in range(10))  # nothing before the stored offsets again
+    for q in range(4):
+        assert OffsetStore(tmp_path / "s", "cpp-resume").read_offset(("Resume", q)) == 5 + (3 if q < 2 else 2)
