@@ -20,9 +20,15 @@ from store import GetMessageStatus, MessageStore, OffsetStore, ReadOffsetType, S
 from store import message_codec as codec
 from store.message_properties import parse_properties
 
+from .schedule_message_service import DEFAULT_DELAY_LEVELS, PROPERTY_DELAY, ScheduleMessageService
+
 log = logging.getLogger(__name__)
 
 DEFAULT_TOPIC = "TBW102"
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
+PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
 PERM_INHERIT = 0x1
 
 # PullSysFlag
@@ -78,7 +84,8 @@ def _int_field(ext: dict, name: str, default: Optional[int] = None) -> int:
 class Broker:
     def __init__(self, store_path, listen: str = "127.0.0.1:10911", namesrv: Optional[str] = None,
                  broker_name: str = "broker-a", cluster: str = "DefaultCluster", config=None,
-                 register_interval_s: float = 30.0, default_topic_queues: int = 4, client_expiry_s: float = 120.0):
+                 register_interval_s: float = 30.0, default_topic_queues: int = 4, client_expiry_s: float = 120.0,
+                 message_delay_level: str = DEFAULT_DELAY_LEVELS, max_reconsume_times: int = 16):
         host, _, port = listen.rpartition(":")
         self.store = MessageStore(store_path, config)
         self.server = RemotingServer(host or "127.0.0.1", int(port))
@@ -89,6 +96,8 @@ class Broker:
         self._offsets: dict[str, OffsetStore] = {}
         self._arrivals: dict[tuple[str, int], asyncio.Event] = {}
         self.client_expiry_s = client_expiry_s
+        self.max_reconsume_times = max_reconsume_times
+        self.schedule = ScheduleMessageService(self.store, message_delay_level, on_deliver=self._arrived)
         self._registering: Optional[asyncio.Task] = None
         self._background: set[asyncio.Task] = set()
         self._namesrv_client: Optional[RemotingClient] = None
@@ -101,7 +110,8 @@ class Broker:
                                 (RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, self._search_offset),
                                 (RequestCode.HEART_BEAT, self._heartbeat),
                                 (RequestCode.UNREGISTER_CLIENT, self._unregister_client),
-                                (RequestCode.GET_CONSUMER_LIST_BY_GROUP, self._consumer_list)):
+                                (RequestCode.GET_CONSUMER_LIST_BY_GROUP, self._consumer_list),
+                                (RequestCode.CONSUMER_SEND_MSG_BACK, self._send_back)):
             self.server.register(code, self._answering(processor))
         self.server.on_close.append(self._channel_closed)
 
@@ -112,7 +122,11 @@ class Broker:
     async def start(self) -> "Broker":
         self._default_topic()
         await self.server.start()
+        # STOREHOST of every record this broker stores: clients send a message back to the broker it names
+        host = self.server.host if self.server.host not in ("0.0.0.0", "::", "") else codec.local_host_address()
+        self.store.store_host = codec.parse_host((host, self.server.port))
         self._background.add(asyncio.ensure_future(self._expire_clients()))
+        self.schedule.start()
         if self.namesrv:
             self._namesrv_client = await RemotingClient(self.namesrv).connect()
             await self.register()
@@ -133,6 +147,7 @@ class Broker:
                 pass
             await self._namesrv_client.close()
         await self.server.stop()
+        await self.schedule.stop()
         for offsets in self._offsets.values():
             offsets.persist_all()
         self.store.close()
@@ -237,20 +252,73 @@ class Broker:
         queue_id = _int_field(ext, "queueId", -1)
         properties = parse_properties(ext.get("properties"))
         sys_flag = _int_field(ext, "sysFlag", 0) & ~codec.RESERVED_SYS_FLAGS & ~codec.TRANSACTION_TYPE_MASK
+        put_args = dict(flag=_int_field(ext, "flag", 0), sys_flag=sys_flag,
+                        born_timestamp=_int_field(ext, "bornTimestamp", int(time.time() * 1000)),
+                        born_host=channel.remote_address, reconsume_times=_int_field(ext, "reconsumeTimes", 0))
+        delay = properties.pop(PROPERTY_DELAY, None)
         try:
-            result = self.store.put(topic, cmd.body, properties=properties or None,
-                                    queue_id=None if queue_id < 0 else queue_id,
-                                    flag=_int_field(ext, "flag", 0), sys_flag=sys_flag,
-                                    born_timestamp=_int_field(ext, "bornTimestamp", int(time.time() * 1000)),
-                                    born_host=channel.remote_address)
+            if delay is not None and delay.isdigit() and int(delay) > 0:  # a delayed message: waits its level out
+                if queue_id < 0:
+                    queue_id = self.store.take_round_robin(topic, len(self.store.queues(topic)), 1)
+                result = self.schedule.schedule(topic, queue_id, cmd.body, properties, int(delay), **put_args)
+            else:
+                result = self.store.put(topic, cmd.body, properties=properties or None,
+                                        queue_id=None if queue_id < 0 else queue_id, **put_args)
+                self._arrived(topic, result.queue_id)
         except ValueError as e:
             raise BadRequest(str(e), ResponseCode.MESSAGE_ILLEGAL) from None
-        event = self._arrivals.get((topic, result.queue_id))
-        if event is not None:
-            event.set()
         return cmd.response(ResponseCode.SUCCESS, ext_fields={
             "msgId": result.msg_id, "queueId": result.queue_id, "queueOffset": result.queue_offset,
             "MSG_REGION": "DefaultRegion", "TRACE_ON": "false"})
+
+    def _arrived(self, topic: str, queue_id: int) -> None:
+        event = self._arrivals.get((topic, queue_id))
+        if event is not None:
+            event.set()
+
+    def _ensure_topic(self, topic: str, queues: int = 1) -> bool:
+        """Create a system topic (a group's retry or dead-letter topic) when missing; True if created."""
+        if topic in self.store.topics():
+            return False
+        self.store.create_topic(topic, queues)
+        return True
+
+    async def _send_back(self, cmd: RemotingCommand, channel) -> RemotingCommand:
+        """CONSUMER_SEND_MSG_BACK: a message the consumer failed goes to %RETRY%<group> after the next delay
+        level, or to %DLQ%<group> once it was reconsumed maxReconsumeTimes times (SendMessageProcessor)."""
+        ext = cmd.ext_fields
+        group = ext.get("group") or ""
+        offset = _int_field(ext, "offset")
+        view, base = self.store.commit_log.view_at(offset)
+        if view is None:
+            raise BadRequest(f"look message by offset failed, {offset}")
+        try:
+            msg = codec.decode_record(view, offset - base, limit=len(view))
+        except codec.RecordFormatError as e:
+            raise BadRequest(f"the message at offset {offset}: {e}") from None
+        props = dict(msg.properties)
+        props.setdefault(PROPERTY_RETRY_TOPIC, msg.topic)
+        props[PROPERTY_ORIGIN_MESSAGE_ID] = ext.get("originMsgId") or props.get(codec.PROPERTY_UNIQ_KEY, "")
+        delay_level = _int_field(ext, "delayLevel", 0)
+        max_times = _int_field(ext, "maxReconsumeTimes", self.max_reconsume_times)
+        if max_times < 0:
+            max_times = self.max_reconsume_times
+        put_args = dict(flag=msg.flag, born_timestamp=msg.born_timestamp, reconsume_times=msg.reconsume_times + 1)
+        created = False
+        if msg.reconsume_times >= max_times or delay_level < 0:
+            dlq = DLQ_GROUP_TOPIC_PREFIX + group
+            created = self._ensure_topic(dlq)
+            self.store.put(dlq, msg.body, properties=props, queue_id=0, **put_args)
+            log.info("message %s of group %s went to %s after %d reconsumes", props[PROPERTY_ORIGIN_MESSAGE_ID],
+                     group, dlq, msg.reconsume_times)
+        else:
+            retry = RETRY_GROUP_TOPIC_PREFIX + group
+            created = self._ensure_topic(retry)
+            level = delay_level if delay_level > 0 else 3 + msg.reconsume_times
+            self.schedule.schedule(retry, 0, msg.body, props, level, **put_args)
+        if created and self._namesrv_client is not None:
+            await self.register()
+        return cmd.response(ResponseCode.SUCCESS)
 
     # -- PullMessageProcessor ------------------------------------------------------------------------------------
 
@@ -377,6 +445,8 @@ class Broker:
         for consumer in data.get("consumerDataSet") or []:
             group = str(consumer.get("groupName") or "")
             subs = {s.get("topic"): s for s in consumer.get("subscriptionDataSet") or [] if isinstance(s, dict)}
+            if self._ensure_topic(RETRY_GROUP_TOPIC_PREFIX + group) and self._namesrv_client is not None:
+                await self.register()
             clients = self.groups.setdefault(group, {})
             joined = client_id not in clients
             clients[client_id] = _Client(channel, time.monotonic(), subs)

@@ -307,17 +307,18 @@ class MessageStore:
     # -- writing ---------------------------------------------------------------------------------------------
 
     def put(self, topic: str, body, *, tags=None, keys=None, properties=None, queue_id=None, sharding_key=None,
-            flag: int = 0, born_timestamp=None, sys_flag: int = 0, born_host=None) -> PutResult:
+            flag: int = 0, born_timestamp=None, sys_flag: int = 0, born_host=None,
+            reconsume_times: int = 0) -> PutResult:
         result = self.put_batch(topic, [body], tags=[tags], keys=[keys], properties=[properties],
                                 queue_id=None if queue_id is None else [queue_id],
                                 sharding_key=None if sharding_key is None else [sharding_key],
                                 flag=flag, born_timestamp=None if born_timestamp is None else [born_timestamp],
-                                sys_flag=sys_flag, born_host=born_host)
+                                sys_flag=sys_flag, born_host=born_host, reconsume_times=reconsume_times)
         return result[0]
 
     def put_batch(self, topic, bodies, *, tags=None, keys=None, properties=None, queue_id=None,
                   sharding_key=None, flag=0, born_timestamp=None, sys_flag=0, born_host=None,
-                  atomic: bool = False) -> PutBatchResult:
+                  atomic: bool = False, reconsume_times=0) -> PutBatchResult:
         """Append many messages in one write. Every argument but `bodies` is a scalar for all messages or a
         sequence (or Arrow array) with one value per message. Everything is validated before anything is
         written; the batch is appended under the store lock, so its queue offsets are dense and in order.
@@ -331,7 +332,7 @@ class MessageStore:
         batch, plan = build_batch(self, topic, bodies, tags=tags, keys=keys, properties=properties,
                                   queue_id=queue_id, sharding_key=sharding_key, flag=flag,
                                   born_timestamp=born_timestamp, sys_flag=sys_flag, born_host=born_host,
-                                  atomic=atomic)
+                                  atomic=atomic, reconsume_times=reconsume_times)
         with self.write_lock():
             return self._append_locked(batch, plan)
 

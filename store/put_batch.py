@@ -262,7 +262,7 @@ def incomplete_atomic_start(records) -> Optional[int]:
 
 
 def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, sharding_key, flag, born_timestamp,
-                sys_flag, born_host, atomic=False):
+                sys_flag, born_host, atomic=False, reconsume_times=0):
     """The batch to encode and the plan to place it, everything checked before anything is written."""
     bodies = _bodies(bodies)
     n = len(bodies)
@@ -292,7 +292,8 @@ def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, shard
         topics=topics, topic_index=topic_index, bodies=bodies, property_parts=parts,
         queue_ids=_ZERO_I32, flags=_int_column(flag, "flag", n, np.int32, 0), sys_flags=sys_flags,
         born_timestamps=_int_column(born_timestamp, "born_timestamp", n, np.int64, now),
-        born_host=born_host_parsed, store_host=store.store_host, reconsume_times=_ZERO_I32,
+        born_host=born_host_parsed, store_host=store.store_host,
+        reconsume_times=_int_column(reconsume_times, "reconsume_times", n, np.int32, 0, lo=0),
         prepared_offsets=_ZERO_I64)
     _size_batch(batch, store.config.maxMessageSize)
     dispatched, all_dispatched = _dispatched(sys_flags, n)

@@ -291,3 +291,89 @@ def test_a_restarted_cpp_consumer_resumes_from_the_offsets_the_broker_stored(tmp
     assert sorted(second) == sorted(f"second-{i}" for i in range(10))  # nothing before the stored offsets again
     for q in range(4):
         assert OffsetStore(tmp_path / "s", "cpp-resume").read_offset(("Resume", q)) == 5 + (3 if q < 2 else 2)
+
+
+def test_send_back_retries_after_the_delay_level_then_the_dead_letter_queue(tmp_path):
+    """CONSUMER_SEND_MSG_BACK: to %RETRY%<group> through SCHEDULE_TOPIC_XXXX after the next delay level, with the
+    reconsume count growing; to %DLQ%<group> once maxReconsumeTimes is reached. A message sent with a DELAY level
+    arrives no earlier than its delay."""
+    async def main():
+        async with Broker(tmp_path / "s", "127.0.0.1:0", message_delay_level="1s 1s 1s 1s 1s") as b:
+            async with RemotingClient(b.address) as client:
+                sent = await client.invoke(send("T", b"work", tags="TagA"))
+                offset = json.loads("0")
+                first = records((await client.invoke(pull("T", offset))).body)[0]
+                retries = []
+                msg = first
+                for attempt in range(3):
+                    back = await client.invoke(RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, {
+                        "offset": msg.commit_log_offset, "group": "g", "delayLevel": 0,
+                        "originMsgId": sent.ext_fields["msgId"], "maxReconsumeTimes": 2}))
+                    assert back.code == ResponseCode.SUCCESS
+                    if attempt == 2:
+                        break
+                    asked = time.monotonic()
+                    got = await client.invoke(pull("%RETRY%g", attempt, suspend_ms=5000), timeout=10)
+                    waited = time.monotonic() - asked
+                    assert got.code == ResponseCode.SUCCESS, got.remark
+                    msg = records(got.body)[0]
+                    retries.append((msg.body, msg.reconsume_times, msg.properties["RETRY_TOPIC"]))
+                    assert 0.5 < waited < 4  # the 1 s level, not at once
+                assert retries == [(b"work", 1, "T"), (b"work", 2, "T")]
+                dead = records((await client.invoke(pull("%DLQ%g", 0))).body)
+                assert [(m.body, m.reconsume_times, m.properties["ORIGIN_MESSAGE_ID"]) for m in dead] == \
+                    [(b"work", 3, sent.ext_fields["msgId"])]
+
+                started = time.monotonic()
+                await client.invoke(send("T", b"later", tags="TagA", DELAY="2"))
+                got = await client.invoke(pull("T", 1, suspend_ms=5000), timeout=10)
+                assert [m.body for m in records(got.body)] == [b"later"]
+                assert time.monotonic() - started >= 0.9
+                assert "DELAY" not in records(got.body)[0].properties
+        assert json.loads((tmp_path / "s" / "config" / "delayOffset.json").read_text())["offsetTable"]
+    asyncio.run(main())
+
+
+RETRYING_CONSUMER = """
+    import sys, time, json
+    from rocketmq.client import PushConsumer, RecvMessage, dll
+    from rocketmq.exceptions import ffi_check
+    seen, failures = [], {}
+    # The wrapper's subscribe() loses a callback's RECONSUME_LATER (it re-raises in a finally), so the status
+    # is returned from a callback registered with the C client directly.
+    def on_message(consumer, handle):
+        msg = RecvMessage(handle)
+        body = msg.body.decode() if isinstance(msg.body, bytes) else msg.body
+        seen.append([body, msg.reconsume_times, time.time()])
+        if body == "flaky" and failures.get(body, 0) < 2:
+            failures[body] = failures.get(body, 0) + 1
+            return 1  # RECONSUME_LATER
+        return 0  # CONSUME_SUCCESS
+    c = PushConsumer("cpp-retry")
+    c.set_namesrv_addr(sys.argv[1])
+    ffi_check(dll.Subscribe(c._handle, b"Flaky", b"*"))
+    c._register_callback(on_message)
+    c.start()
+    deadline = time.time() + 60
+    while sum(1 for s in seen if s[0] == "flaky") < 3 and time.time() < deadline:
+        time.sleep(0.2)
+    c.shutdown()
+    print(json.dumps(seen), flush=True)
+"""
+
+
+def test_a_cpp_consumer_that_fails_twice_gets_the_message_three_times(tmp_path):
+    pytest.importorskip("rocketmq.client", reason="the rocketmq==0.4.4 test extra (the Apache RocketMQ C++ client)")
+
+    async def main():
+        async with NameServer("127.0.0.1:0") as ns, Broker(tmp_path / "s", "127.0.0.1:0", namesrv=ns.address,
+                                                          message_delay_level="1s 1s 1s 1s 1s") as b:
+            async with RemotingClient(b.address) as client:
+                await client.invoke(send("Flaky", b"flaky", queue_id=0))
+                rc, out, err = await _child(RETRYING_CONSUMER, ns.address, home=tmp_path / "c")
+                assert rc == 0, err[-2000:]
+                return json.loads(out.strip().splitlines()[-1])
+    seen = asyncio.run(main())
+    flaky = [s for s in seen if s[0] == "flaky"]
+    assert [s[1] for s in flaky] == [0, 1, 2]  # reconsume times
+    assert all(b[2] - a[2] >= 0.9 for a, b in zip(flaky, flaky[1:]))  # each retry waited its 1 s level

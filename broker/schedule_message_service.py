@@ -1,0 +1,133 @@
+"""RocketMQ's ScheduleMessageService: delayed messages wait in SCHEDULE_TOPIC_XXXX (queue = delay level - 1) and
+are delivered to their real topic and queue when due; each level's progress is kept in config/delayOffset.json.
+
+A message is due at its store time plus its level's delay (messageDelayLevel). RocketMQ keeps that time in the
+consume-queue unit's tagsCode; here the unit keeps the tag hash like any other, and the due time is computed from
+the record, so the service reads each waiting record's header once it reaches the head of its level.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from typing import Optional
+
+from store import GetMessageStatus, MessageStore
+from store.json_file import atomic_write_json, load_rocketmq_json
+
+log = logging.getLogger(__name__)
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+PROPERTY_DELAY = "DELAY"
+PROPERTY_REAL_TOPIC = "REAL_TOPIC"
+PROPERTY_REAL_QUEUE_ID = "REAL_QID"
+DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_delay_levels(text: str) -> list[int]:
+    """messageDelayLevel ("1s 5s ... 2h") -> the delay of each level in ms (level 1 first)."""
+    levels = []
+    for word in text.split():
+        unit = word[-1]
+        if unit not in _UNITS_MS or not word[:-1].isdigit():
+            raise ValueError(f"messageDelayLevel: {word!r} is not a number followed by s, m, h or d")
+        levels.append(int(word[:-1]) * _UNITS_MS[unit])
+    if not levels:
+        raise ValueError("messageDelayLevel: no level given")
+    return levels
+
+
+class ScheduleMessageService:
+    def __init__(self, store: MessageStore, delay_levels: str = DEFAULT_DELAY_LEVELS, on_deliver=None,
+                 poll_s: float = 0.1):
+        self.store = store
+        self.delays_ms = parse_delay_levels(delay_levels)
+        self.on_deliver = on_deliver  # called with (topic, queue_id) after a delivery, to wake held pulls
+        self.poll_s = poll_s
+        self.path = os.path.join(store.path, "config", "delayOffset.json")
+        data = load_rocketmq_json(self.path) or {}
+        self.offsets: dict[int, int] = {int(k): int(v) for k, v in (data.get("offsetTable") or {}).items()}
+        self._task: Optional[asyncio.Task] = None
+        self._dirty = False
+
+    @property
+    def max_level(self) -> int:
+        return len(self.delays_ms)
+
+    def schedule(self, topic: str, queue_id: int, body: bytes, properties: dict, level: int, **put_args):
+        """Store a message for delivery after `level`'s delay (levels past the last mean the last)."""
+        level = max(1, min(level, self.max_level))
+        if SCHEDULE_TOPIC not in self.store.topics():
+            self.store.create_topic(SCHEDULE_TOPIC, self.max_level)
+        props = dict(properties, **{PROPERTY_DELAY: str(level), PROPERTY_REAL_TOPIC: topic,
+                                    PROPERTY_REAL_QUEUE_ID: str(queue_id)})
+        return self.store.put(SCHEDULE_TOPIC, body, properties=props, queue_id=level - 1, **put_args)
+
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+        self.persist()
+
+    def persist(self) -> None:
+        if self._dirty:
+            atomic_write_json(self.path, {"offsetTable": {str(k): v for k, v in sorted(self.offsets.items())}})
+            self._dirty = False
+
+    async def _run(self) -> None:
+        last_persist = time.monotonic()
+        while True:
+            await asyncio.sleep(self.poll_s)
+            if SCHEDULE_TOPIC in self.store.topics():
+                for level in range(1, self.max_level + 1):
+                    self.deliver_due(level)
+            if self._dirty and time.monotonic() - last_persist > 1.0:
+                self.persist()
+                last_persist = time.monotonic()
+
+    def deliver_due(self, level: int, now_ms: Optional[int] = None) -> int:
+        """Deliver the due messages at the head of a level; returns how many."""
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        queue_id = level - 1
+        if queue_id not in self.store.queues(SCHEDULE_TOPIC):
+            return 0
+        offset = self.offsets.get(level, 0)
+        delivered = 0
+        while True:
+            got = self.store.get_message("SCHEDULE", SCHEDULE_TOPIC, queue_id, offset, 32)
+            if got.status == GetMessageStatus.OFFSET_TOO_SMALL:
+                offset = got.next_begin_offset
+                continue
+            if got.status != GetMessageStatus.FOUND:
+                break
+            for m in got.messages:
+                if m.store_timestamp + self.delays_ms[level - 1] > now_ms:
+                    self._advance(level, offset)
+                    return delivered
+                props = {k: v for k, v in m.properties.items()
+                         if k not in (PROPERTY_DELAY, PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID)}
+                topic = m.properties.get(PROPERTY_REAL_TOPIC, "")
+                qid = int(m.properties.get(PROPERTY_REAL_QUEUE_ID, "0"))
+                if topic not in self.store.topics():
+                    self.store.create_topic(topic, max(1, qid + 1))
+                self.store.put(topic, m.body, properties=props or None, queue_id=qid, flag=m.flag,
+                               born_timestamp=m.born_timestamp, reconsume_times=m.reconsume_times)
+                if self.on_deliver is not None:
+                    self.on_deliver(topic, qid)
+                offset = m.queue_offset + 1
+                delivered += 1
+        self._advance(level, offset)
+        return delivered
+
+    def _advance(self, level: int, offset: int) -> None:
+        if self.offsets.get(level, 0) != offset:
+            self.offsets[level] = offset
+            self._dirty = True
