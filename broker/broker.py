@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import struct
 import time
 from dataclasses import dataclass, field
 from typing import Optional
@@ -98,6 +99,8 @@ class Broker:
         self.client_expiry_s = client_expiry_s
         self.max_reconsume_times = max_reconsume_times
         self.schedule = ScheduleMessageService(self.store, message_delay_level, on_deliver=self._arrived)
+        self.lock_expiry_s = 60.0  # RebalanceLockManager: a queue lock not renewed for this long is free
+        self._locks: dict[str, dict[tuple[str, int], tuple[str, float]]] = {}  # group -> queue -> (client, time)
         self._registering: Optional[asyncio.Task] = None
         self._background: set[asyncio.Task] = set()
         self._namesrv_client: Optional[RemotingClient] = None
@@ -111,7 +114,12 @@ class Broker:
                                 (RequestCode.HEART_BEAT, self._heartbeat),
                                 (RequestCode.UNREGISTER_CLIENT, self._unregister_client),
                                 (RequestCode.GET_CONSUMER_LIST_BY_GROUP, self._consumer_list),
-                                (RequestCode.CONSUMER_SEND_MSG_BACK, self._send_back)):
+                                (RequestCode.CONSUMER_SEND_MSG_BACK, self._send_back),
+                                (RequestCode.SEND_BATCH_MESSAGE, self._send_batch),
+                                (RequestCode.GET_EARLIEST_MSG_STORETIME, self._earliest_store_time),
+                                (RequestCode.VIEW_MESSAGE_BY_ID, self._view_message),
+                                (RequestCode.LOCK_BATCH_MQ, self._lock_batch),
+                                (RequestCode.UNLOCK_BATCH_MQ, self._unlock_batch)):
             self.server.register(code, self._answering(processor))
         self.server.on_close.append(self._channel_closed)
 
@@ -270,6 +278,90 @@ class Broker:
         return cmd.response(ResponseCode.SUCCESS, ext_fields={
             "msgId": result.msg_id, "queueId": result.queue_id, "queueOffset": result.queue_offset,
             "MSG_REGION": "DefaultRegion", "TRACE_ON": "false"})
+
+    async def _send_batch(self, cmd: RemotingCommand, channel) -> RemotingCommand:
+        """SEND_BATCH_MESSAGE: a MessageBatch body (each message as MessageDecoder.encodeMessage writes it) appended
+        with one put_batch, so its messages get consecutive queue offsets."""
+        ext = cmd.ext_fields
+        if cmd.code == RequestCode.SEND_MESSAGE_V2:
+            ext = {_V2_FIELDS.get(k, k): v for k, v in ext.items()}
+        topic = ext.get("topic") or ""
+        try:
+            codec.check_topic(topic)
+        except ValueError as e:
+            raise BadRequest(str(e), ResponseCode.MESSAGE_ILLEGAL) from None
+        bodies, props = _decode_message_batch(cmd.body)
+        if not bodies:
+            raise BadRequest("the batch holds no message", ResponseCode.MESSAGE_ILLEGAL)
+        if topic not in self.store.topics():
+            self.store.create_topic(topic, max(1, min(_int_field(ext, "defaultTopicQueueNums",
+                                                                 self.default_topic_queues), 1024)))
+            if self._namesrv_client is not None:
+                await self.register()
+        queue_id = _int_field(ext, "queueId", -1)
+        if queue_id < 0:
+            queue_id = self.store.take_round_robin(topic, len(self.store.queues(topic)), 1)
+        try:
+            result = self.store.put_batch(topic, bodies, properties=[p or None for p in props], queue_id=queue_id,
+                                          born_timestamp=_int_field(ext, "bornTimestamp", int(time.time() * 1000)),
+                                          born_host=channel.remote_address)
+        except ValueError as e:
+            raise BadRequest(str(e), ResponseCode.MESSAGE_ILLEGAL) from None
+        self._arrived(topic, queue_id)
+        ids = ",".join(result[i].msg_id for i in range(len(result)))
+        return cmd.response(ResponseCode.SUCCESS, ext_fields={
+            "msgId": ids, "queueId": queue_id, "queueOffset": int(result.queue_offsets[0]),
+            "MSG_REGION": "DefaultRegion", "TRACE_ON": "false"})
+
+    async def _earliest_store_time(self, cmd: RemotingCommand, channel) -> RemotingCommand:
+        topic, queue_id = cmd.ext_fields.get("topic") or "", _int_field(cmd.ext_fields, "queueId")
+        self._check_queue(topic, queue_id)
+        got = self.store.get_message("x", topic, queue_id, self.store.min_offset(topic, queue_id), 1)
+        stamp = got.messages[0].store_timestamp if got.messages else -1
+        return cmd.response(ResponseCode.SUCCESS, ext_fields={"timestamp": stamp})
+
+    async def _view_message(self, cmd: RemotingCommand, channel) -> RemotingCommand:
+        """VIEW_MESSAGE_BY_ID: the record at the commitlog offset the header names (the offset part of a msgId)."""
+        offset = _int_field(cmd.ext_fields, "offset")
+        view, base = self.store.commit_log.view_at(offset)
+        if view is None:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"no message at offset {offset}")
+        try:
+            msg = codec.decode_record(view, offset - base, limit=len(view))
+        except codec.RecordFormatError as e:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"no message at offset {offset}: {e}")
+        return cmd.response(ResponseCode.SUCCESS, body=bytes(view[offset - base:offset - base + msg.store_size]))
+
+    def _lock_body(self, cmd: RemotingCommand) -> tuple[str, str, list]:
+        try:
+            data = json.loads(cmd.body)
+            group, client, mqs = str(data["consumerGroup"]), str(data["clientId"]), list(data.get("mqSet") or [])
+            queues = [(str(m["topic"]), int(m["queueId"]), m) for m in mqs]
+        except (ValueError, KeyError, TypeError) as e:
+            raise BadRequest(f"the lock request body: {e}") from None
+        return group, client, queues
+
+    async def _lock_batch(self, cmd: RemotingCommand, channel) -> RemotingCommand:
+        """LOCK_BATCH_MQ (RebalanceLockManager): an orderly consumer locks its queues; a queue locked by another
+        live client stays with it until that lock expires."""
+        group, client, queues = self._lock_body(cmd)
+        locks = self._locks.setdefault(group, {})
+        now = time.monotonic()
+        locked = []
+        for topic, qid, mq in queues:
+            holder = locks.get((topic, qid))
+            if holder is None or holder[0] == client or now - holder[1] > self.lock_expiry_s:
+                locks[(topic, qid)] = (client, now)
+                locked.append(mq)
+        return cmd.response(ResponseCode.SUCCESS, body=json.dumps({"lockOKMQSet": locked}).encode())
+
+    async def _unlock_batch(self, cmd: RemotingCommand, channel) -> RemotingCommand:
+        group, client, queues = self._lock_body(cmd)
+        locks = self._locks.get(group, {})
+        for topic, qid, _ in queues:
+            if locks.get((topic, qid), ("",))[0] == client:
+                del locks[(topic, qid)]
+        return cmd.response(ResponseCode.SUCCESS)
 
     def _arrived(self, topic: str, queue_id: int) -> None:
         event = self._arrivals.get((topic, queue_id))
@@ -498,3 +590,27 @@ class Broker:
         if not ids:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"no consumer in group {group}")
         return cmd.response(ResponseCode.SUCCESS, body=json.dumps({"consumerIdList": ids}).encode())
+
+
+def _decode_message_batch(body: bytes) -> tuple[list[bytes], list[dict]]:
+    """MessageBatch's body: per message TOTALSIZE i32, MAGICCODE i32, BODYCRC i32, FLAG i32, BODY (i32 length),
+    PROPERTIES (i16 length); BadRequest naming the message that does not decode."""
+    bodies: list[bytes] = []
+    props: list[dict] = []
+    pos = i = 0
+    try:
+        while pos < len(body):
+            total, _magic, _crc, _flag, body_len = struct.unpack_from(">iiiii", body, pos)
+            if total < 22 or pos + total > len(body):
+                raise BadRequest(f"batch message {i}: TOTALSIZE {total} runs past the body",
+                                 ResponseCode.MESSAGE_ILLEGAL)
+            start = pos + 20
+            bodies.append(body[start:start + body_len])
+            (props_len,) = struct.unpack_from(">h", body, start + body_len)
+            text = body[start + body_len + 2:start + body_len + 2 + props_len].decode("utf-8")
+            props.append(parse_properties(text))
+            pos += total
+            i += 1
+    except (struct.error, UnicodeDecodeError) as e:
+        raise BadRequest(f"batch message {i} does not decode: {e}", ResponseCode.MESSAGE_ILLEGAL) from None
+    return bodies, props

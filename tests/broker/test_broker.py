@@ -377,3 +377,55 @@ def test_a_cpp_consumer_that_fails_twice_gets_the_message_three_times(tmp_path):
     flaky = [s for s in seen if s[0] == "flaky"]
     assert [s[1] for s in flaky] == [0, 1, 2]  # reconsume times
     assert all(b[2] - a[2] >= 0.9 for a, b in zip(flaky, flaky[1:]))  # each retry waited its 1 s level
+
+
+def _batch_body(messages) -> bytes:
+    """MessageBatch's body as a Java producer encodes it (MessageDecoder.encodeMessage)."""
+    import struct
+    import zlib
+    out = b""
+    for body, props in messages:
+        text = codec.properties_to_string(props).encode()
+        total = 4 + 4 + 4 + 4 + 4 + len(body) + 2 + len(text)
+        out += struct.pack(">iiiii", total, 0, zlib.crc32(body) & 0x7FFFFFFF, 0, len(body)) + body + \
+            struct.pack(">h", len(text)) + text
+    return out
+
+
+def test_batches_views_locks_and_earliest_times(tmp_path):
+    async def main():
+        async with Broker(tmp_path / "s", "127.0.0.1:0") as b:
+            async with RemotingClient(b.address) as client:
+                batch = RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, {
+                    "producerGroup": "p", "topic": "B", "defaultTopic": "TBW102", "defaultTopicQueueNums": 2,
+                    "queueId": 1, "sysFlag": 0, "bornTimestamp": 1, "flag": 0, "properties": "",
+                    "reconsumeTimes": 0, "unitMode": False, "batch": True},
+                    body=_batch_body([(b"b%d" % i, {"TAGS": "T%d" % i, "UNIQ_KEY": "U%d" % i}) for i in range(5)]))
+                answer = await client.invoke(batch)
+                assert answer.code == ResponseCode.SUCCESS and answer.ext_fields["queueOffset"] == "0"
+                got = records((await client.invoke(pull("B", 0, queue_id=1))).body)
+                assert [(m.body, m.tags, m.properties["UNIQ_KEY"]) for m in got] == \
+                    [(b"b%d" % i, "T%d" % i, "U%d" % i) for i in range(5)]
+                bad = await client.invoke(RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, {"topic": "B"},
+                                                                  body=b"\x00\x00\x01\x00junk"))
+                assert bad.code == ResponseCode.MESSAGE_ILLEGAL and "batch message 0" in bad.remark
+
+                viewed = await client.invoke(RemotingCommand.request(RequestCode.VIEW_MESSAGE_BY_ID,
+                                                                     {"offset": got[2].commit_log_offset}))
+                assert records(viewed.body)[0].body == b"b2"
+                earliest = await client.invoke(RemotingCommand.request(RequestCode.GET_EARLIEST_MSG_STORETIME,
+                                                                       {"topic": "B", "queueId": 1}))
+                assert int(earliest.ext_fields["timestamp"]) == got[0].store_timestamp
+
+                def lock(code, client_id):
+                    return RemotingCommand.request(code, body=json.dumps({
+                        "consumerGroup": "g", "clientId": client_id, "onlyThisBroker": False,
+                        "mqSet": [{"topic": "B", "brokerName": "broker-a", "queueId": q} for q in (0, 1)]}).encode())
+                first = json.loads((await client.invoke(lock(RequestCode.LOCK_BATCH_MQ, "c1"))).body)
+                assert [m["queueId"] for m in first["lockOKMQSet"]] == [0, 1]
+                second = json.loads((await client.invoke(lock(RequestCode.LOCK_BATCH_MQ, "c2"))).body)
+                assert second["lockOKMQSet"] == []  # held by c1
+                await client.invoke(lock(RequestCode.UNLOCK_BATCH_MQ, "c1"))
+                second = json.loads((await client.invoke(lock(RequestCode.LOCK_BATCH_MQ, "c2"))).body)
+                assert [m["queueId"] for m in second["lockOKMQSet"]] == [0, 1]
+    asyncio.run(main())
