@@ -14,12 +14,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Optional
 
+import numpy as np
+import pyarrow as pa
+
 from filters import FilterParseError, MessageFilter
 from remoting import RemotingClient, RemotingCommand, RemotingServer, RequestCode, ResponseCode
 from remoting.remoting_server import Channel
-from store import GetMessageStatus, MessageStore, OffsetStore, ReadOffsetType, StoreError
+from store import GetMessageResult, GetMessageStatus, MessageStore, OffsetStore, ReadOffsetType, StoreError
 from store import message_codec as codec
-from store.message_properties import parse_properties
+from store.message_properties import parse_properties, properties_to_map
 
 from .schedule_message_service import DEFAULT_DELAY_LEVELS, PROPERTY_DELAY, ScheduleMessageService
 
@@ -291,7 +294,7 @@ class Broker:
         except ValueError as e:
             raise BadRequest(str(e), ResponseCode.MESSAGE_ILLEGAL) from None
         bodies, props = _decode_message_batch(cmd.body)
-        if not bodies:
+        if not len(bodies):
             raise BadRequest("the batch holds no message", ResponseCode.MESSAGE_ILLEGAL)
         if topic not in self.store.topics():
             self.store.create_topic(topic, max(1, min(_int_field(ext, "defaultTopicQueueNums",
@@ -302,7 +305,7 @@ class Broker:
         if queue_id < 0:
             queue_id = self.store.take_round_robin(topic, len(self.store.queues(topic)), 1)
         try:
-            result = self.store.put_batch(topic, bodies, properties=[p or None for p in props], queue_id=queue_id,
+            result = self.store.put_batch(topic, bodies, properties=props, queue_id=queue_id,
                                           born_timestamp=_int_field(ext, "bornTimestamp", int(time.time() * 1000)),
                                           born_host=channel.remote_address)
         except ValueError as e:
@@ -414,7 +417,15 @@ class Broker:
 
     # -- PullMessageProcessor ------------------------------------------------------------------------------------
 
-    def _message_filter(self, ext: dict, group: str, topic: str, sys_flag: int) -> Optional[MessageFilter]:
+    def _message_filter(self, ext: dict, group: str, topic: str, sys_flag: int) -> tuple[Optional[MessageFilter], bool]:
+        """The subscription's filter, and whether it is SQL92 (decided on the record's properties; a TAG
+        filter is decided on the consume queue's tag codes alone, as RocketMQ's broker does: clients re-check
+        the tag of what they receive)."""
+        message_filter, sql = self._subscription_filter(ext, group, topic, sys_flag)
+        return message_filter, sql
+
+    def _subscription_filter(self, ext: dict, group: str, topic: str,
+                             sys_flag: int) -> tuple[Optional[MessageFilter], bool]:
         if sys_flag & FLAG_SUBSCRIPTION:
             expression, kind = ext.get("subscription") or "*", (ext.get("expressionType") or "TAG").upper()
         else:
@@ -427,10 +438,10 @@ class Broker:
             kind = (client_sub.get("expressionType") or "TAG").upper()
         try:
             if kind == "SQL92":
-                return MessageFilter.by_sql(expression)
+                return MessageFilter.by_sql(expression), True
             if kind != "TAG":
                 raise BadRequest(f"expressionType {kind} is not supported", ResponseCode.SUBSCRIPTION_PARSE_FAILED)
-            return None if expression.strip() in ("", "*") else MessageFilter.by_tags(expression)
+            return (None if expression.strip() in ("", "*") else MessageFilter.by_tags(expression)), False
         except FilterParseError as e:
             raise BadRequest(f"parse the consumer's subscription failed: {e}",
                              ResponseCode.SUBSCRIPTION_PARSE_FAILED) from None
@@ -442,7 +453,7 @@ class Broker:
         max_msgs = max(1, min(_int_field(ext, "maxMsgNums", 32), 1024))
         sys_flag = _int_field(ext, "sysFlag", 0)
         self._check_queue(topic, queue_id)
-        message_filter = self._message_filter(ext, group, topic, sys_flag)
+        message_filter, sql = self._message_filter(ext, group, topic, sys_flag)
         if sys_flag & FLAG_COMMIT_OFFSET:
             commit = _int_field(ext, "commitOffset", -1)
             if commit >= 0:
@@ -450,7 +461,11 @@ class Broker:
         suspend_ms = _int_field(ext, "suspendTimeoutMillis", 0) if sys_flag & FLAG_SUSPEND else 0
         deadline = time.monotonic() + suspend_ms / 1000
         while True:
-            result = self.store.get_message(group, topic, queue_id, offset, max_msgs, message_filter)
+            if sql:
+                result = self.store.get_message(group, topic, queue_id, offset, max_msgs, message_filter)
+                body = b"".join(self._record_bytes(m.commit_log_offset, m.store_size) for m in result.messages)
+            else:
+                result, body = self._pull_records(topic, queue_id, offset, max_msgs, message_filter)
             waiting = result.status in (GetMessageStatus.NO_MESSAGE_IN_QUEUE, GetMessageStatus.OFFSET_OVERFLOW_ONE)
             remaining = deadline - time.monotonic()
             if not waiting or remaining <= 0 or channel.closed.is_set():
@@ -464,12 +479,58 @@ class Broker:
             except asyncio.TimeoutError:
                 pass
         code = _PULL_STATUS[result.status]
-        body = b""
-        if result.status == GetMessageStatus.FOUND:
-            body = b"".join(self._record_bytes(m.commit_log_offset, m.store_size) for m in result.messages)
+        if result.status != GetMessageStatus.FOUND:
+            body = b""
         return cmd.response(code, remark=str(result.status), body=body, ext_fields={
             "nextBeginOffset": result.next_begin_offset, "minOffset": result.min_offset,
             "maxOffset": result.max_offset, "suggestWhichBrokerId": 0})
+
+    def _pull_records(self, topic: str, queue_id: int, offset: int, max_msgs: int,
+                      message_filter: Optional[MessageFilter]) -> tuple[GetMessageResult, bytes]:
+        """getMessage for a TAG subscription, as buffers: the consume queue's units filtered by tag code (one
+        vectorised mask), the records' bytes sliced out of the commitlog as they lie, each checked for its
+        TOTALSIZE and MAGICCODE so that nothing torn is sent."""
+        cq = self.store.find_consume_queue(topic, queue_id)
+        min_offset = cq.min_offset(self.store.commit_log.min_offset())
+        max_offset = cq.max_offset()
+        result = GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, offset, min_offset, max_offset)
+        if max_offset == 0:
+            result.next_begin_offset = 0
+            return result, b""
+        if offset < min_offset:
+            result.status, result.next_begin_offset = GetMessageStatus.OFFSET_TOO_SMALL, min_offset
+            return result, b""
+        if offset >= max_offset:
+            result.status = GetMessageStatus.OFFSET_OVERFLOW_ONE if offset == max_offset else \
+                GetMessageStatus.OFFSET_OVERFLOW_BADLY
+            result.next_begin_offset = offset if offset == max_offset else (min_offset if min_offset == 0
+                                                                            else max_offset)
+            return result, b""
+        window = min(max_offset, cq.file_end(offset), offset + max(800, max_msgs * 25))
+        units = cq.units(offset, window)
+        sizes = units["size"].astype(np.int64)
+        end = int(np.argmax(sizes == 0)) if (sizes == 0).any() else len(units)
+        units, sizes = units[:end], sizes[:end]
+        keep = np.ones(len(units), dtype=bool) if message_filter is None else \
+            np.asarray(message_filter.consume_queue_mask(units["tags_code"].astype(np.int64)), dtype=bool)
+        taken = np.flatnonzero(keep)[:max_msgs]
+        if not len(taken):
+            result.status = GetMessageStatus.NO_MATCHED_MESSAGE
+            result.next_begin_offset = offset + len(units)
+            return result, b""
+        offsets = units["offset"].astype(np.int64)[taken]
+        chunks: list[bytes] = []
+        for off, size in zip(offsets.tolist(), sizes[taken].tolist()):
+            record = self._record_bytes(off, size)
+            total, magic = struct.unpack_from(">iI", record, 0)
+            if total != size or not codec.is_message_magic(magic):
+                raise StoreError(f"the record at commitlog offset {off} does not match its consume-queue unit "
+                                 f"({topic}/{queue_id}@{offset + int(taken[len(chunks)])})")
+            chunks.append(record)
+        result.status = GetMessageStatus.FOUND
+        # past the units scanned, as RocketMQ's getMessage: a full batch ends at its last message
+        result.next_begin_offset = offset + (int(taken[-1]) + 1 if len(taken) == max_msgs else len(units))
+        return result, b"".join(chunks)
 
     def _record_bytes(self, offset: int, size: int) -> bytes:
         """The stored record as it lies in the commitlog: sent as it is, never re-encoded."""
@@ -592,11 +653,12 @@ class Broker:
         return cmd.response(ResponseCode.SUCCESS, body=json.dumps({"consumerIdList": ids}).encode())
 
 
-def _decode_message_batch(body: bytes) -> tuple[list[bytes], list[dict]]:
+def _decode_message_batch(body: bytes) -> tuple[pa.Array, Optional[pa.MapArray]]:
     """MessageBatch's body: per message TOTALSIZE i32, MAGICCODE i32, BODYCRC i32, FLAG i32, BODY (i32 length),
-    PROPERTIES (i16 length); BadRequest naming the message that does not decode."""
+    PROPERTIES (i16 length); BadRequest naming the message that does not decode. The bodies as a binary column
+    and the properties as a map column (parsed by the store's kernels), ready for put_batch."""
     bodies: list[bytes] = []
-    props: list[dict] = []
+    texts: list[str] = []
     pos = i = 0
     try:
         while pos < len(body):
@@ -607,10 +669,10 @@ def _decode_message_batch(body: bytes) -> tuple[list[bytes], list[dict]]:
             start = pos + 20
             bodies.append(body[start:start + body_len])
             (props_len,) = struct.unpack_from(">h", body, start + body_len)
-            text = body[start + body_len + 2:start + body_len + 2 + props_len].decode("utf-8")
-            props.append(parse_properties(text))
+            texts.append(body[start + body_len + 2:start + body_len + 2 + props_len].decode("utf-8"))
             pos += total
             i += 1
     except (struct.error, UnicodeDecodeError) as e:
         raise BadRequest(f"batch message {i} does not decode: {e}", ResponseCode.MESSAGE_ILLEGAL) from None
-    return bodies, props
+    props = properties_to_map(pa.array(texts, pa.string())) if any(texts) else None
+    return pa.array(bodies, pa.binary()), props
