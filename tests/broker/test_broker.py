@@ -429,3 +429,59 @@ def test_batches_views_locks_and_earliest_times(tmp_path):
                 second = json.loads((await client.invoke(lock(RequestCode.LOCK_BATCH_MQ, "c2"))).body)
                 assert [m["queueId"] for m in second["lockOKMQSet"]] == [0, 1]
     asyncio.run(main())
+
+
+def test_malformed_requests_get_codes_never_data_and_never_take_the_broker_down(tmp_path):
+    """Thousands of bad requests of every kind the broker serves (frames that do not decode, fields of the wrong
+    type or range, batch bodies that lie about their lengths, unknown codes), over many connections: each gets a
+    RocketMQ response code with a remark or closes its own connection; nothing is written; `rmq check` stays
+    clean and a well-behaved client is served throughout."""
+    import random
+    import struct as st
+    from store.store_check import check_store
+    rng = random.Random(5)
+    bad_values = ["", "x", "-1", "99999999999999999999", "1.5", "true", "\x00", "%%%", "a" * 300]
+    codes = [RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE,
+             RequestCode.PULL_MESSAGE, RequestCode.QUERY_CONSUMER_OFFSET, RequestCode.UPDATE_CONSUMER_OFFSET,
+             RequestCode.GET_MAX_OFFSET, RequestCode.CONSUMER_SEND_MSG_BACK, RequestCode.VIEW_MESSAGE_BY_ID,
+             RequestCode.LOCK_BATCH_MQ, RequestCode.HEART_BEAT, 9999]
+    fields = ["topic", "queueId", "queueOffset", "consumerGroup", "offset", "commitOffset", "maxMsgNums", "sysFlag",
+              "b", "e", "group", "delayLevel"]
+
+    bad_topics = ["bad topic", "a/b", "", "x" * 200, "\x00", "1.5"]  # no valid topic name among them
+
+    def bad_request() -> RemotingCommand:
+        code = rng.choice(codes)
+        ext = {f: rng.choice(bad_values) for f in rng.sample(fields, rng.randrange(0, 5))}
+        for f in ("topic", "b"):
+            if f in ext or code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_BATCH_MESSAGE):
+                ext[f] = rng.choice(bad_topics)
+        body = rng.randbytes(rng.randrange(0, 64)) if rng.random() < 0.7 else \
+            st.pack(">iiiii", rng.randrange(-5, 10**6), 0, 0, 0, rng.randrange(-5, 10**6))
+        return RemotingCommand.request(code, ext, body=body)
+
+    async def main():
+        async with Broker(tmp_path / "s", "127.0.0.1:0") as b:
+            async with RemotingClient(b.address) as good:
+                assert (await good.invoke(send("Good", b"kept", tags="TagA"))).code == ResponseCode.SUCCESS
+                answered = 0
+                async with RemotingClient(b.address) as noisy:
+                    for i in range(3000):
+                        r = await noisy.invoke(bad_request(), timeout=10)
+                        assert r.is_response and r.code in set(ResponseCode)  # a RocketMQ code, whatever it is
+                        answered += 1
+                        if i % 500 == 0:
+                            assert (await good.invoke(pull("Good", 0))).code == ResponseCode.SUCCESS
+                for _ in range(200):  # frames that do not decode, each on its own connection
+                    _, w = await asyncio.open_connection(b.server.host, b.server.port)
+                    w.write(st.pack(">iI", 30, 26) + rng.randbytes(26))
+                    await w.drain()
+                    w.close()
+                assert (await good.invoke(pull("Good", 0))).code == ResponseCode.SUCCESS
+                return answered, sorted(b.store.topics())
+    answered, topics = asyncio.run(main())
+    assert answered == 3000
+    assert [t for t in topics if not t.startswith(("%RETRY%", "TBW102"))] == ["Good"]  # nothing else written
+    with MessageStore(tmp_path / "s", read_only=True) as s:
+        assert sum(s.max_offset("Good", q) for q in s.queues("Good")) == 1
+    assert check_store(str(tmp_path / "s")).ok
