@@ -438,6 +438,7 @@ def test_malformed_requests_get_codes_never_data_and_never_take_the_broker_down(
     clean and a well-behaved client is served throughout."""
     import random
     import struct as st
+
     from store.store_check import check_store
     rng = random.Random(5)
     bad_values = ["", "x", "-1", "99999999999999999999", "1.5", "true", "\x00", "%%%", "a" * 300]
