@@ -486,3 +486,66 @@ def test_malformed_requests_get_codes_never_data_and_never_take_the_broker_down(
     with MessageStore(tmp_path / "s", read_only=True) as s:
         assert sum(s.max_offset("Good", q) for q in s.queues("Good")) == 1
     assert check_store(str(tmp_path / "s")).ok
+
+
+GROUP_CONSUMER = """
+    import sys, time, json
+    from rocketmq.client import PushConsumer
+    seen = []
+    def on_message(msg):
+        seen.append(msg.body.decode() if isinstance(msg.body, bytes) else msg.body)
+    c = PushConsumer("cpp-group")
+    c.set_namesrv_addr(sys.argv[1])
+    c.set_thread_count(1)
+    c.subscribe("Shared", on_message, "*")
+    c.start()
+    time.sleep(float(sys.argv[2]))
+    c.shutdown()
+    print(json.dumps(seen), flush=True)
+"""
+
+
+def test_cpp_consumers_of_one_group_share_the_queues_as_members_come_and_go(tmp_path):
+    """Two consumers split the queues; a third joins, one leaves: every message is delivered; duplicates only
+    around a membership change (counted)."""
+    pytest.importorskip("rocketmq.client", reason="the rocketmq==0.4.4 test extra (the Apache RocketMQ C++ client)")
+
+    async def main():
+        async with NameServer("127.0.0.1:0") as ns, Broker(tmp_path / "s", "127.0.0.1:0", namesrv=ns.address) as b:
+            async with RemotingClient(b.address) as producer:
+                await producer.invoke(send("Shared", b"warm-up", queue_id=0))
+                b.store.create_topic("Shared", 4)
+
+                def consumer(seconds, name):
+                    return asyncio.ensure_future(_child(GROUP_CONSUMER, ns.address, seconds, home=tmp_path / name,
+                                                        timeout=seconds + 60))
+                first, second = consumer(26, "c1"), consumer(44, "c2")
+                sent = ["warm-up"]
+
+                async def produce(tag, n):
+                    for i in range(n):
+                        body = f"{tag}-{i}"
+                        await producer.invoke(send("Shared", body.encode(), queue_id=i % 4))
+                        sent.append(body)
+                await asyncio.sleep(4)
+                await produce("one", 200)
+                third = consumer(30, "c3")
+                await asyncio.sleep(8)
+                await produce("two", 200)
+                await first  # the first leaves
+                await asyncio.sleep(4)
+                await produce("three", 200)
+                results = [await first, await second, await third]
+                return sent, results, b.groups
+    sent, results, _ = asyncio.run(main())
+    delivered, per_consumer = [], []
+    for rc, out, err in results:
+        assert rc == 0, err[-2000:]
+        got = json.loads(out.strip().splitlines()[-1])
+        per_consumer.append(got)
+        delivered += got
+    assert set(delivered) == set(sent)  # every message delivered
+    assert all(per_consumer), [len(g) for g in per_consumer]  # each member, the late one too, had queues
+    duplicates = len(delivered) - len(set(delivered))
+    print(f"duplicates around the membership changes: {duplicates} of {len(sent)}")
+    assert duplicates < len(sent)
