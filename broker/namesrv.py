@@ -12,19 +12,24 @@ import json
 import logging
 import signal
 import sys
+import zlib
 from typing import Optional
 
 from remoting import RemotingCommand, RemotingServer, RequestCode, ResponseCode
+from remoting import remoting_serializable as rs
+from remoting.namesrv_bodies import RegisterBrokerBody, TopicList
+from remoting.namesrv_headers import (
+    GetRouteInfoRequestHeader,
+    RegisterBrokerRequestHeader,
+    UnRegisterBrokerRequestHeader,
+)
 
 from .route_info_manager import RouteInfoManager
 
 log = logging.getLogger(__name__)
 
 DEFAULT_LISTEN = "127.0.0.1:9876"  # RocketMQ's name server port
-
-
-def _body(obj) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode("utf-8")
+STANDARD_JSON_VERSION = 401  # MQVersion.Version.V4_9_4.ordinal()
 
 
 class NameServer:
@@ -85,49 +90,36 @@ class NameServer:
     # -- processors (RocketMQ's DefaultRequestProcessor) ---------------------------------------------------------
 
     async def _register_broker(self, cmd: RemotingCommand, channel) -> RemotingCommand:
-        ext = cmd.ext_fields
-        missing = [k for k in ("brokerName", "brokerAddr", "clusterName", "brokerId") if not ext.get(k)]
-        if missing:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"REGISTER_BROKER without {', '.join(missing)}")
-        if ext.get("compressed", "false").lower() == "true":
-            return cmd.response(ResponseCode.SYSTEM_ERROR, "compressed broker registrations are not supported; "
-                                                           "set compressedRegister=false on the broker")
-        try:
-            broker_id = int(ext["brokerId"])
-            body = json.loads(cmd.body) if cmd.body else {}
-            wrapper = body.get("topicConfigSerializeWrapper") or {}
-            table = wrapper.get("topicConfigTable") or {}
-            if not isinstance(table, dict) or not all(isinstance(v, dict) for v in table.values()):
-                raise ValueError("topicConfigTable is not an object of topic configs")
-        except (ValueError, AttributeError) as e:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"REGISTER_BROKER body or brokerId: {e}")
-        answer = self.routes.register_broker(ext["clusterName"], ext["brokerAddr"], ext["brokerName"], broker_id,
-                                             ext.get("haServerAddr", ""), table, channel)
-        return cmd.response(ResponseCode.SUCCESS, ext_fields=answer, body=_body({"table": {}}))
+        header = RegisterBrokerRequestHeader.from_ext_fields(cmd.ext_fields)
+        if header.body_crc32 and zlib.crc32(cmd.body) & 0x7FFFFFFF != header.body_crc32:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "crc32 not match")
+        body = RegisterBrokerBody.decode(cmd.body, header.compressed)
+        answer = self.routes.register_broker(header.cluster_name, header.broker_addr, header.broker_name,
+                                             header.broker_id, header.ha_server_addr,
+                                             body.topic_config_serialize_wrapper.topic_config_table, channel)
+        return cmd.response(ResponseCode.SUCCESS, ext_fields=answer.to_ext_fields(),
+                            body=rs.encode({"table": {}}))  # the order-topic KV table: none kept here
 
     async def _unregister_broker(self, cmd: RemotingCommand, channel) -> RemotingCommand:
-        ext = cmd.ext_fields
-        try:
-            broker_id = int(ext.get("brokerId", "0"))
-        except ValueError:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"brokerId {ext.get('brokerId')!r} is not a number")
-        self.routes.unregister_broker(ext.get("clusterName", ""), ext.get("brokerAddr", ""),
-                                      ext.get("brokerName", ""), broker_id)
+        header = UnRegisterBrokerRequestHeader.from_ext_fields(cmd.ext_fields)
+        self.routes.unregister_broker(header.cluster_name, header.broker_addr, header.broker_name, header.broker_id)
         return cmd.response(ResponseCode.SUCCESS)
 
     async def _route_info(self, cmd: RemotingCommand, channel) -> RemotingCommand:
-        topic = cmd.ext_fields.get("topic", "")
-        route = self.routes.pick_topic_route_data(topic)
+        header = GetRouteInfoRequestHeader.from_ext_fields(cmd.ext_fields)
+        route = self.routes.pick_topic_route_data(header.topic)
         if route is None:
             return cmd.response(ResponseCode.TOPIC_NOT_EXIST,
-                                f"No topic route info in name server for the topic: {topic}")
-        return cmd.response(ResponseCode.SUCCESS, body=_body(route))
+                                f"No topic route info in name server for the topic: {header.topic}")
+        # as RocketMQ: standard JSON to clients of 4.9.4 or later or that ask for it, fastjson's own form otherwise
+        standard = cmd.version >= STANDARD_JSON_VERSION or bool(header.accept_standard_json_only)
+        return cmd.response(ResponseCode.SUCCESS, body=route.encode(standard))
 
     async def _cluster_info(self, cmd: RemotingCommand, channel) -> RemotingCommand:
-        return cmd.response(ResponseCode.SUCCESS, body=_body(self.routes.cluster_info()))
+        return cmd.response(ResponseCode.SUCCESS, body=self.routes.cluster_info().encode())
 
     async def _topic_list(self, cmd: RemotingCommand, channel) -> RemotingCommand:
-        return cmd.response(ResponseCode.SUCCESS, body=_body({"topicList": self.routes.all_topics()}))
+        return cmd.response(ResponseCode.SUCCESS, body=TopicList(self.routes.all_topics()).encode())
 
 
 async def _serve(listen: str) -> None:

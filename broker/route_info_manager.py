@@ -7,38 +7,12 @@ registered for `expiry_s` (RocketMQ: 120 s; brokers re-register every 30 s) drop
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
-MASTER_ID = 0
-PERM_READ_WRITE = 6
-
-
-@dataclass
-class QueueData:
-    brokerName: str
-    readQueueNums: int
-    writeQueueNums: int
-    perm: int = PERM_READ_WRITE
-    topicSysFlag: int = 0
-
-    def to_json(self) -> dict:
-        return {"brokerName": self.brokerName, "readQueueNums": self.readQueueNums,
-                "writeQueueNums": self.writeQueueNums, "perm": self.perm, "topicSysFlag": self.topicSysFlag,
-                "topicSynFlag": self.topicSysFlag}  # older clients read RocketMQ's early misspelling
-
-
-@dataclass
-class BrokerData:
-    cluster: str
-    brokerName: str
-    brokerAddrs: dict[int, str] = field(default_factory=dict)
-
-    def to_json(self) -> dict:
-        # fastjson writes the Long keys bare ({0:"addr"}); quoted keys are what every JSON reader accepts, and
-        # fastjson and the C++ client read them into the same map
-        return {"cluster": self.cluster, "brokerName": self.brokerName,
-                "brokerAddrs": {str(k): v for k, v in sorted(self.brokerAddrs.items())}}
+from remoting.namesrv_bodies import ClusterInfo, TopicConfig
+from remoting.namesrv_headers import RegisterBrokerResponseHeader
+from remoting.route_data import MASTER_ID, BrokerData, QueueData, TopicRouteData
 
 
 @dataclass
@@ -58,31 +32,30 @@ class RouteInfoManager:
         self.broker_live_table: dict[str, _Live] = {}
 
     def register_broker(self, cluster: str, broker_addr: str, broker_name: str, broker_id: int, ha_server_addr: str,
-                        topic_configs: dict, channel=None) -> dict:
-        """A broker's (re-)registration with its topics; returns what RocketMQ answers (haServerAddr, masterAddr)."""
+                        topic_configs: dict[str, TopicConfig], channel=None) -> RegisterBrokerResponseHeader:
+        """A broker's (re-)registration with its topics; a slave's answer names its master."""
         self.cluster_addr_table.setdefault(cluster, set()).add(broker_name)
         data = self.broker_addr_table.setdefault(broker_name, BrokerData(cluster, broker_name))
-        for bid, addr in list(data.brokerAddrs.items()):  # the same address under another id: the old entry goes
+        for bid, addr in list(data.broker_addrs.items()):  # the same address under another id: the old entry goes
             if addr == broker_addr and bid != broker_id:
-                del data.brokerAddrs[bid]
-        data.brokerAddrs[broker_id] = broker_addr
+                del data.broker_addrs[bid]
+        data.broker_addrs[broker_id] = broker_addr
         if broker_id == MASTER_ID:
             for topic, cfg in topic_configs.items():
                 self.topic_queue_table.setdefault(topic, {})[broker_name] = QueueData(
-                    broker_name, int(cfg.get("readQueueNums", 0)), int(cfg.get("writeQueueNums", 0)),
-                    int(cfg.get("perm", PERM_READ_WRITE)), int(cfg.get("topicSysFlag", 0)))
+                    broker_name, cfg.read_queue_nums, cfg.write_queue_nums, cfg.perm, cfg.topic_sys_flag)
         self.broker_live_table[broker_addr] = _Live(self.clock(), ha_server_addr, channel)
-        master = data.brokerAddrs.get(MASTER_ID)
+        master = data.broker_addrs.get(MASTER_ID)
         if broker_id != MASTER_ID and master is not None and master in self.broker_live_table:
-            return {"haServerAddr": self.broker_live_table[master].ha_server_addr, "masterAddr": master}
-        return {}
+            return RegisterBrokerResponseHeader(self.broker_live_table[master].ha_server_addr, master)
+        return RegisterBrokerResponseHeader()
 
     def unregister_broker(self, cluster: str, broker_addr: str, broker_name: str, broker_id: int) -> None:
         self.broker_live_table.pop(broker_addr, None)
         data = self.broker_addr_table.get(broker_name)
-        if data is not None and data.brokerAddrs.get(broker_id) == broker_addr:
-            del data.brokerAddrs[broker_id]
-        if data is not None and not data.brokerAddrs:
+        if data is not None and data.broker_addrs.get(broker_id) == broker_addr:
+            del data.broker_addrs[broker_id]
+        if data is not None and not data.broker_addrs:
             del self.broker_addr_table[broker_name]
             names = self.cluster_addr_table.get(cluster)
             if names is not None:
@@ -96,7 +69,7 @@ class RouteInfoManager:
 
     def _forget_addr(self, broker_addr: str) -> None:
         for name, data in list(self.broker_addr_table.items()):
-            for bid, addr in list(data.brokerAddrs.items()):
+            for bid, addr in list(data.broker_addrs.items()):
                 if addr == broker_addr:
                     self.unregister_broker(data.cluster, addr, name, bid)
         self.broker_live_table.pop(broker_addr, None)
@@ -117,19 +90,18 @@ class RouteInfoManager:
                 return addr
         return None
 
-    def pick_topic_route_data(self, topic: str) -> Optional[dict]:
+    def pick_topic_route_data(self, topic: str) -> Optional[TopicRouteData]:
         queues = self.topic_queue_table.get(topic)
         if not queues:
             return None
         brokers = [self.broker_addr_table[name] for name in sorted(queues) if name in self.broker_addr_table]
         if not brokers:
             return None
-        return {"orderTopicConf": None, "queueDatas": [q.to_json() for _, q in sorted(queues.items())],
-                "brokerDatas": [b.to_json() for b in brokers], "filterServerTable": {}}
+        return TopicRouteData([q for _, q in sorted(queues.items())], brokers)
 
-    def cluster_info(self) -> dict:
-        return {"brokerAddrTable": {n: b.to_json() for n, b in sorted(self.broker_addr_table.items())},
-                "clusterAddrTable": {c: sorted(names) for c, names in sorted(self.cluster_addr_table.items())}}
+    def cluster_info(self) -> ClusterInfo:
+        return ClusterInfo(dict(sorted(self.broker_addr_table.items())),
+                           {c: sorted(names) for c, names in sorted(self.cluster_addr_table.items())})
 
     def all_topics(self) -> list[str]:
         return sorted(self.topic_queue_table)

@@ -127,7 +127,9 @@ class RemotingCommand:
             raise FrameError(f"the JSON header does not parse: {e}") from None
         if not isinstance(obj, dict):
             raise FrameError("the JSON header is not an object")
-        ext = obj.get("extFields") or {}
+        ext = obj.get("extFields")
+        if ext is None:
+            ext = {}
         if not isinstance(ext, dict):
             raise FrameError("extFields is not an object")
         language = obj.get("language", "OTHER")
@@ -179,6 +181,8 @@ def _text(value) -> str:
     """extFields values travel as strings; clients send JSON numbers and booleans too."""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, (dict, list)):  # as fastjson turns a nested value into a String field: its JSON text
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     return str(value)
 
 

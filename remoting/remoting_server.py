@@ -9,7 +9,9 @@ import struct
 from typing import Awaitable, Callable, Optional
 
 from .codes import RequestCode, ResponseCode
+from .command_header import HeaderFieldError
 from .remoting_command import DEFAULT_MAX_FRAME, FrameError, RemotingCommand
+from .remoting_serializable import BodyError
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +122,9 @@ class RemotingServer:
                     ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request code {cmd.code} ({name}) is not supported")
             else:
                 response = await processor(cmd, channel)
+        except (HeaderFieldError, BodyError) as e:  # the client's mistake: RocketMQ answers SYSTEM_ERROR too
+            log.debug("request code %d from %s: %s", cmd.code, channel.remote_address, e)
+            response = cmd.response(ResponseCode.SYSTEM_ERROR, str(e))
         except Exception as e:  # a processor's bug answers this request only; the server goes on
             log.exception("request code %d from %s failed", cmd.code, channel.remote_address)
             response = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")

@@ -14,6 +14,7 @@ import pytest
 
 from broker import Broker, NameServer
 from remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+from remoting.route_data import TopicRouteData
 from store import MessageStore, OffsetStore
 from store import message_codec as codec
 
@@ -59,7 +60,7 @@ def test_send_pull_filters_long_polling_and_offsets(tmp_path):
                 assert [int(a.ext_fields["queueOffset"]) for a in answers] == list(range(9))
                 route = await names.invoke(RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"}))
                 assert route.code == ResponseCode.SUCCESS  # the auto-created topic was registered at once
-                assert json.loads(route.body)["brokerDatas"][0]["brokerAddrs"] == {"0": b.address}
+                assert TopicRouteData.decode(route.body).broker_datas[0].broker_addrs == {0: b.address}
 
                 got = await client.invoke(pull("T", 0, "TagA || TagB"))
                 assert got.code == ResponseCode.SUCCESS
@@ -193,7 +194,7 @@ def test_rmq_serve_prints_its_addresses_serves_and_stops_cleanly_on_sigterm(tmp_
                     "consumerGroup": "g", "topic": "T", "queueId": 0, "commitOffset": 1}))
             async with RemotingClient(line["namesrv"]) as names:
                 r = await names.invoke(RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"}))
-                assert json.loads(r.body)["brokerDatas"][0]["brokerAddrs"] == {"0": line["broker"]}
+                assert TopicRouteData.decode(r.body).broker_datas[0].broker_addrs == {0: line["broker"]}
         asyncio.run(use())
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0, proc.stderr.read()

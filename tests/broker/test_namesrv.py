@@ -7,14 +7,18 @@ import asyncio
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import textwrap
+import zlib
 
 import pytest
 
 from broker import NameServer
 from remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+from remoting.namesrv_bodies import ClusterInfo, TopicList
+from remoting.route_data import TopicRouteData
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -44,26 +48,37 @@ def test_routes_clusters_and_topic_lists():
                 assert slave.ext_fields == {"haServerAddr": "10.0.0.2:10911", "masterAddr": "10.0.0.2:10911"}
                 r = await route(client, "T")
                 assert r.code == ResponseCode.SUCCESS
-                data = json.loads(r.body)
-                assert [(q["brokerName"], q["readQueueNums"], q["writeQueueNums"]) for q in data["queueDatas"]] == \
+                # fastjson's own form, as RocketMQ answers clients older than 4.9.4: broker ids as bare keys
+                assert b'"brokerAddrs":{0:"10.0.0.2:10911",1:"10.0.0.3:10911"}' in r.body
+                data = TopicRouteData.decode(r.body)
+                assert [(q.broker_name, q.read_queue_nums, q.write_queue_nums) for q in data.queue_datas] == \
                     [("a", 8, 8), ("b", 2, 2)]
-                assert [(b["brokerName"], b["brokerAddrs"]) for b in data["brokerDatas"]] == \
-                    [("a", {"0": "10.0.0.1:10911"}), ("b", {"0": "10.0.0.2:10911", "1": "10.0.0.3:10911"})]
+                assert [(b.broker_name, b.broker_addrs) for b in data.broker_datas] == \
+                    [("a", {0: "10.0.0.1:10911"}), ("b", {0: "10.0.0.2:10911", 1: "10.0.0.3:10911"})]
+                # standard JSON for a client of 4.9.4 or later, or one that asks for it
+                newer = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"})
+                newer.version = 401
+                asks = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
+                                               {"topic": "T", "acceptStandardJsonOnly": True})
+                for answer in [await client.invoke(newer), await client.invoke(asks)]:
+                    standard = json.loads(answer.body)
+                    assert standard["brokerDatas"][1]["brokerAddrs"] == {"0": "10.0.0.2:10911", "1": "10.0.0.3:10911"}
+                    assert TopicRouteData.decode(answer.body) == data
                 missing = await route(client, "Nope")
                 assert missing.code == ResponseCode.TOPIC_NOT_EXIST and "Nope" in missing.remark
-                info = json.loads((await client.invoke(
+                info = ClusterInfo.decode((await client.invoke(
                     RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))).body)
-                assert info["clusterAddrTable"] == {"DefaultCluster": ["a", "b"]}
-                topics = json.loads((await client.invoke(
+                assert info.cluster_addr_table == {"DefaultCluster": ["a", "b"]}
+                assert info.broker_addr_table["b"].broker_addrs == {0: "10.0.0.2:10911", 1: "10.0.0.3:10911"}
+                topics = TopicList.decode((await client.invoke(
                     RemotingCommand.request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))).body)
-                assert topics == {"topicList": ["T", "U"]}
+                assert topics.topic_list == ["T", "U"]
                 await broker_a.invoke(RemotingCommand.request(RequestCode.UNREGISTER_BROKER, {
                     "brokerName": "a", "brokerAddr": "10.0.0.1:10911", "clusterName": "DefaultCluster",
                     "brokerId": 0}))
                 assert (await route(client, "U")).code == ResponseCode.TOPIC_NOT_EXIST
-                assert [q["brokerName"] for q in json.loads((await route(client, "T")).body)["queueDatas"]] == ["b"]
-                bad = await client.invoke(RemotingCommand.request(RequestCode.REGISTER_BROKER, {"brokerName": "x"}))
-                assert bad.code == ResponseCode.SYSTEM_ERROR and "brokerAddr" in bad.remark
+                assert [q.broker_name for q in TopicRouteData.decode((await route(client, "T")).body).queue_datas] \
+                    == ["b"]
     asyncio.run(main())
 
 
@@ -141,3 +156,48 @@ def test_the_rocketmq_cpp_client_asks_for_its_route(tmp_path):
     out, asked = asyncio.run(main())
     assert asked >= 1, out
     assert out.strip().startswith("failed"), out  # routed to a broker that is not there
+
+
+def _compressed_registration(topics: dict) -> bytes:
+    """RegisterBrokerBody as a broker with compressedRegister=true deflates it: length-prefixed pieces."""
+    def piece(data: bytes) -> bytes:
+        return struct.pack(">i", len(data)) + data
+    raw = piece(b'{"counter":3,"timestamp":1700000000000}') + struct.pack(">i", len(topics))
+    raw += b"".join(piece(f"{t} {q} {q} 6 SINGLE_TAG {{}}".encode()) for t, q in topics.items())
+    raw += piece(b"[]") + struct.pack(">i", 0)  # no filter servers; a 5.0 broker's empty queue-mapping count
+    return zlib.compress(raw, 9)
+
+
+def test_registrations_are_checked_field_by_field_and_compressed_ones_read():
+    async def main():
+        async with NameServer("127.0.0.1:0") as ns:
+            async with RemotingClient(ns.address) as broker, RemotingClient(ns.address) as client:
+                bad = await client.invoke(RemotingCommand.request(RequestCode.REGISTER_BROKER, {"brokerName": "x"}))
+                assert bad.code == ResponseCode.SYSTEM_ERROR and "field brokerAddr is missing" in bad.remark
+                good = register("a", "10.0.0.1:10911", {"T": 4})
+                wrong_id = RemotingCommand.request(RequestCode.REGISTER_BROKER, dict(good.ext_fields, brokerId="one"),
+                                                   body=good.body)
+                answer = await client.invoke(wrong_id)
+                assert answer.code == ResponseCode.SYSTEM_ERROR
+                assert answer.remark == "RegisterBrokerRequestHeader: field brokerId is 'one', not an integer (long)"
+                crc = RemotingCommand.request(RequestCode.REGISTER_BROKER, dict(good.ext_fields, bodyCrc32=12345),
+                                              body=good.body)
+                assert (await client.invoke(crc)).remark == "crc32 not match"
+                lying = RemotingCommand.request(RequestCode.REGISTER_BROKER, good.ext_fields,
+                                                body=b'{"topicConfigSerializeWrapper":{"topicConfigTable":'
+                                                     b'{"T":{"topicName":"T","readQueueNums":"four"}}}}')
+                answer = await client.invoke(lying)
+                assert answer.code == ResponseCode.SYSTEM_ERROR and "readQueueNums is 'four'" in answer.remark
+                assert (await route(client, "T")).code == ResponseCode.TOPIC_NOT_EXIST  # nothing half-registered
+
+                body = _compressed_registration({"T": 4, "U": 2})
+                compressed = RemotingCommand.request(RequestCode.REGISTER_BROKER, dict(
+                    good.ext_fields, compressed=True, bodyCrc32=zlib.crc32(body) & 0x7FFFFFFF), body=body)
+                assert (await broker.invoke(compressed)).code == ResponseCode.SUCCESS
+                data = TopicRouteData.decode((await route(client, "U")).body)
+                assert [(q.broker_name, q.read_queue_nums) for q in data.queue_datas] == [("a", 2)]
+                truncated = RemotingCommand.request(RequestCode.REGISTER_BROKER, dict(good.ext_fields, compressed=True),
+                                                    body=zlib.compress(zlib.decompress(body)[:30]))
+                answer = await client.invoke(truncated)
+                assert answer.code == ResponseCode.SYSTEM_ERROR and "compressed registration" in answer.remark
+    asyncio.run(main())

@@ -1,0 +1,156 @@
+"""The broker's request and response headers (remoting.protocol.header) as RocketMQ 4.x clients send and read
+them, RocketMQ's field names; SendMessageRequestHeaderV2 is SEND_MESSAGE_V2's abbreviated form (fields a..m)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from .command_header import WIRE, CommandHeader, Int, Long
+
+
+@dataclass
+class SendMessageRequestHeader(CommandHeader):
+    producer_group: str
+    topic: str
+    default_topic: str
+    default_topic_queue_nums: Int
+    queue_id: Int
+    sys_flag: Int
+    born_timestamp: Long
+    flag: Int
+    properties: Optional[str] = None
+    reconsume_times: Optional[Int] = None
+    unit_mode: Optional[bool] = None
+    batch: Optional[bool] = None
+    max_reconsume_times: Optional[Int] = None
+
+
+@dataclass
+class SendMessageRequestHeaderV2(CommandHeader):
+    a: str  # producerGroup
+    b: str  # topic
+    c: str  # defaultTopic
+    d: Int  # defaultTopicQueueNums
+    e: Int  # queueId
+    f: Int  # sysFlag
+    g: Long  # bornTimestamp
+    h: Int  # flag
+    i: Optional[str] = None  # properties
+    j: Optional[Int] = None  # reconsumeTimes
+    k: Optional[bool] = None  # unitMode
+    l: Optional[Int] = None  # maxReconsumeTimes  # noqa: E741 (RocketMQ's name)
+    m: Optional[bool] = None  # batch
+
+    def to_v1(self) -> SendMessageRequestHeader:
+        return SendMessageRequestHeader(self.a, self.b, self.c, self.d, self.e, self.f, self.g, self.h, self.i,
+                                        self.j, self.k, self.m, self.l)
+
+    @classmethod
+    def from_v1(cls, v1: SendMessageRequestHeader) -> "SendMessageRequestHeaderV2":
+        return cls(v1.producer_group, v1.topic, v1.default_topic, v1.default_topic_queue_nums, v1.queue_id,
+                   v1.sys_flag, v1.born_timestamp, v1.flag, v1.properties, v1.reconsume_times, v1.unit_mode,
+                   v1.max_reconsume_times, v1.batch)
+
+
+@dataclass
+class SendMessageResponseHeader(CommandHeader):
+    msg_id: str
+    queue_id: Int
+    queue_offset: Long
+    transaction_id: Optional[str] = None
+    batch_uniq_id: Optional[str] = None
+
+
+@dataclass
+class PullMessageRequestHeader(CommandHeader):
+    consumer_group: str
+    topic: str
+    queue_id: Int
+    queue_offset: Long
+    max_msg_nums: Int
+    sys_flag: Int
+    commit_offset: Long
+    suspend_timeout_millis: Long
+    sub_version: Long
+    subscription: Optional[str] = None
+    expression_type: Optional[str] = None
+    max_msg_bytes: Optional[Int] = None
+
+
+@dataclass
+class PullMessageResponseHeader(CommandHeader):
+    suggest_which_broker_id: Long
+    next_begin_offset: Long
+    min_offset: Long
+    max_offset: Long
+
+
+@dataclass
+class QueryConsumerOffsetRequestHeader(CommandHeader):
+    consumer_group: str
+    topic: str
+    queue_id: Int
+    set_zero_if_not_found: Optional[bool] = None
+
+
+@dataclass
+class UpdateConsumerOffsetRequestHeader(CommandHeader):
+    consumer_group: str
+    topic: str
+    queue_id: Int
+    commit_offset: Long
+
+
+@dataclass
+class OffsetResponseHeader(CommandHeader):
+    """QUERY_CONSUMER_OFFSET's, GET_MAX_OFFSET's, GET_MIN_OFFSET's and SEARCH_OFFSET_BY_TIMESTAMP's answer."""
+    offset: Long
+
+
+@dataclass
+class QueueRequestHeader(CommandHeader):
+    """GET_MAX_OFFSET's, GET_MIN_OFFSET's and GET_EARLIEST_MSG_STORETIME's request: one queue of a topic."""
+    topic: str
+    queue_id: Int
+
+
+@dataclass
+class SearchOffsetRequestHeader(CommandHeader):
+    topic: str
+    queue_id: Int
+    timestamp: Long
+
+
+@dataclass
+class GetEarliestMsgStoretimeResponseHeader(CommandHeader):
+    timestamp: Long
+
+
+@dataclass
+class ViewMessageRequestHeader(CommandHeader):
+    offset: Long
+    topic: Optional[str] = None
+
+
+@dataclass
+class UnregisterClientRequestHeader(CommandHeader):
+    client_id: str = field(metadata={WIRE: "clientID"})
+    producer_group: Optional[str] = None
+    consumer_group: Optional[str] = None
+
+
+@dataclass
+class ConsumerGroupRequestHeader(CommandHeader):
+    """GET_CONSUMER_LIST_BY_GROUP's and NOTIFY_CONSUMER_IDS_CHANGED's request: one consumer group."""
+    consumer_group: str
+
+
+@dataclass
+class ConsumerSendMsgBackRequestHeader(CommandHeader):
+    offset: Long
+    group: str
+    delay_level: Int
+    origin_msg_id: Optional[str] = None
+    origin_topic: Optional[str] = None
+    unit_mode: bool = False
+    max_reconsume_times: Optional[Int] = None

@@ -1,0 +1,114 @@
+"""Typed request and response headers (RocketMQ's CommandCustomHeader): a dataclass whose fields travel as the
+command's extFields, all strings on the wire.
+
+A field without a default is required (RocketMQ's @CFNotNull); the others may be absent (None, left out when
+sent). Field types: str, Int (32 bits), Long (64 bits), bool. The wire name is the field's name in camelCase
+unless `field(metadata={WIRE: "clientID"})` says otherwise. Reading checks every field and raises
+HeaderFieldError naming the header, the field and the value; fields the header does not define (a client's
+AccessKey, Signature, OnsChannel...) are ignored, as RocketMQ ignores them.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+import typing
+from typing import Annotated, Any, Mapping, NamedTuple, Optional, TypeVar
+
+Int = Annotated[int, 32]
+Long = Annotated[int, 64]
+WIRE = "wire"
+
+_INTEGER = re.compile(r"[+-]?\d+")
+_TRUE, _FALSE = ("true", "1"), ("false", "0", "")  # some clients write booleans as 1 and 0
+
+H = TypeVar("H", bound="CommandHeader")
+
+
+class HeaderFieldError(ValueError):
+    """A header field missing or of the wrong form; answered with SYSTEM_ERROR and this message as the remark."""
+
+    def __init__(self, header: str, field: str, value: Optional[str], reason: str):
+        self.header, self.field, self.value = header, field, value
+        shown = "missing" if value is None else f"{value[:80]!r}"
+        super().__init__(f"{header}: field {field} is {shown}{', ' + reason if reason else ''}")
+
+
+class _Field(NamedTuple):
+    attr: str
+    wire: str
+    kind: Any  # str, bool or a bit width (32, 64)
+    required: bool
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+def _kind(hint: Any) -> Any:
+    if typing.get_origin(hint) is typing.Union:  # Optional[X]
+        hint = next(a for a in typing.get_args(hint) if a is not type(None))
+    if typing.get_origin(hint) is Annotated:
+        return typing.get_args(hint)[1]
+    if hint in (str, bool):
+        return hint
+    raise TypeError(f"a header field must be str, Int, Long or bool, not {hint!r}")
+
+
+_specs: dict[type, tuple[_Field, ...]] = {}
+
+
+def _spec(cls: type) -> tuple[_Field, ...]:
+    spec = _specs.get(cls)
+    if spec is None:
+        hints = typing.get_type_hints(cls, include_extras=True)
+        spec = tuple(_Field(f.name, f.metadata.get(WIRE, _camel(f.name)), _kind(hints[f.name]),
+                            f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+                     for f in dataclasses.fields(cls))
+        _specs[cls] = spec
+    return spec
+
+
+def _read(header: str, f: _Field, value: str) -> Any:
+    if f.kind is str:
+        return value
+    if f.kind is bool:
+        low = value.strip().lower()
+        if low in _TRUE or low in _FALSE:
+            return low in _TRUE
+        raise HeaderFieldError(header, f.wire, value, "not a boolean (true or false)")
+    if not _INTEGER.fullmatch(value):
+        raise HeaderFieldError(header, f.wire, value, f"not an integer ({'int' if f.kind == 32 else 'long'})")
+    number = int(value)
+    if not -(1 << (f.kind - 1)) <= number < 1 << (f.kind - 1):
+        raise HeaderFieldError(header, f.wire, value, f"out of range of a {f.kind}-bit integer")
+    return number
+
+
+def _write(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+@dataclasses.dataclass
+class CommandHeader:
+    @classmethod
+    def from_ext_fields(cls: type[H], ext: Mapping[str, str]) -> H:
+        values = {}
+        for f in _spec(cls):
+            value = ext.get(f.wire)
+            if value is None:
+                if f.required:
+                    raise HeaderFieldError(cls.__name__, f.wire, None, "")
+                continue
+            values[f.attr] = _read(cls.__name__, f, value)
+        return cls(**values)
+
+    def to_ext_fields(self) -> dict[str, str]:
+        out = {}
+        for f in _spec(type(self)):
+            value = getattr(self, f.attr)
+            if value is not None:
+                out[f.wire] = _write(value)
+        return out
