@@ -88,12 +88,14 @@ class RemotingCommand:
             obj["remark"] = self.remark
         if self.ext_fields:
             obj["extFields"] = self.ext_fields
-        return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        # a lone surrogate (JSON can escape one) becomes "?", as Java's String.getBytes does
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace")
 
     def _binary_header(self) -> bytes:
-        remark = (self.remark or "").encode("utf-8")
+        remark = (self.remark or "").encode("utf-8", "replace")
         ext = b"".join(struct.pack(">h", len(k)) + k + struct.pack(">i", len(v)) + v
-                       for k, v in ((k.encode("utf-8"), v.encode("utf-8")) for k, v in self.ext_fields.items()))
+                       for k, v in ((k.encode("utf-8", "replace"), v.encode("utf-8", "replace"))
+                                    for k, v in self.ext_fields.items()))
         return (struct.pack(">hbhii", self.code, int(self.language), self.version, self.opaque, self.flag)
                 + struct.pack(">i", len(remark)) + remark + struct.pack(">i", len(ext)) + ext)
 
@@ -125,6 +127,8 @@ class RemotingCommand:
             obj = json.loads(header)
         except (ValueError, UnicodeDecodeError) as e:
             raise FrameError(f"the JSON header does not parse: {e}") from None
+        except RecursionError:
+            raise FrameError("the JSON header nests too deeply") from None
         if not isinstance(obj, dict):
             raise FrameError("the JSON header is not an object")
         ext = obj.get("extFields")

@@ -106,6 +106,8 @@ class RemotingServer:
             log.warning("closing %s: %s", channel.remote_address, e)
         except (ConnectionError, asyncio.CancelledError):
             pass
+        except Exception:  # a bug here closes this connection only
+            log.exception("closing %s", channel.remote_address)
         finally:
             channel.closed.set()
             self.channels.discard(channel)
@@ -133,3 +135,7 @@ class RemotingServer:
                 await channel.send(response)
             except ConnectionError:
                 pass
+            except (FrameError, struct.error, OverflowError) as e:  # an answer that does not fit its encoding
+                log.error("the answer to request code %d from %s does not encode: %s", cmd.code,
+                          channel.remote_address, e)
+                await channel.send(cmd.response(ResponseCode.SYSTEM_ERROR, f"the answer does not encode: {e}"))
