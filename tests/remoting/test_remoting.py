@@ -148,3 +148,22 @@ def test_malformed_frames_close_their_connection_only():
                 await asyncio.sleep(0.1)
                 assert len(server.channels) == 1  # only the good client is left
     asyncio.run(main())
+
+
+def test_codes_carry_rocketmqs_names_and_numbers():
+    assert [(c.name, c.value) for c in (RequestCode.QUERY_MESSAGE, RequestCode.END_TRANSACTION,
+                                        RequestCode.GET_KVLIST_BY_NAMESPACE, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO,
+                                        RequestCode.CONSUME_MESSAGE_DIRECTLY, RequestCode.POP_MESSAGE)] == \
+        [("QUERY_MESSAGE", 12), ("END_TRANSACTION", 37), ("GET_KVLIST_BY_NAMESPACE", 219),
+         ("QUERY_TOPIC_CONSUME_BY_WHO", 300), ("CONSUME_MESSAGE_DIRECTLY", 309), ("POP_MESSAGE", 200050)]
+    assert [(c.name, c.value) for c in (ResponseCode.TRANSACTION_FAILED, ResponseCode.SUBSCRIPTION_NOT_LATEST,
+                                        ResponseCode.NO_MESSAGE, ResponseCode.RPC_TIME_OUT)] == \
+        [("TRANSACTION_FAILED", 4), ("SUBSCRIPTION_NOT_LATEST", 25), ("NO_MESSAGE", 208), ("RPC_TIME_OUT", -1006)]
+    assert [c.name for c in LanguageCode][:4] == ["JAVA", "CPP", "DOTNET", "PYTHON"] and LanguageCode.NODE_JS == 13
+
+    async def main():
+        async with RemotingServer() as server, RemotingClient(server.address) as client:
+            answer = await client.invoke(RemotingCommand.request(RequestCode.QUERY_MESSAGE))
+            assert answer.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+            assert answer.remark == "request code 12 (QUERY_MESSAGE) is not supported"
+    asyncio.run(main())
