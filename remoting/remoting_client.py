@@ -4,12 +4,18 @@ from __future__ import annotations
 import asyncio
 from typing import Awaitable, Callable, Optional
 
+from .frame_io import FrameWriter, read_frame
 from .remoting_command import DEFAULT_MAX_FRAME, FrameError, RemotingCommand
-from .remoting_server import read_frame
 
 
 class RemotingTimeoutError(TimeoutError):
     """No response within the timeout; names the request."""
+
+
+def _expire(fut: asyncio.Future, cmd: RemotingCommand, timeout: float, host: str, port: int) -> None:
+    if not fut.done():
+        fut.set_exception(RemotingTimeoutError(f"no response to request code {cmd.code} (opaque {cmd.opaque}) from "
+                                               f"{host}:{port} within {timeout} s"))
 
 
 class RemotingClient:
@@ -18,18 +24,21 @@ class RemotingClient:
         self.host, self.port, self.max_frame = host or "127.0.0.1", int(port), max_frame
         self._reader: Optional[asyncio.StreamReader] = None
         self._writer: Optional[asyncio.StreamWriter] = None
+        self._frames: Optional[FrameWriter] = None
         self._pending: dict[int, asyncio.Future] = {}
         self._reading: Optional[asyncio.Task] = None
         self.on_request: Optional[Callable[[RemotingCommand], Awaitable[None]]] = None  # requests from the server
 
     async def connect(self) -> "RemotingClient":
         self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
+        self._frames = FrameWriter(self._writer)
         self._reading = asyncio.ensure_future(self._read_loop())
         return self
 
     async def close(self) -> None:
         if self._writer is not None:
-            self._writer.close()
+            assert self._frames is not None
+            self._frames.close()
             try:
                 await self._writer.wait_closed()
             except ConnectionError:
@@ -48,25 +57,24 @@ class RemotingClient:
         await self.close()
 
     async def invoke(self, cmd: RemotingCommand, timeout: float = 5.0) -> RemotingCommand:
-        if self._writer is None:
+        if self._frames is None:
             raise ConnectionError("not connected")
-        fut: asyncio.Future = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future = loop.create_future()
         self._pending[cmd.opaque] = fut
+        # a timer on the future rather than asyncio.wait_for, which costs a task per request
+        timer = loop.call_later(timeout, _expire, fut, cmd, timeout, self.host, self.port)
         try:
-            self._writer.write(cmd.encode())
-            await self._writer.drain()
-            return await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
-            raise RemotingTimeoutError(f"no response to request code {cmd.code} (opaque {cmd.opaque}) from "
-                                       f"{self.host}:{self.port} within {timeout} s") from None
+            await self._frames.write(cmd.encode())
+            return await fut
         finally:
+            timer.cancel()
             self._pending.pop(cmd.opaque, None)
 
     async def invoke_oneway(self, cmd: RemotingCommand) -> None:
-        if self._writer is None:
+        if self._frames is None:
             raise ConnectionError("not connected")
-        self._writer.write(cmd.encode())
-        await self._writer.drain()
+        await self._frames.write(cmd.encode())
 
     async def _read_loop(self) -> None:
         assert self._reader is not None

@@ -22,6 +22,10 @@ ONEWAY_FLAG = 0x2    # bit 1 of flag: a request that gets no response
 DEFAULT_MAX_FRAME = 16 << 20
 
 _opaques = itertools.count(1)
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+# enum lookups by value or name are slow on a per-frame path: plain dicts
+_LANGUAGE_NAMES: dict[int, str] = {m.value: m.name for m in LanguageCode}
+_LANGUAGES: dict = {**{m.name: m for m in LanguageCode}, **{m.value: m for m in LanguageCode}}
 
 
 class SerializeType(IntEnum):
@@ -49,15 +53,13 @@ class RemotingCommand:
     def request(cls, code: int, ext_fields: Optional[dict] = None, body: bytes = b"", oneway: bool = False,
                 serialize_type: SerializeType = SerializeType.JSON) -> "RemotingCommand":
         return cls(code=int(code), opaque=next(_opaques), flag=ONEWAY_FLAG if oneway else 0,
-                   ext_fields={k: _text(v) for k, v in (ext_fields or {}).items() if v is not None},
-                   body=body, serialize_type=serialize_type)
+                   ext_fields=_texts(ext_fields), body=body, serialize_type=serialize_type)
 
     def response(self, code: int, remark: Optional[str] = None, ext_fields: Optional[dict] = None,
                  body: bytes = b"") -> "RemotingCommand":
         """The answer to this request: same opaque, the response flag, in the request's encoding."""
         return RemotingCommand(code=int(code), opaque=self.opaque, flag=RESPONSE_FLAG, remark=remark,
-                               ext_fields={k: _text(v) for k, v in (ext_fields or {}).items() if v is not None},
-                               body=body, serialize_type=self.serialize_type)
+                               ext_fields=_texts(ext_fields), body=body, serialize_type=self.serialize_type)
 
     @property
     def is_response(self) -> bool:
@@ -78,10 +80,7 @@ class RemotingCommand:
                            (int(self.serialize_type) << 24) | len(header)) + header + self.body
 
     def _json_header(self) -> bytes:
-        try:
-            language = LanguageCode(self.language).name
-        except ValueError:
-            language = LanguageCode.OTHER.name
+        language = _LANGUAGE_NAMES.get(self.language, "OTHER")
         obj: dict = {"code": self.code, "language": language, "version": self.version, "opaque": self.opaque,
                      "flag": self.flag, "serializeTypeCurrentRPC": "JSON"}
         if self.remark is not None:
@@ -89,7 +88,7 @@ class RemotingCommand:
         if self.ext_fields:
             obj["extFields"] = self.ext_fields
         # a lone surrogate (JSON can escape one) becomes "?", as Java's String.getBytes does
-        return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace")
+        return _JSON.encode(obj).encode("utf-8", "replace")
 
     def _binary_header(self) -> bytes:
         remark = (self.remark or "").encode("utf-8", "replace")
@@ -137,14 +136,11 @@ class RemotingCommand:
         if not isinstance(ext, dict):
             raise FrameError("extFields is not an object")
         language = obj.get("language", "OTHER")
-        try:
-            lang = LanguageCode[language] if isinstance(language, str) else LanguageCode(int(language))
-        except (KeyError, ValueError, TypeError):
-            lang = LanguageCode.OTHER
+        lang = _LANGUAGES.get(language if type(language) in (str, int) else None, LanguageCode.OTHER)
         remark = obj.get("remark")
         return cls(code=_int(obj.get("code"), "code"), opaque=_int(obj.get("opaque", 0), "opaque"),
                    flag=_int(obj.get("flag", 0), "flag"), remark=None if remark is None else str(remark),
-                   ext_fields={str(k): _text(v) for k, v in ext.items() if v is not None},
+                   ext_fields=_texts(ext),
                    language=lang, version=_int(obj.get("version", 0), "version"),
                    serialize_type=SerializeType.JSON)
 
@@ -179,6 +175,18 @@ class RemotingCommand:
             raise FrameError(f"the ROCKETMQ header does not decode: {e}") from None
         return cls(code=code, opaque=opaque, flag=flag, remark=remark, ext_fields=ext, language=language,
                    version=version, serialize_type=SerializeType.ROCKETMQ)
+
+
+_STR = {str}
+
+
+def _texts(fields: Optional[dict]) -> dict[str, str]:
+    """extFields as strings, null values left out; a map already all strings (the usual case) is copied whole."""
+    if not fields:
+        return {}
+    if set(map(type, fields.values())) == _STR and set(map(type, fields)) == _STR:  # type checks at C speed
+        return dict(fields)
+    return {str(k): _text(v) for k, v in fields.items() if v is not None}
 
 
 def _text(value) -> str:

@@ -10,10 +10,13 @@ from typing import Awaitable, Callable, Optional
 
 from .codes import RequestCode, ResponseCode
 from .command_header import HeaderFieldError
+from .frame_io import FrameWriter, read_frame
 from .remoting_command import DEFAULT_MAX_FRAME, FrameError, RemotingCommand
 from .remoting_serializable import BodyError
 
 log = logging.getLogger(__name__)
+
+EOF_GRACE_S = 0.5
 
 Processor = Callable[[RemotingCommand, "Channel"], Awaitable[Optional[RemotingCommand]]]
 
@@ -23,32 +26,16 @@ class Channel:
 
     def __init__(self, writer: asyncio.StreamWriter):
         self.writer = writer
+        self.frames = FrameWriter(writer)
         peer = writer.get_extra_info("peername")
         self.remote_address = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.closed = asyncio.Event()
+        self.tasks: set[asyncio.Task] = set()  # requests of this connection being processed
 
     async def send(self, cmd: RemotingCommand) -> None:
         if self.closed.is_set():
             return
-        self.writer.write(cmd.encode())
-        await self.writer.drain()
-
-
-async def read_frame(reader: asyncio.StreamReader, max_frame: int) -> Optional[bytes]:
-    """The next frame's payload; None at a clean end of stream; FrameError for a length out of range."""
-    try:
-        head = await reader.readexactly(4)
-    except asyncio.IncompleteReadError as e:
-        if e.partial:
-            raise FrameError("the connection ended inside a frame's length") from None
-        return None
-    (length,) = struct.unpack(">i", head)
-    if length < 4 or length > max_frame:
-        raise FrameError(f"frame length {length} is outside 4..{max_frame}")
-    try:
-        return await reader.readexactly(length)
-    except asyncio.IncompleteReadError:
-        raise FrameError("the connection ended inside a frame") from None
+        await self.frames.write(cmd.encode())
 
 
 class RemotingServer:
@@ -95,13 +82,19 @@ class RemotingServer:
             while True:
                 payload = await read_frame(reader, self.max_frame)
                 if payload is None:
+                    # the client is done sending: what it asked is still answered if that is quick (a held pull
+                    # is not; it is dropped)
+                    if channel.tasks:
+                        await asyncio.wait(set(channel.tasks), timeout=EOF_GRACE_S)
                     break
                 cmd = RemotingCommand.decode(payload)
                 if cmd.is_response:
                     continue  # answers to requests this server sent (NOTIFY_CONSUMER_IDS_CHANGED is oneway)
                 task = asyncio.ensure_future(self._dispatch(cmd, channel))
                 self._tasks.add(task)
+                channel.tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
+                task.add_done_callback(channel.tasks.discard)
         except FrameError as e:
             log.warning("closing %s: %s", channel.remote_address, e)
         except (ConnectionError, asyncio.CancelledError):
@@ -113,23 +106,31 @@ class RemotingServer:
             self.channels.discard(channel)
             for callback in self.on_close:
                 callback(channel)
-            writer.close()
+            channel.frames.close()
+
+    def _failed(self, cmd: RemotingCommand, channel: Channel, e: Exception) -> RemotingCommand:
+        if isinstance(e, (HeaderFieldError, BodyError)):  # the client's mistake: RocketMQ answers SYSTEM_ERROR too
+            log.debug("request code %d from %s: %s", cmd.code, channel.remote_address, e)
+            return cmd.response(ResponseCode.SYSTEM_ERROR, str(e))
+        # a processor's bug answers this request only; the server goes on
+        log.error("request code %d from %s failed", cmd.code, channel.remote_address, exc_info=e)
+        return cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
 
     async def _dispatch(self, cmd: RemotingCommand, channel: Channel) -> None:
         processor = self.processors.get(cmd.code)
-        try:
-            if processor is None:
-                name = RequestCode(cmd.code).name if cmd.code in RequestCode._value2member_map_ else "unknown"
-                response: Optional[RemotingCommand] = cmd.response(
-                    ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request code {cmd.code} ({name}) is not supported")
-            else:
+        response: Optional[RemotingCommand]
+        if processor is None:
+            name = RequestCode(cmd.code).name if cmd.code in RequestCode._value2member_map_ else "unknown"
+            response = cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                    f"request code {cmd.code} ({name}) is not supported")
+        else:
+            try:
                 response = await processor(cmd, channel)
-        except (HeaderFieldError, BodyError) as e:  # the client's mistake: RocketMQ answers SYSTEM_ERROR too
-            log.debug("request code %d from %s: %s", cmd.code, channel.remote_address, e)
-            response = cmd.response(ResponseCode.SYSTEM_ERROR, str(e))
-        except Exception as e:  # a processor's bug answers this request only; the server goes on
-            log.exception("request code %d from %s failed", cmd.code, channel.remote_address)
-            response = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
+            except Exception as e:
+                response = self._failed(cmd, channel, e)
+        await self._answer(cmd, channel, response)
+
+    async def _answer(self, cmd: RemotingCommand, channel: Channel, response: Optional[RemotingCommand]) -> None:
         if response is not None and not cmd.is_oneway:
             try:
                 await channel.send(response)
