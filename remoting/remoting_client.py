@@ -39,6 +39,7 @@ class RemotingClient:
         if self._writer is not None:
             assert self._frames is not None
             self._frames.close()
+            self._frames = None
             try:
                 await self._writer.wait_closed()
             except ConnectionError:
@@ -56,25 +57,29 @@ class RemotingClient:
     async def __aexit__(self, *exc) -> None:
         await self.close()
 
-    async def invoke(self, cmd: RemotingCommand, timeout: float = 5.0) -> RemotingCommand:
+    def _check_open(self) -> FrameWriter:
         if self._frames is None:
-            raise ConnectionError("not connected")
+            raise ConnectionError(f"not connected to {self.host}:{self.port}")
+        if self._frames.writer.transport.is_closing():
+            raise ConnectionError(f"the connection to {self.host}:{self.port} was lost")
+        return self._frames
+
+    async def invoke(self, cmd: RemotingCommand, timeout: float = 5.0) -> RemotingCommand:
+        frames = self._check_open()
         loop = asyncio.get_running_loop()
         fut: asyncio.Future = loop.create_future()
         self._pending[cmd.opaque] = fut
         # a timer on the future rather than asyncio.wait_for, which costs a task per request
         timer = loop.call_later(timeout, _expire, fut, cmd, timeout, self.host, self.port)
         try:
-            await self._frames.write(cmd.encode())
+            await frames.write(cmd.encode())
             return await fut
         finally:
             timer.cancel()
             self._pending.pop(cmd.opaque, None)
 
     async def invoke_oneway(self, cmd: RemotingCommand) -> None:
-        if self._frames is None:
-            raise ConnectionError("not connected")
-        await self._frames.write(cmd.encode())
+        await self._check_open().write(cmd.encode())
 
     async def _read_loop(self) -> None:
         assert self._reader is not None
@@ -93,6 +98,8 @@ class RemotingClient:
         except (FrameError, ConnectionError, asyncio.CancelledError):
             pass
         finally:
+            if self._writer is not None:
+                self._writer.close()  # the server ended the connection (or sent what cannot be read): done with it
             for fut in self._pending.values():
                 if not fut.done():
                     fut.set_exception(ConnectionError(f"the connection to {self.host}:{self.port} was lost"))

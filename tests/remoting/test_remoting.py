@@ -167,3 +167,26 @@ def test_codes_carry_rocketmqs_names_and_numbers():
             assert answer.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
             assert answer.remark == "request code 12 (QUERY_MESSAGE) is not supported"
     asyncio.run(main())
+
+
+def test_a_lost_connection_fails_waiting_and_later_requests_at_once():
+    async def never(cmd, channel):
+        await asyncio.sleep(60)
+
+    async def main():
+        server = await RemotingServer().start()
+        server.register(RequestCode.PULL_MESSAGE, never)
+        client = await RemotingClient(server.address).connect()
+        try:
+            waiting = asyncio.ensure_future(client.invoke(RemotingCommand.request(RequestCode.PULL_MESSAGE), 30))
+            await asyncio.sleep(0.1)
+            await server.stop()
+            with pytest.raises(ConnectionError, match="was lost"):
+                await asyncio.wait_for(waiting, 5)
+            with pytest.raises(ConnectionError, match="was lost"):
+                await asyncio.wait_for(client.invoke(RemotingCommand.request(RequestCode.PULL_MESSAGE), 30), 5)
+        finally:
+            await client.close()
+        with pytest.raises(ConnectionError, match="not connected"):
+            await client.invoke(RemotingCommand.request(RequestCode.PULL_MESSAGE))
+    asyncio.run(main())
