@@ -23,8 +23,12 @@ from remoting.remoting_server import Channel
 from store import GetMessageResult, GetMessageStatus, MessageStore, OffsetStore, ReadOffsetType, StoreError
 from store import message_codec as codec
 from store.message_properties import parse_properties, properties_to_map
+from store.offset_store import check_group
+from store.store_config import StoreConfig
 
-from .schedule_message_service import DEFAULT_DELAY_LEVELS, PROPERTY_DELAY, ScheduleMessageService
+from .broker_config import BrokerConfig
+from .schedule_message_service import PROPERTY_DELAY, ScheduleMessageService
+from .subscription_group_manager import SubscriptionGroupManager
 
 log = logging.getLogger(__name__)
 
@@ -86,22 +90,35 @@ def _int_field(ext: dict, name: str, default: Optional[int] = None) -> int:
 
 
 class Broker:
-    def __init__(self, store_path, listen: str = "127.0.0.1:10911", namesrv: Optional[str] = None,
-                 broker_name: str = "broker-a", cluster: str = "DefaultCluster", config=None,
-                 register_interval_s: float = 30.0, default_topic_queues: int = 4, client_expiry_s: float = 120.0,
-                 message_delay_level: str = DEFAULT_DELAY_LEVELS, max_reconsume_times: int = 16):
+    def __init__(self, store_path, listen: Optional[str] = None, namesrv: Optional[str] = None,
+                 broker_name: Optional[str] = None, cluster: Optional[str] = None,
+                 config: Optional[StoreConfig] = None, broker_config: Optional[BrokerConfig] = None,
+                 register_interval_s: float = 30.0, client_expiry_s: float = 120.0,
+                 message_delay_level: Optional[str] = None, max_reconsume_times: Optional[int] = None,
+                 default_topic_queues: Optional[int] = None):
+        """broker_config holds broker.conf's broker keys (load_broker_conf reads a file into both configs); the
+        keyword arguments override single keys of it, for tests and notebooks."""
+        self.broker_config = bc = (broker_config or BrokerConfig()).replace(
+            brokerName=broker_name, brokerClusterName=cluster, namesrvAddr=namesrv,
+            messageDelayLevel=message_delay_level, maxReconsumeTimes=max_reconsume_times,
+            defaultTopicQueueNums=default_topic_queues)
+        config = config or StoreConfig()
+        if listen is None:
+            listen = f"{config.brokerIP1 or '127.0.0.1'}:{config.listenPort}"
         host, _, port = listen.rpartition(":")
         self.store = MessageStore(store_path, config)
         self.server = RemotingServer(host or "127.0.0.1", int(port))
-        self.namesrv, self.broker_name, self.cluster = namesrv, broker_name, cluster
+        self.namesrv, self.broker_name, self.cluster = bc.namesrvAddr or None, bc.brokerName, bc.brokerClusterName
         self.register_interval_s = register_interval_s
-        self.default_topic_queues = default_topic_queues
+        self.default_topic_queues = bc.defaultTopicQueueNums
         self.groups: dict[str, dict[str, _Client]] = {}  # consumer group -> client id -> client
         self._offsets: dict[str, OffsetStore] = {}
         self._arrivals: dict[tuple[str, int], asyncio.Event] = {}
         self.client_expiry_s = client_expiry_s
-        self.max_reconsume_times = max_reconsume_times
-        self.schedule = ScheduleMessageService(self.store, message_delay_level, on_deliver=self._arrived)
+        self.max_reconsume_times = bc.maxReconsumeTimes
+        self.schedule = ScheduleMessageService(self.store, bc.messageDelayLevel, on_deliver=self._arrived)
+        self.subscription_groups = SubscriptionGroupManager(self.store.path, bc.autoCreateSubscriptionGroup,
+                                                            bc.maxReconsumeTimes)
         self.lock_expiry_s = 60.0  # RebalanceLockManager: a queue lock not renewed for this long is free
         self._locks: dict[str, dict[tuple[str, int], tuple[str, float]]] = {}  # group -> queue -> (client, time)
         self._registering: Optional[asyncio.Task] = None
@@ -172,7 +189,7 @@ class Broker:
     def _default_topic(self) -> None:
         """autoCreateTopicEnable: RocketMQ's TBW102, whose route a producer borrows for a topic that does not
         exist yet (perm 7: inherit, read, write); the first send then creates the topic here."""
-        if DEFAULT_TOPIC in self.store.topics():
+        if not self.broker_config.autoCreateTopicEnable or DEFAULT_TOPIC in self.store.topics():
             return
         cfg = self.store.create_topic(DEFAULT_TOPIC, 8)
         cfg.perm = PERM_INHERIT | 6
@@ -226,6 +243,39 @@ class Broker:
             store.load()
         return store
 
+    async def _topic_for_send(self, topic: str, ext: dict) -> None:
+        """An unknown topic is created when autoCreateTopicEnable (and registered with the name server at once),
+        else the send is refused with TOPIC_NOT_EXIST (SendMessageProcessor / TopicConfigManager)."""
+        try:
+            codec.check_topic(topic)
+        except ValueError as e:
+            raise BadRequest(str(e), ResponseCode.MESSAGE_ILLEGAL) from None
+        if topic in self.store.topics():
+            return
+        if not self.broker_config.autoCreateTopicEnable:
+            raise BadRequest(f"topic[{topic}] not exist, apply first please! (autoCreateTopicEnable is false on "
+                             f"broker {self.broker_name})", ResponseCode.TOPIC_NOT_EXIST)
+        queues = min(_int_field(ext, "defaultTopicQueueNums", self.default_topic_queues), 1024)
+        self.store.create_topic(topic, max(1, queues))
+        if self._namesrv_client is not None:
+            await self.register()
+
+    def _group_config(self, group: str) -> dict:
+        """The consumer group's config (SubscriptionGroupManager.findSubscriptionGroupConfig), checked as the pull
+        and send-back processors check it."""
+        try:
+            check_group(group)
+        except ValueError as e:
+            raise BadRequest(str(e)) from None
+        config = self.subscription_groups.find(group)
+        if config is None:
+            raise BadRequest(f"subscription group [{group}] does not exist (autoCreateSubscriptionGroup is false; "
+                             "add it to config/subscriptionGroup.json)", ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST)
+        if not config.get("consumeEnable", True):
+            raise BadRequest(f"subscription group [{group}] no permission to consume (consumeEnable is false)",
+                             ResponseCode.NO_PERMISSION)
+        return config
+
     def _check_queue(self, topic: str, queue_id: int) -> None:
         if topic not in self.store.topics():
             raise BadRequest(f"topic {topic} does not exist on broker {self.broker_name}", ResponseCode.TOPIC_NOT_EXIST)
@@ -251,15 +301,7 @@ class Broker:
         if cmd.code == RequestCode.SEND_MESSAGE_V2:
             ext = {_V2_FIELDS.get(k, k): v for k, v in ext.items()}
         topic = ext.get("topic") or ""
-        try:
-            codec.check_topic(topic)
-        except ValueError as e:
-            raise BadRequest(str(e), ResponseCode.MESSAGE_ILLEGAL) from None
-        if topic not in self.store.topics():  # autoCreateTopicEnable
-            queues = min(_int_field(ext, "defaultTopicQueueNums", self.default_topic_queues), 1024)
-            self.store.create_topic(topic, max(1, queues))
-            if self._namesrv_client is not None:
-                await self.register()
+        await self._topic_for_send(topic, ext)
         queue_id = _int_field(ext, "queueId", -1)
         properties = parse_properties(ext.get("properties"))
         sys_flag = _int_field(ext, "sysFlag", 0) & ~codec.RESERVED_SYS_FLAGS & ~codec.TRANSACTION_TYPE_MASK
@@ -289,18 +331,10 @@ class Broker:
         if cmd.code == RequestCode.SEND_MESSAGE_V2:
             ext = {_V2_FIELDS.get(k, k): v for k, v in ext.items()}
         topic = ext.get("topic") or ""
-        try:
-            codec.check_topic(topic)
-        except ValueError as e:
-            raise BadRequest(str(e), ResponseCode.MESSAGE_ILLEGAL) from None
         bodies, props = _decode_message_batch(cmd.body)
         if not len(bodies):
             raise BadRequest("the batch holds no message", ResponseCode.MESSAGE_ILLEGAL)
-        if topic not in self.store.topics():
-            self.store.create_topic(topic, max(1, min(_int_field(ext, "defaultTopicQueueNums",
-                                                                 self.default_topic_queues), 1024)))
-            if self._namesrv_client is not None:
-                await self.register()
+        await self._topic_for_send(topic, ext)
         queue_id = _int_field(ext, "queueId", -1)
         if queue_id < 0:
             queue_id = self.store.take_round_robin(topic, len(self.store.queues(topic)), 1)
@@ -383,6 +417,7 @@ class Broker:
         level, or to %DLQ%<group> once it was reconsumed maxReconsumeTimes times (SendMessageProcessor)."""
         ext = cmd.ext_fields
         group = ext.get("group") or ""
+        group_config = self._group_config(group)
         offset = _int_field(ext, "offset")
         view, base = self.store.commit_log.view_at(offset)
         if view is None:
@@ -395,9 +430,10 @@ class Broker:
         props.setdefault(PROPERTY_RETRY_TOPIC, msg.topic)
         props[PROPERTY_ORIGIN_MESSAGE_ID] = ext.get("originMsgId") or props.get(codec.PROPERTY_UNIQ_KEY, "")
         delay_level = _int_field(ext, "delayLevel", 0)
-        max_times = _int_field(ext, "maxReconsumeTimes", self.max_reconsume_times)
+        group_max = int(group_config.get("retryMaxTimes", self.max_reconsume_times))
+        max_times = _int_field(ext, "maxReconsumeTimes", group_max)
         if max_times < 0:
-            max_times = self.max_reconsume_times
+            max_times = group_max
         put_args = dict(flag=msg.flag, born_timestamp=msg.born_timestamp, reconsume_times=msg.reconsume_times + 1)
         created = False
         if msg.reconsume_times >= max_times or delay_level < 0:
@@ -436,6 +472,9 @@ class Broker:
                                  ResponseCode.SUBSCRIPTION_NOT_EXIST)
             expression = client_sub.get("subString") or "*"
             kind = (client_sub.get("expressionType") or "TAG").upper()
+        if kind != "TAG" and not self.broker_config.enablePropertyFilter:
+            raise BadRequest(f"The broker does not support consumer to filter message by {kind} "
+                             "(enablePropertyFilter is false)", ResponseCode.SYSTEM_ERROR)
         try:
             if kind == "SQL92":
                 return MessageFilter.by_sql(expression), True
@@ -452,6 +491,7 @@ class Broker:
         queue_id, offset = _int_field(ext, "queueId"), _int_field(ext, "queueOffset")
         max_msgs = max(1, min(_int_field(ext, "maxMsgNums", 32), 1024))
         sys_flag = _int_field(ext, "sysFlag", 0)
+        self._group_config(group)
         self._check_queue(topic, queue_id)
         message_filter, sql = self._message_filter(ext, group, topic, sys_flag)
         if sys_flag & FLAG_COMMIT_OFFSET:
@@ -459,6 +499,8 @@ class Broker:
             if commit >= 0:
                 self._offset_store(group).update_offset((topic, queue_id), commit)
         suspend_ms = _int_field(ext, "suspendTimeoutMillis", 0) if sys_flag & FLAG_SUSPEND else 0
+        if suspend_ms and not self.broker_config.longPollingEnable:
+            suspend_ms = self.broker_config.shortPollingTimeMills
         deadline = time.monotonic() + suspend_ms / 1000
         while True:
             if sql:
@@ -598,7 +640,13 @@ class Broker:
         for consumer in data.get("consumerDataSet") or []:
             group = str(consumer.get("groupName") or "")
             subs = {s.get("topic"): s for s in consumer.get("subscriptionDataSet") or [] if isinstance(s, dict)}
-            if self._ensure_topic(RETRY_GROUP_TOPIC_PREFIX + group) and self._namesrv_client is not None:
+            try:
+                check_group(group)
+            except ValueError as e:
+                raise BadRequest(f"consumerDataSet: {e}") from None
+            # the retry topic exists for groups this broker serves (findSubscriptionGroupConfig)
+            if self.subscription_groups.find(group) is not None and \
+                    self._ensure_topic(RETRY_GROUP_TOPIC_PREFIX + group) and self._namesrv_client is not None:
                 await self.register()
             clients = self.groups.setdefault(group, {})
             joined = client_id not in clients

@@ -22,14 +22,16 @@ def add_serve_commands(sub, common) -> None:
                                    "(send, pull with long polling, consumer offsets, heartbeats), registered with a "
                                    "name server: --namesrv names one; without it one runs in this process. Prints "
                                    '{"namesrv": ..., "broker": ..., "brokerName": ...} once both accept.')
-    p.add_argument("--listen", default=DEFAULT_BROKER, metavar="HOST:PORT",
-                   help=f"the broker's address (default {DEFAULT_BROKER}; port 0 picks a free one)")
+    p.add_argument("--listen", metavar="HOST:PORT",
+                   help=f"the broker's address (default {DEFAULT_BROKER}, or brokerIP1 and listenPort from --config; "
+                        "port 0 picks a free one)")
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--namesrv", metavar="HOST:PORT", help="register with this name server")
+    group.add_argument("--namesrv", metavar="HOST:PORT",
+                       help="register with this name server (default: namesrvAddr from --config, else one runs here)")
     group.add_argument("--namesrv-listen", default=DEFAULT_NAMESRV, metavar="HOST:PORT",
                        help=f"the in-process name server's address (default {DEFAULT_NAMESRV})")
-    p.add_argument("--broker-name", default="broker-a", help="brokerName (default broker-a)")
-    p.add_argument("--cluster", default="DefaultCluster", help="brokerClusterName (default DefaultCluster)")
+    p.add_argument("--broker-name", help="brokerName (default: from --config, else broker-a)")
+    p.add_argument("--cluster", help="brokerClusterName (default: from --config, else DefaultCluster)")
     p.set_defaults(run=cmd_serve)
 
     p = sub.add_parser("namesrv", help="run a RocketMQ name server alone",
@@ -58,18 +60,18 @@ def _warn_if_wide(address: str) -> None:
                     "write every topic", address)
 
 
-async def _serve(args, config) -> None:
+async def _serve(args, config, broker_config) -> None:
     from broker import Broker, NameServer
     namesrv: Optional[NameServer] = None
-    address = args.namesrv
+    address = args.namesrv or broker_config.namesrvAddr.split(";")[0] or None
     if address is None:
         namesrv = await NameServer(args.namesrv_listen).start()
         address = namesrv.address
     try:
-        async with Broker(args.store, args.listen, namesrv=address, config=config,
+        async with Broker(args.store, args.listen, namesrv=address, config=config, broker_config=broker_config,
                           broker_name=args.broker_name, cluster=args.cluster) as b:
             _warn_if_wide(b.address)
-            print(json.dumps({"namesrv": address, "broker": b.address, "brokerName": args.broker_name}),
+            print(json.dumps({"namesrv": address, "broker": b.address, "brokerName": b.broker_name}),
                   flush=True)
             await _until_stopped()
             log.info("stopping")
@@ -79,11 +81,18 @@ async def _serve(args, config) -> None:
 
 
 def cmd_serve(args) -> int:
-    from .cli import _config, _store_path
+    from broker.broker_config import load_broker_conf
+
+    from .cli import UsageError, _store_path
     _store_path(args, must_exist=False)
-    config = _config(args)
-    _logging()
-    asyncio.run(_serve(args, config))
+    _logging()  # before the file is read: its ignored keys are logged
+    try:
+        broker_config, config = load_broker_conf(args.config)
+    except FileNotFoundError:
+        raise UsageError(f"--config {args.config}: no such file") from None
+    except ValueError as e:
+        raise UsageError(f"--config {args.config}: {e}") from None
+    asyncio.run(_serve(args, config, broker_config))
     return 0
 
 

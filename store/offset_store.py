@@ -58,10 +58,15 @@ def _check_mq(mq) -> tuple[str, int]:
     return topic, queue_id
 
 
+def check_group(group) -> None:
+    """A consumer group name as RocketMQ allows it (and a safe file-name part)."""
+    if not isinstance(group, str) or not _GROUP_PATTERN.fullmatch(group) or len(group) > 255:
+        raise ValueError(f"group {group!r}: a consumer group name is 1..255 characters of [%|a-zA-Z0-9_-]")
+
+
 class OffsetStore:
     def __init__(self, store_path, group: str):
-        if not isinstance(group, str) or not _GROUP_PATTERN.fullmatch(group) or len(group) > 255:
-            raise ValueError(f"group {group!r}: a consumer group name is 1..255 characters of [%|a-zA-Z0-9_-]")
+        check_group(group)
         self.store_path = os.path.abspath(os.fspath(store_path))
         self.group = group
         self.path = os.path.join(self.store_path, CONSUMER_OFFSET_FILE)

@@ -2,8 +2,15 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import logging
 import os
+from collections.abc import Collection
 from dataclasses import dataclass, fields
+
+from .rocketmq_config_keys import ROCKETMQ_CONFIG_KEYS
+
+log = logging.getLogger("rmq.config")
 
 ASYNC_FLUSH = "ASYNC_FLUSH"
 SYNC_FLUSH = "SYNC_FLUSH"
@@ -50,28 +57,28 @@ class StoreConfig:
             raise ValueError(f"diskMaxUsedSpaceRatio must be 10..95, got {self.diskMaxUsedSpaceRatio}")
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike) -> "StoreConfig":
-        """Load a broker.conf-style file (key=value, # comments); unknown keys are refused by name."""
-        values: dict[str, str] = {}
-        with open(path, encoding="utf-8") as f:
-            for lineno, raw in enumerate(f, 1):
-                line = raw.strip()
-                if not line or line.startswith("#"):
-                    continue
-                if "=" not in line:
-                    raise ValueError(f"{path}:{lineno}: expected key=value, got {line!r}")
-                key, value = (part.strip() for part in line.split("=", 1))
-                values[key] = value
-        return cls.from_dict(values, source=str(path))
+    def from_file(cls, path: str | os.PathLike, other_keys: Collection[str] = ()) -> "StoreConfig":
+        """Load a broker.conf-style file (key=value, # comments). A real broker's file loads: keys RocketMQ defines
+        that nothing here uses are logged once as ignored; `other_keys` are read by the caller (the broker's own);
+        a key nobody defines is refused by name with the nearest known key."""
+        return cls.from_dict(read_conf_file(path), source=str(path), other_keys=other_keys)
 
     @classmethod
-    def from_dict(cls, values: dict, source: str = "config") -> "StoreConfig":
+    def from_dict(cls, values: dict, source: str = "config", other_keys: Collection[str] = ()) -> "StoreConfig":
         known = {f.name: f for f in fields(cls)}
         kwargs = {}
+        ignored = []
         for key, value in values.items():
-            if key not in known:
-                raise ValueError(f"{source}: unknown store config key {key!r}; known keys: {', '.join(sorted(known))}")
-            kwargs[key] = _convert(key, value, str(known[key].type))
+            if key in known:
+                kwargs[key] = _convert(key, value, str(known[key].type))
+            elif key in other_keys:
+                continue
+            elif _rocketmq_class(key):
+                ignored.append(f"{key} ({_rocketmq_class(key)})")
+            else:
+                raise ValueError(f"{source}: unknown config key {key!r}{did_you_mean(key, [*known, *other_keys])}")
+        if ignored:
+            log.info("%s: RocketMQ keys not used here, ignored: %s", source, ", ".join(ignored))
         return cls(**kwargs)
 
     def replace(self, **changes) -> "StoreConfig":
@@ -91,3 +98,32 @@ def _convert(key: str, value, type_name: str):
     except ValueError:
         raise ValueError(f"store config key {key!r}: expected {type_name}, got {value!r}") from None
     return value
+
+
+def read_conf_file(path: str | os.PathLike) -> dict[str, str]:
+    """key=value lines as java.util.Properties reads broker.conf ('=' or ':' between, # and ! comments)."""
+    values: dict[str, str] = {}
+    with open(path, encoding="utf-8") as f:
+        for lineno, raw in enumerate(f, 1):
+            line = raw.strip()
+            if not line or line[0] in "#!":
+                continue
+            cut = min((i for i in (line.find("="), line.find(":")) if i > 0), default=-1)
+            if cut < 0:
+                raise ValueError(f"{path}:{lineno}: expected key=value, got {line!r}")
+            values[line[:cut].strip()] = line[cut + 1:].strip()
+    return values
+
+
+def _rocketmq_class(key: str) -> str:
+    return "/".join(name for name, keys in ROCKETMQ_CONFIG_KEYS.items() if key in keys)
+
+
+def did_you_mean(key: str, candidates: Collection[str]) -> str:
+    """'; did you mean X?' with the nearest known key (RocketMQ's too), or a list of ours when none is near."""
+    pool = set(candidates).union(*ROCKETMQ_CONFIG_KEYS.values())
+    near = difflib.get_close_matches(key, pool, n=1, cutoff=0.75) or \
+        [k for k in pool if k.lower() == key.lower()]
+    if near:
+        return f"; did you mean {near[0]!r}?"
+    return f"; keys used here: {', '.join(sorted(candidates))}"

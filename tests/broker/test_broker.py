@@ -7,46 +7,16 @@ import asyncio
 import json
 import os
 import sys
-import textwrap
 import time
 
 import pytest
+from broker_testkit import ROOT, _child, pull, records, send
 
 from broker import Broker, NameServer
 from remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from remoting.route_data import TopicRouteData
 from store import MessageStore, OffsetStore
 from store import message_codec as codec
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def send(topic, body: bytes, tags=None, keys=None, queue_id=0, **props):
-    if tags:
-        props["TAGS"] = tags
-    if keys:
-        props["KEYS"] = keys
-    return RemotingCommand.request(RequestCode.SEND_MESSAGE, {
-        "producerGroup": "p", "topic": topic, "defaultTopic": "TBW102", "defaultTopicQueueNums": 4,
-        "queueId": queue_id, "sysFlag": 0, "bornTimestamp": int(time.time() * 1000), "flag": 0,
-        "properties": codec.properties_to_string(props), "reconsumeTimes": 0, "unitMode": False}, body=body)
-
-
-def pull(topic, offset, subscription="*", kind="TAG", queue_id=0, suspend_ms=0, group="g", commit=-1):
-    flag = 0x4 | (0x2 if suspend_ms else 0) | (0x1 if commit >= 0 else 0)
-    return RemotingCommand.request(RequestCode.PULL_MESSAGE, {
-        "consumerGroup": group, "topic": topic, "queueId": queue_id, "queueOffset": offset, "maxMsgNums": 32,
-        "sysFlag": flag, "commitOffset": commit, "suspendTimeoutMillis": suspend_ms, "subscription": subscription,
-        "subVersion": 0, "expressionType": kind})
-
-
-def records(body: bytes):
-    out, pos = [], 0
-    while pos < len(body):
-        m = codec.decode_record(body, pos)
-        out.append(m)
-        pos += m.store_size
-    return out
 
 
 def test_send_pull_filters_long_polling_and_offsets(tmp_path):
@@ -142,20 +112,6 @@ CONSUMER = """
     c.shutdown()
     print(json.dumps(seen), flush=True)
 """
-
-
-async def _child(code: str, *args, home, timeout=90):
-    env = dict(os.environ, HOME=str(home), PYTHONPATH=ROOT)
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", textwrap.dedent(code), *map(str, args),
-                                                env=env, stdout=asyncio.subprocess.PIPE,
-                                                stderr=asyncio.subprocess.PIPE)
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout=timeout)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    return proc.returncode, out.decode(), err.decode()
 
 
 def test_the_rocketmq_cpp_client_produces_and_consumes_through_the_broker(tmp_path):

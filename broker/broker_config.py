@@ -1,0 +1,91 @@
+"""The broker's own broker.conf keys, named as RocketMQ names them; the store's keys stay in StoreConfig. One file
+holds both, as a RocketMQ broker.conf does."""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, fields
+from typing import Optional
+
+from store.store_config import StoreConfig, read_conf_file
+
+from .schedule_message_service import DEFAULT_DELAY_LEVELS, parse_delay_levels
+
+
+@dataclass
+class BrokerConfig:
+    brokerName: str = "broker-a"
+    brokerClusterName: str = "DefaultCluster"
+    brokerId: int = 0
+    namesrvAddr: str = ""
+    autoCreateTopicEnable: bool = True
+    autoCreateSubscriptionGroup: bool = True
+    longPollingEnable: bool = True
+    # RocketMQ's default is false (SQL92 subscriptions refused); SQL92 filtering is half of what this project is for
+    enablePropertyFilter: bool = True
+    messageDelayLevel: str = DEFAULT_DELAY_LEVELS
+    # a group's retry limit when the client's send-back does not say (RocketMQ: SubscriptionGroupConfig.retryMaxTimes)
+    maxReconsumeTimes: int = 16
+    # queues of a topic created by a send, unless the producer asks for fewer (RocketMQ's producer asks for 4)
+    defaultTopicQueueNums: int = 8
+    # held pulls without long polling wait this long (RocketMQ's shortPollingTimeMills)
+    shortPollingTimeMills: int = 1000
+    aclEnable: bool = False
+
+    def __post_init__(self) -> None:
+        if self.brokerId != 0:
+            raise ValueError(f"brokerId {self.brokerId}: only a master (brokerId=0) is served; there is no "
+                             "replication to slaves")
+        if self.aclEnable:
+            raise ValueError("aclEnable=true: this broker has no access control yet; refusing to start open "
+                             "(remove the key, or set it false, to serve without authentication)")
+        if not 0 < self.maxReconsumeTimes <= 1000:
+            raise ValueError(f"maxReconsumeTimes must be 1..1000, got {self.maxReconsumeTimes}")
+        if not 1 <= self.defaultTopicQueueNums <= 1024:
+            raise ValueError(f"defaultTopicQueueNums must be 1..1024, got {self.defaultTopicQueueNums}")
+        try:
+            parse_delay_levels(self.messageDelayLevel)
+        except ValueError as e:
+            raise ValueError(f"messageDelayLevel: {e}") from None
+
+    @classmethod
+    def keys(cls) -> frozenset[str]:
+        return frozenset(f.name for f in fields(cls))
+
+    @classmethod
+    def from_dict(cls, values: dict, source: str = "config") -> "BrokerConfig":
+        known = {f.name: f for f in fields(cls)}
+        kwargs = {}
+        for key, value in values.items():
+            if key in known:
+                kwargs[key] = _convert(source, key, value, str(known[key].type))
+        return cls(**kwargs)
+
+    def replace(self, **changes) -> "BrokerConfig":
+        return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+def load_broker_conf(path: Optional[str | os.PathLike]) -> tuple[BrokerConfig, StoreConfig]:
+    """A broker.conf as RocketMQ's BrokerStartup reads it: the broker's keys here, the store's in StoreConfig,
+    every other key RocketMQ defines logged once as ignored, and any other key refused by name."""
+    if path is None:
+        return BrokerConfig(), StoreConfig()
+    values = read_conf_file(path)
+    store_config = StoreConfig.from_dict(values, source=str(path), other_keys=BrokerConfig.keys())
+    # defaultTopicQueueNums is the store's key too (the queues of topics it creates): one value for both
+    return BrokerConfig.from_dict(values, source=str(path)), store_config
+
+
+def _convert(source: str, key: str, value, type_name: str):
+    if not isinstance(value, str):
+        return value
+    if type_name == "int":
+        try:
+            return int(value.replace("_", ""))
+        except ValueError:
+            raise ValueError(f"{source}: {key} must be an integer, got {value!r}") from None
+    if type_name == "bool":
+        if value.lower() not in ("true", "false"):
+            raise ValueError(f"{source}: {key} must be true or false, got {value!r}")
+        return value.lower() == "true"
+    return value

@@ -1,0 +1,37 @@
+"""RocketMQ's SubscriptionGroupManager: the consumer groups this broker serves, kept in
+config/subscriptionGroup.json in RocketMQ's layout. With autoCreateSubscriptionGroup a group is created on first
+use; without it, a group must be listed in that file (an operator adds it there, as with mqadmin
+updateSubGroup), and a pull, heartbeat or send-back of any other group is refused."""
+from __future__ import annotations
+
+import os
+import time
+from typing import Optional
+
+from store.json_file import atomic_write_json, load_rocketmq_json
+
+
+class SubscriptionGroupManager:
+    def __init__(self, store_path: str, auto_create: bool, retry_max_times: int = 16):
+        self.path = os.path.join(str(store_path), "config", "subscriptionGroup.json")
+        self.auto_create = auto_create
+        self.retry_max_times = retry_max_times
+        data = load_rocketmq_json(self.path) or {}
+        self.table: dict[str, dict] = dict(data.get("subscriptionGroupTable") or {})
+        self.data_version: dict = data.get("dataVersion") or {"timestamp": 0, "counter": 0}
+
+    def find(self, group: str) -> Optional[dict]:
+        """The group's config; created (and persisted) when auto-creation is on; None when it is unknown."""
+        config = self.table.get(group)
+        if config is None and self.auto_create:
+            config = self.table[group] = {
+                "groupName": group, "consumeEnable": True, "consumeFromMinEnable": True,
+                "consumeBroadcastEnable": True, "retryQueueNums": 1, "retryMaxTimes": self.retry_max_times,
+                "brokerId": 0, "whichBrokerWhenConsumeSlowly": 1, "notifyConsumerIdsChangedEnable": True}
+            self.persist()
+        return config
+
+    def persist(self) -> None:
+        self.data_version = {"timestamp": int(time.time() * 1000),
+                             "counter": int(self.data_version.get("counter", 0)) + 1}
+        atomic_write_json(self.path, {"subscriptionGroupTable": self.table, "dataVersion": self.data_version})
