@@ -22,11 +22,13 @@ from remoting import RemotingClient, RemotingCommand, RemotingServer, RequestCod
 from remoting.remoting_server import Channel
 from store import GetMessageResult, GetMessageStatus, MessageStore, OffsetStore, ReadOffsetType, StoreError
 from store import message_codec as codec
+from store.errors import CorruptRecordError
 from store.message_properties import parse_properties, properties_to_map
 from store.offset_store import check_group
 from store.store_config import StoreConfig
 
 from .broker_config import BrokerConfig
+from .pull_request_hold_service import PullRequestHoldService
 from .schedule_message_service import PROPERTY_DELAY, ScheduleMessageService
 from .subscription_group_manager import SubscriptionGroupManager
 
@@ -113,7 +115,7 @@ class Broker:
         self.default_topic_queues = bc.defaultTopicQueueNums
         self.groups: dict[str, dict[str, _Client]] = {}  # consumer group -> client id -> client
         self._offsets: dict[str, OffsetStore] = {}
-        self._arrivals: dict[tuple[str, int], asyncio.Event] = {}
+        self.hold = PullRequestHoldService(self.store)
         self.client_expiry_s = client_expiry_s
         self.max_reconsume_times = bc.maxReconsumeTimes
         self.schedule = ScheduleMessageService(self.store, bc.messageDelayLevel, on_deliver=self._arrived)
@@ -154,6 +156,7 @@ class Broker:
         host = self.server.host if self.server.host not in ("0.0.0.0", "::", "") else codec.local_host_address()
         self.store.store_host = codec.parse_host((host, self.server.port))
         self._background.add(asyncio.ensure_future(self._expire_clients()))
+        self._background.add(asyncio.ensure_future(self.hold.watch_other_writers()))
         self.schedule.start()
         if self.namesrv:
             self._namesrv_client = await RemotingClient(self.namesrv).connect()
@@ -189,7 +192,7 @@ class Broker:
     def _default_topic(self) -> None:
         """autoCreateTopicEnable: RocketMQ's TBW102, whose route a producer borrows for a topic that does not
         exist yet (perm 7: inherit, read, write); the first send then creates the topic here."""
-        if not self.broker_config.autoCreateTopicEnable or DEFAULT_TOPIC in self.store.topics():
+        if not self.broker_config.autoCreateTopicEnable or self.store.has_topic(DEFAULT_TOPIC):
             return
         cfg = self.store.create_topic(DEFAULT_TOPIC, 8)
         cfg.perm = PERM_INHERIT | 6
@@ -250,7 +253,7 @@ class Broker:
             codec.check_topic(topic)
         except ValueError as e:
             raise BadRequest(str(e), ResponseCode.MESSAGE_ILLEGAL) from None
-        if topic in self.store.topics():
+        if self.store.has_topic(topic):
             return
         if not self.broker_config.autoCreateTopicEnable:
             raise BadRequest(f"topic[{topic}] not exist, apply first please! (autoCreateTopicEnable is false on "
@@ -277,7 +280,7 @@ class Broker:
         return config
 
     def _check_queue(self, topic: str, queue_id: int) -> None:
-        if topic not in self.store.topics():
+        if not self.store.has_topic(topic):
             raise BadRequest(f"topic {topic} does not exist on broker {self.broker_name}", ResponseCode.TOPIC_NOT_EXIST)
         if queue_id not in self.store.queues(topic):
             raise BadRequest(f"queueId {queue_id} is illegal for topic {topic}", ResponseCode.SYSTEM_ERROR)
@@ -401,13 +404,11 @@ class Broker:
         return cmd.response(ResponseCode.SUCCESS)
 
     def _arrived(self, topic: str, queue_id: int) -> None:
-        event = self._arrivals.get((topic, queue_id))
-        if event is not None:
-            event.set()
+        self.hold.notify_message_arriving(topic, queue_id)
 
     def _ensure_topic(self, topic: str, queues: int = 1) -> bool:
         """Create a system topic (a group's retry or dead-letter topic) when missing; True if created."""
-        if topic in self.store.topics():
+        if self.store.has_topic(topic):
             return False
         self.store.create_topic(topic, queues)
         return True
@@ -502,30 +503,45 @@ class Broker:
         if suspend_ms and not self.broker_config.longPollingEnable:
             suspend_ms = self.broker_config.shortPollingTimeMills
         deadline = time.monotonic() + suspend_ms / 1000
+        scanned = False
         while True:
-            if sql:
-                result = self.store.get_message(group, topic, queue_id, offset, max_msgs, message_filter)
-                body = b"".join(self._record_bytes(m.commit_log_offset, m.store_size) for m in result.messages)
-            else:
-                result, body = self._pull_records(topic, queue_id, offset, max_msgs, message_filter)
-            waiting = result.status in (GetMessageStatus.NO_MESSAGE_IN_QUEUE, GetMessageStatus.OFFSET_OVERFLOW_ONE)
+            result, body = self._get_message(group, topic, queue_id, offset, max_msgs, message_filter, sql)
+            status = result.status
+            if status == GetMessageStatus.NO_MATCHED_MESSAGE and suspend_ms:
+                # nothing new matched the filter: hold on from past what was scanned (the client re-checks the
+                # tags of what it gets; the broker keeps it from pulling every non-matching message)
+                scanned, offset = True, result.next_begin_offset
+                if offset < result.max_offset:
+                    continue
+                status = GetMessageStatus.OFFSET_OVERFLOW_ONE
+            waiting = status in (GetMessageStatus.NO_MESSAGE_IN_QUEUE, GetMessageStatus.OFFSET_OVERFLOW_ONE)
             remaining = deadline - time.monotonic()
             if not waiting or remaining <= 0 or channel.closed.is_set():
                 break
-            # PullRequestHoldService: woken by an append in this broker; re-checked every second for appends
-            # by other processes on the same store (the Spark sink, rmq produce)
-            event = self._arrivals.setdefault((topic, queue_id), asyncio.Event())
-            event.clear()
-            try:
-                await asyncio.wait_for(event.wait(), min(remaining, 1.0))
-            except asyncio.TimeoutError:
-                pass
+            await self.hold.suspend(topic, queue_id, offset, remaining)
+        if scanned and result.status != GetMessageStatus.FOUND:
+            result.status, result.next_begin_offset = GetMessageStatus.NO_MATCHED_MESSAGE, offset
         code = _PULL_STATUS[result.status]
         if result.status != GetMessageStatus.FOUND:
             body = b""
         return cmd.response(code, remark=str(result.status), body=body, ext_fields={
             "nextBeginOffset": result.next_begin_offset, "minOffset": result.min_offset,
             "maxOffset": result.max_offset, "suggestWhichBrokerId": 0})
+
+    def _get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int,
+                     message_filter: Optional[MessageFilter], sql: bool) -> tuple[GetMessageResult, bytes]:
+        """The store's getMessage, and the found records' bytes as they lie in the commitlog."""
+        if not sql:
+            return self._pull_records(topic, queue_id, offset, max_msgs, message_filter)
+        max_msgs = min(max_msgs, self.store.config.maxTransferCountOnMessageInMemory)
+        result = self.store.get_message(group, topic, queue_id, offset, max_msgs, message_filter)
+        if not result.messages:
+            return result, b""
+        body = self.store.commit_log.read_records(np.array([m.commit_log_offset for m in result.messages]),
+                                                  np.array([m.store_size for m in result.messages]))
+        if body is None:
+            raise StoreError(f"the records of {topic}/{queue_id} at {offset} were removed while being read")
+        return result, body.tobytes()
 
     def _pull_records(self, topic: str, queue_id: int, offset: int, max_msgs: int,
                       message_filter: Optional[MessageFilter]) -> tuple[GetMessageResult, bytes]:
@@ -555,31 +571,31 @@ class Broker:
         units, sizes = units[:end], sizes[:end]
         keep = np.ones(len(units), dtype=bool) if message_filter is None else \
             np.asarray(message_filter.consume_queue_mask(units["tags_code"].astype(np.int64)), dtype=bool)
+        # maxTransferCountOnMessageInMemory / maxTransferBytesOnMessageInMemory bound a pull, as in getMessage
+        max_msgs = min(max_msgs, self.store.config.maxTransferCountOnMessageInMemory)
         taken = np.flatnonzero(keep)[:max_msgs]
+        if len(taken) > 1:
+            fits = int(np.searchsorted(np.cumsum(sizes[taken]), self.store.config.maxTransferBytesOnMessageInMemory,
+                                       side="right"))
+            if fits < len(taken):  # cut by bytes: the next pull starts right after the last message sent
+                taken = taken[:max(1, fits)]
+                max_msgs = len(taken)
         if not len(taken):
             result.status = GetMessageStatus.NO_MATCHED_MESSAGE
             result.next_begin_offset = offset + len(units)
             return result, b""
-        offsets = units["offset"].astype(np.int64)[taken]
-        chunks: list[bytes] = []
-        for off, size in zip(offsets.tolist(), sizes[taken].tolist()):
-            record = self._record_bytes(off, size)
-            total, magic = struct.unpack_from(">iI", record, 0)
-            if total != size or not codec.is_message_magic(magic):
-                raise StoreError(f"the record at commitlog offset {off} does not match its consume-queue unit "
-                                 f"({topic}/{queue_id}@{offset + int(taken[len(chunks)])})")
-            chunks.append(record)
+        try:
+            body = self.store.commit_log.read_records(units["offset"].astype(np.int64)[taken], sizes[taken])
+        except CorruptRecordError as e:
+            raise StoreError(f"{topic}/{queue_id}@{offset}: {e}") from None
+        if body is None:  # removed by retention since the consume queue was read
+            result.status, result.next_begin_offset = GetMessageStatus.OFFSET_TOO_SMALL, cq.min_offset(
+                self.store.commit_log.min_offset())
+            return result, b""
         result.status = GetMessageStatus.FOUND
         # past the units scanned, as RocketMQ's getMessage: a full batch ends at its last message
         result.next_begin_offset = offset + (int(taken[-1]) + 1 if len(taken) == max_msgs else len(units))
-        return result, b"".join(chunks)
-
-    def _record_bytes(self, offset: int, size: int) -> bytes:
-        """The stored record as it lies in the commitlog: sent as it is, never re-encoded."""
-        view, base = self.store.commit_log.view_at(offset)
-        if view is None:
-            raise StoreError(f"the record at commitlog offset {offset} was removed")
-        return bytes(view[offset - base:offset - base + size])
+        return result, body.tobytes()
 
     # -- ConsumerManageProcessor, offsets ------------------------------------------------------------------------
 

@@ -51,6 +51,8 @@ class ScheduleMessageService:
         self.offsets: dict[int, int] = {int(k): int(v) for k, v in (data.get("offsetTable") or {}).items()}
         self._task: Optional[asyncio.Task] = None
         self._dirty = False
+        self._head_due: dict[int, int] = {}  # level -> when its first waiting message is due (ms)
+        self._wake = asyncio.Event()
 
     @property
     def max_level(self) -> int:
@@ -59,11 +61,13 @@ class ScheduleMessageService:
     def schedule(self, topic: str, queue_id: int, body: bytes, properties: dict, level: int, **put_args):
         """Store a message for delivery after `level`'s delay (levels past the last mean the last)."""
         level = max(1, min(level, self.max_level))
-        if SCHEDULE_TOPIC not in self.store.topics():
+        if not self.store.has_topic(SCHEDULE_TOPIC):
             self.store.create_topic(SCHEDULE_TOPIC, self.max_level)
         props = dict(properties, **{PROPERTY_DELAY: str(level), PROPERTY_REAL_TOPIC: topic,
                                     PROPERTY_REAL_QUEUE_ID: str(queue_id)})
-        return self.store.put(SCHEDULE_TOPIC, body, properties=props, queue_id=level - 1, **put_args)
+        result = self.store.put(SCHEDULE_TOPIC, body, properties=props, queue_id=level - 1, **put_args)
+        self._wake.set()
+        return result
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._run())
@@ -83,20 +87,34 @@ class ScheduleMessageService:
             self._dirty = False
 
     async def _run(self) -> None:
+        """Deliver what is due, then sleep until the earliest head of a level is due or a message is scheduled
+        (no polling while nothing waits)."""
         last_persist = time.monotonic()
         while True:
-            await asyncio.sleep(self.poll_s)
-            if SCHEDULE_TOPIC in self.store.topics():
+            next_due: Optional[int] = None
+            if self.store.has_topic(SCHEDULE_TOPIC):
                 for level in range(1, self.max_level + 1):
                     self.deliver_due(level)
+                    due = self._head_due.get(level)
+                    if due is not None and (next_due is None or due < next_due):
+                        next_due = due
             if self._dirty and time.monotonic() - last_persist > 1.0:
                 self.persist()
                 last_persist = time.monotonic()
+            wait = 60.0 if next_due is None else max(self.poll_s, (next_due - time.time() * 1000) / 1000)
+            if self._dirty:
+                wait = min(wait, 1.0)
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), wait)
+            except asyncio.TimeoutError:
+                pass
 
     def deliver_due(self, level: int, now_ms: Optional[int] = None) -> int:
         """Deliver the due messages at the head of a level; returns how many."""
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         queue_id = level - 1
+        self._head_due.pop(level, None)
         if queue_id not in self.store.queues(SCHEDULE_TOPIC):
             return 0
         offset = self.offsets.get(level, 0)
@@ -110,13 +128,14 @@ class ScheduleMessageService:
                 break
             for m in got.messages:
                 if m.store_timestamp + self.delays_ms[level - 1] > now_ms:
+                    self._head_due[level] = m.store_timestamp + self.delays_ms[level - 1]
                     self._advance(level, offset)
                     return delivered
                 props = {k: v for k, v in m.properties.items()
                          if k not in (PROPERTY_DELAY, PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID)}
                 topic = m.properties.get(PROPERTY_REAL_TOPIC, "")
                 qid = int(m.properties.get(PROPERTY_REAL_QUEUE_ID, "0"))
-                if topic not in self.store.topics():
+                if not self.store.has_topic(topic):
                     self.store.create_topic(topic, max(1, qid + 1))
                 self.store.put(topic, m.body, properties=props or None, queue_id=qid, flag=m.flag,
                                born_timestamp=m.born_timestamp, reconsume_times=m.reconsume_times)

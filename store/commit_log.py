@@ -9,6 +9,7 @@ from typing import Iterator, NamedTuple, Optional
 import numpy as np
 
 from . import message_codec as codec
+from . import native
 from .errors import CorruptRecordError, MissingFileError
 from .mapped_file import MappedFileQueue
 
@@ -93,6 +94,43 @@ class CommitLog:
             self.files.refresh()
             self._check_not_a_gap(offset)
             return None, None
+
+    def read_records(self, offsets: np.ndarray, sizes: np.ndarray) -> Optional[np.ndarray]:
+        """The stored bytes of the records at these commitlog offsets, back to back, as they lie in the files
+        (for a pull's response body: sent as they are, never re-encoded). Each record's TOTALSIZE and MAGICCODE
+        are checked against what the consume queue said (CorruptRecordError naming the first that differs), so
+        nothing torn or overwritten is sent. None when the first record's file is gone by retention."""
+        offsets, sizes = np.asarray(offsets, dtype=np.int64), np.asarray(sizes, dtype=np.int64)
+        out = np.empty(int(sizes.sum()), dtype=np.uint8)
+        starts = np.zeros(len(sizes), dtype=np.int64)
+        np.cumsum(sizes[:-1], out=starts[1:])
+        file_starts = offsets - offsets % self.file_size
+        cuts = np.flatnonzero(np.diff(file_starts)) + 1  # records never span files: one gather per file
+        for a, b in zip(np.concatenate(([0], cuts)).tolist(), np.concatenate((cuts, [len(offsets)])).tolist()):
+            view, base = self.view_at(int(offsets[a]))
+            if view is None:
+                if a == 0:
+                    return None
+                raise MissingFileError("the file was removed while its records were read",
+                                       self._file_path(int(offsets[a])), int(offsets[a]))
+            local = offsets[a:b] - base
+            if int(local[-1] + sizes[b - 1]) > len(view):
+                raise CorruptRecordError("the record runs past its file", self._file_path(base),
+                                         int(offsets[b - 1]))
+            native.gather_into(view, local, local + sizes[a:b], out[starts[a]:starts[b - 1] + sizes[b - 1]])
+        heads = out[(starts[:, None] + np.arange(8)).ravel()].reshape(-1, 8)
+        totals = heads[:, :4].copy().view(">i4").ravel()
+        magics = heads[:, 4:].copy().view(">u4").ravel()
+        bad = (totals != sizes) | ((magics != codec.MAGIC_V1) & (magics != codec.MAGIC_V2))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise CorruptRecordError(f"the record does not match its consume-queue unit (TOTALSIZE {int(totals[i])}, "
+                                     f"expected {int(sizes[i])}; MAGICCODE 0x{int(magics[i]):08x})",
+                                     self._file_path(int(offsets[i])), int(offsets[i]))
+        return out
+
+    def _file_path(self, offset: int) -> str:
+        return os.path.join(self.directory, f"{self.file_start(offset):020d}")
 
     def _check_not_a_gap(self, offset: int) -> None:
         files = self.files.files

@@ -239,6 +239,14 @@ class MessageStore:
         self.topic_config.load()
         return sorted(self.topic_config.table)
 
+    def has_topic(self, topic: str) -> bool:
+        """Whether the topic exists: the loaded table first (no file read on a hit), then topics.json and
+        consumequeue/ again, for a topic another process created since."""
+        if topic in self.topic_config.table:
+            return True
+        self.topic_config.load()
+        return topic in self.topic_config.table
+
     def queues(self, topic: str) -> list[int]:
         cfg = self._topic(topic)
         return list(range(max(cfg.readQueueNums, cfg.writeQueueNums)))

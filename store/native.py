@@ -242,6 +242,20 @@ def decimal_longs(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return values, ok
 
 
+def gather_into(data, starts: np.ndarray, ends: np.ndarray, out: np.ndarray) -> None:
+    """Copy data[starts[i]:ends[i]] for each i back to back into out (uint8, exactly the total length)."""
+    starts, ends = _i64(starts), _i64(ends)
+    if _native is not None:
+        if len(starts):
+            _native.gather_spans(data, starts, ends, out)
+        return
+    buf = np.frombuffer(data, dtype=np.uint8)
+    lengths = ends - starts
+    first = np.zeros(len(starts), dtype=np.int64)
+    np.cumsum(lengths[:-1], out=first[1:])
+    out[:] = buf[np.repeat(starts - first, lengths) + np.arange(int(lengths.sum()))]
+
+
 def gather_spans(data, starts: np.ndarray, ends: np.ndarray, typ=pa.binary()) -> pa.Array:
     """An Arrow array whose element i is a copy of data[starts[i]:ends[i]]."""
     n = len(starts)
