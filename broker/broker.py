@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from filters import FilterParseError, MessageFilter
 from remoting import RemotingClient, RemotingCommand, RemotingServer, RequestCode, ResponseCode
-from remoting.remoting_server import Channel
+from remoting.remoting_server import LARGE_BODY, Channel
 from store import GetMessageResult, GetMessageStatus, MessageStore, OffsetStore, ReadOffsetType, StoreError
 from store import message_codec as codec
 from store.errors import CorruptRecordError
@@ -116,6 +116,7 @@ class Broker:
         self.groups: dict[str, dict[str, _Client]] = {}  # consumer group -> client id -> client
         self._offsets: dict[str, OffsetStore] = {}
         self.hold = PullRequestHoldService(self.store)
+        self._min_offsets: dict[tuple[str, int], tuple[int, float]] = {}  # queue -> (min offset, when read)
         self.client_expiry_s = client_expiry_s
         self.max_reconsume_times = bc.maxReconsumeTimes
         self.schedule = ScheduleMessageService(self.store, bc.messageDelayLevel, on_deliver=self._arrived)
@@ -528,6 +529,16 @@ class Broker:
             "nextBeginOffset": result.next_begin_offset, "minOffset": result.min_offset,
             "maxOffset": result.max_offset, "suggestWhichBrokerId": 0})
 
+    def _queue_min_offset(self, cq, fresh: bool = False) -> int:
+        """A queue's min offset, re-read at most once a second: it moves only when retention deletes files (in
+        memory in RocketMQ's broker); listing the files on every pull would cost more than the pull."""
+        key = (cq.topic, cq.queue_id)
+        now = time.monotonic()
+        cached = self._min_offsets.get(key)
+        if fresh or cached is None or now - cached[1] > 1.0:
+            cached = self._min_offsets[key] = (cq.min_offset(self.store.commit_log.min_offset()), now)
+        return cached[0]
+
     def _get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int,
                      message_filter: Optional[MessageFilter], sql: bool) -> tuple[GetMessageResult, bytes]:
         """The store's getMessage, and the found records' bytes as they lie in the commitlog."""
@@ -549,8 +560,10 @@ class Broker:
         vectorised mask), the records' bytes sliced out of the commitlog as they lie, each checked for its
         TOTALSIZE and MAGICCODE so that nothing torn is sent."""
         cq = self.store.find_consume_queue(topic, queue_id)
-        min_offset = cq.min_offset(self.store.commit_log.min_offset())
+        min_offset = self._queue_min_offset(cq)
         max_offset = cq.max_offset()
+        if offset < min_offset:  # confirm with the files as they are now
+            min_offset = self._queue_min_offset(cq, fresh=True)
         result = GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, offset, min_offset, max_offset)
         if max_offset == 0:
             result.next_begin_offset = 0
@@ -589,13 +602,13 @@ class Broker:
         except CorruptRecordError as e:
             raise StoreError(f"{topic}/{queue_id}@{offset}: {e}") from None
         if body is None:  # removed by retention since the consume queue was read
-            result.status, result.next_begin_offset = GetMessageStatus.OFFSET_TOO_SMALL, cq.min_offset(
-                self.store.commit_log.min_offset())
+            result.status, result.next_begin_offset = GetMessageStatus.OFFSET_TOO_SMALL, \
+                self._queue_min_offset(cq, fresh=True)
             return result, b""
         result.status = GetMessageStatus.FOUND
         # past the units scanned, as RocketMQ's getMessage: a full batch ends at its last message
         result.next_begin_offset = offset + (int(taken[-1]) + 1 if len(taken) == max_msgs else len(units))
-        return result, body.tobytes()
+        return result, body.tobytes() if len(body) < LARGE_BODY else body.data  # type: ignore[return-value]
 
     # -- ConsumerManageProcessor, offsets ------------------------------------------------------------------------
 

@@ -44,7 +44,7 @@ class RemotingCommand:
     flag: int = 0
     remark: Optional[str] = None
     ext_fields: dict[str, str] = field(default_factory=dict)
-    body: bytes = b""
+    body: bytes = b""  # or any bytes-like object (a pull's records gathered into a numpy buffer)
     language: int = LanguageCode.PYTHON
     version: int = 0
     serialize_type: SerializeType = SerializeType.JSON
@@ -73,11 +73,17 @@ class RemotingCommand:
 
     def encode(self) -> bytes:
         """The whole frame, length prefix included."""
+        head = self.encode_head()
+        return head + self.body
+
+    def encode_head(self) -> bytes:
+        """The frame up to its body (length prefix, header length and type, header): a large body is written
+        after it as it is, not copied into one buffer with it."""
         header = self._json_header() if self.serialize_type == SerializeType.JSON else self._binary_header()
         if len(header) >= 1 << 24:
             raise FrameError(f"header of {len(header)} bytes does not fit the 24-bit header length")
         return struct.pack(">iI", 4 + len(header) + len(self.body),
-                           (int(self.serialize_type) << 24) | len(header)) + header + self.body
+                           (int(self.serialize_type) << 24) | len(header)) + header
 
     def _json_header(self) -> bytes:
         language = _LANGUAGE_NAMES.get(self.language, "OTHER")

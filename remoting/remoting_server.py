@@ -17,6 +17,7 @@ from .remoting_serializable import BodyError
 log = logging.getLogger(__name__)
 
 EOF_GRACE_S = 0.5
+LARGE_BODY = 64 << 10
 
 Processor = Callable[[RemotingCommand, "Channel"], Awaitable[Optional[RemotingCommand]]]
 
@@ -35,7 +36,12 @@ class Channel:
     async def send(self, cmd: RemotingCommand) -> None:
         if self.closed.is_set():
             return
-        await self.frames.write(cmd.encode())
+        if len(cmd.body) < LARGE_BODY:
+            await self.frames.write(cmd.encode())
+        else:  # the body handed to the transport as it is: no copy into one frame buffer
+            head = cmd.encode_head()
+            self.writer.write(head)
+            await self.frames.write(cmd.body)
 
 
 class RemotingServer:

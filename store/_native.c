@@ -484,6 +484,52 @@ done:
     return result;
 }
 
+/* gather_records(src, starts, sizes, dst) -> -1, or the index of the first record whose TOTALSIZE (big-endian
+ * int32 at its start) differs from its size or whose MAGICCODE (the next 4 bytes) is neither message magic.
+ * Copies each record src[starts[i]:starts[i]+sizes[i]] back to back into dst (a pull's response body). */
+static PyObject *gather_records(PyObject *self, PyObject *args) {
+    Py_buffer src, starts, sizes, dst;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*", &src, &starts, &sizes, &dst)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = starts.len / 8, bad = -1, total = 0;
+    const int64_t *s = (const int64_t *)starts.buf, *z = (const int64_t *)sizes.buf;
+    if (sizes.len / 8 != n) {
+        PyErr_SetString(PyExc_ValueError, "gather_records: starts and sizes differ in length");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (s[i] < 0 || z[i] < 8 || s[i] + z[i] > src.len) {
+            PyErr_Format(PyExc_ValueError, "gather_records: record %zd [%lld, +%lld) is outside the buffer of %zd bytes",
+                         i, (long long)s[i], (long long)z[i], src.len);
+            goto done;
+        }
+        total += (Py_ssize_t)z[i];
+    }
+    if (total > dst.len) {
+        PyErr_SetString(PyExc_ValueError, "gather_records: destination too small");
+        goto done;
+    }
+    const unsigned char *from = (const unsigned char *)src.buf;
+    unsigned char *to = (unsigned char *)dst.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const unsigned char *r = from + s[i];
+        uint32_t size = ((uint32_t)r[0] << 24) | ((uint32_t)r[1] << 16) | ((uint32_t)r[2] << 8) | r[3];
+        uint32_t magic = ((uint32_t)r[4] << 24) | ((uint32_t)r[5] << 16) | ((uint32_t)r[6] << 8) | r[7];
+        if ((int64_t)(int32_t)size != z[i] || (magic != 0xdaa320a7u && magic != 0xdaa320abu)) {
+            bad = i;
+            break;
+        }
+        memcpy(to, r, (size_t)z[i]);
+        to += z[i];
+    }
+    Py_END_ALLOW_THREADS
+    result = PyLong_FromSsize_t(bad);
+done:
+    PyBuffer_Release(&src); PyBuffer_Release(&starts); PyBuffer_Release(&sizes); PyBuffer_Release(&dst);
+    return result;
+}
+
 /* Where properties_row writes one row's map, TAGS and KEYS (Arrow buffers, int32 offsets; see
  * properties_columns), and its per-row scratch for the row's kept pairs. */
 typedef struct {
@@ -786,6 +832,7 @@ static PyMethodDef methods[] = {
     {"strings_in", strings_in, METH_VARARGS, "Which strings of an Arrow string column are among a few literals."},
     {"decimal_longs", decimal_longs, METH_VARARGS, "Plain decimal integers of an Arrow string column."},
     {"gather_spans", gather_spans, METH_VARARGS, "Copy many spans of a buffer back to back."},
+    {"gather_records", gather_records, METH_VARARGS, "Copy records back to back, checking TOTALSIZE and MAGICCODE."},
     {"decode_v4_records", decode_v4_records, METH_VARARGS, "Fixed fields and spans of many IPv4-host records."},
     {"properties_columns", properties_columns, METH_VARARGS, "Map, TAGS and KEYS columns of many properties texts."},
     {NULL, NULL, 0, NULL},

@@ -102,31 +102,30 @@ class CommitLog:
         nothing torn or overwritten is sent. None when the first record's file is gone by retention."""
         offsets, sizes = np.asarray(offsets, dtype=np.int64), np.asarray(sizes, dtype=np.int64)
         out = np.empty(int(sizes.sum()), dtype=np.uint8)
-        starts = np.zeros(len(sizes), dtype=np.int64)
-        np.cumsum(sizes[:-1], out=starts[1:])
-        file_starts = offsets - offsets % self.file_size
-        cuts = np.flatnonzero(np.diff(file_starts)) + 1  # records never span files: one gather per file
-        for a, b in zip(np.concatenate(([0], cuts)).tolist(), np.concatenate((cuts, [len(offsets)])).tolist()):
+        file_size = self.file_size
+        first_file, last_file = int(offsets[0]) // file_size, int(offsets[-1]) // file_size
+        if first_file == last_file:  # the usual case: one gather
+            runs = [(0, len(offsets))]
+        else:  # records never span files: one gather per file
+            cuts = (np.flatnonzero(np.diff(offsets // file_size)) + 1).tolist()
+            runs = list(zip([0, *cuts], [*cuts, len(offsets)]))
+        at = 0
+        for a, b in runs:
             view, base = self.view_at(int(offsets[a]))
             if view is None:
                 if a == 0:
                     return None
                 raise MissingFileError("the file was removed while its records were read",
                                        self._file_path(int(offsets[a])), int(offsets[a]))
-            local = offsets[a:b] - base
-            if int(local[-1] + sizes[b - 1]) > len(view):
-                raise CorruptRecordError("the record runs past its file", self._file_path(base),
-                                         int(offsets[b - 1]))
-            native.gather_into(view, local, local + sizes[a:b], out[starts[a]:starts[b - 1] + sizes[b - 1]])
-        heads = out[(starts[:, None] + np.arange(8)).ravel()].reshape(-1, 8)
-        totals = heads[:, :4].copy().view(">i4").ravel()
-        magics = heads[:, 4:].copy().view(">u4").ravel()
-        bad = (totals != sizes) | ((magics != codec.MAGIC_V1) & (magics != codec.MAGIC_V2))
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise CorruptRecordError(f"the record does not match its consume-queue unit (TOTALSIZE {int(totals[i])}, "
-                                     f"expected {int(sizes[i])}; MAGICCODE 0x{int(magics[i]):08x})",
-                                     self._file_path(int(offsets[i])), int(offsets[i]))
+            length = int(sizes[a:b].sum())
+            bad = native.gather_records(view, offsets[a:b] - base, sizes[a:b], out[at:at + length])
+            if bad >= 0:
+                i = a + bad
+                head = bytes(view[int(offsets[i]) - base:int(offsets[i]) - base + 8])
+                raise CorruptRecordError(f"the record does not match its consume-queue unit (it begins "
+                                         f"{head.hex()}, expected TOTALSIZE {int(sizes[i])} and a MAGICCODE)",
+                                         self._file_path(int(offsets[i])), int(offsets[i]))
+            at += length
         return out
 
     def _file_path(self, offset: int) -> str:

@@ -242,18 +242,26 @@ def decimal_longs(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return values, ok
 
 
-def gather_into(data, starts: np.ndarray, ends: np.ndarray, out: np.ndarray) -> None:
-    """Copy data[starts[i]:ends[i]] for each i back to back into out (uint8, exactly the total length)."""
-    starts, ends = _i64(starts), _i64(ends)
+def gather_records(data, starts: np.ndarray, sizes: np.ndarray, out: np.ndarray) -> int:
+    """Copy the records data[starts[i]:starts[i]+sizes[i]] back to back into out (uint8, at least their total
+    length); -1, or the index of the first record whose TOTALSIZE or MAGICCODE does not match (nothing of it or
+    after it is copied). Raises ValueError for a record outside data."""
+    starts, sizes = _i64(starts), _i64(sizes)
     if _native is not None:
-        if len(starts):
-            _native.gather_spans(data, starts, ends, out)
-        return
+        return int(_native.gather_records(data, starts, sizes, out)) if len(starts) else -1
     buf = np.frombuffer(data, dtype=np.uint8)
-    lengths = ends - starts
-    first = np.zeros(len(starts), dtype=np.int64)
-    np.cumsum(lengths[:-1], out=first[1:])
-    out[:] = buf[np.repeat(starts - first, lengths) + np.arange(int(lengths.sum()))]
+    if len(starts) and (starts.min() < 0 or sizes.min() < 8 or int((starts + sizes).max()) > len(buf)):
+        raise ValueError("gather_records: a record is outside the buffer")
+    heads = buf[(starts[:, None] + np.arange(8)).ravel()].reshape(-1, 8)
+    totals = heads[:, :4].copy().view(">i4").ravel()
+    magics = heads[:, 4:].copy().view(">u4").ravel()
+    bad = np.flatnonzero((totals != sizes) | ((magics != 0xDAA320A7) & (magics != 0xDAA320AB)))
+    n = int(bad[0]) if len(bad) else len(starts)
+    first = np.zeros(n, dtype=np.int64)
+    np.cumsum(sizes[:n - 1] if n else sizes[:0], out=first[1:])
+    total = int(sizes[:n].sum())
+    out[:total] = buf[np.repeat(starts[:n] - first, sizes[:n]) + np.arange(total)]
+    return int(bad[0]) if len(bad) else -1
 
 
 def gather_spans(data, starts: np.ndarray, ends: np.ndarray, typ=pa.binary()) -> pa.Array:

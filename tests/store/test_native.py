@@ -1,5 +1,6 @@
 """The compiled record-bytes loops (store/_native.c) and their numpy/zlib fallbacks give the same answers."""
 import re
+import struct
 import zlib
 
 import numpy as np
@@ -220,3 +221,22 @@ def test_property_columns_fallback_over_many_slices():
     want = [[codec.string_to_properties(t).get(name) for t in texts] for name in ["k", "j"]]
     assert _columns(data, starts, ends, ["k", "j"]) == want
     assert _without_native(_columns, data, starts, ends, ["k", "j"]) == want
+
+
+def test_gather_records_copies_whole_records_and_names_the_first_that_does_not_match(without_native):
+    from store.message_codec import MAGIC_V1, MAGIC_V2
+
+    def record(size, magic=MAGIC_V2):
+        return struct.pack(">iI", size, magic) + bytes(range(size - 8))
+    data = b"pad" + record(20) + record(12, MAGIC_V1) + record(30) + record(16)
+    starts = np.array([3, 23, 35, 65])
+    sizes = np.array([20, 12, 30, 16])
+    for gather in (native.gather_records, lambda *a: without_native(native.gather_records, *a)):
+        out = np.zeros(78, dtype=np.uint8)
+        assert gather(data, starts, sizes, out) == -1
+        assert out.tobytes() == data[3:81]
+        assert gather(data, starts, np.array([20, 12, 31, 16]), np.zeros(79, dtype=np.uint8)) == 2  # TOTALSIZE
+        bad_magic = data[:35] + record(30, 0x12345678) + data[65:]
+        assert gather(bad_magic, starts, sizes, np.zeros(78, dtype=np.uint8)) == 2
+        with pytest.raises(ValueError, match="outside"):
+            gather(data, np.array([70]), np.array([16]), np.zeros(16, dtype=np.uint8))
