@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import struct
 import time
 from dataclasses import dataclass, field
 from typing import Optional
@@ -20,7 +19,7 @@ import pyarrow as pa
 from filters import FilterParseError, MessageFilter
 from remoting import RemotingClient, RemotingCommand, RemotingServer, RequestCode, ResponseCode
 from remoting.remoting_server import LARGE_BODY, Channel
-from store import GetMessageResult, GetMessageStatus, MessageStore, OffsetStore, ReadOffsetType, StoreError
+from store import GetMessageResult, GetMessageStatus, MessageStore, OffsetStore, ReadOffsetType, StoreError, native
 from store import message_codec as codec
 from store.errors import CorruptRecordError
 from store.message_properties import parse_properties, properties_to_map
@@ -349,7 +348,7 @@ class Broker:
         except ValueError as e:
             raise BadRequest(str(e), ResponseCode.MESSAGE_ILLEGAL) from None
         self._arrived(topic, queue_id)
-        ids = ",".join(result[i].msg_id for i in range(len(result)))
+        ids = codec.message_ids_text(result.store_host[0], result.store_host[1], result.commit_log_offsets)
         return cmd.response(ResponseCode.SUCCESS, ext_fields={
             "msgId": ids, "queueId": queue_id, "queueOffset": int(result.queue_offsets[0]),
             "MSG_REGION": "DefaultRegion", "TRACE_ON": "false"})
@@ -734,22 +733,16 @@ def _decode_message_batch(body: bytes) -> tuple[pa.Array, Optional[pa.MapArray]]
     """MessageBatch's body: per message TOTALSIZE i32, MAGICCODE i32, BODYCRC i32, FLAG i32, BODY (i32 length),
     PROPERTIES (i16 length); BadRequest naming the message that does not decode. The bodies as a binary column
     and the properties as a map column (parsed by the store's kernels), ready for put_batch."""
-    bodies: list[bytes] = []
-    texts: list[str] = []
-    pos = i = 0
     try:
-        while pos < len(body):
-            total, _magic, _crc, _flag, body_len = struct.unpack_from(">iiiii", body, pos)
-            if total < 22 or pos + total > len(body):
-                raise BadRequest(f"batch message {i}: TOTALSIZE {total} runs past the body",
-                                 ResponseCode.MESSAGE_ILLEGAL)
-            start = pos + 20
-            bodies.append(body[start:start + body_len])
-            (props_len,) = struct.unpack_from(">h", body, start + body_len)
-            texts.append(body[start + body_len + 2:start + body_len + 2 + props_len].decode("utf-8"))
-            pos += total
-            i += 1
-    except (struct.error, UnicodeDecodeError) as e:
-        raise BadRequest(f"batch message {i} does not decode: {e}", ResponseCode.MESSAGE_ILLEGAL) from None
-    props = properties_to_map(pa.array(texts, pa.string())) if any(texts) else None
-    return pa.array(bodies, pa.binary()), props
+        body_starts, body_lengths, props_starts, props_lengths = native.message_batch_spans(body)
+    except ValueError as e:
+        raise BadRequest(str(e), ResponseCode.MESSAGE_ILLEGAL) from None
+    bodies = native.gather_spans(body, body_starts, body_starts + body_lengths)
+    if not props_lengths.any():
+        return bodies, None
+    texts = native.gather_spans(body, props_starts, props_starts + props_lengths, pa.string())
+    try:
+        texts.validate(full=True)  # UTF-8
+    except pa.ArrowInvalid as e:
+        raise BadRequest(f"a batch message's properties are not UTF-8: {e}", ResponseCode.MESSAGE_ILLEGAL) from None
+    return bodies, properties_to_map(texts)

@@ -530,6 +530,62 @@ done:
     return result;
 }
 
+/* message_batch_spans(body, body_starts, body_lengths, props_starts, props_lengths) -> count: walks a
+ * MessageBatch body (per message TOTALSIZE i32, MAGICCODE i32, BODYCRC i32, FLAG i32, BODY with an i32 length,
+ * PROPERTIES with an i16 length, all big-endian) and writes where each message's body and properties lie. The
+ * output arrays (int64) hold at least len(body) / 22 items. ValueError names the first message that does not
+ * fit its TOTALSIZE or the body. */
+static int64_t batch_i32(const unsigned char *p) {
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
+}
+
+static PyObject *message_batch_spans(PyObject *self, PyObject *args) {
+    Py_buffer body, bs, bl, ps, pl;
+    if (!PyArg_ParseTuple(args, "y*w*w*w*w*", &body, &bs, &bl, &ps, &pl)) return NULL;
+    PyObject *result = NULL;
+    const unsigned char *b = (const unsigned char *)body.buf;
+    Py_ssize_t len = body.len, cap = bs.len / 8, pos = 0, i = 0;
+    if (bl.len / 8 < cap || ps.len / 8 < cap || pl.len / 8 < cap) {
+        PyErr_SetString(PyExc_ValueError, "message_batch_spans: output arrays differ in length");
+        goto done;
+    }
+    int64_t *obs = (int64_t *)bs.buf, *obl = (int64_t *)bl.buf, *ops = (int64_t *)ps.buf, *opl = (int64_t *)pl.buf;
+    while (pos < len) {
+        if (i >= cap || len - pos < 22) {
+            PyErr_Format(PyExc_ValueError, "batch message %zd: %zd bytes left, fewer than a message's 22", i, len - pos);
+            goto done;
+        }
+        int64_t total = batch_i32(b + pos), body_len = batch_i32(b + pos + 16);
+        if (total < 22 || total > len - pos) {
+            PyErr_Format(PyExc_ValueError, "batch message %zd: TOTALSIZE %lld runs past the body", i, (long long)total);
+            goto done;
+        }
+        if (body_len < 0 || 20 + body_len + 2 > total) {
+            PyErr_Format(PyExc_ValueError, "batch message %zd: BODY length %lld runs past its TOTALSIZE %lld", i,
+                         (long long)body_len, (long long)total);
+            goto done;
+        }
+        const unsigned char *pp = b + pos + 20 + body_len;
+        int64_t props_len = (int16_t)(((uint16_t)pp[0] << 8) | pp[1]);
+        if (props_len < 0 || 20 + body_len + 2 + props_len > total) {
+            PyErr_Format(PyExc_ValueError, "batch message %zd: PROPERTIES length %lld runs past its TOTALSIZE %lld",
+                         i, (long long)props_len, (long long)total);
+            goto done;
+        }
+        obs[i] = pos + 20;
+        obl[i] = body_len;
+        ops[i] = pos + 20 + body_len + 2;
+        opl[i] = props_len;
+        pos += total;
+        i++;
+    }
+    result = PyLong_FromSsize_t(i);
+done:
+    PyBuffer_Release(&body); PyBuffer_Release(&bs); PyBuffer_Release(&bl); PyBuffer_Release(&ps);
+    PyBuffer_Release(&pl);
+    return result;
+}
+
 /* Where properties_row writes one row's map, TAGS and KEYS (Arrow buffers, int32 offsets; see
  * properties_columns), and its per-row scratch for the row's kept pairs. */
 typedef struct {
@@ -832,6 +888,7 @@ static PyMethodDef methods[] = {
     {"strings_in", strings_in, METH_VARARGS, "Which strings of an Arrow string column are among a few literals."},
     {"decimal_longs", decimal_longs, METH_VARARGS, "Plain decimal integers of an Arrow string column."},
     {"gather_spans", gather_spans, METH_VARARGS, "Copy many spans of a buffer back to back."},
+    {"message_batch_spans", message_batch_spans, METH_VARARGS, "Where each message of a MessageBatch body lies."},
     {"gather_records", gather_records, METH_VARARGS, "Copy records back to back, checking TOTALSIZE and MAGICCODE."},
     {"decode_v4_records", decode_v4_records, METH_VARARGS, "Fixed fields and spans of many IPv4-host records."},
     {"properties_columns", properties_columns, METH_VARARGS, "Map, TAGS and KEYS columns of many properties texts."},

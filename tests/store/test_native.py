@@ -240,3 +240,29 @@ def test_gather_records_copies_whole_records_and_names_the_first_that_does_not_m
         assert gather(bad_magic, starts, sizes, np.zeros(78, dtype=np.uint8)) == 2
         with pytest.raises(ValueError, match="outside"):
             gather(data, np.array([70]), np.array([16]), np.zeros(16, dtype=np.uint8))
+
+
+def test_message_batch_spans_walks_a_batch_and_names_the_message_that_does_not_fit(without_native):
+    def message(body: bytes, props: bytes) -> bytes:
+        return struct.pack(">iiiii", 22 + len(body) + len(props), 0, 0, 0, len(body)) + body + \
+            struct.pack(">h", len(props)) + props
+    batch = message(b"one", b"TAGS\x01a\x02") + message(b"", b"") + message(b"three!", b"K\x01v\x02")
+    for spans in (native.message_batch_spans, lambda b: without_native(native.message_batch_spans, b)):
+        bs, bl, ps, pl = spans(batch)
+        assert [batch[s:s + n] for s, n in zip(bs, bl)] == [b"one", b"", b"three!"]
+        assert [batch[s:s + n] for s, n in zip(ps, pl)] == [b"TAGS\x01a\x02", b"", b"K\x01v\x02"]
+        assert [len(x) for x in spans(b"")] == [0, 0, 0, 0]
+        with pytest.raises(ValueError, match="batch message 2: TOTALSIZE 99 runs past the body"):
+            spans(batch[:-len(message(b"three!", b"K\x01v\x02"))] + struct.pack(">iiiii", 99, 0, 0, 0, 1) + b"xx")
+        with pytest.raises(ValueError, match="batch message 0: BODY length 50 runs past its TOTALSIZE 25"):
+            spans(struct.pack(">iiiii", 25, 0, 0, 0, 50) + b"abcde")
+        with pytest.raises(ValueError, match="batch message 1: 5 bytes left"):
+            spans(message(b"a", b"") + b"12345")
+
+
+def test_message_ids_text_is_create_message_id_of_each_offset():
+    offsets = [0, 1, 2**40 + 7, 123456789]
+    for host in ((bytes([10, 0, 0, 7]), 10911), (bytes(range(16)), 443)):
+        assert codec.message_ids_text(host[0], host[1], offsets).split(",") == [
+            codec.create_message_id(host[0], host[1], o) for o in offsets]
+    assert codec.message_ids_text(bytes(4), 1, []) == ""
