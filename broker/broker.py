@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from filters import FilterParseError, MessageFilter
 from remoting import RemotingClient, RemotingCommand, RemotingServer, RequestCode, ResponseCode
+from remoting.admin_bodies import ConsumeStats, MessageQueue, OffsetWrapper, TopicOffset, TopicStatsTable
 from remoting.remoting_server import LARGE_BODY, Channel
 from store import GetMessageResult, GetMessageStatus, MessageStore, OffsetStore, ReadOffsetType, StoreError, native
 from store import message_codec as codec
@@ -141,7 +142,9 @@ class Broker:
                                 (RequestCode.GET_EARLIEST_MSG_STORETIME, self._earliest_store_time),
                                 (RequestCode.VIEW_MESSAGE_BY_ID, self._view_message),
                                 (RequestCode.LOCK_BATCH_MQ, self._lock_batch),
-                                (RequestCode.UNLOCK_BATCH_MQ, self._unlock_batch)):
+                                (RequestCode.UNLOCK_BATCH_MQ, self._unlock_batch),
+                                (RequestCode.GET_TOPIC_STATS_INFO, self._topic_stats),
+                                (RequestCode.GET_CONSUME_STATS, self._consume_stats)):
             self.server.register(code, self._answering(processor))
         self.server.on_close.append(self._channel_closed)
 
@@ -359,6 +362,50 @@ class Broker:
         got = self.store.get_message("x", topic, queue_id, self.store.min_offset(topic, queue_id), 1)
         stamp = got.messages[0].store_timestamp if got.messages else -1
         return cmd.response(ResponseCode.SUCCESS, ext_fields={"timestamp": stamp})
+
+    # -- AdminBrokerProcessor: the stats mqadmin and consoles read -----------------------------------------------
+
+    def _store_time_at(self, topic: str, queue_id: int, offset: int) -> int:
+        """The store timestamp of the message at a queue offset, 0 when it is gone (getMessageStoreTimeStamp)."""
+        got = self.store.get_message("stats", topic, queue_id, offset, 1)
+        return got.messages[0].store_timestamp if got.messages else 0
+
+    async def _topic_stats(self, cmd: RemotingCommand, channel) -> RemotingCommand:
+        """GET_TOPIC_STATS_INFO: each queue's min and max offset and the store time of its last message."""
+        topic = cmd.ext_fields.get("topic") or ""
+        if not self.store.has_topic(topic):
+            raise BadRequest(f"topic[{topic}] not exist", ResponseCode.TOPIC_NOT_EXIST)
+        table = TopicStatsTable()
+        for q in self.store.queues(topic):
+            max_offset = self.store.max_offset(topic, q)
+            table.offsetTable[MessageQueue(topic, self.broker_name, q)] = TopicOffset(
+                self.store.min_offset(topic, q), max_offset,
+                self._store_time_at(topic, q, max_offset - 1) if max_offset > 0 else 0)
+        return cmd.response(ResponseCode.SUCCESS, body=table.encode())
+
+    async def _consume_stats(self, cmd: RemotingCommand, channel) -> RemotingCommand:
+        """GET_CONSUME_STATS: per queue of the group's topics (the one asked, else every topic it has offsets
+        of), the broker's max offset, the group's committed offset, and the store time of the last message it
+        consumed; topics the group's online members do not subscribe to are left out, as RocketMQ does."""
+        group, topic = cmd.ext_fields.get("consumerGroup") or "", cmd.ext_fields.get("topic") or ""
+        try:
+            check_group(group)
+        except ValueError as e:
+            raise BadRequest(str(e)) from None
+        offsets = self._offset_store(group)
+        offsets.load()
+        members = self.groups.get(group, {})
+        subscribed = {t for c in members.values() for t in c.subscriptions}
+        stats = ConsumeStats()
+        for t in ([topic] if topic else offsets.topics()):
+            if not self.store.has_topic(t) or (members and t not in subscribed):
+                continue
+            for q in self.store.queues(t):
+                consumer = max(0, offsets.read_offset((t, q)))
+                stats.offsetTable[MessageQueue(t, self.broker_name, q)] = OffsetWrapper(
+                    max(0, self.store.max_offset(t, q)), consumer, consumer,
+                    self._store_time_at(t, q, consumer - 1) if consumer > 0 else 0)
+        return cmd.response(ResponseCode.SUCCESS, body=stats.encode())
 
     async def _view_message(self, cmd: RemotingCommand, channel) -> RemotingCommand:
         """VIEW_MESSAGE_BY_ID: the record at the commitlog offset the header names (the offset part of a msgId)."""

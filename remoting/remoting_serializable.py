@@ -9,8 +9,9 @@ import json
 import re
 from typing import Any
 
-# A string token, or an integer key right after { or , (outside strings, since strings are matched whole first).
-_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|([{,]\s*)(-?\d+)(\s*:)', re.DOTALL)
+# A string token, or a key right after { or , (outside strings, since strings are matched whole first) that is an
+# integer or a flat object (fastjson writes a map keyed by MessageQueue with the object as the key).
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|([{,]\s*)(-?\d+|\{(?:[^{}"]|"(?:[^"\\]|\\.)*")*\})(\s*:)', re.DOTALL)
 
 
 class BodyError(ValueError):
@@ -35,6 +36,8 @@ def _write(obj: Any, out: list[str], standard: bool) -> None:
             first = False
             if isinstance(key, int) and not isinstance(key, bool) and not standard:
                 out.append(str(key))
+            elif hasattr(key, "to_json"):  # an object as the key, as fastjson writes it
+                _write(key.to_json(), out, standard)
             else:
                 out.append(json.dumps(str(key), ensure_ascii=standard))
             out.append(":")
@@ -56,11 +59,12 @@ def _write(obj: Any, out: list[str], standard: bool) -> None:
 def _quote_key(m: re.Match) -> str:
     if m.group(2) is None:
         return m.group(0)
-    return f'{m.group(1)}"{m.group(2)}"{m.group(3)}'
+    return f'{m.group(1)}{json.dumps(m.group(2))}{m.group(3)}'
 
 
 def decode(data: bytes | str) -> Any:
-    """A body's JSON, bare integer keys read as strings (the typed bodies turn them back into numbers)."""
+    """A body's JSON, bare integer keys and object keys read as strings (the typed bodies turn them back into
+    numbers and objects)."""
     try:
         text = data.decode("utf-8") if isinstance(data, (bytes, bytearray, memoryview)) else data
     except UnicodeDecodeError as e:

@@ -232,6 +232,11 @@ class OffsetStore:
             self._dirty.discard(mq)
             self._removed.add(mq)
 
+    def topics(self) -> list[str]:
+        """The topics this group has offsets of (RocketMQ's whichTopicByConsumer)."""
+        with self._mutex:
+            return sorted({t for t, _ in self._table})
+
     def clone_offset_table(self, topic: str) -> dict[int, int]:
         """{queue_id: offset} of one topic, from memory."""
         with self._mutex:
