@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -87,7 +88,10 @@ PRODUCER = """
         m.set_tags(["TagA", "TagB", "TagC"][i % 3])
         m.set_property("seq", str(i))
         m.set_body("body-%d" % i)
-        p.send_sync(m)
+        if i % 100 == 7:
+            p.send_orderly(m, i)  # the queue chosen by the client's selector: i % queues
+        else:
+            p.send_sync(m)
     p.shutdown()
     print("sent", flush=True)
 """
@@ -100,7 +104,8 @@ CONSUMER = """
     def text(v):
         return v.decode() if isinstance(v, bytes) else v
     def on_message(msg):  # returning normally is CONSUME_SUCCESS
-        seen.append([text(msg.body), text(msg.tags), text(msg.get_property("seq"))])
+        seen.append([text(msg.body), text(msg.tags), text(msg.get_property("seq")), text(msg.keys),
+                     msg.queue_id])
     c = PushConsumer("cpp-consumer")
     c.set_namesrv_addr(sys.argv[1])
     c.subscribe("CppTopic", on_message, "TagA || TagB")
@@ -114,22 +119,36 @@ CONSUMER = """
 """
 
 
-def test_the_rocketmq_cpp_client_produces_and_consumes_through_the_broker(tmp_path):
+def test_the_rocketmq_cpp_client_produces_and_consumes_through_the_broker(tmp_path, spark):
+    """10,000 messages from the C++ Producer (send_sync, every hundredth send_orderly to the queue its selector
+    picks), tags, keys and a property; its PushConsumer with `TagA || TagB` receives exactly the matching ones;
+    `rmq check` is clean and Spark reads the same messages from the store."""
     pytest.importorskip("rocketmq.client", reason="the rocketmq==0.4.4 test extra (the Apache RocketMQ C++ client)")
-    n = 60
+    n = 10_000
 
     async def main():
         async with NameServer("127.0.0.1:0") as ns, Broker(tmp_path / "s", "127.0.0.1:0", namesrv=ns.address):
-            rc, out, err = await _child(PRODUCER, ns.address, n, home=tmp_path / "p")
+            rc, out, err = await _child(PRODUCER, ns.address, n, home=tmp_path / "p", timeout=240)
             assert rc == 0 and out.strip() == "sent", err[-2000:]
-            rc, out, err = await _child(CONSUMER, ns.address, n * 2 // 3, home=tmp_path / "c")
+            rc, out, err = await _child(CONSUMER, ns.address, n * 2 // 3 + 1, home=tmp_path / "c")
             assert rc == 0, err[-2000:]
             return json.loads(out.strip().splitlines()[-1])
     seen = asyncio.run(main())
-    expected = {(f"body-{i}", ["TagA", "TagB", "TagC"][i % 3], str(i)) for i in range(n) if i % 3 != 2}
-    assert {tuple(s) for s in seen} == expected
+    tags = ["TagA", "TagB", "TagC"]
+    expected = {(f"body-{i}", tags[i % 3], str(i), f"key-{i}") for i in range(n) if i % 3 != 2}
+    assert len(seen) == len(expected) and {tuple(s[:4]) for s in seen} == expected
+    queues = 4  # the C++ producer's defaultTopicQueueNums
+    assert all(s[4] == int(s[2]) % queues for s in seen if int(s[2]) % 100 == 7)  # send_orderly's selector
     with MessageStore(tmp_path / "s", read_only=True) as s:
+        assert len(s.queues("CppTopic")) == queues
         assert sum(s.max_offset("CppTopic", q) for q in s.queues("CppTopic")) == n
+    check = subprocess.run([sys.executable, "-m", "rmq_cli", "-s", str(tmp_path / "s"), "check"],
+                           env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=120)
+    assert check.returncode == 0, check.stdout + check.stderr
+    rows = spark.read.format("rmq").option("subscribe", "CppTopic").load(str(tmp_path / "s")) \
+        .selectExpr("cast(body as string) as body", "tags", "properties['seq'] as seq", "keys[0] as key").collect()
+    assert {(r.body, r.tags, r.seq, r.key) for r in rows} == {
+        (f"body-{i}", tags[i % 3], str(i), f"key-{i}") for i in range(n)}
 
 
 def test_rmq_serve_prints_its_addresses_serves_and_stops_cleanly_on_sigterm(tmp_path):
