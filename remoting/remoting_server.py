@@ -109,6 +109,8 @@ class RemotingServer:
             log.exception("closing %s", channel.remote_address)
         finally:
             channel.closed.set()
+            for task in list(channel.tasks):  # requests still held (a long-polling pull): nobody to answer
+                task.cancel()
             self.channels.discard(channel)
             for callback in self.on_close:
                 callback(channel)
