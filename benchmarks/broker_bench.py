@@ -8,6 +8,7 @@
    of the same size (target >= 0.5).
 3. Long polling: 1,000 held pulls over 100 queues; from a send's response to the held pull's answer, p50 and p99
    (target p99 <= 10 ms); the broker's CPU while they are held and nothing arrives (target < 2% of one core).
+   And 1,000 idle connections: a client's round trips beside them, as a ratio to the same without them.
 4. The Apache RocketMQ C++ client (PyPI rocketmq 0.4.4), when installed: 10,000 messages produced and consumed,
    messages/s, for reference.
 
@@ -251,6 +252,25 @@ async def bench_long_polling(address: str, broker_pid: int) -> None:
           f"(worst of {len(idle_cpu)} 5 s windows; target < 2%)", flush=True)
 
 
+async def bench_idle_connections(address: str, n_idle: int = 1000, trips: int = 3000) -> None:
+    async def round_trips() -> float:
+        async with RemotingClient(address) as client:
+            started = time.perf_counter()
+            for _ in range(trips):
+                await client.invoke(RemotingCommand.request(RequestCode.GET_MAX_OFFSET, {"topic": "T", "queueId": 0}))
+            return trips / (time.perf_counter() - started)
+    host, _, port = address.rpartition(":")
+    alone = await round_trips()
+    idle = [await asyncio.open_connection(host, int(port)) for _ in range(n_idle)]
+    try:
+        beside = await round_trips()
+    finally:
+        for _, w in idle:
+            w.close()
+    print(f"    {n_idle:,} idle connections: round trips beside them {beside:10,.0f}/s | without them "
+          f"{alone:10,.0f}/s | ratio {beside / alone:.2f}", flush=True)
+
+
 CPP_PRODUCER = """
     import sys
     from rocketmq.client import Producer, Message
@@ -309,12 +329,16 @@ async def bench(root: str, messages: int) -> None:
             await bench_send(client, root, messages)
             await bench_pull(client, messages)
         await bench_long_polling(serve.broker, serve.proc.pid)
+        await bench_idle_connections(serve.broker)
         bench_cpp(serve.namesrv, root)
     finally:
         serve.stop()
 
 
 def main() -> int:
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4096)), hard))  # the idle connections
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--messages", type=int, default=200_000)
     args = ap.parse_args()
