@@ -116,6 +116,7 @@ class Broker:
         self.groups: dict[str, dict[str, _Client]] = {}  # consumer group -> client id -> client
         self._offsets: dict[str, OffsetStore] = {}
         self.hold = PullRequestHoldService(self.store)
+        self._stopping = False
         self._min_offsets: dict[tuple[str, int], tuple[int, float]] = {}  # queue -> (min offset, when read)
         self.client_expiry_s = client_expiry_s
         self.max_reconsume_times = bc.maxReconsumeTimes
@@ -180,7 +181,9 @@ class Broker:
             except (ConnectionError, TimeoutError):
                 pass
             await self._namesrv_client.close()
-        await self.server.stop()
+        self._stopping = True
+        self.hold.release_all()  # held pulls are answered (PULL_NOT_FOUND) before the connections close
+        await self.server.stop(grace_s=2.0)
         await self.schedule.stop()
         for offsets in self._offsets.values():
             offsets.persist_all()
@@ -563,7 +566,7 @@ class Broker:
                 status = GetMessageStatus.OFFSET_OVERFLOW_ONE
             waiting = status in (GetMessageStatus.NO_MESSAGE_IN_QUEUE, GetMessageStatus.OFFSET_OVERFLOW_ONE)
             remaining = deadline - time.monotonic()
-            if not waiting or remaining <= 0 or channel.closed.is_set():
+            if not waiting or remaining <= 0 or channel.closed.is_set() or self._stopping:
                 break
             await self.hold.suspend(topic, queue_id, offset, remaining)
         if scanned and result.status != GetMessageStatus.FOUND:

@@ -40,6 +40,12 @@ class PullRequestHoldService:
             if not waiters and self._waiting.get(key) is waiters:
                 del self._waiting[key]
 
+    def release_all(self) -> None:
+        """Wake every held pull (the broker is stopping: each is answered with what there is)."""
+        for waiters in self._waiting.values():
+            for fut in waiters:
+                _wake(fut)
+
     def notify_message_arriving(self, topic: str, queue_id: int) -> None:
         for fut in self._waiting.get((topic, queue_id), {}):
             _wake(fut)

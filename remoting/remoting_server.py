@@ -65,9 +65,13 @@ class RemotingServer:
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
-    async def stop(self) -> None:
+    async def stop(self, grace_s: float = 0.0) -> None:
+        """Stop accepting; give requests being processed up to grace_s to be answered; close every connection."""
         if self._server is not None:
             self._server.close()
+            pending = [t for t in self._tasks if not t.done()]
+            if pending and grace_s > 0:
+                await asyncio.wait(pending, timeout=grace_s)
             for ch in list(self.channels):
                 ch.writer.close()
             await self._server.wait_closed()

@@ -170,7 +170,16 @@ def test_rmq_serve_prints_its_addresses_serves_and_stops_cleanly_on_sigterm(tmp_
                 r = await names.invoke(RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"}))
                 assert TopicRouteData.decode(r.body).broker_datas[0].broker_addrs == {0: line["broker"]}
         asyncio.run(use())
-        proc.send_signal(signal.SIGTERM)
+
+        async def held_then_stopped():
+            async with RemotingClient(line["broker"]) as client:
+                held = asyncio.ensure_future(client.invoke(pull("T", 1, suspend_ms=60_000), timeout=90))
+                await asyncio.sleep(0.5)
+                assert not held.done()
+                proc.send_signal(signal.SIGTERM)
+                return await held  # answered before the broker closes the connection
+        answer = asyncio.run(held_then_stopped())
+        assert answer.code == ResponseCode.PULL_NOT_FOUND and answer.ext_fields["nextBeginOffset"] == "1"
         assert proc.wait(timeout=30) == 0, proc.stderr.read()
     finally:
         if proc.poll() is None:
