@@ -39,7 +39,9 @@ RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
 PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
-PERM_INHERIT = 0x1
+PERM_INHERIT = 0x1  # PermName
+PERM_WRITE = 0x2
+PERM_READ = 0x4
 
 # PullSysFlag
 FLAG_COMMIT_OFFSET = 0x1
@@ -201,7 +203,7 @@ class Broker:
         if not self.broker_config.autoCreateTopicEnable or self.store.has_topic(DEFAULT_TOPIC):
             return
         cfg = self.store.create_topic(DEFAULT_TOPIC, 8)
-        cfg.perm = PERM_INHERIT | 6
+        cfg.perm = PERM_INHERIT | PERM_READ | PERM_WRITE
         self.store.topic_config.persist()
 
     # -- name server -------------------------------------------------------------------------------------------
@@ -260,6 +262,7 @@ class Broker:
         except ValueError as e:
             raise BadRequest(str(e), ResponseCode.MESSAGE_ILLEGAL) from None
         if self.store.has_topic(topic):
+            self._check_permission(topic, PERM_WRITE, "sending")
             return
         if not self.broker_config.autoCreateTopicEnable:
             raise BadRequest(f"topic[{topic}] not exist, apply first please! (autoCreateTopicEnable is false on "
@@ -284,6 +287,13 @@ class Broker:
             raise BadRequest(f"subscription group [{group}] no permission to consume (consumeEnable is false)",
                              ResponseCode.NO_PERMISSION)
         return config
+
+    def _check_permission(self, topic: str, perm: int, action: str) -> None:
+        """The topic's perm (PermName: 4 readable, 2 writeable) allows the pull or send (NO_PERMISSION if not)."""
+        cfg = self.store.topic_config.table.get(topic)
+        if cfg is not None and not cfg.perm & perm:
+            raise BadRequest(f"the topic[{topic}] {action} message is forbidden (perm {cfg.perm})",
+                             ResponseCode.NO_PERMISSION)
 
     def _check_queue(self, topic: str, queue_id: int) -> None:
         if not self.store.has_topic(topic):
@@ -521,6 +531,13 @@ class Broker:
             if client_sub is None:
                 raise BadRequest(f"the consumer's subscription of {topic} in group {group} does not exist",
                                  ResponseCode.SUBSCRIPTION_NOT_EXIST)
+            try:
+                latest = int(client_sub.get("subVersion") or 0)
+            except (TypeError, ValueError):
+                latest = 0
+            if latest < _int_field(ext, "subVersion", 0):
+                raise BadRequest(f"the consumer's subscription of {topic} in group {group} is not the latest (the "
+                                 "pull names a newer one than the last heartbeat)", ResponseCode.SUBSCRIPTION_NOT_LATEST)
             expression = client_sub.get("subString") or "*"
             kind = (client_sub.get("expressionType") or "TAG").upper()
         if kind != "TAG" and not self.broker_config.enablePropertyFilter:
@@ -544,6 +561,7 @@ class Broker:
         sys_flag = _int_field(ext, "sysFlag", 0)
         self._group_config(group)
         self._check_queue(topic, queue_id)
+        self._check_permission(topic, PERM_READ, "pulling")
         message_filter, sql = self._message_filter(ext, group, topic, sys_flag)
         if sys_flag & FLAG_COMMIT_OFFSET:
             commit = _int_field(ext, "commitOffset", -1)
