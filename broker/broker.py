@@ -537,7 +537,8 @@ class Broker:
                 latest = 0
             if latest < _int_field(ext, "subVersion", 0):
                 raise BadRequest(f"the consumer's subscription of {topic} in group {group} is not the latest (the "
-                                 "pull names a newer one than the last heartbeat)", ResponseCode.SUBSCRIPTION_NOT_LATEST)
+                                 "pull names a newer one than the last heartbeat)",
+                                 ResponseCode.SUBSCRIPTION_NOT_LATEST)
             expression = client_sub.get("subString") or "*"
             kind = (client_sub.get("expressionType") or "TAG").upper()
         if kind != "TAG" and not self.broker_config.enablePropertyFilter:
