@@ -8,6 +8,7 @@ from __future__ import annotations
 import mmap
 import os
 import re
+import time
 from typing import Optional
 
 import numpy as np
@@ -139,6 +140,9 @@ class MappedFile:
             pass
 
 
+_SETTLED_NS = 200_000_000  # a directory mtime this old is past any coarse timestamp tick
+
+
 class MappedFileQueue:
     """The files of one log (the commitlog, or one consume queue), ordered by start offset."""
 
@@ -147,22 +151,38 @@ class MappedFileQueue:
         self.file_size = file_size
         self.writable = writable
         self.files: list[MappedFile] = []
+        self._stamp: Optional[tuple] = None  # the directory's (inode, mtime) at the last complete listing
         self.refresh()
 
     def refresh(self) -> None:
-        """Pick up files created or deleted by other processes, keeping open handles of unchanged ones."""
+        """Pick up files created or deleted by other processes, keeping open handles of unchanged ones. One stat of
+        the directory when nothing was added or removed since the last listing: a change moves its mtime (trusted
+        only once that mtime is older than the filesystem's coarse clock tick, and when the last listing saw no
+        file still being created)."""
+        try:
+            st = os.stat(self.directory)
+            stamp: Optional[tuple] = (st.st_ino, st.st_mtime_ns)
+        except FileNotFoundError:
+            st, stamp = None, None
+        if stamp is not None and stamp == self._stamp:
+            return
         try:
             names = sorted(n for n in os.listdir(self.directory) if _NAME.fullmatch(n))
         except FileNotFoundError:
             names = []
         known = {f.file_name: f for f in self.files}
         files = []
+        complete = True
         for name in names:
             existing = known.pop(name, None)
             if existing is None:
                 path = os.path.join(self.directory, name)
-                size = os.path.getsize(path)
+                try:
+                    size = os.path.getsize(path)
+                except FileNotFoundError:  # removed by retention in another process meanwhile
+                    continue
                 if size == 0:
+                    complete = False
                     continue  # being created by another process
                 existing = MappedFile(path, int(name), max(size, self.file_size) if self.writable else size,
                                       self.writable)
@@ -170,6 +190,8 @@ class MappedFileQueue:
         for gone in known.values():
             gone.close()
         self.files = files
+        settled = st is not None and time.time_ns() - st.st_mtime_ns > _SETTLED_NS
+        self._stamp = stamp if complete and settled else None
 
     def first_file_size_on_disk(self) -> int:
         """The size of the first file as it is on disk; 0 while there is none."""

@@ -236,28 +236,23 @@ class MessageStore:
     # -- topics and queues -----------------------------------------------------------------------------------
 
     def topics(self) -> list[str]:
-        self.topic_config.load()
+        """Every topic, including those other processes created since (two stats when there are none)."""
+        self.topic_config.refresh()
         return sorted(self.topic_config.table)
 
     def has_topic(self, topic: str) -> bool:
-        """Whether the topic exists: the loaded table first (no file read on a hit), then topics.json and
-        consumequeue/ again, for a topic another process created since."""
-        if topic in self.topic_config.table:
-            return True
-        self.topic_config.load()
-        return topic in self.topic_config.table
+        """Whether the topic exists: the loaded table first (no file read on a hit), then a rewritten topics.json
+        or the topic's directory, for a topic another process created since."""
+        return self.topic_config.find(topic) is not None
 
     def queues(self, topic: str) -> list[int]:
         cfg = self._topic(topic)
         return list(range(max(cfg.readQueueNums, cfg.writeQueueNums)))
 
     def _topic(self, topic: str) -> TopicConfig:
-        cfg = self.topic_config.table.get(topic)
+        cfg = self.topic_config.find(topic)
         if cfg is None:
-            self.topic_config.load()
-            cfg = self.topic_config.table.get(topic)
-            if cfg is None:
-                raise UnknownTopicError(f"unknown topic {topic!r}; the store has: {', '.join(self.topics()) or 'none'}")
+            raise UnknownTopicError(f"unknown topic {topic!r}; the store has: {', '.join(self.topics()) or 'none'}")
         return cfg
 
     def create_topic(self, name: str, queues: Optional[int] = None) -> TopicConfig:
@@ -269,12 +264,10 @@ class MessageStore:
             return self._create_topic_locked(name, queues)
 
     def _create_topic_locked(self, name: str, queues: int) -> TopicConfig:
-        self.topic_config.load()
-        cfg = self.topic_config.table.get(name)
+        cfg = self.topic_config.find(name)
         if cfg is None:
             cfg = TopicConfig(topicName=name, readQueueNums=queues, writeQueueNums=queues)
-            self.topic_config.table[name] = cfg
-            self.topic_config.persist()
+            self.topic_config.add(cfg)
         return cfg
 
     def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
@@ -403,6 +396,8 @@ class MessageStore:
         flushed. The stamp is the safe point a crash recovery starts from, so it must never run ahead of what
         is on disk."""
         now = time.monotonic()
+        if force or now - self._last_checkpoint_flush > self.topic_config.PERSIST_WINDOW_S:
+            self.topic_config.flush()  # topics created within the last persist window
         if not (force or now - self._last_checkpoint_flush > 1.0):
             return
         stamp = self._last_store_ts
@@ -737,10 +732,8 @@ class MessageStore:
 
     def _dispatch_run(self, topic: str, qid: int, recs) -> None:
         """Write the units of one queue's run of records at once (the first unit's size last)."""
-        cfg = self.topic_config.table.get(topic)
+        cfg = self.topic_config.find(topic)
         if cfg is None or max(cfg.readQueueNums, cfg.writeQueueNums) <= qid:
-            self.topic_config.load()
-            cfg = self.topic_config.table.get(topic)
             if cfg is None:
                 self._create_topic_locked(topic, max(self.config.defaultTopicQueueNums, qid + 1))
             elif max(cfg.readQueueNums, cfg.writeQueueNums) <= qid:

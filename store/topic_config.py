@@ -37,15 +37,29 @@ class TopicConfigError(StoreError):
 
 
 class TopicConfigManager:
+    """The topic table. Loaded whole once (topics.json, then consumequeue/ for topics it misses); after that the
+    table in memory is the truth, kept fresh for other processes' changes by two stats (topics.json and the
+    consumequeue/ directory) rather than by re-reading and re-listing on every call. Creations are persisted at
+    once, or within PERSIST_WINDOW_S of the previous write when they come fast (a crash before that loses no
+    topic with messages: its directories are found again)."""
+
+    PERSIST_WINDOW_S = 0.5
+
     def __init__(self, root: str, problems: Optional[list] = None):
         """problems: a list to record an unreadable topics.json in (the topics then come from consumequeue/
         alone) instead of raising TopicConfigError; `rmq check` reports them as findings."""
         self.root = root
         self.path = os.path.join(root, "config", "topics.json")
+        self.queue_root = os.path.join(root, "consumequeue")
         self.table: dict[str, TopicConfig] = {}
         self.data_version = {"counter": 0, "timestamp": 0}
         self.problems = problems
         self._warned = ""
+        self._file_stamp: Optional[tuple] = None   # topics.json as last read
+        self._dir_stamp: Optional[tuple] = None    # consumequeue/ as last listed
+        self._dirs: set[str] = set()                # its topic directories then
+        self._unpersisted: set[str] = set()         # created here, not yet in topics.json
+        self._last_persist = 0.0
         self.load()
 
     def _read(self) -> dict:
@@ -75,28 +89,123 @@ class TopicConfigManager:
         return {}
 
     def load(self) -> None:
+        """Read the whole table again: topics.json, and consumequeue/ for what it misses."""
+        self._file_stamp = _stamp(self.path)
         data = self._read()
         table: dict[str, TopicConfig] = {}
         if data:
             self.data_version = data.get("dataVersion", self.data_version)
             for name, cfg in (data.get("topicConfigTable") or {}).items():
                 table[name] = _topic_config(name, cfg)
+        for name in self._unpersisted:
+            if name in self.table:
+                table[name] = self.table[name]
         # A broker store copied without config/ (or a topic the config misses): the directories say what exists.
-        for name, queue_ids in discover_consume_queues(self.root).items():
-            n = max(queue_ids) + 1
-            if name not in table:
-                table[name] = TopicConfig(topicName=name, readQueueNums=n, writeQueueNums=n)
-            elif table[name].readQueueNums < n:
-                table[name].readQueueNums = n
+        self._dir_stamp = _stamp(self.queue_root, settle=True)
+        found = discover_consume_queues(self.root)
+        self._dirs = set(found)
+        for name, queue_ids in found.items():
+            _merge_dirs(table, name, queue_ids)
         self.table = table
 
+    def refresh(self) -> None:
+        """Take in what other processes changed since: a rewritten topics.json (one stat when it was not), and
+        topic directories created since consumequeue/ was last listed (one stat when none was)."""
+        self.refresh_file()
+        self.refresh_dirs()
+
+    def refresh_file(self) -> None:
+        stamp = _stamp(self.path)
+        if stamp != self._file_stamp:
+            self._file_stamp = stamp
+            data = self._read()
+            if data:
+                self.data_version = data.get("dataVersion", self.data_version)
+                for name, cfg in (data.get("topicConfigTable") or {}).items():
+                    if name not in self._unpersisted:
+                        self.table[name] = _topic_config(name, cfg)
+
+    def refresh_dirs(self) -> None:
+        stamp = _stamp(self.queue_root, settle=True)
+        if stamp is None or stamp != self._dir_stamp:
+            self._dir_stamp = stamp
+            try:
+                names = set(os.listdir(self.queue_root))
+            except FileNotFoundError:
+                names = set()
+            for name in names - self._dirs:
+                self.discover(name)
+            self._dirs = names
+
+    def find(self, name: str) -> Optional[TopicConfig]:
+        """The topic's config, looking past the table only for a topic it does not have (one stat of topics.json,
+        and of the topic's directory)."""
+        cfg = self.table.get(name)
+        if cfg is None:
+            self.refresh_file()
+            self.discover(name)
+            cfg = self.table.get(name)
+        return cfg
+
+    def discover(self, name: str) -> bool:
+        """Add a topic from its consumequeue/<topic>/<queueId> directories, if it has any; True if it exists."""
+        if name in self.table:
+            return True
+        if not name or name in (".", "..") or "/" in name or "\x00" in name:
+            return False
+        tdir = os.path.join(self.queue_root, name)
+        try:
+            ids = [int(q) for q in os.listdir(tdir) if _QUEUE_DIR.fullmatch(q) and os.path.isdir(os.path.join(tdir, q))]
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        if ids:
+            _merge_dirs(self.table, name, ids)
+        return bool(ids)
+
+    def add(self, cfg: TopicConfig) -> None:
+        """A topic created here: in the table at once, in topics.json now or within PERSIST_WINDOW_S."""
+        self.table[cfg.topicName] = cfg
+        self._unpersisted.add(cfg.topicName)
+        if time.monotonic() - self._last_persist >= self.PERSIST_WINDOW_S:
+            self.persist()
+
+    def flush(self) -> None:
+        """Persist creations still waiting for their window."""
+        if self._unpersisted:
+            self.persist()
+
     def persist(self) -> None:
+        self.refresh_file()  # another writer's topics stay in the file
         self.data_version = {"counter": int(self.data_version.get("counter", 0)) + 1,
                              "timestamp": int(time.time() * 1000)}
         atomic_write_json(self.path, {
             "dataVersion": self.data_version,
             "topicConfigTable": {name: cfg.to_json() for name, cfg in sorted(self.table.items())},
-        })
+        }, indent=4 if len(self.table) <= 1000 else None)
+        self._file_stamp = _stamp(self.path)
+        self._unpersisted.clear()
+        self._last_persist = time.monotonic()
+
+
+def _merge_dirs(table: dict, name: str, queue_ids) -> None:
+    n = max(queue_ids) + 1
+    if name not in table:
+        table[name] = TopicConfig(topicName=name, readQueueNums=n, writeQueueNums=n)
+    elif table[name].readQueueNums < n:
+        table[name].readQueueNums = n
+
+
+def _stamp(path: str, settle: bool = False) -> Optional[tuple]:
+    """What changes when a file is replaced (topics.json is only ever renamed over, so a rewrite is a new inode)
+    or a directory gains or loses an entry; None while missing. settle: None also while the mtime is within the
+    filesystem's coarse timestamp tick (an entry added in the same tick would not move it)."""
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if settle and time.time_ns() - st.st_mtime_ns < 200_000_000:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
 _MISSING = "is missing or empty"
