@@ -20,7 +20,8 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
 
 from pyspark.sql.streaming.datasource import ReadAllAvailable  # noqa: E402
 
@@ -56,32 +57,43 @@ def open_and_ends(path: str) -> float:
     return time.perf_counter() - started
 
 
+PUT_ONE_PERCENT = """
+import sys
+from store import MessageStore
+path, topics, queues, r = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+with MessageStore(path) as writer:
+    for i in range(max(1, topics * queues // 100)):  # 1% of the queues, spread over the topics
+        k = (i * 100 + r) % (topics * queues)
+        writer.put(f"topic-{k // queues:05d}", b"x" * 100, queue_id=k % queues)
+"""
+
+
 def triggers(path: str, topics: int, queues: int, rounds: int = 5) -> tuple[float, float]:
-    """(empty trigger s, trigger after 1% of the queues got a message s): medians of `rounds`."""
+    """(empty trigger s, trigger after 1% of the queues got a message s): medians of `rounds`. The messages come
+    from another process, as from a producer beside a running query."""
     opts = parse_options({"path": path, "subscribePattern": "topic-.*", "startingOffsets": "latest",
-                                "pollTimeoutMs": "0"})
+                          "pollTimeoutMs": "0"})
     reader = RmqStreamReader(opts, None)
     start = reader.initialOffset()
     end = reader.latestOffset(start, ReadAllAvailable())
     empty, changed = [], []
-    with MessageStore(path) as writer:
-        for r in range(rounds):
-            t0 = time.perf_counter()
-            end2 = reader.latestOffset(end, ReadAllAvailable())
-            reader.partitions(end, end2)
-            empty.append(time.perf_counter() - t0)
-            assert end2 == end
-            n = max(1, topics * queues // 100)
-            for i in range(n):  # 1% of the queues, spread over the topics
-                k = (i * 100 + r) % (topics * queues)
-                writer.put(f"topic-{k // queues:05d}", BODY, queue_id=k % queues)
-            t0 = time.perf_counter()
-            end2 = reader.latestOffset(end, ReadAllAvailable())
-            reader.partitions(end, end2)
-            changed.append(time.perf_counter() - t0)
-            assert sum(int(v) for qs in end2.values() for v in qs.values()) == \
-                sum(int(v) for qs in end.values() for v in qs.values()) + n
-            end = end2
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    n = max(1, topics * queues // 100)
+    for r in range(rounds):
+        t0 = time.perf_counter()
+        end2 = reader.latestOffset(end, ReadAllAvailable())
+        reader.partitions(end, end2)
+        empty.append(time.perf_counter() - t0)
+        assert end2 == end
+        subprocess.run([sys.executable, "-c", PUT_ONE_PERCENT, path, str(topics), str(queues), str(r)], env=env,
+                       check=True, timeout=600)
+        t0 = time.perf_counter()
+        end2 = reader.latestOffset(end, ReadAllAvailable())
+        reader.partitions(end, end2)
+        changed.append(time.perf_counter() - t0)
+        assert sum(int(v) for qs in end2.values() for v in qs.values()) == \
+            sum(int(v) for qs in end.values() for v in qs.values()) + n
+        end = end2
     return statistics.median(empty), statistics.median(changed)
 
 

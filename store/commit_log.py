@@ -279,6 +279,15 @@ class CommitLog:
         """Write a batch's records where plan() put them, in order, each file's end-of-file record after its
         records. records: a record_encoder.RecordEncoder."""
         files = [self.files.get_or_create(seg.file_from_offset, sync=sync) for seg in segments]
+        for f in files:
+            f.pin()  # their descriptors are handed to the encoder's writes
+        try:
+            self._write_files(files, segments, records, sync)
+        finally:
+            for f in files:
+                f.unpin()
+
+    def _write_files(self, files: list, segments: list[AppendSegment], records, sync: bool) -> None:
         for f, seg in zip(files, segments):
             rel = seg.position - seg.file_from_offset
             self._allocate(f, rel, rel + seg.nbytes + (codec.END_FILE_MIN_BLANK_LENGTH if seg.blank_after else 0))

@@ -46,6 +46,7 @@ class UnitWrites:
     def __init__(self, units: np.ndarray):
         self.units = units  # the caller's: used as a buffer, handed back unchanged
         self.writes: list[tuple[int, int, int, int]] = []
+        self._pinned: list = []  # the files whose descriptors the writes hold
 
     def add(self, cq: "ConsumeQueue", start: int, first: int, count: int) -> None:
         """units[first:first+count] are cq's units for queue offsets [start, start+count)."""
@@ -59,14 +60,21 @@ class UnitWrites:
             if f is None or f.file_from_offset != file_offset:
                 self.flush()
                 f = cq.files.get_or_create(file_offset)
+            f.pin()
+            self._pinned.append(f)
             self.writes.append((f._open_fd(), (pos - file_start) * CQ_STORE_UNIT_SIZE, i, n))
             pos += n
             i += n
 
     def flush(self) -> None:
-        if self.writes:
-            write_units(self.writes, self.units)
+        try:
+            if self.writes:
+                write_units(self.writes, self.units)
+        finally:
             self.writes = []
+            for f in self._pinned:
+                f.unpin()
+            self._pinned = []
 
 
 class ConsumeQueue:
@@ -146,7 +154,7 @@ class ConsumeQueue:
             sizes = self._file_units(last)["size"]
             if not (0 < k < len(sizes)) or sizes[k] != 0 or sizes[k - 1] == 0:
                 return False
-            return os.fstat(last._open_fd()).st_nlink > 0
+            return os.fstat(last._open_fd()).st_nlink > 0  # the file mapped is still the queue's
         except OSError:
             return False
 

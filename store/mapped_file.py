@@ -5,10 +5,12 @@ page cache, so a reader in another process sees a write as soon as pwrite return
 """
 from __future__ import annotations
 
+import itertools
 import mmap
 import os
 import re
 import time
+from collections import OrderedDict
 from typing import Optional
 
 import numpy as np
@@ -38,6 +40,48 @@ def fsync_path(path: str) -> None:
         os.close(fd)
 
 
+def _descriptor_budget() -> int:
+    try:
+        import resource
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        if soft == resource.RLIM_INFINITY:
+            soft = 1 << 20
+    except (ImportError, OSError, ValueError):
+        soft = 1024
+    # a mapped file holds up to two descriptors (its own and the one mmap keeps); leave half for everything else
+    return max(64, min(16384, soft // 4))
+
+
+class _OpenFiles:
+    """The MappedFiles holding descriptors and mappings in this process, least recently used first. Past the
+    budget the oldest are let go (a file's mapping and descriptor come back on its next use): a store of tens of
+    thousands of queues must not run out of descriptors (or of vm.max_map_count). A file is kept while pinned
+    (its descriptor handed to a write in progress) or while something still holds a view into its mapping."""
+
+    def __init__(self, budget: int):
+        self.budget = budget
+        self.files: "OrderedDict[MappedFile, None]" = OrderedDict()
+
+    def touch(self, f: "MappedFile") -> None:
+        files = self.files
+        if f in files:
+            files.move_to_end(f)
+            return
+        files[f] = None
+        if len(files) > self.budget:
+            for old in list(itertools.islice(files, 32)):  # the oldest few; busy ones are passed over
+                if old is not f and old._release():
+                    del files[old]
+                    if len(files) <= self.budget:
+                        break
+
+    def forget(self, f: "MappedFile") -> None:
+        self.files.pop(f, None)
+
+
+OPEN_FILES = _OpenFiles(_descriptor_budget())
+
+
 class MappedFile:
     def __init__(self, path: str, file_from_offset: int, file_size: int, writable: bool):
         self.path = path
@@ -46,6 +90,8 @@ class MappedFile:
         self._writable = writable
         self._fd: Optional[int] = None
         self._mmap: Optional[mmap.mmap] = None
+        self._pins = 0             # writes in progress with this file's descriptor
+        self._needs_sync = False   # written, and its descriptor let go before an fsync
         self.allocated_end: Optional[int] = None  # disk blocks known allocated up to here (CommitLog's writes)
 
     @property
@@ -53,9 +99,18 @@ class MappedFile:
         return os.path.basename(self.path)
 
     def _open_fd(self) -> int:
+        """The file's descriptor, for immediate use (or pin() the file while a write holds it)."""
         if self._fd is None:
             self._fd = os.open(self.path, os.O_RDWR if self._writable else os.O_RDONLY)
+        OPEN_FILES.touch(self)
         return self._fd
+
+    def pin(self) -> None:
+        self._pins += 1
+        OPEN_FILES.touch(self)
+
+    def unpin(self) -> None:
+        self._pins -= 1
 
     def view(self) -> mmap.mmap:
         """A read-only mapping of the whole file (files are created at full size)."""
@@ -65,7 +120,26 @@ class MappedFile:
             if size == 0:
                 raise OSError(f"{self.path} is empty")
             self._mmap = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ)
+        else:
+            OPEN_FILES.touch(self)
         return self._mmap
+
+    def _release(self) -> bool:
+        """Let go of the mapping and the descriptor, unless a write holds it or a view still points into it."""
+        if self._pins:
+            return False
+        if self._mmap is not None:
+            try:
+                self._mmap.close()
+            except BufferError:
+                return False
+            self._mmap = None
+        if self._fd is not None:
+            if self._writable:
+                self._needs_sync = True  # flush() fsyncs it through a new descriptor
+            os.close(self._fd)
+            self._fd = None
+        return True
 
     def data_end(self) -> int:
         """The end of the file's last allocated extent (SEEK_DATA/SEEK_HOLE): past it the file is a hole, zeros
@@ -96,6 +170,9 @@ class MappedFile:
     def flush(self) -> None:
         if self._fd is not None:
             os.fsync(self._fd)
+        elif self._needs_sync:
+            fsync_path(self.path)
+        self._needs_sync = False
 
     def truncate_to(self, position: int) -> None:
         """Zero everything from position to the end of the file, keeping its size (as a fresh file has).
@@ -122,6 +199,7 @@ class MappedFile:
         return os.stat(self.path).st_mtime
 
     def close(self) -> None:
+        OPEN_FILES.forget(self)
         if self._mmap is not None:
             try:
                 self._mmap.close()
