@@ -196,15 +196,16 @@ class OffsetCommitter:
     def commit(self, positions: Positions) -> None:
         if positions == self.last:
             return
+        moved = {mq: off for mq, off in positions.items() if self.last is None or self.last.get(mq) != off}
         with open_store(self.path) as store:
-            for (t, q), off in positions.items():
+            for (t, q), off in moved.items():
                 mx = store.max_offset(t, q)
                 if off > mx:  # never a group offset past what the queue holds: it would skip what comes next
                     raise DataLossError(f"refusing to commit offset {off} of group {self.group!r} for topic {t!r} "
                                         f"queue {q}: the queue ends at {mx}")
         if self._offset_store is None:
             self._offset_store = OffsetStore(self.path, self.group)
-        for mq, off in sorted(positions.items()):
+        for mq, off in sorted(moved.items()):  # the queues whose position moved since the last commit
             # Not increase-only: the Spark checkpoint is the truth, and a query restarted from an older
             # checkpoint really is back there.
             self._offset_store.update_offset(mq, int(off), increase_only=False)

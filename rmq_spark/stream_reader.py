@@ -95,7 +95,8 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _available(self) -> Positions:
         if self._target is not None:
             return dict(self._target)
-        return {q: self.store.max_offset(*q) for q in subscribed_queues(self.store, self.opts.subscription)}
+        bounds = self.store.queue_bounds(subscribed_queues(self.store, self.opts.subscription))
+        return {q: mx for q, (_, mx) in bounds.items()}
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         start_pos = from_offset_dict(start)
@@ -122,10 +123,11 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _backlog(self, start_pos: Positions):
         """(queues, where each continues, how many messages each has after that)."""
         available = self._available()
+        bounds = self.store.queue_bounds(available)  # from memory: the call above just read them
         begins = {}
         for q, mx in available.items():
             b = start_pos.get(q)
-            mn = self.store.min_offset(*q)
+            mn = bounds[q][0]
             if b is None:
                 b = mn  # a queue that appeared since the query started: from its earliest
             elif b < mn:
@@ -175,9 +177,12 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict):
         start_pos, end_pos = from_offset_dict(start), from_offset_dict(end)
         ranges = []
+        bounds = self.store.queue_bounds([q for q, e in end_pos.items() if start_pos.get(q) != e])
         for q, e in sorted(end_pos.items()):
             s = start_pos.get(q)
-            mn = self.store.min_offset(*q)
+            if s == e:
+                continue  # nothing to read in this queue
+            mn = bounds[q][0]
             if s is None:
                 s = mn
             elif s < mn and s < e:

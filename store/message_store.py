@@ -83,6 +83,9 @@ class MessageStore:
         # Each consume queue's end as our last append left it, while no other writer has been here since (an
         # append then asks no queue for its end); emptied whenever _sync_write_state finds anything changed.
         self._queue_ends: dict[tuple[str, int], int] = {}
+        self._bounds: dict[tuple[str, int], tuple[int, int]] = {}  # queue_bounds' memory
+        self._bounds_end: Optional[int] = None
+        self._bounds_log_min: Optional[int] = None
         self._published_generation: Optional[int] = None
         self._generation = 0  # of the committed end in `lock`: bumped by every writer that publishes one
         self._last_store_ts: Optional[int] = None  # of our newest append not yet covered by the checkpoint
@@ -294,6 +297,51 @@ class MessageStore:
     def min_offset(self, topic: str, queue_id: int) -> int:
         cq = self.find_consume_queue(topic, queue_id)
         return cq.min_offset(self.commit_log.min_offset())
+
+    # how far queue_bounds walks new records to find the queues they went to, before it re-reads every queue
+    BOUNDS_WALK_BYTES = 1 << 20
+
+    def queue_bounds(self, queues) -> dict[tuple[str, int], tuple[int, int]]:
+        """(min offset, max offset) of each queue, for callers that ask for many queues again and again (a
+        streaming query's triggers). Kept in memory between calls: when no append was committed and no
+        commitlog file removed since the last call, nothing is read; after appends, the records appended since
+        are walked (up to BOUNDS_WALK_BYTES) and only the queues they went to are read again; after retention,
+        or more appends than that, every queue asked for is read. A store without our committed end (a
+        broker's copy) is read in full each time."""
+        end = self._committed_end() if self._write_pos is None else self.commit_log_max_offset()
+        log_min = self.commit_log.min_offset()
+        cache = self._bounds
+        if end is None or log_min != self._bounds_log_min:
+            cache.clear()
+        elif end != self._bounds_end:
+            changed = self._appended_queues(self._bounds_end, end) if self._bounds_end is not None else None
+            if changed is None:
+                cache.clear()
+            else:
+                for q in changed:
+                    cache.pop(q, None)
+        self._bounds_end, self._bounds_log_min = end, log_min
+        out = {}
+        for q in queues:
+            bounds = cache.get(q)
+            if bounds is None:
+                cq = self.find_consume_queue(*q)
+                bounds = cache[q] = (cq.min_offset(log_min), cq.max_offset())
+            out[q] = bounds
+        return out
+
+    def _appended_queues(self, start: int, end: int) -> Optional[set[tuple[str, int]]]:
+        """The queues of the records committed in [start, end), or None when that is too much to walk."""
+        if end < start or end - start > self.BOUNDS_WALK_BYTES:
+            return None
+        queues: set[tuple[str, int]] = set()
+        for rec in self.commit_log.walk(start, check_crc=False):
+            if rec.offset >= end:
+                return queues
+            queues.add((rec.topic, rec.queue_id))
+        if self.commit_log.walk_end < end:
+            return None  # the walk stopped short of what was committed: read every queue
+        return queues
 
     def commit_log_min_offset(self) -> int:
         return self.commit_log.min_offset()

@@ -9,8 +9,7 @@ import sys
 
 import pytest
 
-from store import MessageStore
-from store import mapped_file
+from store import MessageStore, mapped_file
 from store.store_check import check_store
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
