@@ -13,7 +13,8 @@ from store import MessageStore
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PUT = ("import sys; from store import MessageStore\n"
        "with MessageStore(sys.argv[1]) as s:\n"
-       "    [s.put(t, b'y' * int(sys.argv[3]), queue_id=int(q)) for t, q in (a.split(':') for a in sys.argv[2].split(','))]\n")
+       "    for t, q in (a.split(':') for a in sys.argv[2].split(',')):\n"
+       "        s.put(t, b'y' * int(sys.argv[3]), queue_id=int(q))\n")
 
 
 def put_elsewhere(path, queues, size=10):
