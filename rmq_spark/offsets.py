@@ -193,16 +193,16 @@ class OffsetCommitter:
         self._offset_store: Optional[OffsetStore] = None
         self.last: Optional[Positions] = None
 
-    def commit(self, positions: Positions) -> None:
+    def commit(self, positions: Positions, store: Optional[MessageStore] = None) -> None:
+        """store: an open store of the same path to check against (the reader's), else one is opened."""
         if positions == self.last:
             return
         moved = {mq: off for mq, off in positions.items() if self.last is None or self.last.get(mq) != off}
-        with open_store(self.path) as store:
-            for (t, q), off in moved.items():
-                mx = store.max_offset(t, q)
-                if off > mx:  # never a group offset past what the queue holds: it would skip what comes next
-                    raise DataLossError(f"refusing to commit offset {off} of group {self.group!r} for topic {t!r} "
-                                        f"queue {q}: the queue ends at {mx}")
+        if store is None:
+            with open_store(self.path) as opened:
+                self._check(moved, opened)
+        else:
+            self._check(moved, store)
         if self._offset_store is None:
             self._offset_store = OffsetStore(self.path, self.group)
         for mq, off in sorted(moved.items()):  # the queues whose position moved since the last commit
@@ -211,7 +211,14 @@ class OffsetCommitter:
             self._offset_store.update_offset(mq, int(off), increase_only=False)
         self._offset_store.persist_all()
         self.last = dict(positions)
-        log.info("committed offsets of group %s: %s", self.group, to_offset_dict(positions))
+        log.info("committed offsets of group %s: %d queue(s) moved", self.group, len(moved))
+
+    def _check(self, moved: Positions, store: MessageStore) -> None:
+        for (t, q), off in moved.items():
+            mx = store.max_offset(t, q)
+            if off > mx:  # never a group offset past what the queue holds: it would skip what comes next
+                raise DataLossError(f"refusing to commit offset {off} of group {self.group!r} for topic {t!r} "
+                                    f"queue {q}: the queue ends at {mx}")
 
 
 def check_data_loss(topic: str, qid: int, wanted: int, available: int, fail: bool) -> None:

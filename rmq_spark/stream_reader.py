@@ -202,7 +202,7 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _commit(self, positions: Positions) -> None:
         if self._committer is not None and positions:
-            self._committer.commit(positions)
+            self._committer.commit(positions, self.store)
 
     def stop(self) -> None:
         if self._store is not None:

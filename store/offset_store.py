@@ -215,7 +215,9 @@ class OffsetStore:
                     if not queues:
                         table.pop(self._key(topic))
             data["offsetTable"] = table
-            atomic_write_json(self.path, data)
+            # compact past a thousand queues: the pretty printer is Python code, the compact one C
+            atomic_write_json(self.path, data, indent=4 if sum(len(v) for v in table.values()
+                                                                if isinstance(v, dict)) <= 1000 else None)
         finally:
             os.close(fd)  # releases the flock
         with self._mutex:
