@@ -363,6 +363,44 @@ def test_a_cpp_consumer_that_fails_twice_gets_the_message_three_times(tmp_path):
     assert all(b[2] - a[2] >= 0.9 for a, b in zip(flaky, flaky[1:]))  # each retry waited its 1 s level
 
 
+DELAYED_PRODUCER = """
+    import sys
+    from rocketmq.client import Message, Producer
+    p = Producer("cpp-delayed")
+    p.set_namesrv_addr(sys.argv[1])
+    p.start()
+    m = Message("Later")
+    m.set_body("delayed")
+    m.set_delay_time_level(2)
+    p.send_sync(m)
+    p.shutdown()
+"""
+
+
+def test_a_message_the_cpp_producer_sends_with_a_delay_level_arrives_no_earlier_than_its_delay(tmp_path):
+    pytest.importorskip("rocketmq.client", reason="the rocketmq==0.4.4 test extra (the Apache RocketMQ C++ client)")
+
+    async def main():
+        async with NameServer("127.0.0.1:0") as ns, Broker(tmp_path / "s", "127.0.0.1:0", namesrv=ns.address,
+                                                          message_delay_level="1s 3s 1s") as b:
+            b.store.create_topic("Later", 1)
+            await b.register()
+            async with RemotingClient(b.address) as client:
+                sent = time.time()
+                rc, _, err = await _child(DELAYED_PRODUCER, ns.address, home=tmp_path / "p")
+                assert rc == 0, err[-2000:]
+                early = await client.invoke(pull("Later", 0))
+                assert early.code == ResponseCode.PULL_NOT_FOUND or time.time() - sent >= 3  # not yet there
+                held = await client.invoke(pull("Later", 0, suspend_ms=15_000), timeout=20)
+                arrived = time.time()
+                assert held.code == ResponseCode.SUCCESS
+                [m] = records(held.body)
+                assert m.body == b"delayed" and m.properties.get("DELAY") is None
+                return m.store_timestamp - m.born_timestamp, arrived - sent
+    stored_after_ms, _ = asyncio.run(main())
+    assert stored_after_ms >= 2900  # level 2 is 3 s: stored in its topic no earlier than that after it was born
+
+
 def _batch_body(messages) -> bytes:
     """MessageBatch's body as a Java producer encodes it (MessageDecoder.encodeMessage)."""
     import struct
