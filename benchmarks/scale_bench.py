@@ -48,10 +48,13 @@ def check_and_clean(path: str) -> tuple[float, float]:
     started = time.perf_counter()
     assert check_store(path).ok
     checked = time.perf_counter() - started
-    with MessageStore(path) as s:
-        started = time.perf_counter()
-        s.clean_expired()
-        return checked, time.perf_counter() - started
+    cleaned = []
+    for _ in range(3):  # the median of three fresh opens: a pass is short enough to be noisy
+        with MessageStore(path) as s:
+            started = time.perf_counter()
+            s.clean_expired()
+            cleaned.append(time.perf_counter() - started)
+    return checked, statistics.median(cleaned)
 
 
 def files_and_disk(path: str) -> tuple[int, int]:
