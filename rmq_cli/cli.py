@@ -115,7 +115,8 @@ def add_produce_command(sub, common) -> None:
                                    '"queue_id": 0}; "topic", "sharding_key", "born_timestamp" and '
                                    '"body_base64": true are accepted too). The topic is created with '
                                    "defaultTopicQueueNums queues on first write.")
-    p.add_argument("-t", "--topic", help="the topic (for --file: the default for lines without one)")
+    p.add_argument("-t", "--topic", help='the topic (for --file: every line goes to it, whatever its "topic"; '
+                                          "without it, each line's own)")
     p.add_argument("--tags", help="the message tag (RocketMQ's TAGS)")
     p.add_argument("--keys", help='space-separated keys, e.g. "order-1 user-7"')
     p.add_argument("-p", "--property", type=_property, action="append", default=[], metavar="KEY=VALUE",
@@ -302,7 +303,8 @@ def _line_object(text: str) -> dict:
 
 
 def _line_topic(obj: dict, default_topic: Optional[str]) -> str:
-    topic = obj.get("topic", default_topic)
+    # --topic on the command line wins over the lines' "topic": `consume --json | produce --topic Copy` copies
+    topic = default_topic if default_topic is not None else obj.get("topic")
     if topic is None:
         raise _LineError('no "topic" in the line and no --topic given')
     if not isinstance(topic, str):

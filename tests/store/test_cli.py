@@ -95,10 +95,10 @@ def test_json_lines_produce_rolls_files_and_consume_copies_them(rmq, tmp_path):
         for i in range(n):
             f.write(json.dumps({"body": f"message number {i} " + "x" * 40, "tags": f"T{i % 3}",
                                 "keys": [f"key-{i}"], "properties": {"i": i, "even": i % 2 == 0},
-                                "queue_id": i % 4}) + "\n")
+                                "queue_id": i % 4, "topic": "Orders"}) + "\n")
         f.write("\n")  # blank lines are skipped
         f.write(json.dumps({"body": "AAEC/w==", "body_base64": True, "topic": "Bin"}) + "\n")
-    out = rmq("produce", "--topic", "Orders", "--file", str(src), "--batch-size", "7")
+    out = rmq("produce", "--file", str(src), "--batch-size", "7")  # no --topic: each line's topic
     assert out.stdout.strip() == f"produced {n + 1} messages (Bin: 1, Orders: {n})"
     assert len(os.listdir(rmq.store / "commitlog")) > 1  # rolled
     assert len(os.listdir(rmq.store / "consumequeue" / "Orders" / "0")) > 1
@@ -119,6 +119,26 @@ def test_json_lines_produce_rolls_files_and_consume_copies_them(rmq, tmp_path):
     again = lines(rmq("consume", "--topic", "Copy", "--json"))
     assert sorted(m["body"] for m in again) == sorted(m["body"] for m in got if m["queue_id"] == 1)
     assert all(m["properties"].get("KEYS") == " ".join(m["keys"]) for m in again)
+
+
+def test_the_readme_copy_recipe_copies_into_the_topic_given_and_leaves_the_source_alone(tmp_path):
+    """`rmq consume --topic Orders --json ... | rmq produce --topic Copy --file -`, as README.md gives it: a
+    --topic on the command line wins over each line's "topic"."""
+    store = tmp_path / "s"
+    env = dict(os.environ, PYTHONPATH=ROOT, RMQ_STORE=str(store))
+    cmd = " ".join(RMQ)
+    subprocess.run(f"{cmd} produce --topic Orders a-message && {cmd} produce --topic Orders another", shell=True,
+                   check=True, env=env, cwd=ROOT, capture_output=True, timeout=120)
+    copy = subprocess.run(f"{cmd} consume --topic Orders --json | {cmd} produce --topic Copy --file -", shell=True,
+                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert copy.returncode == 0, copy.stderr
+    assert "produced 2 messages" in copy.stdout and "Copy: 2" in copy.stdout
+    orders = subprocess.run(f"{cmd} consume --topic Orders --json", shell=True, env=env, cwd=ROOT,
+                            capture_output=True, text=True, timeout=120).stdout.splitlines()
+    copied = subprocess.run(f"{cmd} consume --topic Copy --json", shell=True, env=env, cwd=ROOT,
+                            capture_output=True, text=True, timeout=120).stdout.splitlines()
+    assert sorted(json.loads(m)["body"] for m in copied) == ["a-message", "another"]
+    assert len(orders) == 2  # the source is unchanged
 
 
 def test_bad_json_line_is_refused_by_line_number_before_anything_is_written(rmq, tmp_path):
