@@ -17,12 +17,16 @@ import shutil
 import sys
 import threading
 import time
+from typing import Optional
 
 from store import MessageStore, OffsetStore, ReadOffsetType, StoreConfig
 from store.store_check import check_store
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CONF_DIR = os.path.join(ROOT, "conf")
+# conf/ of a clone, else the copy installed with the package (rmq_spark/conf)
+CONF_DIR = next((d for d in (os.path.join(ROOT, "conf"), os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                                        "conf"))
+                 if os.path.isfile(os.path.join(d, "spark-defaults.conf"))), os.path.join(ROOT, "conf"))
 STORE_DIR = os.path.join("data", "demo-store")
 CHECKPOINT_DIR = os.path.join("data", "demo-checkpoint")
 
@@ -52,14 +56,14 @@ def spark_defaults(conf_dir: str = CONF_DIR) -> dict:
     return conf
 
 
-def spark_session(app_name: str = "rmq-spark-demo"):
+def spark_session(app_name: str = "rmq-spark-demo", conf: Optional[dict] = None):
     # Python workers must run this interpreter, or they fail with "Python worker failed to connect back".
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
-    for key, value in spark_defaults().items():
+    for key, value in (spark_defaults() if conf is None else conf).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
 
@@ -173,6 +177,7 @@ def progress_line(p: dict, store: MessageStore, store_dir: str) -> str:
 
 def main(argv=None) -> int:
     args = _arguments(argv)
+    spark_conf = spark_defaults()  # every input checked before anything is written
     started = time.monotonic()
     store_dir, checkpoint = os.path.abspath(STORE_DIR), os.path.abspath(CHECKPOINT_DIR)
     for d in (store_dir, checkpoint):
@@ -193,7 +198,7 @@ def main(argv=None) -> int:
               f"{args.bursts} bursts of {args.burst_size} follow while the query runs", flush=True)
 
         t0 = time.monotonic()
-        spark = spark_session()
+        spark = spark_session(conf=spark_conf)
         spark.sparkContext.setLogLevel("WARN")
         print(f"Spark {spark.version} session {spark.sparkContext.master} started in {time.monotonic() - t0:.1f} s")
         print(f"Query: tags `{TAG_SELECTOR}`, sql `{SQL_SELECTOR}`, maxMessagesPerTrigger {args.max_per_trigger}, "

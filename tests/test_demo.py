@@ -79,3 +79,25 @@ def test_demo_streams_filters_and_writes_back_exactly_once(tmp_path):
         offsets = OffsetStore(store_dir, "demo-enrich")
         offsets.load()
         assert offsets.clone_offset_table("Orders") == {q: store.max_offset("Orders", q) for q in range(4)}
+
+
+def test_an_installed_copy_finds_its_spark_defaults_and_checks_them_before_writing(tmp_path):
+    """After `pip install` there is no conf/ beside the package: the demo reads the copy installed inside it
+    (rmq_spark/conf), and a missing one stops it before any message is written."""
+    import shutil
+    site = tmp_path / "site"
+    for package in ("rmq_spark", "store", "filters"):
+        shutil.copytree(os.path.join(ROOT, package), site / package, symlinks=False,  # as a wheel holds them
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    code = ("import rmq_spark.demo as d; print(d.CONF_DIR); "
+            "print(d.spark_defaults()['spark.sql.execution.arrow.pyspark.enabled'])")
+    env = dict(os.environ, PYTHONPATH=str(site))
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [str(site / "rmq_spark" / "conf"), "true"]
+    shutil.rmtree(site / "rmq_spark" / "conf")
+    proc = subprocess.run([sys.executable, "-m", "rmq_spark.demo"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode != 0 and "spark-defaults.conf" in proc.stderr
+    assert not (tmp_path / "data").exists()  # nothing written
