@@ -83,6 +83,11 @@ def add_serve_commands(sub, common) -> None:
     add(sub, common)
 
 
+def add_doctor_command(sub, common) -> None:
+    from .doctor import add_doctor_command as add
+    add(sub, common)
+
+
 def build_parser() -> argparse.ArgumentParser:
     # --store/--config are accepted before or after the command; after it they override.
     common = _Parser(add_help=False)
@@ -103,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
 
     for add in (add_produce_command, add_consume_command, add_topics_command, add_stat_command, add_check_command,
-                add_clean_command, add_recover_command, add_serve_commands):
+                add_clean_command, add_recover_command, add_serve_commands, add_doctor_command):
         add(sub, common)
     return parser
 
