@@ -72,9 +72,11 @@ def check_against_store(opts: SourceOptions, store: MessageStore) -> None:
                                                      f"not exist")
     subscribed = None if isinstance(sub, SubscribePattern) else set(subscribed_queues(store, sub))
     by_time = opts.starting_offsets_by_timestamp
+    end_by_time = opts.ending_offsets_by_timestamp
     for opt, spec in ((K.STARTING_OFFSETS, opts.starting_offsets),
                       (K.STARTING_OFFSETS_BY_TIMESTAMP, None if by_time is None else SpecificOffsets(by_time)),
-                      (K.ENDING_OFFSETS, opts.ending_offsets)):
+                      (K.ENDING_OFFSETS, opts.ending_offsets),
+                      (K.ENDING_OFFSETS_BY_TIMESTAMP, None if end_by_time is None else SpecificOffsets(end_by_time))):
         if not isinstance(spec, SpecificOffsets):
             continue
         for t, qs in spec.offsets.items():
@@ -161,7 +163,16 @@ def ending_positions(store: MessageStore, opts: SourceOptions, queues: Iterable[
     is an error naming the queue."""
     how = opts.ending_offsets
     out = {}
+    by_time = opts.ending_timestamp is not None or opts.ending_offsets_by_timestamp is not None
     for t, q in queues:
+        if by_time:  # Kafka's rule: before the first message at or after the time; the queue's end if none
+            ts = opts.ending_timestamp if opts.ending_timestamp is not None else \
+                (opts.ending_offsets_by_timestamp or {}).get(t, {}).get(q)
+            out[(t, q)] = store.max_offset(t, q) if ts is None else store.offset_for_timestamp(t, q, ts)
+            start = None if starts is None else starts.get((t, q))
+            if start is not None and out[(t, q)] < start:
+                out[(t, q)] = start  # nothing to read in this queue: it ends before the read starts
+            continue
         off = how.get(t, q, LATEST) if isinstance(how, SpecificOffsets) else LATEST
         out[(t, q)] = resolve(store, t, q, off)
         if off in (LATEST, EARLIEST):

@@ -21,6 +21,8 @@ STARTING_OFFSETS = "startingOffsets"
 STARTING_TIMESTAMP = "startingTimestamp"
 STARTING_OFFSETS_BY_TIMESTAMP = "startingOffsetsByTimestamp"
 ENDING_OFFSETS = "endingOffsets"
+ENDING_TIMESTAMP = "endingTimestamp"
+ENDING_OFFSETS_BY_TIMESTAMP = "endingOffsetsByTimestamp"
 
 # Rate limits (streams)
 MAX_MESSAGES_PER_TRIGGER = "maxMessagesPerTrigger"
@@ -40,7 +42,8 @@ METRICS_PATH = "metricsPath"
 SOURCE_OPTIONS = (
     PATH, TOPIC, SUBSCRIBE, SUBSCRIBE_PATTERN, ASSIGN,
     TAGS, SQL, EXPRESSION_TYPE, SUB_EXPRESSION,
-    STARTING_OFFSETS, STARTING_TIMESTAMP, STARTING_OFFSETS_BY_TIMESTAMP, ENDING_OFFSETS,
+    STARTING_OFFSETS, STARTING_TIMESTAMP, STARTING_OFFSETS_BY_TIMESTAMP, ENDING_OFFSETS, ENDING_TIMESTAMP,
+    ENDING_OFFSETS_BY_TIMESTAMP,
     MAX_MESSAGES_PER_TRIGGER, MAX_BYTES_PER_TRIGGER, MIN_MESSAGES_PER_TRIGGER, MAX_TRIGGER_DELAY,
     CONSUMER_GROUP, COMMIT_OFFSETS, FAIL_ON_DATA_LOSS, MIN_PARTITIONS, POLL_TIMEOUT_MS, READ_ONLY,
     METRICS_PATH,
@@ -54,3 +57,22 @@ CHECKPOINT_LOCATION = "checkpointLocation"
 QUERY_NAME = "queryName"
 
 SINK_OPTIONS = (PATH, TOPIC, SINK_ID, BATCH_ID, STORE_CONFIG, CHECKPOINT_LOCATION, QUERY_NAME)
+
+# Spark's Kafka source options, as Kafka users write them. Those that mean the same here are read as the rmq
+# option (with a log line saying its name); those with no counterpart are refused saying what to use instead.
+KAFKA_ALIASES = {
+    "maxOffsetsPerTrigger": MAX_MESSAGES_PER_TRIGGER,
+    "minOffsetsPerTrigger": MIN_MESSAGES_PER_TRIGGER,
+    "kafka.group.id": CONSUMER_GROUP,
+    "kafkaConsumer.pollTimeoutMs": POLL_TIMEOUT_MS,
+}
+KAFKA_ONLY = {
+    "kafka.bootstrap.servers": "rmq reads a store directory, not brokers: give it with .load(path) or "
+                               "option('path', ...)",
+    "includeHeaders": "message properties (Kafka's headers) are always in the 'properties' column",
+    "groupIdPrefix": "name the group with consumerGroup (committed offsets are reports; progress is in the "
+                     "checkpoint)",
+    "startingOffsetsByTimestampStrategy": "a timestamp past a queue's last message starts at its end",
+    "fetchOffset.numRetries": "no fetch retries: the store is local",
+    "fetchOffset.retryIntervalMs": "no fetch retries: the store is local",
+}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import logging
 import os
 import re
 from dataclasses import dataclass, field
@@ -15,6 +16,8 @@ from typing import Mapping, Optional, Union
 
 from . import option_keys as K
 from .errors import RmqOptionError
+
+log = logging.getLogger(__name__)
 
 OPTION_NAMES = K.SOURCE_OPTIONS  # as users spell them (Spark hands them to us lower-cased)
 
@@ -127,6 +130,8 @@ class SourceOptions:
     starting_timestamp: Optional[int] = None
     starting_offsets_by_timestamp: Optional[dict] = None
     ending_offsets: EndingOffsets = LatestOffsets()
+    ending_timestamp: Optional[int] = None
+    ending_offsets_by_timestamp: Optional[dict] = None
     max_messages_per_trigger: Optional[int] = None
     max_bytes_per_trigger: Optional[int] = None
     min_messages_per_trigger: Optional[int] = None
@@ -142,11 +147,23 @@ class SourceOptions:
 
 
 def canonical_options(options: Mapping[str, str], names, what: str) -> dict:
-    """Spark lower-cases option names: map them back to ours, refusing an unknown one with a "did you mean"."""
+    """Spark lower-cases option names: map them back to ours, refusing an unknown one with a "did you mean".
+    Kafka's names of the same options are read as ours; Kafka options with no counterpart are refused naming
+    what to use."""
     by_lower = {n.lower(): n for n in names}
+    aliases = {k.lower(): (k, v) for k, v in K.KAFKA_ALIASES.items() if v in names}
+    kafka_only = {k.lower(): (k, v) for k, v in K.KAFKA_ONLY.items()}
     opts = {}
     for key, value in dict(options).items():
         name = by_lower.get(key.lower())
+        if name is None and key.lower() in aliases:
+            kafka_name, name = aliases[key.lower()]
+            if any(k.lower() == name.lower() for k in options):
+                raise RmqOptionError(kafka_name, f"Kafka's name for '{name}', which is given too: give one")
+            log.info("option '%s' (Kafka's name) is read as '%s'", kafka_name, name)
+        if name is None and key.lower() in kafka_only:
+            kafka_name, instead = kafka_only[key.lower()]
+            raise RmqOptionError(kafka_name, f"a Kafka source option with no rmq counterpart: {instead}")
         if name is None:
             close = difflib.get_close_matches(key.lower(), list(by_lower), n=1, cutoff=0.6)
             hint = f"; did you mean '{by_lower[close[0]]}'?" if close else ""
@@ -163,6 +180,7 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
     tags, sql = _selectors(opts)
     read_only = _bool(opts, K.READ_ONLY, not os.path.exists(os.path.join(path, ".rmq-spark")))
     ts, ts_by_queue = _starting_timestamps(opts)
+    end_ts, end_ts_by_queue = _ending_timestamps(opts)
     max_msgs, min_msgs, delay_ms = _trigger_limits(opts)
     group = opts.get(K.CONSUMER_GROUP)
     if group is None:
@@ -173,6 +191,7 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         path=path, subscription=subscription, tags=tags, sql=sql,
         starting_offsets=_starting_offsets(opts.get(K.STARTING_OFFSETS)), starting_timestamp=ts,
         starting_offsets_by_timestamp=ts_by_queue, ending_offsets=_ending_offsets(opts),
+        ending_timestamp=end_ts, ending_offsets_by_timestamp=end_ts_by_queue,
         max_messages_per_trigger=max_msgs,
         max_bytes_per_trigger=_int(opts, K.MAX_BYTES_PER_TRIGGER, None, minimum=1),
         min_messages_per_trigger=min_msgs, max_trigger_delay_ms=delay_ms,
@@ -206,6 +225,19 @@ def _starting_timestamps(opts: dict) -> tuple[Optional[int], Optional[dict]]:
         ts_by_queue = _offset_json(K.STARTING_OFFSETS_BY_TIMESTAMP, opts[K.STARTING_OFFSETS_BY_TIMESTAMP], minimum=0)
     if ts is not None and ts_by_queue is not None:
         raise RmqOptionError(K.STARTING_TIMESTAMP, "give startingTimestamp or startingOffsetsByTimestamp, not both")
+    return ts, ts_by_queue
+
+
+def _ending_timestamps(opts: dict) -> tuple[Optional[int], Optional[dict]]:
+    """endingTimestamp / endingOffsetsByTimestamp (batch reads): each queue ends before its first message stored
+    at or after the time (Kafka's rule; at the queue's end when there is none). They take precedence over
+    endingOffsets, as in Kafka."""
+    ts = _int(opts, K.ENDING_TIMESTAMP, None, minimum=0)
+    ts_by_queue = None
+    if K.ENDING_OFFSETS_BY_TIMESTAMP in opts:
+        ts_by_queue = _offset_json(K.ENDING_OFFSETS_BY_TIMESTAMP, opts[K.ENDING_OFFSETS_BY_TIMESTAMP], minimum=0)
+    if ts is not None and ts_by_queue is not None:
+        raise RmqOptionError(K.ENDING_TIMESTAMP, "give endingTimestamp or endingOffsetsByTimestamp, not both")
     return ts, ts_by_queue
 
 

@@ -8,6 +8,7 @@ from typing import Optional
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
+from . import option_keys as K
 from .batch_reader import RmqBatchReader, RmqPushdownBatchReader
 from .errors import RmqOptionError
 from .offsets import check_against_store, open_store
@@ -27,10 +28,12 @@ class RmqDataSource(DataSource):
         return "rmq"
 
     # The same class serves df.write / writeStream (the sink), whose options differ, and Spark does not say
-    # at construction whether it reads or writes: so read options are checked when a reader is made. That is
-    # when a stream starts (before its first batch) and when a batch read is planned (before any task).
+    # at construction whether it reads or writes. Spark asks schema() only of a read (a write has its
+    # DataFrame's), at .load(): the read options are checked there, so a bad one stops .load() instead of
+    # failing the stream at .start(); they are checked again, with the store, when a reader is made.
 
     def schema(self):
+        parse_options(self.options)
         return SCHEMA
 
     def _read_config(self, schema: StructType):
@@ -48,8 +51,9 @@ class RmqDataSource(DataSource):
 
     def streamReader(self, schema: StructType):
         config, message_filter = self._read_config(schema)
-        if "endingOffsets" in config.raw:
-            raise RmqOptionError("endingOffsets", "only for batch reads (spark.read); a stream has no end")
+        for ending in (K.ENDING_OFFSETS, K.ENDING_TIMESTAMP, K.ENDING_OFFSETS_BY_TIMESTAMP):
+            if ending in config.raw:
+                raise RmqOptionError(ending, "only for batch reads (spark.read); a stream has no end")
         return RmqStreamReader(config, message_filter)
 
     # The sink (rmq_spark/sink): df.write / df.writeStream.

@@ -30,15 +30,21 @@ def test_missing_path(spark):
         spark.read.format("rmq").option("topic", "T").load().collect()
 
 
-@pytest.mark.parametrize("options,message", [
-    ({"topic": "T", "maxMessagesPerTriger": "5"}, "did you mean 'maxMessagesPerTrigger'"),
-    ({"topic": "T", "sql": "a = 'x"}, "option 'sql': invalid selector"),
-    ({"topic": "T", "endingOffsets": "latest"}, "option 'endingOffsets': only for batch reads"),
+@pytest.mark.parametrize("options,message,at", [
+    ({"topic": "T", "maxMessagesPerTriger": "5"}, "did you mean 'maxMessagesPerTrigger'", "load"),
+    ({"topic": "T", "sql": "a = 'x"}, "option 'sql': invalid selector", "load"),
+    ({"topic": "T", "endingOffsets": "latest"}, "option 'endingOffsets': only for batch reads", "start"),
 ])
-def test_stream_fails_when_it_starts_before_any_batch(spark, path, tmp_path, options, message):
+def test_a_stream_with_a_bad_option_fails_before_any_batch(spark, path, tmp_path, options, message, at):
+    """Option errors stop .load(); what only a stream refuses stops it when it starts, before any batch."""
     reader = spark.readStream.format("rmq")
     for k, v in options.items():
         reader = reader.option(k, v)
+    if at == "load":
+        with pytest.raises(Exception) as e:
+            reader.load(path)
+        assert message in str(e.value)
+        return
     q = (reader.load(path).writeStream.format("memory").queryName("never")
          .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
     with pytest.raises(Exception) as e:
