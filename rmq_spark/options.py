@@ -179,8 +179,8 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
     subscription = _subscription(opts)
     tags, sql = _selectors(opts)
     read_only = _bool(opts, K.READ_ONLY, not os.path.exists(os.path.join(path, ".rmq-spark")))
-    ts, ts_by_queue = _starting_timestamps(opts)
-    end_ts, end_ts_by_queue = _ending_timestamps(opts)
+    ts, ts_by_queue = _timestamps(opts, K.STARTING_TIMESTAMP, K.STARTING_OFFSETS_BY_TIMESTAMP)
+    end_ts, end_ts_by_queue = _timestamps(opts, K.ENDING_TIMESTAMP, K.ENDING_OFFSETS_BY_TIMESTAMP)
     max_msgs, min_msgs, delay_ms = _trigger_limits(opts)
     group = opts.get(K.CONSUMER_GROUP)
     if group is None:
@@ -218,26 +218,17 @@ def _store_path(opts: dict) -> str:
     return path
 
 
-def _starting_timestamps(opts: dict) -> tuple[Optional[int], Optional[dict]]:
-    ts = _int(opts, K.STARTING_TIMESTAMP, None, minimum=0)
+def _timestamps(opts: dict, one: str, per_queue: str) -> tuple[Optional[int], Optional[dict]]:
+    """(one timestamp for every queue, or {topic: {queue: timestamp}}) from a pair of options, at most one given.
+    starting*: each queue starts at its first message stored at or after the time. ending* (batch reads): each
+    queue ends before that message, as in Kafka (at the queue's end when there is none), and they take precedence
+    over endingOffsets."""
+    ts = _int(opts, one, None, minimum=0)
     ts_by_queue = None
-    if K.STARTING_OFFSETS_BY_TIMESTAMP in opts:
-        ts_by_queue = _offset_json(K.STARTING_OFFSETS_BY_TIMESTAMP, opts[K.STARTING_OFFSETS_BY_TIMESTAMP], minimum=0)
+    if per_queue in opts:
+        ts_by_queue = _offset_json(per_queue, opts[per_queue], minimum=0)
     if ts is not None and ts_by_queue is not None:
-        raise RmqOptionError(K.STARTING_TIMESTAMP, "give startingTimestamp or startingOffsetsByTimestamp, not both")
-    return ts, ts_by_queue
-
-
-def _ending_timestamps(opts: dict) -> tuple[Optional[int], Optional[dict]]:
-    """endingTimestamp / endingOffsetsByTimestamp (batch reads): each queue ends before its first message stored
-    at or after the time (Kafka's rule; at the queue's end when there is none). They take precedence over
-    endingOffsets, as in Kafka."""
-    ts = _int(opts, K.ENDING_TIMESTAMP, None, minimum=0)
-    ts_by_queue = None
-    if K.ENDING_OFFSETS_BY_TIMESTAMP in opts:
-        ts_by_queue = _offset_json(K.ENDING_OFFSETS_BY_TIMESTAMP, opts[K.ENDING_OFFSETS_BY_TIMESTAMP], minimum=0)
-    if ts is not None and ts_by_queue is not None:
-        raise RmqOptionError(K.ENDING_TIMESTAMP, "give endingTimestamp or endingOffsetsByTimestamp, not both")
+        raise RmqOptionError(one, f"give {one} or {per_queue}, not both")
     return ts, ts_by_queue
 
 
