@@ -17,6 +17,7 @@ import argparse
 import base64
 import binascii
 import datetime
+import difflib
 import inspect
 import json
 import os
@@ -48,10 +49,37 @@ class Failure(Exception):
 # Argument parsing
 # ---------------------------------------------------------------------------------------------------------------
 
+_ARGV: list[str] = []  # the command line being parsed, for naming a misspelled option
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # argparse's own usage errors: exit 2 with the usage line, as it does
+        # a misspelled option first: argparse would blame a required option it then misses, or say nothing near
+        message = _misspelled_option(self) or message
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _misspelled_option(parser: argparse.ArgumentParser) -> Optional[str]:
+    """'unrecognized argument --topik; did you mean --topic?' for the first long option on the command line
+    that the command does not have (the top-level parser hands unknown arguments up: look in the command's)."""
+    command = parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            command = next((action.choices[t] for t in _ARGV if t in action.choices), parser)
+    known = [o for o in command._option_string_actions if o.startswith("--")]
+    for token in _ARGV:
+        if token == "--":
+            break
+        name = token.split("=", 1)[0]
+        if name.startswith("--") and len(name) > 2 and not any(k.startswith(name) for k in known):
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+            return f"unrecognized argument {name}" + (f"; did you mean {close[0]}?" if close else "")
+    return None
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 def _non_negative(text: str) -> int:
@@ -141,7 +169,7 @@ def add_consume_command(sub, common) -> None:
     p = sub.add_parser("consume", parents=[common], help="pull messages from a topic",
                        description="Pull messages the way a RocketMQ consumer does (get_message, advancing "
                                    "next_begin_offset), from one queue or every queue of the topic in turn.")
-    p.add_argument("-t", "--topic", required=True)
+    p.add_argument("-t", "--topic", required=True, help="the topic to read")
     p.add_argument("-q", "--queue", type=_non_negative, metavar="N", help="one queue (default: all queues)")
     p.add_argument("--from", dest="start", metavar="WHERE",
                    help="earliest, latest, group (the group's committed offset; earliest when it has none), a "
@@ -160,7 +188,7 @@ def add_consume_command(sub, common) -> None:
 def add_topics_command(sub, common) -> None:
     p = sub.add_parser("topics", parents=[common], help="list topics",
                        description="List the topics with their queue counts and message counts.")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the topics as JSON")
     p.set_defaults(run=cmd_topics)
 
 
@@ -170,7 +198,7 @@ def add_stat_command(sub, common) -> None:
                                    "the group's committed offset and its lag (max - committed).")
     p.add_argument("-t", "--topic", help="only this topic")
     p.add_argument("-g", "--group", metavar="G", help="show this consumer group's committed offsets and lag")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the queues (and the group's offsets) as JSON")
     p.set_defaults(run=cmd_stat)
 
 
@@ -180,7 +208,7 @@ def add_check_command(sub, common) -> None:
                                    "every consume-queue unit (it points at a valid record of its topic and queue "
                                    "with the same QUEUEOFFSET, size and tag hash; units dense). Read-only. Exits 1 "
                                    "when it finds a problem.")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the findings as JSON")
     p.add_argument("--progress", action="store_true", help="show progress bars even when stderr is not a terminal")
     p.set_defaults(run=cmd_check)
 
@@ -526,7 +554,7 @@ def cmd_produce(args) -> int:
                 _write_json(summary)
             else:
                 per_topic = ", ".join(f"{t}: {n}" for t, n in sorted(summary["topics"].items()))
-                print(f"produced {summary['produced']} messages" + (f" ({per_topic})" if per_topic else ""))
+                print(f"produced {_plural(summary['produced'], 'message')}" + (f" ({per_topic})" if per_topic else ""))
             return EXIT_OK
         nq = _write_queue_count(store, args.topic)
         if args.queue is not None and args.queue >= nq:
@@ -815,7 +843,7 @@ def cmd_stat(args) -> int:
     print(f"commitlog offsets {cl['min_offset']}..{cl['max_offset']}")
     print(_table(table, header) if rows else "no topics")
     total = sum(r["messages"] for r in rows)
-    line = f"total: {total} messages in {len(rows)} queues"
+    line = f"total: {_plural(total, 'message')} in {_plural(len(rows), 'queue')}"
     if offsets is not None:
         line += f"; group {args.group} lag {sum(r['lag'] for r in rows if r['lag'] is not None)}"
     print(line)
@@ -856,7 +884,7 @@ def add_clean_command(sub, common) -> None:
     p.add_argument("--periodic", action="store_true",
                    help="behave as the periodic service: delete only in a deleteWhen hour or when the disk is "
                         "fuller than diskMaxUsedSpaceRatio")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print what was deleted as JSON")
     p.set_defaults(run=cmd_clean)
 
 
@@ -871,8 +899,8 @@ def cmd_clean(args) -> int:
         _write_json(summary.to_dict())
         return EXIT_OK
     files = summary.commit_log_files_deleted
-    print(f"deleted {len(files)} commitlog file(s){': ' + ', '.join(files) if files else ''} and "
-          f"{summary.consume_queue_files_deleted} consume-queue file(s) ({summary.reason})")
+    print(f"deleted {_plural(len(files), 'commitlog file')}{': ' + ', '.join(files) if files else ''} and "
+          f"{_plural(summary.consume_queue_files_deleted, 'consume-queue file')} ({summary.reason})")
     print(f"commitlog min offset: {summary.commit_log_min_offset}")
     rows = [[t, q, off] for t, qs in sorted(summary.min_offsets.items()) for q, off in sorted(qs.items())]
     if rows:
@@ -902,7 +930,8 @@ def cmd_recover(args) -> int:
     with MessageStore(path, _config(args), recover_truncate=args.truncate) as store:
         end = store.commit_log_max_offset()
         total = sum(store.max_offset(t, q) - store.min_offset(t, q) for t in store.topics() for q in store.queues(t))
-    print(f"store {path} recovered: commitlog ends at offset {end}; {total} message(s) in the consume queues")
+    print(f"store {path} recovered: commitlog ends at offset {end}; {_plural(total, 'message')} in the consume "
+          "queues")
     return EXIT_OK
 
 
@@ -925,6 +954,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 def _main(argv: Optional[list[str]]) -> int:
     parser = build_parser()
+    _ARGV[:] = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
     from store.errors import CorruptRecordError, StoreError, UnknownTopicError
     try:

@@ -302,3 +302,37 @@ def test_store_option_from_environment_and_missing_store(tmp_path, monkeypatch):
     assert proc.returncode == 2 and "--store" in proc.stderr
     proc = run_in_process(["consume"])  # argparse: --topic is required
     assert proc.returncode == 2 and "--topic" in proc.stderr
+
+
+def test_a_misspelled_option_is_named_with_a_did_you_mean(tmp_path):
+    import contextlib
+    import io
+
+    from rmq_cli.cli import main
+    for argv, want in ((["consume", "--topik", "X"], "unrecognized argument --topik; did you mean --topic?"),
+                       (["produce", "--topicc", "X", "hi"], "unrecognized argument --topicc; did you mean --topic?"),
+                       (["stat", "--grop", "g"], "unrecognized argument --grop; did you mean --group?")):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as e:
+            main(["-s", str(tmp_path / "s"), *argv])
+        assert e.value.code == 2 and want in err.getvalue(), err.getvalue()
+        assert "required" not in err.getvalue()
+
+
+def test_every_option_of_every_command_has_help():
+    import argparse
+
+    from rmq_cli.cli import build_parser
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    missing = [(name, a.option_strings) for name, p in commands.items() for a in p._actions
+               if a.option_strings and not a.help]
+    assert not missing
+
+
+def test_counts_are_pluralised(rmq):
+    out = rmq("produce", "--topic", "One", "--file", "-", input='{"body": "a"}\n').stdout.strip()
+    assert out == "produced 1 message (One: 1)"
+    out = rmq("produce", "--topic", "Two", "--file", "-", input='{"body": "a"}\n{"body": "b"}\n').stdout.strip()
+    assert out == "produced 2 messages (Two: 2)"
+    assert "total: 3 messages in 8 queues" in rmq("stat").stdout  # the test config: 4 queues a topic

@@ -122,7 +122,7 @@ def test_damage_in_the_middle_refuses_to_open_and_cuts_only_when_asked(tmp_path)
     assert refused.returncode == 1 and b"refusing to open" in refused.stderr
     done = _rmq("-s", tmp_path, "recover", "--truncate")
     assert done.returncode == 0, done.stderr
-    assert b"40 message(s)" in done.stdout
+    assert b"40 messages" in done.stdout
     with MessageStore(tmp_path, _cfg()) as s:
         assert [m[4] for m in all_messages(s, "T")] == [b"message-%04d" % i for i in range(40)]
     assert check_store(str(tmp_path), _cfg()).ok
