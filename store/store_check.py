@@ -106,10 +106,14 @@ class CheckReport:
     def summary(self) -> str:
         verdict = "OK" if self.ok else "FAILED"
         n_err = len(self.errors) + self.omitted_problems
-        return (f"check {verdict}: {self.records} records in {self.commit_log_files} commitlog files, "
-                f"{self.units} units in {self.consume_queues} consume queues; "
-                f"{n_err} error{'s' if n_err != 1 else ''}, {len(self.warnings)} warning"
-                f"{'s' if len(self.warnings) != 1 else ''}")
+        text = (f"check {verdict}: {_n(self.records, 'record')} in {_n(self.commit_log_files, 'commitlog file')}, "
+                f"{_n(self.units, 'unit')} in {_n(self.consume_queues, 'consume queue')}; "
+                f"{_n(n_err, 'error')}, {_n(len(self.warnings), 'warning')}")
+        if self.expired_units:
+            text += (f". {_n(self.expired_units, 'unit')} point below the commitlog's first file, at messages "
+                     "retention removed: expected (a consume-queue file goes only once all its units are below "
+                     "it); readers start after them")
+        return text
 
     def to_dict(self) -> dict:
         return {
@@ -120,6 +124,10 @@ class CheckReport:
             "warnings": len(self.warnings), "problems": [p.to_dict() for p in self.problems],
             "omitted_problems": self.omitted_problems, "elapsed_s": round(self.elapsed_s, 3),
         }
+
+
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 else "s")
 
 
 class _Progress:

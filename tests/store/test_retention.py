@@ -170,3 +170,14 @@ def test_a_reader_in_another_object_copes_with_files_deleted_under_it(tmp_path):
             assert sum(b.num_rows for b in reader.scan("Ret", 0, 0)) == s.max_offset("Ret", 0) - m
         finally:
             reader.close()
+
+
+def test_rmq_check_explains_units_below_the_retention_minimum(tmp_path, capsys):
+    from rmq_cli.cli import main
+    with _store(tmp_path) as s:
+        _fill(s)
+        s.clean_expired(now=time.time() + 100 * HOUR)  # every commitlog file but the last has expired
+    assert main(["--store", str(tmp_path), "check"]) == 0
+    out = capsys.readouterr().out
+    assert "check OK" in out
+    assert "point below the commitlog's first file, at messages retention removed: expected" in out
