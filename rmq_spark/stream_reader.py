@@ -186,8 +186,9 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if s is None:
                 s = mn
             elif s < mn and s < e:
-                check_data_loss(q[0], q[1], s, mn, self.opts.fail_on_data_loss)
-                s = mn
+                if self.opts.fail_on_data_loss:
+                    check_data_loss(q[0], q[1], s, mn, True)
+                s = mn  # (with failOnDataLoss=false, latestOffset has logged the loss already: once per queue)
             if s < e:
                 ranges.append((q[0], q[1], s, e))
         return [QueueRange(self.opts.path, t, qid, s, e, self.message_filter, self.opts.fail_on_data_loss,

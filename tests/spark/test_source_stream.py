@@ -145,3 +145,27 @@ def test_retention_under_a_running_query(spark, tmp_path, fail):
         mn = mins[0]
         assert seen == [0, 1, 2, 3, 4] + list(range(mn, 80))
     assert mn > 5
+
+
+def test_data_loss_without_failing_is_logged_once_per_queue(tmp_path, caplog):
+    """failOnDataLoss=false: the trigger that finds messages deleted before they were read logs it once per queue
+    (latestOffset), and planning that batch does not log it again."""
+    import logging
+
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from rmq_spark.options import parse_options
+    from rmq_spark.stream_reader import RmqStreamReader
+    config = small_files_config()
+    path = fill(tmp_path / "s", "T", n=80, queues=2, config=config)
+    reader = RmqStreamReader(parse_options({"path": path, "topic": "T", "startingOffsets": "earliest",
+                                            "failOnDataLoss": "false"}), None)
+    start = reader.initialOffset()
+    with MessageStore(path, config=config) as s:
+        s.clean_expired(now=time.time() + 365 * 86400)
+    with caplog.at_level(logging.WARNING, logger="rmq_spark"):
+        end = reader.latestOffset(start, ReadAllAvailable())
+        reader.partitions(start, end)
+    lost = [r.getMessage() for r in caplog.records if "were deleted (retention) before they were read" in r.message]
+    assert sorted(m.split(":")[0] for m in lost) == ["topic 'T' queue 0", "topic 'T' queue 1"]
+    reader.stop()
