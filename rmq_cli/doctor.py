@@ -57,7 +57,8 @@ def cmd_doctor(args) -> int:
     worker = os.environ.get("PYSPARK_PYTHON")
     if worker is None:
         _line("warn", "PYSPARK_PYTHON", f"not set: Spark's workers run 'python3' from PATH, which may lack rmq-spark "
-              f"(DATA_SOURCE_NOT_FOUND); set it, or spark.pyspark.python, to {sys.executable}")
+              f"(DATA_SOURCE_NOT_FOUND); set it to {sys.executable} (the spark.pyspark.python conf key does "
+              "not reach the worker that looks data sources up)")
     else:
         found = shutil.which(worker) or worker
         same = os.path.realpath(found) == os.path.realpath(sys.executable)

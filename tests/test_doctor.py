@@ -27,7 +27,7 @@ def test_doctor_reports_each_part_and_the_worker_interpreter():
     assert lines["PYSPARK_PYTHON"].startswith("ok")
     unset = doctor()
     assert "warn PYSPARK_PYTHON" in unset.stdout and "DATA_SOURCE_NOT_FOUND" in unset.stdout
-    assert f"spark.pyspark.python, to {sys.executable}" in unset.stdout
+    assert f"set it to {sys.executable}" in unset.stdout
 
 
 def test_doctor_fails_without_java():
