@@ -60,5 +60,7 @@ def test_notebook_runs(path):
     print(f"{path.name}: {time.monotonic() - started:.1f} s")
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
+    stderr = "".join(o.get("text", "") for o in outputs if o.output_type == "stream" and o.get("name") == "stderr")
+    assert "\tat org.apache." not in stderr and "artifacts-" not in stderr, stderr[-2000:]  # no Java trace shown
     if path.name in PLOTS:
         assert any("image/png" in o.get("data", {}) for o in outputs), f"{path.name} drew no plot"
