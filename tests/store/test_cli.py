@@ -336,3 +336,12 @@ def test_counts_are_pluralised(rmq):
     out = rmq("produce", "--topic", "Two", "--file", "-", input='{"body": "a"}\n{"body": "b"}\n').stdout.strip()
     assert out == "produced 2 messages (Two: 2)"
     assert "total: 3 messages in 8 queues" in rmq("stat").stdout  # the test config: 4 queues a topic
+
+
+def test_stat_shows_a_dash_for_queues_a_group_never_committed(rmq):
+    rmq("produce", "--topic", "T", "-q", "0", "hi")
+    rmq("produce", "--topic", "T", "-q", "1", "there")
+    rmq("consume", "--topic", "T", "-q", "0", "--group", "g", "--commit")
+    rows = [line.split() for line in rmq("stat", "--group", "g").stdout.splitlines() if line.startswith("T ")]
+    assert rows[0][-2:] == ["1", "0"]  # queue 0: committed 1, lag 0
+    assert rows[1][-2:] == ["-", "-"]  # queue 1: never committed
