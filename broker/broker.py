@@ -147,7 +147,8 @@ class Broker:
                                 (RequestCode.LOCK_BATCH_MQ, self._lock_batch),
                                 (RequestCode.UNLOCK_BATCH_MQ, self._unlock_batch),
                                 (RequestCode.GET_TOPIC_STATS_INFO, self._topic_stats),
-                                (RequestCode.GET_CONSUME_STATS, self._consume_stats)):
+                                (RequestCode.GET_CONSUME_STATS, self._consume_stats),
+                                (RequestCode.UPDATE_AND_CREATE_TOPIC, self._create_topic)):
             self.server.register(code, self._answering(processor))
         self.server.on_close.append(self._channel_closed)
 
@@ -271,6 +272,33 @@ class Broker:
         self.store.create_topic(topic, max(1, queues))
         if self._namesrv_client is not None:
             await self.register()
+
+    async def _create_topic(self, cmd: RemotingCommand, channel) -> RemotingCommand:
+        """UPDATE_AND_CREATE_TOPIC (AdminBrokerProcessor; mqadmin updateTopic, DefaultMQProducer.createTopic): the
+        topic with writeQueueNums queues, registered with the name server at once. An existing topic keeps its
+        queues: asking for other numbers is refused (the store does not resize a topic)."""
+        ext = cmd.ext_fields
+        topic = ext.get("topic") or ""
+        try:
+            codec.check_topic(topic)
+        except ValueError as e:
+            raise BadRequest(str(e)) from None
+        if topic == self.broker_config.brokerClusterName:
+            raise BadRequest(f"the topic[{topic}] is conflict with system reserved words")
+        reads = _int_field(ext, "readQueueNums", 0)
+        writes = _int_field(ext, "writeQueueNums", 0)
+        if not 0 < writes <= 1024 or reads != writes:
+            raise BadRequest(f"readQueueNums {reads} and writeQueueNums {writes}: give the same number, 1..1024")
+        if self.store.has_topic(topic):
+            have = len(self.store.queues(topic))
+            if have != writes:
+                raise BadRequest(f"topic[{topic}] exists with {have} queues on broker {self.broker_name}; this "
+                                 f"broker does not change a topic's queue numbers")
+        else:
+            self.store.create_topic(topic, writes)
+            if self._namesrv_client is not None:
+                await self.register()
+        return cmd.response(ResponseCode.SUCCESS)
 
     def _group_config(self, group: str) -> dict:
         """The consumer group's config (SubscriptionGroupManager.findSubscriptionGroupConfig), checked as the pull

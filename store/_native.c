@@ -586,6 +586,39 @@ done:
     return result;
 }
 
+/* record_spans(body, starts, sizes) -> count: walks records back to back (a pull's body: each record starts
+ * with its big-endian TOTALSIZE) and writes where each starts and its size. The outputs (int64) hold at least
+ * len(body) / 91 items. ValueError names the first record whose TOTALSIZE is below a record's 91 bytes or runs
+ * past the body. */
+static PyObject *record_spans(PyObject *self, PyObject *args) {
+    Py_buffer body, so, zo;
+    if (!PyArg_ParseTuple(args, "y*w*w*", &body, &so, &zo)) return NULL;
+    PyObject *result = NULL;
+    const unsigned char *b = (const unsigned char *)body.buf;
+    Py_ssize_t len = body.len, cap = so.len / 8, pos = 0, i = 0;
+    if (zo.len / 8 < cap) {
+        PyErr_SetString(PyExc_ValueError, "record_spans: output arrays differ in length");
+        goto done;
+    }
+    int64_t *os = (int64_t *)so.buf, *oz = (int64_t *)zo.buf;
+    while (pos < len) {
+        int64_t total = len - pos >= 4 ? batch_i32(b + pos) : -1;
+        if (i >= cap || total < 91 || total > len - pos) {
+            PyErr_Format(PyExc_ValueError, "record %zd at byte %zd: TOTALSIZE %lld is not a record's size within the "
+                         "%zd bytes left", i, pos, (long long)total, len - pos);
+            goto done;
+        }
+        os[i] = pos;
+        oz[i] = total;
+        pos += total;
+        i++;
+    }
+    result = PyLong_FromSsize_t(i);
+done:
+    PyBuffer_Release(&body); PyBuffer_Release(&so); PyBuffer_Release(&zo);
+    return result;
+}
+
 /* Where properties_row writes one row's map, TAGS and KEYS (Arrow buffers, int32 offsets; see
  * properties_columns), and its per-row scratch for the row's kept pairs. */
 typedef struct {
@@ -680,10 +713,11 @@ static int props_out_scratch(props_out *o, int64_t max_len) {
     return 1;
 }
 
-/* decode_v4_records(data, offsets, sizes, queue_offsets, base, queue_id, topic, full, ints, longs, msg_ids,
+/* decode_v4_records(data, starts, offsets, sizes, queue_offsets, queue_id, topic, full, ints, longs, msg_ids,
  *                   body_offsets, body_data, <properties_columns' 11 outputs>) -> (-1, or the index of the first
  * record this fast path leaves to the general one; pairs; key items).
- * The records at data[offsets[i] - base:][:sizes[i]] of one queue, all with IPv4 hosts, checked as the numpy
+ * The records at data[starts[i]:][:sizes[i]] (commit-log offsets[i]: a mapped file's records, or a pull's records
+ * back to back) of one queue, all with IPv4 hosts, checked as the numpy
  * decoder checks them (magic, TOTALSIZE, PHYSICALOFFSET, QUEUEID/QUEUEOFFSET, field lengths, TOPIC, and when
  * `full` the BODYCRC) in one pass. Outputs, column after column: ints (int32, 4 x n) crc, flag, sys_flag,
  * reconsume_times; longs (int64, 8 x n) born_ts, store_ts, born host and store host (address << 32 | port),
@@ -702,8 +736,7 @@ static inline uint64_t be64(const uint8_t *p) { return ((uint64_t)be32(p) << 32)
 #define DECODE_PREFETCH 8 /* records ahead: a queue's records are spread over the log, each a few cache lines */
 
 static PyObject *decode_v4_records(PyObject *self, PyObject *args) {
-    Py_buffer data, offs, sizes, qoffs, topic, ints, longs, ids, boffs, bdata, outs[11];
-    long long base;
+    Py_buffer data, sts, offs, sizes, qoffs, topic, ints, longs, ids, boffs, bdata, outs[11];
     int queue_id, full;
     props_out po;
     if (PyTuple_GET_SIZE(args) != 24) {
@@ -711,7 +744,7 @@ static PyObject *decode_v4_records(PyObject *self, PyObject *args) {
         return NULL;
     }
     PyObject *head = PyTuple_GetSlice(args, 0, 13);
-    int parsed = head && PyArg_ParseTuple(head, "y*y*y*y*Liy*pw*w*w*w*w*", &data, &offs, &sizes, &qoffs, &base,
+    int parsed = head && PyArg_ParseTuple(head, "y*y*y*y*y*iy*pw*w*w*w*w*", &data, &sts, &offs, &sizes, &qoffs,
                                           &queue_id, &topic, &full, &ints, &longs, &ids, &boffs, &bdata);
     Py_XDECREF(head);
     if (!parsed) return NULL;
@@ -719,13 +752,14 @@ static PyObject *decode_v4_records(PyObject *self, PyObject *args) {
     int have_outs = 0;
     po.ps = NULL;
     Py_ssize_t n = offs.len / 8, stop = -1;
-    if (sizes.len / 8 != n || qoffs.len / 8 != n || ints.len / 4 < 4 * n || longs.len / 8 < 8 * n ||
+    if (sizes.len / 8 != n || qoffs.len / 8 != n || sts.len / 8 != n || ints.len / 4 < 4 * n || longs.len / 8 < 8 * n ||
         ids.len < 32 * n || boffs.len / 4 < n + 1) {
         PyErr_SetString(PyExc_ValueError, "decode_v4_records: inconsistent buffer sizes");
         goto done;
     }
     const uint8_t *buf = (const uint8_t *)data.buf, *tp = (const uint8_t *)topic.buf;
     const int64_t *off = (const int64_t *)offs.buf, *size = (const int64_t *)sizes.buf;
+    const int64_t *st = (const int64_t *)sts.buf;
     if (full) {
         int64_t room = 0;
         for (Py_ssize_t i = 0; i < n; i++) room += size[i] > 91 + topic.len ? size[i] - 91 - topic.len : 0;
@@ -749,12 +783,12 @@ static PyObject *decode_v4_records(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < n; i++) {
 #if defined(__GNUC__) || defined(__clang__)
         if (i + DECODE_PREFETCH < n) {
-            int64_t a = off[i + DECODE_PREFETCH] - base, z = a + size[i + DECODE_PREFETCH];
+            int64_t a = st[i + DECODE_PREFETCH], z = a + size[i + DECODE_PREFETCH];
             if (a >= 0 && z <= len)
                 for (int64_t c = a; c < z; c += 64) __builtin_prefetch(buf + c);
         }
 #endif
-        const int64_t rel = off[i] - base, total = size[i], rec_end = rel + total;
+        const int64_t rel = st[i], total = size[i], rec_end = rel + total;
         if (rel < 0 || total < 91 || rec_end > len) { stop = i; break; }  /* 88-byte header + lengths */
         const uint8_t *r = buf + rel;
         uint32_t magic = be32(r + 4);
@@ -818,8 +852,8 @@ done:
     PyMem_Free(po.ps);
     if (have_outs)
         for (int i = 0; i < 11; i++) PyBuffer_Release(&outs[i]);
-    PyBuffer_Release(&data); PyBuffer_Release(&offs); PyBuffer_Release(&sizes); PyBuffer_Release(&qoffs);
-    PyBuffer_Release(&topic); PyBuffer_Release(&ints); PyBuffer_Release(&longs); PyBuffer_Release(&ids);
+    PyBuffer_Release(&data); PyBuffer_Release(&sts); PyBuffer_Release(&offs); PyBuffer_Release(&sizes);
+    PyBuffer_Release(&qoffs); PyBuffer_Release(&topic); PyBuffer_Release(&ints); PyBuffer_Release(&longs); PyBuffer_Release(&ids);
     PyBuffer_Release(&boffs); PyBuffer_Release(&bdata);
     return result;
 }
@@ -889,6 +923,7 @@ static PyMethodDef methods[] = {
     {"decimal_longs", decimal_longs, METH_VARARGS, "Plain decimal integers of an Arrow string column."},
     {"gather_spans", gather_spans, METH_VARARGS, "Copy many spans of a buffer back to back."},
     {"message_batch_spans", message_batch_spans, METH_VARARGS, "Where each message of a MessageBatch body lies."},
+    {"record_spans", record_spans, METH_VARARGS, "Where each record of a pull's body starts, and its size."},
     {"gather_records", gather_records, METH_VARARGS, "Copy records back to back, checking TOTALSIZE and MAGICCODE."},
     {"decode_v4_records", decode_v4_records, METH_VARARGS, "Fixed fields and spans of many IPv4-host records."},
     {"properties_columns", properties_columns, METH_VARARGS, "Map, TAGS and KEYS columns of many properties texts."},

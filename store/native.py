@@ -269,6 +269,26 @@ def message_batch_spans(body) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
     return out[0][:i], out[1][:i], out[2][:i], out[3][:i]
 
 
+def record_spans(body) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, sizes) of the records back to back in body (a pull's response body). ValueError names the first
+    record whose TOTALSIZE is below a record's 91 bytes or runs past the body."""
+    cap = len(body) // 91 + 1
+    starts, sizes = np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64)
+    if _native is not None:
+        n = int(_native.record_spans(body, starts, sizes))
+        return starts[:n], sizes[:n]
+    pos = i = 0
+    while pos < len(body):
+        total = struct.unpack_from(">i", body, pos)[0] if len(body) - pos >= 4 else -1
+        if total < 91 or total > len(body) - pos:
+            raise ValueError(f"record {i} at byte {pos}: TOTALSIZE {total} is not a record's size within the "
+                             f"{len(body) - pos} bytes left")
+        starts[i], sizes[i] = pos, total
+        pos += total
+        i += 1
+    return starts[:i], sizes[:i]
+
+
 def gather_records(data, starts: np.ndarray, sizes: np.ndarray, out: np.ndarray) -> int:
     """Copy the records data[starts[i]:starts[i]+sizes[i]] back to back into out (uint8, at least their total
     length); -1, or the index of the first record whose TOTALSIZE or MAGICCODE does not match (nothing of it or
@@ -314,10 +334,10 @@ def gather_spans(data, starts: np.ndarray, ends: np.ndarray, typ=pa.binary()) ->
     return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(out)])
 
 
-def decode_v4_records(data, base: int, offsets: np.ndarray, sizes: np.ndarray, queue_offsets: np.ndarray,
-                      queue_id: int, topic: bytes, full: bool) -> Optional[tuple]:
-    """One pass over records of one queue whose hosts are all IPv4: (ints, longs, msg_id hex bytes, bodies,
-    (map, TAGS, KEYS) of the properties) as _native.c's decode_v4_records lays them out (bodies and properties
+def decode_v4_records(data, starts: np.ndarray, offsets: np.ndarray, sizes: np.ndarray,
+                      queue_offsets: np.ndarray, queue_id: int, topic: bytes, full: bool) -> Optional[tuple]:
+    """One pass over the records at data[starts[i]:] (commit-log offsets[i]) of one queue whose hosts are all
+    IPv4: (ints, longs, msg_id hex bytes, bodies, (map, TAGS, KEYS) of the properties) as _native.c's decode_v4_records lays them out (bodies and properties
     columns built, and CRCs checked, only when `full`; else None for both), or None without the compiled module
     or when some record needs the general decoder (an IPv6 host, or anything invalid, which that decoder
     names)."""
@@ -333,7 +353,7 @@ def decode_v4_records(data, base: int, offsets: np.ndarray, sizes: np.ndarray, q
     room = int(np.maximum(sizes - (91 + len(topic)), 0).sum()) if full else 0
     body_data = _out(room, np.uint8)
     outs = _properties_buffers(n if full else 0, room)
-    stop, pairs, items = _native.decode_v4_records(data, _i64(offsets), sizes, _i64(queue_offsets), int(base),
+    stop, pairs, items = _native.decode_v4_records(data, _i64(starts), _i64(offsets), sizes, _i64(queue_offsets),
                                                    int(queue_id), topic, bool(full), ints, longs, ids,
                                                    body_offsets, body_data, *outs)
     if stop >= 0:

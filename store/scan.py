@@ -170,16 +170,39 @@ def decode_run(view, base: int, offsets: np.ndarray, sizes: np.ndarray, queue_of
                queue_id: int, path: str, text_filter=None) -> pa.RecordBatch:
     """Records at `offsets` (ascending, one file) as a RecordBatch; CorruptRecordError if any is invalid.
     With `text_filter` (property texts -> BooleanArray) only the records it accepts are decoded further."""
-    buf = np.frombuffer(view, dtype=np.uint8)
+    return decode_records(np.frombuffer(view, dtype=np.uint8), offsets - base, offsets, sizes, queue_offsets, topic,
+                          queue_id, path, text_filter)
+
+
+def decode_pulled(body, topic: str, queue_id: int, where: str) -> pa.RecordBatch:
+    """A pull's response body (one queue's records back to back, as the broker copies them from its commitlog)
+    as a RecordBatch of SCAN_SCHEMA, checked as a scan checks records; CorruptRecordError names `where`."""
+    buf = np.frombuffer(body, dtype=np.uint8)
+    try:
+        starts, sizes = native.record_spans(buf)
+    except ValueError as e:
+        raise CorruptRecordError(str(e), where, 0) from None
+    if not len(starts):
+        return pa.RecordBatch.from_pylist([], SCAN_SCHEMA)
+    g = _Gather(buf)
+    queue_offsets = g.ints(starts + 20, 8, ">i8")
+    offsets = g.ints(starts + 28, 8, ">i8")
+    return decode_records(buf, starts, offsets, sizes, queue_offsets, topic, queue_id, where)
+
+
+def decode_records(buf: np.ndarray, starts: np.ndarray, offsets: np.ndarray, sizes: np.ndarray,
+                   queue_offsets: np.ndarray, topic: str, queue_id: int, path: str,
+                   text_filter=None) -> pa.RecordBatch:
+    """The records at buf[starts[i]:] (commit-log offsets[i], queue offsets[i] of topic/queue_id) decoded."""
     # The compiled pass decodes and checks IPv4-host records (almost all) in one go, with the body CRC unless a
     # text filter will drop most records first; anything else (IPv6 hosts, a corrupt record) takes the numpy
     # decoder, which names the error.
-    fast = native.decode_v4_records(buf, base, offsets, sizes, queue_offsets, queue_id, topic.encode("utf-8"),
+    fast = native.decode_v4_records(buf, starts, offsets, sizes, queue_offsets, queue_id, topic.encode("utf-8"),
                                     full=text_filter is None)
     if fast is not None:
         f, bodies, prop_columns = _fields_v4(fast, offsets, queue_offsets), fast[3], fast[4]
     else:
-        f, bodies, prop_columns = _decode_fields(buf, base, offsets, sizes, queue_offsets, topic, queue_id, path), \
+        f, bodies, prop_columns = _decode_fields(buf, starts, offsets, sizes, queue_offsets, topic, queue_id, path), \
             None, None
     if text_filter is not None:
         props_text = gather_spans(buf, f.props_start, f.props_end, pa.string())
@@ -284,11 +307,11 @@ def _fields_after_hosts(g: _Gather, rel: np.ndarray, born_v6: np.ndarray, store_
             g.ints(body_len_pos, 4, ">i4"), body_len_pos + 4)
 
 
-def _decode_fields(buf: np.ndarray, base: int, offsets: np.ndarray, sizes: np.ndarray, queue_offsets: np.ndarray,
-                   topic: str, queue_id: int, path: str) -> _Fields:
+def _decode_fields(buf: np.ndarray, starts: np.ndarray, offsets: np.ndarray, sizes: np.ndarray,
+                   queue_offsets: np.ndarray, topic: str, queue_id: int, path: str) -> _Fields:
     """The numpy decoder: any host kind, and the named error of the first invalid record."""
     g = _Gather(buf)
-    rel = offsets - base
+    rel = starts
 
     def fail(bad: np.ndarray, reason: str):
         i = int(np.flatnonzero(bad)[0])

@@ -14,10 +14,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ALLOWED = {
     "store": set(),
     "filters": {"store"},
-    "rmq_cli": {"store", "filters", "broker"},
-    "rmq_spark": {"store", "filters"},
+    "rmq_cli": {"store", "filters", "broker", "remoting", "rmq_client"},
+    "rmq_spark": {"store", "filters", "remoting", "rmq_client"},
     "remoting": set(),  # the wire protocol knows nothing of the store
     "broker": {"store", "filters", "remoting"},
+    "rmq_client": {"store", "filters", "remoting"},  # a client of brokers: never the broker itself
 }
 
 

@@ -1,0 +1,9 @@
+"""A RocketMQ client over the remoting protocol (used by Spark over the wire, the CLI and users): PullConsumer and
+Producer, blocking, with their asyncio forms (AsyncPullConsumer, AsyncProducer) on MQClientAPI. Imports store
+(the record decoder), filters (the tag re-check) and remoting; nothing below imports it."""
+from .mq_client_api import MessageQueue, MQClientAPI, MQClientError, SendResult
+from .producer import AsyncProducer, Producer
+from .pull_consumer import SQL92, TAG, AsyncPullConsumer, PullConsumer, PullResult, PullStatus, Subscription
+
+__all__ = ["MessageQueue", "MQClientAPI", "MQClientError", "SendResult", "AsyncProducer", "Producer",
+           "AsyncPullConsumer", "PullConsumer", "PullResult", "PullStatus", "Subscription", "TAG", "SQL92"]

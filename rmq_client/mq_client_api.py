@@ -1,0 +1,281 @@
+"""RocketMQ's MQClientAPIImpl in asyncio: the requests a client sends to name servers and brokers, one connection
+per address, each answer checked and turned into values (or an MQClientError naming the code, the remark and the
+address). Routes come from the name servers (GET_ROUTEINFO_BY_TOPIC), tried in turn."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+from remoting import RemotingClient, RemotingCommand, RemotingTimeoutError, RequestCode, ResponseCode
+from remoting.admin_bodies import ConsumeStats, TopicStatsTable
+from remoting.broker_headers import (
+    OffsetResponseHeader,
+    PullMessageResponseHeader,
+    SendMessageResponseHeader,
+)
+from remoting.namesrv_bodies import TopicList
+from remoting.route_data import TopicRouteData
+
+log = logging.getLogger(__name__)
+
+# PullSysFlag
+FLAG_COMMIT_OFFSET = 0x1
+FLAG_SUSPEND = 0x2
+FLAG_SUBSCRIPTION = 0x4
+
+_PULL_CODES = {ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
+               ResponseCode.PULL_OFFSET_MOVED}
+
+
+class MQClientError(Exception):
+    """A request refused or not answered: the response code (-1: no answer), the broker's remark, the address."""
+
+    def __init__(self, code: int, remark: Optional[str], address: str, what: str):
+        self.code, self.remark, self.address = code, remark, address
+        try:
+            name = ResponseCode(code).name
+        except ValueError:
+            name = "NO_RESPONSE" if code == -1 else str(code)
+        super().__init__(f"{what} at {address}: {name} ({code}){': ' + remark if remark else ''}")
+
+
+@dataclass(frozen=True, order=True)
+class MessageQueue:
+    """A queue of one broker (RocketMQ's MessageQueue)."""
+    topic: str
+    broker_name: str
+    queue_id: int
+
+    def key(self) -> str:
+        """The queue's name in an offsets JSON: brokerName:queueId (never confused with another broker's)."""
+        return f"{self.broker_name}:{self.queue_id}"
+
+
+@dataclass
+class RawPullResult:
+    code: int
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    body: bytes
+
+
+@dataclass
+class SendResult:
+    msg_id: str
+    queue: MessageQueue
+    queue_offset: int
+
+
+class MQClientAPI:
+    """Connections to name servers and brokers, shared by every consumer and producer of one event loop."""
+
+    def __init__(self, namesrv_addr: str, timeout: float = 5.0):
+        self.namesrv_addrs = [a.strip() for a in namesrv_addr.replace(",", ";").split(";") if a.strip()]
+        if not self.namesrv_addrs:
+            raise ValueError("namesrvAddr: no name server address given (host:port;host2:port)")
+        for a in self.namesrv_addrs:
+            host, sep, port = a.rpartition(":")
+            if not sep or not host or not port.isdigit():
+                raise ValueError(f"namesrvAddr: {a!r} is not host:port")
+        self.timeout = timeout
+        self._clients: dict[str, RemotingClient] = {}
+        self._connecting: dict[str, asyncio.Future] = {}
+        self._routes: dict[str, tuple[float, TopicRouteData]] = {}
+
+    async def close(self) -> None:
+        clients, self._clients = list(self._clients.values()), {}
+        for c in clients:
+            await c.close()
+
+    async def _client(self, address: str) -> RemotingClient:
+        c = self._clients.get(address)
+        if c is not None and c._frames is not None and not c._frames.writer.transport.is_closing():
+            return c
+        pending = self._connecting.get(address)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        fut = asyncio.get_running_loop().create_future()
+        self._connecting[address] = fut
+        try:
+            if c is not None:
+                await c.close()
+            client = RemotingClient(address)
+            await asyncio.wait_for(client.connect(), self.timeout)
+            self._clients[address] = client
+            fut.set_result(client)
+            return client
+        except BaseException as e:
+            fut.set_exception(e)
+            fut.exception()  # retrieved: no "never retrieved" warning when nobody else waited
+            raise
+        finally:
+            self._connecting.pop(address, None)
+
+    async def invoke(self, address: str, cmd: RemotingCommand, what: str,
+                     timeout: Optional[float] = None) -> RemotingCommand:
+        """The answer to cmd from address; MQClientError(-1) when it cannot be reached or does not answer."""
+        try:
+            client = await self._client(address)
+            return await client.invoke(cmd, timeout or self.timeout)
+        except (OSError, ConnectionError, RemotingTimeoutError, asyncio.TimeoutError) as e:
+            self._clients.pop(address, None)
+            raise MQClientError(-1, f"{type(e).__name__}: {e}", address, what) from None
+
+    async def _checked(self, address: str, cmd: RemotingCommand, what: str, ok=(ResponseCode.SUCCESS,),
+                       timeout: Optional[float] = None) -> RemotingCommand:
+        resp = await self.invoke(address, cmd, what, timeout)
+        if resp.code not in ok:
+            raise MQClientError(resp.code, resp.remark, address, what)
+        return resp
+
+    # -- name server ------------------------------------------------------------------------------------------
+
+    async def _namesrv(self, cmd_factory, what: str, ok=(ResponseCode.SUCCESS,)) -> RemotingCommand:
+        last: Optional[MQClientError] = None
+        for addr in self.namesrv_addrs:
+            try:
+                return await self._checked(addr, cmd_factory(), what, ok)
+            except MQClientError as e:
+                if e.code != -1:
+                    raise
+                last = e
+        assert last is not None
+        raise last
+
+    async def route(self, topic: str, max_age: float = 30.0) -> Optional[TopicRouteData]:
+        """The topic's route (None when no broker has it), cached for max_age seconds."""
+        cached = self._routes.get(topic)
+        if cached is not None and time.monotonic() - cached[0] < max_age:
+            return cached[1]
+        resp = await self._namesrv(lambda: RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
+                                                                   {"topic": topic}),
+                                   f"route of topic {topic!r}", ok=(ResponseCode.SUCCESS, ResponseCode.TOPIC_NOT_EXIST))
+        if resp.code == ResponseCode.TOPIC_NOT_EXIST:
+            self._routes.pop(topic, None)
+            return None
+        route = TopicRouteData.decode(resp.body)
+        self._routes[topic] = (time.monotonic(), route)
+        return route
+
+    def forget_route(self, topic: str) -> None:
+        self._routes.pop(topic, None)
+
+    async def topics(self) -> list[str]:
+        resp = await self._namesrv(lambda: RemotingCommand.request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER),
+                                   "topic list")
+        return sorted(TopicList.decode(resp.body).topic_list)
+
+    async def queues(self, topic: str, readable: bool = True) -> list[MessageQueue]:
+        """The topic's read (or write) queues on every master broker of its route."""
+        route = await self.route(topic)
+        if route is None:
+            return []
+        masters = {b.broker_name for b in route.broker_datas if b.master_addr()}
+        out: list[MessageQueue] = []
+        for q in route.queue_datas:
+            if q.broker_name not in masters or not q.perm & (0x4 if readable else 0x2):
+                continue
+            n = q.read_queue_nums if readable else q.write_queue_nums
+            out.extend(MessageQueue(topic, q.broker_name, i) for i in range(n))
+        return sorted(out)
+
+    async def broker_addr(self, topic: str, broker_name: str) -> str:
+        for attempt in range(2):
+            route = await self.route(topic, max_age=30.0 if attempt == 0 else 0.0)
+            if route is not None:
+                for b in route.broker_datas:
+                    if b.broker_name == broker_name and b.master_addr():
+                        return str(b.master_addr())
+        raise MQClientError(ResponseCode.TOPIC_NOT_EXIST, f"no master of broker {broker_name!r} in the route of "
+                                                          f"topic {topic!r}", ";".join(self.namesrv_addrs),
+                            "broker lookup")
+
+    # -- broker requests -----------------------------------------------------------------------------------
+
+    async def pull(self, mq: MessageQueue, offset: int, group: str, expression: str = "*", expression_type: str = "TAG",
+                   max_nums: int = 32, suspend_ms: int = 0, commit_offset: int = -1,
+                   timeout: Optional[float] = None) -> RawPullResult:
+        addr = await self.broker_addr(mq.topic, mq.broker_name)
+        flag = FLAG_SUBSCRIPTION | (FLAG_SUSPEND if suspend_ms else 0)
+        flag |= FLAG_COMMIT_OFFSET if commit_offset >= 0 else 0
+        cmd = RemotingCommand.request(RequestCode.PULL_MESSAGE, {
+            "consumerGroup": group, "topic": mq.topic, "queueId": mq.queue_id, "queueOffset": offset,
+            "maxMsgNums": max_nums, "sysFlag": flag, "commitOffset": max(commit_offset, 0),
+            "suspendTimeoutMillis": suspend_ms, "subscription": expression, "subVersion": 0,
+            "expressionType": expression_type})
+        wait = (timeout or self.timeout) + suspend_ms / 1000
+        resp = await self._checked(addr, cmd, f"pull of {mq.topic}/{mq.broker_name}/{mq.queue_id} at {offset}",
+                                   ok=tuple(_PULL_CODES), timeout=wait)
+        h = PullMessageResponseHeader.from_ext_fields(resp.ext_fields)
+        return RawPullResult(resp.code, h.next_begin_offset, h.min_offset, h.max_offset, resp.body)
+
+    async def _offset(self, code: int, mq: MessageQueue, what: str, extra: Optional[dict] = None) -> int:
+        addr = await self.broker_addr(mq.topic, mq.broker_name)
+        fields = {"topic": mq.topic, "queueId": mq.queue_id}
+        fields.update(extra or {})
+        resp = await self._checked(addr, RemotingCommand.request(code, fields),
+                                   f"{what} of {mq.topic}/{mq.broker_name}/{mq.queue_id}")
+        return OffsetResponseHeader.from_ext_fields(resp.ext_fields).offset
+
+    async def max_offset(self, mq: MessageQueue) -> int:
+        return await self._offset(RequestCode.GET_MAX_OFFSET, mq, "max offset")
+
+    async def min_offset(self, mq: MessageQueue) -> int:
+        return await self._offset(RequestCode.GET_MIN_OFFSET, mq, "min offset")
+
+    async def offset_by_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        return await self._offset(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, mq, "offset by timestamp",
+                                  {"timestamp": timestamp_ms})
+
+    async def query_consumer_offset(self, mq: MessageQueue, group: str) -> Optional[int]:
+        """The group's committed offset of the queue, None where it has none (QUERY_NOT_FOUND)."""
+        addr = await self.broker_addr(mq.topic, mq.broker_name)
+        cmd = RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, {
+            "consumerGroup": group, "topic": mq.topic, "queueId": mq.queue_id, "setZeroIfNotFound": False})
+        resp = await self._checked(addr, cmd, f"offset of group {group!r} in {mq.topic}/{mq.broker_name}/"
+                                              f"{mq.queue_id}", ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
+        if resp.code == ResponseCode.QUERY_NOT_FOUND:
+            return None
+        return OffsetResponseHeader.from_ext_fields(resp.ext_fields).offset
+
+    async def update_consumer_offset(self, mq: MessageQueue, group: str, offset: int) -> None:
+        addr = await self.broker_addr(mq.topic, mq.broker_name)
+        cmd = RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, {
+            "consumerGroup": group, "topic": mq.topic, "queueId": mq.queue_id, "commitOffset": offset})
+        await self._checked(addr, cmd, f"offset commit of group {group!r} in {mq.topic}/{mq.broker_name}/"
+                                       f"{mq.queue_id}")
+
+    async def topic_stats(self, topic: str, broker_name: str) -> TopicStatsTable:
+        """Every queue's (min, max) offset of the topic on one broker, in one request."""
+        addr = await self.broker_addr(topic, broker_name)
+        resp = await self._checked(addr, RemotingCommand.request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic}),
+                                   f"stats of topic {topic!r}")
+        return TopicStatsTable.decode(resp.body)
+
+    async def consume_stats(self, topic: str, group: str, broker_name: str) -> ConsumeStats:
+        addr = await self.broker_addr(topic, broker_name)
+        cmd = RemotingCommand.request(RequestCode.GET_CONSUME_STATS, {"consumerGroup": group, "topic": topic})
+        resp = await self._checked(addr, cmd, f"consume stats of group {group!r} in topic {topic!r}")
+        return ConsumeStats.decode(resp.body)
+
+    async def create_topic(self, broker_name: str, topic: str, queue_nums: int, route_topic: str) -> None:
+        addr = await self.broker_addr(route_topic, broker_name)
+        cmd = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+            "topic": topic, "defaultTopic": route_topic, "readQueueNums": queue_nums, "writeQueueNums": queue_nums,
+            "perm": 6, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False})
+        await self._checked(addr, cmd, f"creation of topic {topic!r}")
+        self.forget_route(topic)
+
+    async def send(self, mq: MessageQueue, header: dict, body: bytes, batch: bool,
+                   route_topic: Optional[str] = None) -> SendResult:
+        """route_topic: whose route names the broker (the default topic's, for a topic the broker will create)."""
+        addr = await self.broker_addr(route_topic or mq.topic, mq.broker_name)
+        code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE
+        resp = await self._checked(addr, RemotingCommand.request(code, header, body=body),
+                                   f"send to {mq.topic}/{mq.broker_name}/{mq.queue_id}")
+        h = SendMessageResponseHeader.from_ext_fields(resp.ext_fields)
+        return SendResult(h.msg_id, MessageQueue(mq.topic, mq.broker_name, h.queue_id), h.queue_offset)

@@ -1,0 +1,231 @@
+"""A pull consumer (RocketMQ's DefaultMQPullConsumer with PullAPIWrapper.processPullResult): pulls a queue from an
+offset with a TAG or SQL92 expression, decodes the records into an Arrow RecordBatch with the store's compiled
+decoder (a pull's body is commitlog records, the same bytes), and re-checks the exact tags, since the broker
+compares only their hash codes. `AsyncPullConsumer` is the asyncio form; `PullConsumer` its blocking face."""
+from __future__ import annotations
+
+import asyncio
+import enum
+from dataclasses import dataclass
+from typing import AsyncIterator, Iterator, Optional
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from remoting import ResponseCode
+from store.scan import SCAN_SCHEMA, decode_pulled
+
+from .event_loop import run_blocking
+from .mq_client_api import MessageQueue, MQClientAPI
+
+TAG, SQL92 = "TAG", "SQL92"
+
+
+class PullStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_NEW_MSG = "NO_NEW_MSG"
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
+
+
+_STATUS: dict[int, PullStatus] = {
+    ResponseCode.SUCCESS: PullStatus.FOUND, ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL}
+
+
+@dataclass
+class PullResult:
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: pa.RecordBatch  # SCAN_SCHEMA (the store scan's columns)
+
+
+@dataclass(frozen=True)
+class Subscription:
+    expression: str = "*"
+    expression_type: str = TAG
+
+    def __post_init__(self):
+        if self.expression_type not in (TAG, SQL92):
+            raise ValueError(f"expression type {self.expression_type!r} must be TAG or SQL92")
+
+    def tag_filter(self):
+        """What the client re-checks: the exact tags (the broker matched their hash codes only)."""
+        if self.expression_type != TAG or self.expression.strip() in ("", "*"):
+            return None
+        from filters import MessageFilter
+        return MessageFilter.by_tags(self.expression)
+
+
+_EMPTY = pa.RecordBatch.from_pylist([], SCAN_SCHEMA)
+
+
+class AsyncPullConsumer:
+    def __init__(self, namesrv_addr: str, group: str, timeout: float = 5.0, api: Optional[MQClientAPI] = None):
+        self.group = group
+        self.api = api or MQClientAPI(namesrv_addr, timeout)
+        self._tag_filters: dict[Subscription, object] = {}
+
+    async def close(self) -> None:
+        await self.api.close()
+
+    async def queues(self, topic: str) -> list[MessageQueue]:
+        return await self.api.queues(topic)
+
+    async def pull(self, mq: MessageQueue, offset: int, subscription: Subscription = Subscription(),
+                   max_nums: int = 32, suspend_ms: int = 0) -> PullResult:
+        raw = await self.api.pull(mq, offset, self.group, subscription.expression, subscription.expression_type,
+                                  max_nums, suspend_ms)
+        status = _STATUS[raw.code]
+        batch = _EMPTY
+        if status is PullStatus.FOUND and len(raw.body):
+            batch = decode_pulled(raw.body, mq.topic, mq.queue_id, f"pull of {mq.topic}/{mq.broker_name}/"
+                                                                   f"{mq.queue_id} at {offset}")
+            if subscription not in self._tag_filters:
+                self._tag_filters[subscription] = subscription.tag_filter()
+            tag_filter = self._tag_filters[subscription]
+            if tag_filter is not None and batch.num_rows:
+                batch = batch.filter(tag_filter.commit_log_mask(batch))  # type: ignore[attr-defined]
+        return PullResult(status, raw.next_begin_offset, raw.min_offset, raw.max_offset, batch)
+
+    async def read_range(self, mq: MessageQueue, start: int, end: int, subscription: Subscription = Subscription(),
+                         max_nums: int = 32, in_flight: int = 4,
+                         on_offset_moved=None) -> AsyncIterator[pa.RecordBatch]:
+        """The queue's messages in [start, end), in queue order, as batches; the range is cut into chunks pulled
+        `in_flight` at a time (a chunk's pulls follow nextBeginOffset, which a filter makes unpredictable).
+        PULL_OFFSET_MOVED calls on_offset_moved(offset, min_offset, max_offset), which returns where to go on (or
+        raises); without it, a ValueError names the queue and the offsets."""
+        chunk = max(max_nums, 1) * 4
+        bounds = [(s, min(s + chunk, end)) for s in range(start, end, chunk)]
+        tasks: list[asyncio.Task] = []
+        try:
+            nxt = 0
+            while nxt < len(bounds) or tasks:
+                while nxt < len(bounds) and len(tasks) < in_flight:
+                    tasks.append(asyncio.ensure_future(self._read_chunk(mq, *bounds[nxt], subscription, max_nums,
+                                                                        on_offset_moved)))
+                    nxt += 1
+                for batch in await tasks.pop(0):
+                    yield batch
+        finally:
+            for t in tasks:
+                t.cancel()
+            if tasks:
+                await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _read_chunk(self, mq: MessageQueue, start: int, end: int, subscription: Subscription, max_nums: int,
+                          on_offset_moved) -> list[pa.RecordBatch]:
+        out, pos = [], start
+        while pos < end:
+            r = await self.pull(mq, pos, subscription, min(max_nums, end - pos))
+            if r.status is PullStatus.OFFSET_ILLEGAL:
+                if on_offset_moved is None:
+                    raise ValueError(f"{mq.topic}/{mq.broker_name}/{mq.queue_id}: offset {pos} is outside the queue "
+                                     f"[{r.min_offset}, {r.max_offset})")
+                pos = on_offset_moved(pos, r.min_offset, r.max_offset)
+                continue
+            if r.status is PullStatus.NO_NEW_MSG and r.next_begin_offset <= pos:
+                raise ValueError(f"{mq.topic}/{mq.broker_name}/{mq.queue_id}: the broker has no messages at {pos}, "
+                                 f"before the range's end {end} (queue [{r.min_offset}, {r.max_offset}))")
+            batch = r.messages
+            if batch.num_rows and batch.column("queue_offset")[-1].as_py() >= end:
+                batch = batch.filter(pc.less(batch.column("queue_offset"), end))
+            if batch.num_rows:
+                out.append(batch)
+            if r.next_begin_offset <= pos:
+                raise ValueError(f"{mq.topic}/{mq.broker_name}/{mq.queue_id}: the broker answered offset "
+                                 f"{r.next_begin_offset} to a pull at {pos}")
+            pos = r.next_begin_offset
+        return out
+
+    async def query_offset(self, mq: MessageQueue) -> Optional[int]:
+        return await self.api.query_consumer_offset(mq, self.group)
+
+    async def commit_offset(self, mq: MessageQueue, offset: int) -> None:
+        await self.api.update_consumer_offset(mq, self.group, offset)
+
+    async def max_offset(self, mq: MessageQueue) -> int:
+        return await self.api.max_offset(mq)
+
+    async def min_offset(self, mq: MessageQueue) -> int:
+        return await self.api.min_offset(mq)
+
+    async def offset_by_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        return await self.api.offset_by_timestamp(mq, timestamp_ms)
+
+    async def queue_bounds(self, topic: str) -> dict[MessageQueue, tuple[int, int]]:
+        """(min, max) offset of every queue of the topic: one GET_TOPIC_STATS_INFO per broker, not one per queue."""
+        route = await self.api.route(topic)
+        if route is None:
+            return {}
+        names = sorted({q.broker_name for q in route.queue_datas})
+        tables = await asyncio.gather(*(self.api.topic_stats(topic, b) for b in names))
+        out = {}
+        for name, table in zip(names, tables):
+            for mq, o in table.offsetTable.items():
+                out[MessageQueue(mq.topic, name, mq.queueId)] = (o.minOffset, o.maxOffset)
+        return out
+
+
+class PullConsumer:
+    """The blocking face: each method runs its AsyncPullConsumer counterpart on the client's event-loop thread."""
+
+    def __init__(self, namesrv_addr: str, group: str, timeout: float = 5.0):
+        self.timeout = timeout
+        self.aio = run_blocking(_make_async, namesrv_addr, group, timeout)
+
+    def close(self) -> None:
+        run_blocking(self.aio.close)
+
+    def __enter__(self) -> "PullConsumer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def topics(self) -> list[str]:
+        return run_blocking(self.aio.api.topics)
+
+    def queues(self, topic: str) -> list[MessageQueue]:
+        return run_blocking(self.aio.queues, topic)
+
+    def pull(self, mq: MessageQueue, offset: int, subscription: Subscription = Subscription(), max_nums: int = 32,
+             suspend_ms: int = 0) -> PullResult:
+        return run_blocking(self.aio.pull, mq, offset, subscription, max_nums, suspend_ms)
+
+    def read_range(self, mq: MessageQueue, start: int, end: int, subscription: Subscription = Subscription(),
+                   max_nums: int = 32, in_flight: int = 4, on_offset_moved=None) -> Iterator[pa.RecordBatch]:
+        agen = self.aio.read_range(mq, start, end, subscription, max_nums, in_flight, on_offset_moved)
+        try:
+            while True:
+                try:
+                    yield run_blocking(agen.__anext__)
+                except StopAsyncIteration:
+                    return
+        finally:
+            run_blocking(agen.aclose)
+
+    def query_offset(self, mq: MessageQueue) -> Optional[int]:
+        return run_blocking(self.aio.query_offset, mq)
+
+    def commit_offset(self, mq: MessageQueue, offset: int) -> None:
+        run_blocking(self.aio.commit_offset, mq, offset)
+
+    def max_offset(self, mq: MessageQueue) -> int:
+        return run_blocking(self.aio.max_offset, mq)
+
+    def min_offset(self, mq: MessageQueue) -> int:
+        return run_blocking(self.aio.min_offset, mq)
+
+    def offset_by_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        return run_blocking(self.aio.offset_by_timestamp, mq, timestamp_ms)
+
+    def queue_bounds(self, topic: str) -> dict[MessageQueue, tuple[int, int]]:
+        return run_blocking(self.aio.queue_bounds, topic)
+
+
+async def _make_async(namesrv_addr: str, group: str, timeout: float) -> AsyncPullConsumer:
+    return AsyncPullConsumer(namesrv_addr, group, timeout)

@@ -1,0 +1,72 @@
+"""The Python RocketMQ client against real brokers (`rmq serve` processes) through a name server."""
+from __future__ import annotations
+
+import pytest
+from wire_cluster import WireCluster
+
+from rmq_client import MessageQueue, MQClientError, Producer, PullConsumer, PullStatus, Subscription
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with WireCluster(tmp_path_factory.mktemp("wire"), brokers=("broker-a", "broker-b")) as c:
+        yield c
+
+
+def test_send_then_pull_across_two_brokers(cluster):
+    with Producer(cluster.namesrv) as producer, PullConsumer(cluster.namesrv, "g1") as consumer:
+        assert producer.create_topic("Orders", 4) == ["broker-a", "broker-b"]
+        sent = [producer.send("Orders", f"m{i}".encode(), tags="TagA" if i % 2 else "TagB", keys=[f"k{i}"],
+                              properties={"n": str(i)}) for i in range(40)]
+        assert {r.queue.broker_name for r in sent} == {"broker-a", "broker-b"}
+        queues = consumer.queues("Orders")
+        assert {q.broker_name for q in queues} == {"broker-a", "broker-b"}
+        got = {}
+        for q in queues:
+            r = consumer.pull(q, 0, max_nums=100)
+            if r.status is PullStatus.FOUND:
+                for row in r.messages.to_pylist():
+                    got[row["body"]] = row
+        assert sorted(got) == sorted(f"m{i}".encode() for i in range(40))
+        m3 = got[b"m3"]
+        assert m3["tags"] == "TagA" and m3["keys"] == ["k3"] and dict(m3["properties"])["n"] == "3"
+        assert {(r.queue, r.queue_offset) for r in sent} == {
+            (q, row["queue_offset"]) for q in queues
+            for row in consumer.pull(q, 0, max_nums=100).messages.to_pylist()}
+
+
+def test_tag_and_sql92_filters_run_on_the_broker_and_tags_are_rechecked(cluster):
+    with Producer(cluster.namesrv) as producer, PullConsumer(cluster.namesrv, "g2") as consumer:
+        mq = MessageQueue("Filtered", "broker-a", 0)
+        producer.send_batch("Filtered", [f"b{i}".encode() for i in range(60)],
+                            tags=["x" if i % 3 == 0 else "y" for i in range(60)],
+                            properties=[{"n": str(i)} for i in range(60)], queue=mq)
+        tagged = list(consumer.read_range(mq, 0, 60, Subscription("x"), max_nums=7, in_flight=3))
+        rows = [r for b in tagged for r in b.to_pylist()]
+        assert [r["body"] for r in rows] == [f"b{i}".encode() for i in range(0, 60, 3)]
+        sql = list(consumer.read_range(mq, 0, 60, Subscription("n BETWEEN 10 AND 19", "SQL92"), max_nums=4))
+        assert [r["body"] for b in sql for r in b.to_pylist()] == [f"b{i}".encode() for i in range(10, 20)]
+        # a range ends where it says, even inside a pull
+        part = [r["queue_offset"] for b in consumer.read_range(mq, 5, 23, max_nums=10) for r in b.to_pylist()]
+        assert part == list(range(5, 23))
+
+
+def test_offsets_and_bounds(cluster):
+    with Producer(cluster.namesrv) as producer, PullConsumer(cluster.namesrv, "g3") as consumer:
+        mq = MessageQueue("Offsets", "broker-b", 1)
+        producer.send_batch("Offsets", [b"a", b"b", b"c"], queue=mq)
+        assert consumer.max_offset(mq) == 3 and consumer.min_offset(mq) == 0
+        bounds = consumer.queue_bounds("Offsets")
+        assert bounds[mq] == (0, 3)
+        consumer.commit_offset(mq, 2)
+        assert consumer.query_offset(mq) == 2
+        r = consumer.pull(mq, 10)
+        assert r.status is PullStatus.OFFSET_ILLEGAL and r.max_offset == 3
+
+
+def test_errors_name_the_broker_and_the_code(cluster):
+    with PullConsumer(cluster.namesrv, "g4") as consumer:
+        with pytest.raises(MQClientError, match="broker-z"):
+            consumer.pull(MessageQueue("Orders", "broker-z", 0), 0)
+    with pytest.raises(ValueError, match="namesrvAddr"):
+        PullConsumer("nohostport", "g")
