@@ -337,10 +337,10 @@ def gather_spans(data, starts: np.ndarray, ends: np.ndarray, typ=pa.binary()) ->
 def decode_v4_records(data, starts: np.ndarray, offsets: np.ndarray, sizes: np.ndarray,
                       queue_offsets: np.ndarray, queue_id: int, topic: bytes, full: bool) -> Optional[tuple]:
     """One pass over the records at data[starts[i]:] (commit-log offsets[i]) of one queue whose hosts are all
-    IPv4: (ints, longs, msg_id hex bytes, bodies, (map, TAGS, KEYS) of the properties) as _native.c's decode_v4_records lays them out (bodies and properties
-    columns built, and CRCs checked, only when `full`; else None for both), or None without the compiled module
-    or when some record needs the general decoder (an IPv6 host, or anything invalid, which that decoder
-    names)."""
+    IPv4: (ints, longs, msg_id hex bytes, bodies, (map, TAGS, KEYS) of the properties) as _native.c's
+    decode_v4_records lays them out (bodies and properties columns built, and CRCs checked, only when `full`;
+    else None for both), or None without the compiled module or when some record needs the general decoder (an
+    IPv6 host, or anything invalid, which that decoder names)."""
     if _native is None:
         return None
     n = len(offsets)
