@@ -31,10 +31,11 @@ _PULL_CODES = {ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.P
 
 
 class MQClientError(Exception):
-    """A request refused or not answered: the response code (-1: no answer), the broker's remark, the address."""
+    """A request refused or not answered: the response code (-1: no answer), the broker's remark, the address.
+    `unreachable`: no answer, or the broker is not in the route (down or restarting): worth asking again later."""
 
-    def __init__(self, code: int, remark: Optional[str], address: str, what: str):
-        self.code, self.remark, self.address = code, remark, address
+    def __init__(self, code: int, remark: Optional[str], address: str, what: str, unreachable: bool = False):
+        self.code, self.remark, self.address, self.unreachable = code, remark, address, unreachable
         try:
             name = ResponseCode(code).name
         except ValueError:
@@ -123,7 +124,7 @@ class MQClientAPI:
             return await client.invoke(cmd, timeout or self.timeout)
         except (OSError, ConnectionError, RemotingTimeoutError, asyncio.TimeoutError) as e:
             self._clients.pop(address, None)
-            raise MQClientError(-1, f"{type(e).__name__}: {e}", address, what) from None
+            raise MQClientError(-1, f"{type(e).__name__}: {e}", address, what, unreachable=True) from None
 
     async def _checked(self, address: str, cmd: RemotingCommand, what: str, ok=(ResponseCode.SUCCESS,),
                        timeout: Optional[float] = None) -> RemotingCommand:
@@ -190,9 +191,8 @@ class MQClientAPI:
                 for b in route.broker_datas:
                     if b.broker_name == broker_name and b.master_addr():
                         return str(b.master_addr())
-        raise MQClientError(ResponseCode.TOPIC_NOT_EXIST, f"no master of broker {broker_name!r} in the route of "
-                                                          f"topic {topic!r}", ";".join(self.namesrv_addrs),
-                            "broker lookup")
+        raise MQClientError(-1, f"no master of broker {broker_name!r} in the route of topic {topic!r}",
+                            ";".join(self.namesrv_addrs), "broker lookup", unreachable=True)
 
     # -- broker requests -----------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from typing import Optional
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from .offsets import ending_positions, open_store, starting_positions, subscribed_queues
+from .offsets import ending_positions, open_source_store, starting_positions, subscribed_queues
 from .options import EarliestOffsets, SourceOptions
 from .partition import QueueRange, read_partition, split_ranges
 from .pushdown import PushdownResult, translate
@@ -27,7 +27,7 @@ class RmqBatchReader(DataSourceReader):
         self.pushed: Optional[PushdownResult] = None  # once pushFilters ran
 
     def planned_ranges(self) -> list:
-        with open_store(self.opts.path) as store:
+        with open_source_store(self.opts) as store:
             queues = subscribed_queues(store, self.opts.subscription)
             queues = self._prune_queues(queues)
             starts = starting_positions(store, self.opts, queues, default=EarliestOffsets(), streaming=False)
@@ -42,11 +42,17 @@ class RmqBatchReader(DataSourceReader):
     def partitions(self):
         ranges = self.planned_ranges()
         residual = self._residual()
+        if self.opts.namesrv_addr:
+            from .wire import wire_ranges
+            return wire_ranges(self.opts, ranges, None if self.pushed is None else self.pushed.message_filter, residual)
         return [QueueRange(self.opts.path, t, q, s, e, self._scan_filter(), self.opts.fail_on_data_loss,
                            self.opts.metrics_path, residual)
                 for t, q, s, e in ranges]
 
     def read(self, partition: InputPartition):
+        from .wire import WireRange, read_wire_partition
+        if isinstance(partition, WireRange):
+            return read_wire_partition(partition)
         return read_partition(partition)
 
     # -- pushdown hooks (no-ops without pushFilters) ---------------------------------------------------------
@@ -64,8 +70,11 @@ class RmqBatchReader(DataSourceReader):
             return []
         topics, qids = self.pushed.topics, self.pushed.queue_ids
         qr = self.pushed.range_of("queue_id")
+        def qid(q) -> int:
+            return q if isinstance(q, int) else q.queue_id  # over the wire: a BrokerQueue
+
         return [(t, q) for t, q in queues
-                if (topics is None or t in topics) and (qids is None or q in qids) and qr.contains(q)]
+                if (topics is None or t in topics) and (qids is None or qid(q) in qids) and qr.contains(qid(q))]
 
     def _narrow(self, store, q, s: int, e: int) -> tuple[int, int]:
         if self.pushed is None:

@@ -22,11 +22,20 @@ from .options import (
     Subscribe,
     SubscribePattern,
     Subscription,
+    queue_key,
 )
 
 log = logging.getLogger(__name__)
 
 Positions = Dict[Queue, int]
+
+
+def open_source_store(opts: SourceOptions):
+    """What the readers ask offsets of: the store directory, or (namesrvAddr) the brokers through WireStore."""
+    if opts.namesrv_addr:
+        from .wire import WireStore
+        return WireStore(opts.namesrv_addr, opts.consumer_group, opts.broker_timeout_ms)
+    return open_store(opts.path)
 
 
 def open_store(path: str) -> MessageStore:
@@ -43,7 +52,8 @@ def to_offset_dict(positions: Positions) -> dict:
 
 
 def from_offset_dict(offsets: Optional[dict]) -> Positions:
-    return {(topic, int(qid)): int(off) for topic, queues in (offsets or {}).items() for qid, off in queues.items()}
+    return {(topic, queue_key(qid)): int(off) for topic, queues in (offsets or {}).items()
+            for qid, off in queues.items()}
 
 
 def subscribed_queues(store: MessageStore, sub: Subscription) -> list[Queue]:
@@ -54,6 +64,8 @@ def subscribed_queues(store: MessageStore, sub: Subscription) -> list[Queue]:
 def check_against_store(opts: SourceOptions, store: MessageStore) -> None:
     """Everything that needs the store to check: topics and queue ids exist, offsets name subscribed queues."""
     sub = opts.subscription
+    wire = opts.namesrv_addr is not None
+    _check_queue_keys(opts, wire)
     topics = store.topics()
     if isinstance(sub, Subscribe):
         for t in sub.topics:
@@ -66,10 +78,11 @@ def check_against_store(opts: SourceOptions, store: MessageStore) -> None:
                 raise RmqOptionError(sub.option, f"unknown topic {t!r}; the store has: "
                                                  f"{', '.join(topics) or 'no topics'}")
             have = store.queues(t)
+            ids = {getattr(q, "queue_id", q) for q in have}
             for q in qs:
-                if q not in have:
-                    raise RmqOptionError(sub.option, f"topic {t!r} has queues 0..{len(have) - 1}; queue {q} does "
-                                                     f"not exist")
+                if q not in ids:
+                    raise RmqOptionError(sub.option, f"topic {t!r} has queues {_describe_queues(have)}; queue {q} "
+                                                     f"does not exist")
     subscribed = None if isinstance(sub, SubscribePattern) else set(subscribed_queues(store, sub))
     by_time = opts.starting_offsets_by_timestamp
     end_by_time = opts.ending_offsets_by_timestamp
@@ -87,10 +100,35 @@ def check_against_store(opts: SourceOptions, store: MessageStore) -> None:
             have = store.queues(t)
             for q in qs:
                 if q not in have:
-                    raise RmqOptionError(opt, f"topic {t!r} has queues 0..{len(have) - 1}; queue {q} does not exist")
+                    raise RmqOptionError(opt, f"topic {t!r} has queues {_describe_queues(have)}; queue {q} does "
+                                              f"not exist")
                 if subscribed is not None and (t, q) not in subscribed:
                     raise RmqOptionError(opt, f"{t!r} queue {q} is not among the subscribed queues "
                                               f"({sub.describe()})")
+
+
+def _describe_queues(have: list) -> str:
+    if have and not isinstance(have[0], int):
+        return ", ".join(map(str, have))
+    return f"0..{len(have) - 1}"
+
+
+def _check_queue_keys(opts: SourceOptions, wire: bool) -> None:
+    """Offsets JSON names a broker's queue as brokerName:queueId over the wire, a plain queue id otherwise."""
+    given = [(K.STARTING_OFFSETS, opts.starting_offsets), (K.ENDING_OFFSETS, opts.ending_offsets),
+             (K.STARTING_OFFSETS_BY_TIMESTAMP, SpecificOffsets(opts.starting_offsets_by_timestamp or {})),
+             (K.ENDING_OFFSETS_BY_TIMESTAMP, SpecificOffsets(opts.ending_offsets_by_timestamp or {}))]
+    for opt, spec in given:
+        if not isinstance(spec, SpecificOffsets):
+            continue
+        for t, qs in spec.offsets.items():
+            for q in qs:
+                if wire and isinstance(q, int):
+                    raise RmqOptionError(opt, f"topic {t!r}: over the wire, name a queue as brokerName:queueId "
+                                              f"(e.g. \"broker-a:{q}\"), not {q}")
+                if not wire and not isinstance(q, int):
+                    raise RmqOptionError(opt, f"topic {t!r}: {q} names a broker's queue; that needs namesrvAddr "
+                                              f"(a store directory's queues are plain ids)")
 
 
 def starting_positions(store: MessageStore, opts: SourceOptions, queues: Iterable[Queue],
@@ -184,7 +222,13 @@ def ending_positions(store: MessageStore, opts: SourceOptions, queues: Iterable[
     return check_past_end(store, out, K.ENDING_OFFSETS, streaming=False, fail_on_data_loss=True)
 
 
-def _group_positions(store: MessageStore, opts: SourceOptions, queues: list) -> Positions:
+def _group_positions(store, opts: SourceOptions, queues: list) -> Positions:
+    if opts.namesrv_addr:  # QUERY_CONSUMER_OFFSET of each queue, from its broker
+        out = {}
+        for t, q in queues:
+            committed = store.committed_offset(t, q)
+            out[(t, q)] = store.min_offset(t, q) if committed is None or committed < 0 else int(committed)
+        return out
     offset_store = OffsetStore(store.path, opts.consumer_group)
     offset_store.load()
     out = {}

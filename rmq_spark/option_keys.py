@@ -3,6 +3,7 @@ way in; options.canonical_options maps them back). New options go here, and in R
 from __future__ import annotations
 
 PATH = "path"
+NAMESRV_ADDR = "namesrvAddr"  # instead of a path: read and write through brokers (host:port;host2:port)
 
 # What to read (exactly one)
 TOPIC = "topic"
@@ -39,6 +40,11 @@ POLL_TIMEOUT_MS = "pollTimeoutMs"
 READ_ONLY = "readOnly"
 METRICS_PATH = "metricsPath"
 
+# Over the wire (with namesrvAddr)
+PULL_BATCH_SIZE = "pullBatchSize"        # maxMsgNums of each pull (the broker may cap it)
+PULLS_IN_FLIGHT = "pullsInFlight"        # pulls of one partition sent before the first answers
+BROKER_TIMEOUT_MS = "brokerTimeoutMs"    # how long a query waits for a broker that does not answer
+
 SOURCE_OPTIONS = (
     PATH, TOPIC, SUBSCRIBE, SUBSCRIBE_PATTERN, ASSIGN,
     TAGS, SQL, EXPRESSION_TYPE, SUB_EXPRESSION,
@@ -46,7 +52,7 @@ SOURCE_OPTIONS = (
     ENDING_OFFSETS_BY_TIMESTAMP,
     MAX_MESSAGES_PER_TRIGGER, MAX_BYTES_PER_TRIGGER, MIN_MESSAGES_PER_TRIGGER, MAX_TRIGGER_DELAY,
     CONSUMER_GROUP, COMMIT_OFFSETS, FAIL_ON_DATA_LOSS, MIN_PARTITIONS, POLL_TIMEOUT_MS, READ_ONLY,
-    METRICS_PATH,
+    METRICS_PATH, NAMESRV_ADDR, PULL_BATCH_SIZE, PULLS_IN_FLIGHT, BROKER_TIMEOUT_MS,
 )
 
 # The sink
@@ -67,8 +73,8 @@ KAFKA_ALIASES = {
     "kafkaConsumer.pollTimeoutMs": POLL_TIMEOUT_MS,
 }
 KAFKA_ONLY = {
-    "kafka.bootstrap.servers": "rmq reads a store directory, not brokers: give it with .load(path) or "
-                               "option('path', ...)",
+    "kafka.bootstrap.servers": "give a store directory with .load(path), or RocketMQ name servers with "
+                               "option('namesrvAddr', 'host:9876;host2:9876')",
     "includeHeaders": "message properties (Kafka's headers) are always in the 'properties' column",
     "groupIdPrefix": "name the group with consumerGroup (committed offsets are reports; progress is in the "
                      "checkpoint)",

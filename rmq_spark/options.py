@@ -12,7 +12,7 @@ import logging
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Mapping, Optional, Union
+from typing import Any, Mapping, NamedTuple, Optional, Union
 
 from . import option_keys as K
 from .errors import RmqOptionError
@@ -38,7 +38,16 @@ def is_system_topic(topic: str) -> bool:
     return topic.startswith(SYSTEM_TOPIC_PREFIX) or topic in SYSTEM_TOPICS
 
 
-Queue = tuple[str, int]
+class BrokerQueue(NamedTuple):
+    """A queue of one broker, read over the wire: "brokerName:queueId" in offsets JSON."""
+    broker_name: str
+    queue_id: int
+
+    def __str__(self) -> str:
+        return f"{self.broker_name}:{self.queue_id}"
+
+
+Queue = tuple[str, Any]  # (topic, queue id) of a store directory; (topic, BrokerQueue) over the wire
 
 
 # -- subscriptions (Kafka's SubscribeStrategy, SubscribePatternStrategy, AssignStrategy) ----------------------
@@ -81,6 +90,9 @@ class Assign:
     option: str = K.ASSIGN
 
     def queues(self, store) -> list[Queue]:
+        assigned = getattr(store, "assigned", None)  # over the wire: that queue id of every broker
+        if assigned is not None:
+            return [(t, q) for t, qs in self.assign for q in assigned(t, qs)]
         return [(t, q) for t, qs in self.assign for q in qs]
 
     def describe(self) -> str:
@@ -143,6 +155,10 @@ class SourceOptions:
     poll_timeout_ms: int = 0
     read_only: bool = False
     metrics_path: Optional[str] = None
+    namesrv_addr: Optional[str] = None  # over the wire: path is "" then
+    pull_batch_size: int = 1024
+    pulls_in_flight: int = 4
+    broker_timeout_ms: int = 60_000
     raw: dict = field(default_factory=dict, compare=False)
 
 
@@ -175,16 +191,17 @@ def canonical_options(options: Mapping[str, str], names, what: str) -> dict:
 def parse_options(options: Mapping[str, str]) -> SourceOptions:
     """Static checks (names, syntax, numbers). Checks against the store are in check_against_store."""
     opts = canonical_options(options, OPTION_NAMES, 'format("rmq")')
-    path = _store_path(opts)
+    namesrv = _namesrv_addr(opts)
+    path = "" if namesrv else _store_path(opts)
     subscription = _subscription(opts)
     tags, sql = _selectors(opts)
-    read_only = _bool(opts, K.READ_ONLY, not os.path.exists(os.path.join(path, ".rmq-spark")))
+    read_only = _bool(opts, K.READ_ONLY, not namesrv and not os.path.exists(os.path.join(path, ".rmq-spark")))
     ts, ts_by_queue = _timestamps(opts, K.STARTING_TIMESTAMP, K.STARTING_OFFSETS_BY_TIMESTAMP)
     end_ts, end_ts_by_queue = _timestamps(opts, K.ENDING_TIMESTAMP, K.ENDING_OFFSETS_BY_TIMESTAMP)
     max_msgs, min_msgs, delay_ms = _trigger_limits(opts)
     group = opts.get(K.CONSUMER_GROUP)
     if group is None:
-        group = default_consumer_group(path, subscription, tags, sql)
+        group = default_consumer_group(path or f"rocketmq://{namesrv}", subscription, tags, sql)
     elif not _GROUP_NAME.fullmatch(group):
         raise RmqOptionError(K.CONSUMER_GROUP, f"{group!r} must match ^[%|a-zA-Z0-9_-]+$ (at most 255 characters)")
     return SourceOptions(
@@ -202,8 +219,38 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         poll_timeout_ms=_int(opts, K.POLL_TIMEOUT_MS, 0, minimum=0),
         read_only=read_only,
         metrics_path=opts.get(K.METRICS_PATH),
+        namesrv_addr=namesrv,
+        pull_batch_size=_int(opts, K.PULL_BATCH_SIZE, 1024, minimum=1),
+        pulls_in_flight=_int(opts, K.PULLS_IN_FLIGHT, 4, minimum=1),
+        broker_timeout_ms=_int(opts, K.BROKER_TIMEOUT_MS, 60_000, minimum=0),
         raw=opts,
     )
+
+
+def _namesrv_addr(opts: dict) -> Optional[str]:
+    """namesrvAddr (host:port, ';'-separated): read through brokers instead of a store directory."""
+    text = opts.get(K.NAMESRV_ADDR)
+    wire_only = [n for n in (K.PULL_BATCH_SIZE, K.PULLS_IN_FLIGHT, K.BROKER_TIMEOUT_MS) if n in opts]
+    if text is None:
+        if wire_only:
+            raise RmqOptionError(wire_only[0], "only for reads through brokers (with namesrvAddr)")
+        return None
+    if opts.get(K.PATH) not in (None, ""):
+        raise RmqOptionError(K.NAMESRV_ADDR, f"give a store directory (path={opts[K.PATH]!r}) or name servers "
+                                             f"(namesrvAddr={text!r}), not both")
+    addrs = [a.strip() for a in text.replace(",", ";").split(";") if a.strip()]
+    if not addrs:
+        raise RmqOptionError(K.NAMESRV_ADDR, "no name server given; expected host:port;host2:port")
+    for a in addrs:
+        host, sep, port = a.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise RmqOptionError(K.NAMESRV_ADDR, f"{a!r} is not host:port")
+    for name in (K.READ_ONLY, K.METRICS_PATH, K.MAX_BYTES_PER_TRIGGER):
+        if name in opts:
+            raise RmqOptionError(name, "only for a store directory (path), not with namesrvAddr (use "
+                                       "maxMessagesPerTrigger)" if name == K.MAX_BYTES_PER_TRIGGER else
+                                 "only for a store directory (path), not with namesrvAddr")
+    return ";".join(addrs)
 
 
 def _store_path(opts: dict) -> str:
@@ -357,17 +404,30 @@ def _offset_json(name: str, value: str, minimum: int, words: str = "") -> dict:
     for topic, queues in data.items():
         if not isinstance(queues, dict):
             raise RmqOptionError(name, f"topic {topic!r} must map queue ids to offsets, e.g. {example}")
-        parsed = {}
+        parsed: dict = {}
         for qid, off in queues.items():
+            q: Union[int, BrokerQueue]
             try:
-                q = int(qid)
+                q = queue_key(qid)
             except (TypeError, ValueError):
-                raise RmqOptionError(name, f"{topic!r}: queue id {qid!r} is not an integer") from None
+                raise RmqOptionError(name, f"{topic!r}: queue {qid!r} is neither a queue id nor "
+                                           f"brokerName:queueId") from None
             if not isinstance(off, int) or isinstance(off, bool) or off < minimum:
                 raise RmqOptionError(name, f"{topic!r} queue {q}: {off!r} is not an integer >= {minimum}")
             parsed[q] = off
         out[topic] = parsed
     return out
+
+
+def queue_key(text: str) -> Union[int, BrokerQueue]:
+    """An offsets JSON's queue: "3" (a store directory's queue 3) or "broker-a:3" (queue 3 of broker-a, over the
+    wire). ValueError for anything else."""
+    broker, sep, qid = str(text).rpartition(":")
+    if not sep:
+        return int(qid)
+    if not broker:
+        raise ValueError(text)
+    return BrokerQueue(broker, int(qid))
 
 
 def _int(opts: dict, name: str, default, minimum: int):

@@ -11,7 +11,7 @@ from pyspark.sql.types import StructType
 from . import option_keys as K
 from .batch_reader import RmqBatchReader, RmqPushdownBatchReader
 from .errors import RmqOptionError
-from .offsets import check_against_store, open_store
+from .offsets import check_against_store, open_source_store
 from .options import parse_options
 from .schema import SCHEMA
 from .stream_reader import RmqStreamReader
@@ -39,7 +39,7 @@ class RmqDataSource(DataSource):
     def _read_config(self, schema: StructType):
         _check_schema(schema)
         config = parse_options(self.options)
-        with open_store(config.path) as store:
+        with open_source_store(config) as store:
             check_against_store(config, store)
         return config, _build_filter(config)
 

@@ -29,7 +29,7 @@ from .offsets import (
     Positions,
     check_data_loss,
     from_offset_dict,
-    open_store,
+    open_source_store,
     starting_positions,
     subscribed_queues,
     to_offset_dict,
@@ -37,6 +37,7 @@ from .offsets import (
 from .options import LatestOffsets, SourceOptions
 from .partition import QueueRange, read_partition, split_ranges
 from .rate_limit import limit_by_bytes, split_by_backlog
+from .wire import WireOffsetCommitter, WireRange, read_wire_partition, wire_ranges
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,10 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._initial: Optional[dict] = None
         self._target: Optional[Positions] = None      # Trigger.AvailableNow: the queue ends when it started
         self._last_trigger_ms = 0.0                    # for minMessagesPerTrigger / maxTriggerDelay
-        self._committer = OffsetCommitter(opts.path, opts.consumer_group) if opts.commit_offsets else None
+        self._committer = None
+        if opts.commit_offsets:
+            self._committer = WireOffsetCommitter(opts.consumer_group) if opts.namesrv_addr else \
+                OffsetCommitter(opts.path, opts.consumer_group)
 
     def __getstate__(self):
         # Executors get a copy of the reader; the driver-side handles stay behind.
@@ -63,7 +67,7 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     @property
     def store(self):
         if self._store is None:
-            self._store = open_store(self.opts.path)
+            self._store = open_source_store(self.opts)
         return self._store
 
     # -- offsets ---------------------------------------------------------------------------------------------
@@ -191,11 +195,16 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 s = mn  # (with failOnDataLoss=false, latestOffset has logged the loss already: once per queue)
             if s < e:
                 ranges.append((q[0], q[1], s, e))
+        ranges = split_ranges(ranges, self.opts.min_partitions)
+        if self.opts.namesrv_addr:
+            return wire_ranges(self.opts, ranges, self.message_filter)
         return [QueueRange(self.opts.path, t, qid, s, e, self.message_filter, self.opts.fail_on_data_loss,
                            self.opts.metrics_path)
-                for t, qid, s, e in split_ranges(ranges, self.opts.min_partitions)]
+                for t, qid, s, e in ranges]
 
     def read(self, partition: InputPartition):
+        if isinstance(partition, WireRange):
+            return read_wire_partition(partition)
         return read_partition(partition)
 
     def commit(self, end: dict) -> None:
