@@ -31,6 +31,7 @@ def _start(args: list[str], log_path: str) -> tuple[subprocess.Popen, dict]:
 class WireCluster:
     def __init__(self, root, brokers=("broker-a",), conf: str = PULL_LIMITS, host: str = "127.0.0.1"):
         self.root, self.conf, self.host = str(root), conf, host
+        os.makedirs(self.root, exist_ok=True)
         self.names = list(brokers)
         self.procs: dict[str, subprocess.Popen] = {}
         self.addresses: dict[str, str] = {}

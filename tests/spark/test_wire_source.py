@@ -1,0 +1,132 @@
+"""format("rmq") with namesrvAddr: Spark reads through two real brokers (`rmq serve` processes) and a name
+server, never given a store path: batch and stream reads, broker-side filters, offsets JSON by broker, group
+offsets on the brokers, a broker killed mid-stream."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from wire_cluster import WireCluster, wait_until
+
+from rmq_client import MessageQueue, Producer, PullConsumer
+
+BROKERS = ("broker-a", "broker-b")
+PER_QUEUE = 60
+
+
+def _send(namesrv: str, topic: str, base: int = 0, n: int = PER_QUEUE) -> set:
+    sent = set()
+    with Producer(namesrv) as p:
+        p.create_topic(topic, 2)
+        for b in BROKERS:
+            for q in (0, 1):
+                bodies = [f"{b}/{q}/{base + i}".encode() for i in range(n)]
+                p.send_batch(topic, bodies, tags=["x" if (base + i) % 6 == 0 else "y" for i in range(n)],
+                             properties=[{"n": str(base + i)} for i in range(n)], queue=MessageQueue(topic, b, q))
+                sent |= set(bodies)
+    return sent
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with WireCluster(tmp_path_factory.mktemp("wire"), brokers=BROKERS) as c:
+        c.sent = _send(c.namesrv, "Orders")
+        yield c
+
+
+def _read(spark, cluster, **options):
+    r = spark.read.format("rmq").option("namesrvAddr", cluster.namesrv)
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r.load()
+
+
+def test_a_batch_read_gets_every_message_of_both_brokers_with_its_columns(spark, cluster):
+    rows = _read(spark, cluster, topic="Orders").collect()
+    assert sorted(r.body for r in rows) == sorted(cluster.sent)
+    one = next(r for r in rows if r.body == b"broker-b/1/6")
+    assert (one.topic, one.queue_id, one.queue_offset, one.tags, one.properties["n"]) == ("Orders", 1, 6, "x", "6")
+    assert one.store_host == cluster.addresses["broker-b"]
+
+
+def test_tag_and_sql92_filters_give_exactly_the_matching_messages(spark, cluster):
+    tagged = {r.body for r in _read(spark, cluster, topic="Orders", tags="x").collect()}
+    assert tagged == {b for b in cluster.sent if int(b.split(b"/")[2]) % 6 == 0}
+    sql = {r.body for r in _read(spark, cluster, topic="Orders", sql="n BETWEEN 10 AND 14").collect()}
+    assert sql == {b for b in cluster.sent if 10 <= int(b.split(b"/")[2]) <= 14}
+    both = {r.body for r in _read(spark, cluster, topic="Orders", sql="n < 20", tags="x").collect()}
+    assert both == {b for b in cluster.sent if int(b.split(b"/")[2]) in (0, 6, 12, 18)}
+
+
+def test_offsets_json_names_queues_by_broker(spark, cluster):
+    start = json.dumps({"Orders": {"broker-a:0": 50, "broker-b:1": 55}})
+    end = json.dumps({"Orders": {"broker-a:0": 52, "broker-a:1": 0, "broker-b:0": 0, "broker-b:1": -1}})
+    rows = _read(spark, cluster, topic="Orders", startingOffsets=start, endingOffsets=end).collect()
+    assert sorted(r.body for r in rows) == sorted([b"broker-a/0/50", b"broker-a/0/51"] +
+                                                  [f"broker-b/1/{i}".encode() for i in range(55, 60)])
+
+
+@pytest.mark.parametrize("options, fragment", [
+    ({"startingOffsets": '{"Orders": {"0": 1}}'}, "option 'startingOffsets'.*brokerName:queueId"),
+    ({"startingOffsets": '{"Orders": {"broker-z:0": 1}}'}, "queue broker-z:0 does not exist"),
+    ({"path": "/tmp"}, "option 'namesrvAddr': give a store directory .* or name servers"),
+    ({"maxBytesPerTrigger": "100"}, "option 'maxBytesPerTrigger'"),
+    ({"topic": "NoSuchTopic"}, "option 'topic': unknown topic 'NoSuchTopic'"),
+])
+def test_bad_options_fail_at_load_naming_the_option(spark, cluster, options, fragment):
+    opts = {"topic": "Orders", **options}
+    with pytest.raises(Exception, match=fragment):
+        _read(spark, cluster, **opts).collect()
+
+
+def test_a_stream_commits_the_group_offsets_to_each_broker_and_resumes_from_them(spark, cluster, tmp_path):
+    def run(checkpoint, **extra):
+        r = (spark.readStream.format("rmq").option("namesrvAddr", cluster.namesrv).option("topic", "Orders")
+             .option("consumerGroup", "wire-g").option("maxMessagesPerTrigger", "100"))
+        for k, v in extra.items():
+            r = r.option(k, v)
+        q = (r.load().writeStream.format("parquet").option("path", str(tmp_path / checkpoint.name / "out"))
+             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+        q.awaitTermination(180)
+        assert q.exception() is None
+
+    run(tmp_path / "cp1", startingOffsets="earliest")
+    with PullConsumer(cluster.namesrv, "wire-g") as pc:
+        assert {mq.key(): pc.query_offset(mq) for mq in pc.queues("Orders")} == \
+            {f"{b}:{q}": PER_QUEUE for b in BROKERS for q in (0, 1)}
+    more = _send(cluster.namesrv, "Orders", base=PER_QUEUE, n=5)
+    cluster.sent |= more
+    run(tmp_path / "cp2", startingOffsets="group")  # a new checkpoint: starts where the group left off
+    bodies = [r.body for cp in ("cp1", "cp2") for r in spark.read.parquet(str(tmp_path / cp / "out")).collect()]
+    assert len(bodies) == len(set(bodies)) and set(bodies) == cluster.sent
+
+
+def test_a_broker_killed_mid_stream_is_waited_for_and_nothing_is_lost_or_read_twice(spark, tmp_path):
+    with WireCluster(tmp_path / "c", brokers=BROKERS) as c:
+        sent = _send(c.namesrv, "Live")
+        q = (spark.readStream.format("rmq").option("namesrvAddr", c.namesrv).option("topic", "Live")
+             .option("startingOffsets", "earliest").option("brokerTimeoutMs", "60000")
+             .option("maxMessagesPerTrigger", "40").load()
+             .writeStream.format("parquet").option("path", str(tmp_path / "out"))
+             .option("checkpointLocation", str(tmp_path / "cp")).trigger(processingTime="200 milliseconds").start())
+        try:
+            wait_until(lambda: q.lastProgress is not None and q.lastProgress["numInputRows"] > 0, 90, "first batch")
+            c.kill("broker-b")
+            sent |= _send_to(c.namesrv, "Live", "broker-a", 100)
+            c.start("broker-b")
+            sent |= _send_to(c.namesrv, "Live", "broker-b", 200)
+            wait_until(lambda: spark.read.parquet(str(tmp_path / "out")).count() >= len(sent), 120, "every message")
+            assert q.exception() is None
+        finally:
+            q.stop()
+        bodies = [r.body for r in spark.read.parquet(str(tmp_path / "out")).collect()]
+        assert len(bodies) == len(set(bodies)), "duplicates"
+        assert set(bodies) == sent, "lost"
+
+
+def _send_to(namesrv: str, topic: str, broker: str, base: int) -> set:
+    bodies = [f"{broker}/0/{base + i}".encode() for i in range(20)]
+    with Producer(namesrv) as p:
+        wait_until(lambda: p.send_batch(topic, bodies, queue=MessageQueue(topic, broker, 0)) is not None, 30,
+                   f"a send to {broker}")
+    return set(bodies)
