@@ -1,0 +1,88 @@
+"""Run by test_wire_local_cluster.py in its own process (a local-cluster master needs its own SparkContext):
+two brokers and a name server, the Apache RocketMQ C++ producer sending while two streams (a tag filter and a
+SQL92 filter) run on separate executor JVMs into Parquet. Prints one JSON line of what came out."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from wire_cluster import ROOT, WireCluster, wait_until  # noqa: E402
+
+from rmq_client import PullConsumer  # noqa: E402
+
+CPP_PRODUCER = """
+import sys
+from rocketmq.client import Message, Producer
+p = Producer("cpp-wire")
+p.set_namesrv_addr(sys.argv[1])
+p.start()
+for i in range(int(sys.argv[2])):
+    m = Message("Cluster")
+    m.set_tags("TagA" if i % 4 == 0 else "TagB")
+    m.set_property("seq", str(i))
+    m.set_body("cpp-%d" % i)
+    p.send_sync(m)
+p.shutdown()
+"""
+N = 400
+
+
+def main(root: str) -> None:
+    from pyspark.sql import SparkSession
+
+    with WireCluster(os.path.join(root, "cluster"), brokers=("broker-a", "broker-b")) as c:
+        from rmq_client import Producer
+        with Producer(c.namesrv) as p:
+            p.create_topic("Cluster", 4)
+        spark = (SparkSession.builder.master("local-cluster[2,1,1024]").appName("rmq-wire-cluster")
+                 .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+                 .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable).getOrCreate())
+        try:
+            queries = {}
+            for name, opt, value in (("tags", "tags", "TagA"), ("sql", "sql", "seq BETWEEN 100 AND 199")):
+                queries[name] = (spark.readStream.format("rmq").option("namesrvAddr", c.namesrv)
+                                 .option("topic", "Cluster").option(opt, value).option("consumerGroup", f"g-{name}")
+                                 .option("startingOffsets", "earliest").load()
+                                 .select("body", "tags", "properties", "queue_id", "store_host")
+                                 .writeStream.format("parquet").option("path", os.path.join(root, name))
+                                 .option("checkpointLocation", os.path.join(root, f"cp-{name}"))
+                                 .trigger(processingTime="1 second").start())
+            env = dict(os.environ, HOME=root, PYTHONPATH=ROOT)
+            cpp = subprocess.run([sys.executable, "-c", textwrap.dedent(CPP_PRODUCER), c.namesrv, str(N)], env=env,
+                                 capture_output=True, text=True, timeout=300)
+            assert cpp.returncode == 0, cpp.stderr[-2000:]
+            want = {"tags": {f"cpp-{i}" for i in range(N) if i % 4 == 0}, "sql": {f"cpp-{i}" for i in range(100, 200)}}
+
+            def done() -> bool:
+                return all(os.path.isdir(os.path.join(root, n, "_spark_metadata")) and
+                           spark.read.parquet(os.path.join(root, n)).count() >= len(want[n]) for n in want)
+
+            wait_until(done, 180, "every matching message in the output")
+            time.sleep(3)  # a trigger more: its commit carries the last batch's end to the brokers
+            for q in queries.values():
+                q.stop()
+            out: dict = {"hosts": sorted(c.addresses.values())}
+            for n, w in want.items():
+                rows = spark.read.parquet(os.path.join(root, n)).collect()
+                bodies = [r.body.decode() for r in rows]
+                out[n] = {"rows": len(rows), "duplicates": len(bodies) - len(set(bodies)),
+                          "lost": len(w - set(bodies)), "extra": len(set(bodies) - w),
+                          "store_hosts": sorted({r.store_host for r in rows}),
+                          "wrong_tags": sum(1 for r in rows if n == "tags" and r.tags != "TagA")}
+            for n in want:
+                with PullConsumer(c.namesrv, f"g-{n}") as pc:
+                    ends = pc.queue_bounds("Cluster")
+                    out[n]["offsets_at_end"] = all(pc.query_offset(mq) == mx for mq, (_, mx) in ends.items())
+                    out[n]["brokers"] = sorted({mq.broker_name for mq in ends})
+            print(json.dumps(out), flush=True)
+        finally:
+            spark.stop()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
