@@ -162,6 +162,7 @@ def add_produce_command(sub, common) -> None:
     p.add_argument("--progress", action="store_true", help="show a progress bar even when stderr is not a terminal")
     p.add_argument("--json", action="store_true", help="print results as JSON")
     p.add_argument("bodies", nargs="*", metavar="BODY", help="message bodies, one message each")
+    _add_namesrv(p)
     p.set_defaults(run=cmd_produce)
 
 
@@ -182,6 +183,7 @@ def add_consume_command(sub, common) -> None:
     p.add_argument("--commit", action="store_true", help="commit the group's offsets after consuming")
     p.add_argument("--follow", action="store_true", help="keep waiting for new messages (long polling); Ctrl-C stops")
     p.add_argument("--json", action="store_true", help="one JSON object per message")
+    _add_namesrv(p)
     p.set_defaults(run=cmd_consume)
 
 
@@ -189,6 +191,7 @@ def add_topics_command(sub, common) -> None:
     p = sub.add_parser("topics", parents=[common], help="list topics",
                        description="List the topics with their queue counts and message counts.")
     p.add_argument("--json", action="store_true", help="print the topics as JSON")
+    _add_namesrv(p)
     p.set_defaults(run=cmd_topics)
 
 
@@ -199,7 +202,26 @@ def add_stat_command(sub, common) -> None:
     p.add_argument("-t", "--topic", help="only this topic")
     p.add_argument("-g", "--group", metavar="G", help="show this consumer group's committed offsets and lag")
     p.add_argument("--json", action="store_true", help="print the queues (and the group's offsets) as JSON")
+    _add_namesrv(p)
     p.set_defaults(run=cmd_stat)
+
+
+def _add_namesrv(p) -> None:
+    p.add_argument("--namesrv", metavar="HOST:PORT", help="work through RocketMQ brokers found through this name "
+                                                          "server (host:port;host2:port) instead of a store directory")
+
+
+def _over_the_wire(run) -> int:
+    """A --namesrv command; a broker's refusal or silence is exit 1 with its code and remark."""
+    from rmq_client import MQClientError
+    try:
+        run()
+    except MQClientError as e:
+        print(f"rmq: error: {e}", file=sys.stderr)
+        return EXIT_FAILURE
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    return EXIT_OK
 
 
 def add_check_command(sub, common) -> None:
@@ -547,6 +569,12 @@ def cmd_produce(args) -> int:
                 raise UsageError(f"--property {k}=: empty values are not stored")
     elif args.topic:
         _check_topic_name(args.topic)
+    if args.namesrv:
+        from . import wire_commands
+        if args.file is not None or args.queue is not None:
+            raise UsageError("--namesrv: --file and --queue are not supported over the wire yet; give BODY "
+                             "arguments (and --sharding-key to choose a queue)")
+        return _over_the_wire(lambda: wire_commands.produce(args, props, _write_json, _plural))
     with _open(args, read_only=False) as store:
         if args.file is not None:
             summary = _produce_file(store, args)
@@ -719,6 +747,12 @@ def cmd_consume(args) -> int:
         raise UsageError("--commit needs --group G")
     start = _parse_start(args.start, bool(args.group))
     message_filter = _build_filter(args)  # a bad selector fails before the store is opened
+    if args.namesrv:
+        from . import wire_commands
+        if args.follow:
+            raise UsageError("--follow is not supported with --namesrv yet")
+        return _over_the_wire(lambda: wire_commands.consume(args, start, _write_json, _message_text,
+                                                            message_to_json))
     offset_store = None
     if args.group:
         from store.offset_store import OffsetStore
@@ -789,6 +823,9 @@ def _table(rows: list[list], header: list[str]) -> str:
 
 
 def cmd_topics(args) -> int:
+    if args.namesrv:
+        from . import wire_commands
+        return _over_the_wire(lambda: wire_commands.topics(args, _write_json, _table))
     with _open(args, read_only=True) as store:
         rows = []
         for topic in store.topics():
@@ -807,6 +844,9 @@ def cmd_topics(args) -> int:
 
 
 def cmd_stat(args) -> int:
+    if args.namesrv:
+        from . import wire_commands
+        return _over_the_wire(lambda: wire_commands.stat(args, _write_json, _table, _plural))
     offsets = None
     if args.group:
         from store.offset_store import OffsetStore
