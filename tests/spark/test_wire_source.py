@@ -130,3 +130,41 @@ def _send_to(namesrv: str, topic: str, broker: str, base: int) -> set:
         wait_until(lambda: p.send_batch(topic, bodies, queue=MessageQueue(topic, broker, 0)) is not None, 30,
                    f"a send to {broker}")
     return set(bodies)
+
+
+def test_messages_retention_removed_follow_fail_on_data_loss(spark, tmp_path):
+    import time
+
+    from store import MessageStore
+    from store.store_config import StoreConfig
+
+    with MessageStore(tmp_path / "c" / "broker-a", StoreConfig(mappedFileSizeCommitLog=4096, fileReservedTime=0)) as s:
+        for i in range(60):
+            s.put("Old", f"old-{i}".encode() * 20, queue_id=0)
+        s.clean_expired(now=time.time() + 100 * 3600)  # every commitlog file but the last is gone
+        lo, hi = s.min_offset("Old", 0), s.max_offset("Old", 0)
+    assert 0 < lo < hi
+    with WireCluster(tmp_path / "c", brokers=("broker-a",)) as c:
+        start = json.dumps({"Old": {"broker-a:0": 0}})
+        with pytest.raises(Exception, match=r"wanted offset 0 but the earliest available is \d+.*failOnDataLoss"):
+            _read(spark, c, topic="Old", startingOffsets=start).collect()
+        rows = _read(spark, c, topic="Old", startingOffsets=start, failOnDataLoss="false").collect()
+        assert sorted(r.queue_offset for r in rows) == list(range(lo, hi))
+
+
+def test_a_partition_whose_broker_stays_away_fails_naming_it_and_reads_all_once_it_is_back(tmp_path):
+    from rmq_client import Subscription
+    from rmq_spark.options import BrokerQueue
+    from rmq_spark.wire import BrokerUnavailableError, WireRange, read_wire_partition
+
+    with WireCluster(tmp_path, brokers=BROKERS) as c:
+        sent = _send(c.namesrv, "Away")
+        part = WireRange(c.namesrv, "away-g", "Away", BrokerQueue("broker-b", 1), 0, PER_QUEUE, Subscription(),
+                         pull_batch_size=16, timeout_ms=1500)
+        c.kill("broker-b")
+        with pytest.raises(BrokerUnavailableError, match="broker-b.*brokerTimeoutMs=1500"):
+            list(read_wire_partition(part))
+        c.start("broker-b")
+        got = [b for batch in read_wire_partition(part) for b in batch.column("body").to_pylist()]
+        assert got == [f"broker-b/1/{i}".encode() for i in range(PER_QUEUE)]
+        assert set(got) <= sent
