@@ -586,7 +586,7 @@ class Broker:
         ext = cmd.ext_fields
         group, topic = ext.get("consumerGroup") or "", ext.get("topic") or ""
         queue_id, offset = _int_field(ext, "queueId"), _int_field(ext, "queueOffset")
-        max_msgs = max(1, min(_int_field(ext, "maxMsgNums", 32), 1024))
+        max_msgs = max(1, min(_int_field(ext, "maxMsgNums", 32), 65536))  # maxTransfer* bound it further
         sys_flag = _int_field(ext, "sysFlag", 0)
         self._group_config(group)
         self._check_queue(topic, queue_id)
@@ -638,23 +638,32 @@ class Broker:
     def _get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int,
                      message_filter: Optional[MessageFilter], sql: bool) -> tuple[GetMessageResult, bytes]:
         """The store's getMessage, and the found records' bytes as they lie in the commitlog."""
-        if not sql:
-            return self._pull_records(topic, queue_id, offset, max_msgs, message_filter)
-        max_msgs = min(max_msgs, self.store.config.maxTransferCountOnMessageInMemory)
-        result = self.store.get_message(group, topic, queue_id, offset, max_msgs, message_filter)
-        if not result.messages:
-            return result, b""
-        body = self.store.commit_log.read_records(np.array([m.commit_log_offset for m in result.messages]),
-                                                  np.array([m.store_size for m in result.messages]))
-        if body is None:
-            raise StoreError(f"the records of {topic}/{queue_id} at {offset} were removed while being read")
-        return result, body.tobytes()
+        return self._pull_records(topic, queue_id, offset, max_msgs, message_filter, sql)
+
+    def _sql_matches(self, topic: str, queue_id: int, offset: int, candidates: np.ndarray, want: int,
+                     message_filter: MessageFilter) -> tuple[np.ndarray, int]:
+        """(unit indexes among candidates whose records' properties match the SQL92 filter, at most `want`; how
+        many units were decided): the store's vectorised scan, a chunk of units at a time, stops once enough
+        matched, so a selective filter reads few records per match and an unselective one few records in all."""
+        matched: list[np.ndarray] = []
+        found = 0
+        end = offset + (int(candidates[-1]) + 1 if len(candidates) else 0)
+        for batch in self.store.scan(topic, queue_id, offset, end, message_filter=message_filter,
+                                     batch_rows=max(256, want * 2)):
+            idx = batch.column("queue_offset").to_numpy() - offset
+            matched.append(idx)
+            found += len(idx)
+            if found >= want:
+                break
+        taken = np.concatenate(matched)[:want] if matched else np.zeros(0, dtype=np.int64)
+        return taken, (int(taken[-1]) + 1 if found >= want and len(taken) else end - offset)
 
     def _pull_records(self, topic: str, queue_id: int, offset: int, max_msgs: int,
-                      message_filter: Optional[MessageFilter]) -> tuple[GetMessageResult, bytes]:
-        """getMessage for a TAG subscription, as buffers: the consume queue's units filtered by tag code (one
-        vectorised mask), the records' bytes sliced out of the commitlog as they lie, each checked for its
-        TOTALSIZE and MAGICCODE so that nothing torn is sent."""
+                      message_filter: Optional[MessageFilter], sql: bool = False) -> tuple[GetMessageResult, bytes]:
+        """getMessage as buffers: the consume queue's units filtered by tag code (one vectorised mask), a SQL92
+        filter decided on the records' properties by the store's vectorised scan, the records' bytes sliced out
+        of the commitlog as they lie, each checked for its TOTALSIZE and MAGICCODE so that nothing torn is
+        sent."""
         cq = self.store.find_consume_queue(topic, queue_id)
         min_offset = self._queue_min_offset(cq)
         max_offset = cq.max_offset()
@@ -682,7 +691,12 @@ class Broker:
             np.asarray(message_filter.consume_queue_mask(units["tags_code"].astype(np.int64)), dtype=bool)
         # maxTransferCountOnMessageInMemory / maxTransferBytesOnMessageInMemory bound a pull, as in getMessage
         max_msgs = min(max_msgs, self.store.config.maxTransferCountOnMessageInMemory)
-        taken = np.flatnonzero(keep)[:max_msgs]
+        decided = len(units)
+        if sql and message_filter is not None:
+            taken, decided = self._sql_matches(topic, queue_id, offset, np.flatnonzero(keep), max_msgs, message_filter)
+            units, sizes = units[:decided], sizes[:decided]
+        else:
+            taken = np.flatnonzero(keep)[:max_msgs]
         if len(taken) > 1:
             fits = int(np.searchsorted(np.cumsum(sizes[taken]), self.store.config.maxTransferBytesOnMessageInMemory,
                                        side="right"))
@@ -691,7 +705,7 @@ class Broker:
                 max_msgs = len(taken)
         if not len(taken):
             result.status = GetMessageStatus.NO_MATCHED_MESSAGE
-            result.next_begin_offset = offset + len(units)
+            result.next_begin_offset = offset + decided
             return result, b""
         try:
             body = self.store.commit_log.read_records(units["offset"].astype(np.int64)[taken], sizes[taken])

@@ -38,7 +38,7 @@ def check_kernel() -> None:
 def test_every_notebook_is_tested():
     assert [p.name for p in NOTEBOOKS] == [
         "01_quickstart.ipynb", "02_filters.ipynb", "03_exactly_once_pipeline.ipynb", "04_operations.ipynb",
-        "05_replay_a_broker_store.ipynb"]
+        "05_replay_a_broker_store.ipynb", "06_cluster.ipynb"]
 
 
 def test_notebooks_are_saved_without_outputs():
