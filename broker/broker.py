@@ -648,13 +648,13 @@ class Broker:
         matched: list[np.ndarray] = []
         found = 0
         end = offset + (int(candidates[-1]) + 1 if len(candidates) else 0)
-        for batch in self.store.scan(topic, queue_id, offset, end, message_filter=message_filter,
-                                     batch_rows=max(256, want * 2)):
-            idx = batch.column("queue_offset").to_numpy() - offset
-            matched.append(idx)
-            found += len(idx)
-            if found >= want:
-                break
+        pos, chunk = offset, max(256, want * 2)
+        while pos < end and found < want:  # chunks grow while matches are rare: few scans per pull either way
+            for batch in self.store.scan(topic, queue_id, pos, min(end, pos + chunk), message_filter=message_filter,
+                                         batch_rows=chunk):
+                matched.append(batch.column("queue_offset").to_numpy() - offset)
+                found += batch.num_rows
+            pos, chunk = pos + chunk, chunk * 4
         taken = np.concatenate(matched)[:want] if matched else np.zeros(0, dtype=np.int64)
         return taken, (int(taken[-1]) + 1 if found >= want and len(taken) else end - offset)
 

@@ -70,3 +70,19 @@ def test_errors_name_the_broker_and_the_code(cluster):
             consumer.pull(MessageQueue("Orders", "broker-z", 0), 0)
     with pytest.raises(ValueError, match="namesrvAddr"):
         PullConsumer("nohostport", "g")
+
+
+def test_sql92_pulls_find_sparse_and_dense_matches_in_order(cluster):
+    with Producer(cluster.namesrv) as producer, PullConsumer(cluster.namesrv, "g5") as consumer:
+        mq = MessageQueue("Sparse", "broker-b", 0)
+        for lo in range(0, 3000, 500):
+            producer.send_batch("Sparse", [f"s{i}".encode() for i in range(lo, lo + 500)],
+                                properties=[{"n": str(i)} for i in range(lo, lo + 500)], queue=mq)
+        for expression, want in (("n >= 2990 OR n = 5", [5] + list(range(2990, 3000))),
+                                 ("n < 2000", list(range(2000))),
+                                 ("n BETWEEN 700 AND 1500 AND n <> 1000", [i for i in range(700, 1501) if i != 1000])):
+            for max_nums in (7, 1024):
+                got = [int(r["body"][1:]) for b in consumer.read_range(mq, 0, 3000, Subscription(expression, "SQL92"),
+                                                                       max_nums=max_nums, in_flight=2)
+                       for r in b.to_pylist()]
+                assert got == want, (expression, max_nums)
