@@ -37,7 +37,7 @@ def test_kafka_names_are_read_as_ours_with_a_log_line(store, caplog):
 
 
 @pytest.mark.parametrize("option, hint", [
-    ("kafka.bootstrap.servers", "rmq reads a store directory, not brokers: give it with .load(path)"),
+    ("kafka.bootstrap.servers", "give a store directory with .load(path), or RocketMQ name servers"),
     ("includeHeaders", "always in the 'properties' column"),
     ("groupIdPrefix", "consumerGroup"),
 ])
