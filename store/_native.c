@@ -627,11 +627,22 @@ typedef struct {
     uint8_t *tgv;
     int64_t *ps, *pk, *pe;
     int32_t pairs, items, kpos, vpos, tgpos, kipos;
+    int want;  /* WANT_MAP | WANT_TAGS | WANT_KEYS: the columns written (a query may select few of them) */
 } props_out;
+
+/* Which scan columns a kernel builds (decode_v4_records' and properties_columns' `want`). */
+#define WANT_BODY 1
+#define WANT_MAP 2
+#define WANT_TAGS 4
+#define WANT_KEYS 8
+#define WANT_IDS 16
+#define WANT_PROPS (WANT_MAP | WANT_TAGS | WANT_KEYS)
 
 static void props_out_init(props_out *o) {
     o->pairs = o->items = o->kpos = o->vpos = o->tgpos = o->kipos = 0;
-    o->mo[0] = o->ko[0] = o->vo[0] = o->tgo[0] = o->lko[0] = o->kio[0] = 0;
+    if (o->want & WANT_MAP) o->mo[0] = o->ko[0] = o->vo[0] = 0;
+    if (o->want & WANT_TAGS) o->tgo[0] = 0;
+    if (o->want & WANT_KEYS) o->lko[0] = o->kio[0] = 0;
 }
 
 /* Row r's properties text base[p:end]: its kept pairs (as property_pairs keeps them), TAGS and split KEYS. */
@@ -640,25 +651,31 @@ static void properties_row(props_out *o, const char *base, int64_t p, int64_t en
     /* the row's kept pairs: start, \x01, end (props_out_scratch leaves room for any row's pairs) */
     Py_ssize_t m = text_pairs(base, p, end, ps, pk, pe, 0, PY_SSIZE_T_MAX);
     int64_t tags_s = -1, tags_e = -1, keys_s = -1, keys_e = -1;
+    const int want = o->want;
     for (Py_ssize_t j = 0; j < m; j++) {
         size_t kl = (size_t)(pk[j] - ps[j]), vl = (size_t)(pe[j] - pk[j] - 1);
-        memcpy(o->kd + o->kpos, base + ps[j], kl);
-        o->kpos += (int32_t)kl;
-        memcpy(o->vd + o->vpos, base + pk[j] + 1, vl);
-        o->vpos += (int32_t)vl;
-        o->pairs++;
-        o->ko[o->pairs] = o->kpos;
-        o->vo[o->pairs] = o->vpos;
+        if (want & WANT_MAP) {
+            memcpy(o->kd + o->kpos, base + ps[j], kl);
+            o->kpos += (int32_t)kl;
+            memcpy(o->vd + o->vpos, base + pk[j] + 1, vl);
+            o->vpos += (int32_t)vl;
+            o->pairs++;
+            o->ko[o->pairs] = o->kpos;
+            o->vo[o->pairs] = o->vpos;
+        }
         if (kl == 4 && memcmp(base + ps[j], "TAGS", 4) == 0) { tags_s = pk[j] + 1; tags_e = pe[j]; }
         if (kl == 4 && memcmp(base + ps[j], "KEYS", 4) == 0) { keys_s = pk[j] + 1; keys_e = pe[j]; }
     }
-    o->mo[r + 1] = o->pairs;
-    o->tgv[r] = tags_s >= 0;
-    if (tags_s >= 0) {
-        memcpy(o->tgd + o->tgpos, base + tags_s, (size_t)(tags_e - tags_s));
-        o->tgpos += (int32_t)(tags_e - tags_s);
+    if (want & WANT_MAP) o->mo[r + 1] = o->pairs;
+    if (want & WANT_TAGS) {
+        o->tgv[r] = tags_s >= 0;
+        if (tags_s >= 0) {
+            memcpy(o->tgd + o->tgpos, base + tags_s, (size_t)(tags_e - tags_s));
+            o->tgpos += (int32_t)(tags_e - tags_s);
+        }
+        o->tgo[r + 1] = o->tgpos;
     }
-    o->tgo[r + 1] = o->tgpos;
+    if (!(want & WANT_KEYS)) return;
     for (int64_t a = keys_s; a >= 0 && a < keys_e;) {
         if (base[a] == ' ') { a++; continue; }
         int64_t b = a;
@@ -674,7 +691,7 @@ static void properties_row(props_out *o, const char *base, int64_t p, int64_t en
 /* Parses the output buffers of properties_columns' arguments (from index `first` of args) into o; checks their
  * sizes for n rows and `bytes` bytes of texts. */
 static int props_out_parse(PyObject *args, Py_ssize_t first, Py_buffer bufs[11], props_out *o, Py_ssize_t n,
-                           int64_t bytes) {
+                           int64_t bytes, int want) {
     Py_ssize_t got = 0;
     for (; got < 11; got++) {
         PyObject *item = PyTuple_GetItem(args, first + got);
@@ -686,8 +703,14 @@ static int props_out_parse(PyObject *args, Py_ssize_t first, Py_buffer bufs[11],
     }
     const Py_ssize_t cap = n + bytes / 2 + 2;  /* offsets entries for pairs and key items */
     /* map, key, key data, value, value data, tags, tags data, tags valid, keys, key items, key item data */
-    const Py_ssize_t need[11] = {4 * (n + 1), 4 * cap, bytes, 4 * cap, bytes, 4 * (n + 1), bytes, n, 4 * (n + 1),
-                                 4 * cap, bytes};
+    Py_ssize_t need[11] = {4 * (n + 1), 4 * cap, bytes, 4 * cap, bytes, 4 * (n + 1), bytes, n, 4 * (n + 1),
+                           4 * cap, bytes};
+    /* the buffers of a column not wanted are never written: they may be empty */
+    static const int column_of[11] = {WANT_MAP, WANT_MAP, WANT_MAP, WANT_MAP, WANT_MAP, WANT_TAGS, WANT_TAGS,
+                                      WANT_TAGS, WANT_KEYS, WANT_KEYS, WANT_KEYS};
+    for (int i = 0; i < 11; i++)
+        if (!(want & column_of[i])) need[i] = 0;
+    o->want = want;
     for (int i = 0; i < 11; i++)
         if (bufs[i].len < need[i] || bytes > INT32_MAX) {
             for (int j = 0; j < 11; j++) PyBuffer_Release(&bufs[j]);
@@ -713,18 +736,19 @@ static int props_out_scratch(props_out *o, int64_t max_len) {
     return 1;
 }
 
-/* decode_v4_records(data, starts, offsets, sizes, queue_offsets, queue_id, topic, full, ints, longs, msg_ids,
+/* decode_v4_records(data, starts, offsets, sizes, queue_offsets, queue_id, topic, want, ints, longs, msg_ids,
  *                   body_offsets, body_data, <properties_columns' 11 outputs>) -> (-1, or the index of the first
  * record this fast path leaves to the general one; pairs; key items).
  * The records at data[starts[i]:][:sizes[i]] (commit-log offsets[i]: a mapped file's records, or a pull's records
  * back to back) of one queue, all with IPv4 hosts, checked as the numpy
  * decoder checks them (magic, TOTALSIZE, PHYSICALOFFSET, QUEUEID/QUEUEOFFSET, field lengths, TOPIC, and when
- * `full` the BODYCRC) in one pass. Outputs, column after column: ints (int32, 4 x n) crc, flag, sys_flag,
- * reconsume_times; longs (int64, 8 x n) born_ts, store_ts, born host and store host (address << 32 | port),
- * body start, body end, properties start, properties end (positions in data); msg_ids (32 x n bytes) the
- * offset message ids in upper-case hex; when `full`, the bodies back to back as an Arrow binary column (int32
- * offsets, n + 1, and data with room for all) and the properties columns as properties_columns writes them,
- * while each record is in cache (the data buffers sized for sum(sizes - 91 - len(topic)) bytes). A record with an
+ * the bodies are wanted the BODYCRC) in one pass. Outputs, column after column: ints (int32, 4 x n) crc, flag,
+ * sys_flag, reconsume_times; longs (int64, 8 x n) born_ts, store_ts, born host and store host (address << 32 |
+ * port), body start, body end, properties start, properties end (positions in data); with WANT_IDS, msg_ids
+ * (32 x n bytes) the offset message ids in upper-case hex; with WANT_BODY, the bodies back to back as an Arrow
+ * binary column (int32 offsets, n + 1, and data with room for all); with WANT_MAP / WANT_TAGS / WANT_KEYS those
+ * properties columns as properties_columns writes them; all while each record is in cache (the data buffers
+ * sized for sum(sizes - 91 - len(topic)) bytes; those of a column not wanted may be empty). A record with an
  * IPv6 host or that fails a check stops the pass: the caller decodes the run the general way, which names the
  * error. */
 static inline uint32_t be32(const uint8_t *p) {
@@ -737,33 +761,35 @@ static inline uint64_t be64(const uint8_t *p) { return ((uint64_t)be32(p) << 32)
 
 static PyObject *decode_v4_records(PyObject *self, PyObject *args) {
     Py_buffer data, sts, offs, sizes, qoffs, topic, ints, longs, ids, boffs, bdata, outs[11];
-    int queue_id, full;
+    int queue_id, want;
     props_out po;
     if (PyTuple_GET_SIZE(args) != 24) {
         PyErr_SetString(PyExc_TypeError, "decode_v4_records takes 24 arguments");
         return NULL;
     }
     PyObject *head = PyTuple_GetSlice(args, 0, 13);
-    int parsed = head && PyArg_ParseTuple(head, "y*y*y*y*y*iy*pw*w*w*w*w*", &data, &sts, &offs, &sizes, &qoffs,
-                                          &queue_id, &topic, &full, &ints, &longs, &ids, &boffs, &bdata);
+    int parsed = head && PyArg_ParseTuple(head, "y*y*y*y*y*iy*iw*w*w*w*w*", &data, &sts, &offs, &sizes, &qoffs,
+                                          &queue_id, &topic, &want, &ints, &longs, &ids, &boffs, &bdata);
     Py_XDECREF(head);
     if (!parsed) return NULL;
     PyObject *result = NULL;
     int have_outs = 0;
     po.ps = NULL;
     Py_ssize_t n = offs.len / 8, stop = -1;
-    if (sizes.len / 8 != n || qoffs.len / 8 != n || sts.len / 8 != n || ints.len / 4 < 4 * n || longs.len / 8 < 8 * n ||
-        ids.len < 32 * n || boffs.len / 4 < n + 1) {
+    const int body = want & WANT_BODY, props = want & WANT_PROPS, want_ids = want & WANT_IDS;
+    if (sizes.len / 8 != n || qoffs.len / 8 != n || sts.len / 8 != n || ints.len / 4 < 4 * n ||
+        longs.len / 8 < 8 * n || (want_ids && ids.len < 32 * n) || (body && boffs.len / 4 < n + 1)) {
         PyErr_SetString(PyExc_ValueError, "decode_v4_records: inconsistent buffer sizes");
         goto done;
     }
     const uint8_t *buf = (const uint8_t *)data.buf, *tp = (const uint8_t *)topic.buf;
     const int64_t *off = (const int64_t *)offs.buf, *size = (const int64_t *)sizes.buf;
     const int64_t *st = (const int64_t *)sts.buf;
-    if (full) {
+    po.pairs = po.items = 0;
+    if (props) {
         int64_t room = 0;
         for (Py_ssize_t i = 0; i < n; i++) room += size[i] > 91 + topic.len ? size[i] - 91 - topic.len : 0;
-        if (!(have_outs = props_out_parse(args, 13, outs, &po, n, room)) || !props_out_scratch(&po, 32767))
+        if (!(have_outs = props_out_parse(args, 13, outs, &po, n, room, props)) || !props_out_scratch(&po, 32767))
             goto done;
         props_out_init(&po);
     }
@@ -779,7 +805,7 @@ static PyObject *decode_v4_records(PyObject *self, PyObject *args) {
     int64_t bpos = 0;
     static const char hex[] = "0123456789ABCDEF";
     Py_BEGIN_ALLOW_THREADS
-    bo[0] = 0;
+    if (body) bo[0] = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
 #if defined(__GNUC__) || defined(__clang__)
         if (i + DECODE_PREFETCH < n) {
@@ -808,13 +834,13 @@ static PyObject *decode_v4_records(PyObject *self, PyObject *args) {
         int64_t props_len = (int16_t)((buf[plen_pos] << 8) | buf[plen_pos + 1]);
         if (props_len < 0 || plen_pos + 2 + props_len != rec_end) { stop = i; break; }
         int32_t crc = (int32_t)be32(r + 8);
-        if (full && (bpos + body_len > bcap || bpos + body_len > INT32_MAX)) { stop = i; break; }
-        if (full) {
+        if (body && (bpos + body_len > bcap || bpos + body_len > INT32_MAX)) { stop = i; break; }
+        if (body) {
             memcpy(bd + bpos, buf + body_pos, (size_t)body_len);
             bpos += body_len;
-            properties_row(&po, (const char *)buf, plen_pos + 2, rec_end, i);
+            bo[i + 1] = (int32_t)bpos;
         }
-        bo[i + 1] = (int32_t)bpos;
+        if (props) properties_row(&po, (const char *)buf, plen_pos + 2, rec_end, i);
         crc_o[i] = crc;
         flag_o[i] = (int32_t)be32(r + 16);
         sys_o[i] = (int32_t)sys_flag;
@@ -827,6 +853,7 @@ static PyObject *decode_v4_records(PyObject *self, PyObject *args) {
         body_e[i] = tpos;
         prop_s[i] = plen_pos + 2;
         prop_e[i] = rec_end;
+        if (!want_ids) continue;
         /* address (4), port (4, big-endian), commit-log offset (8, big-endian): 16 bytes -> 32 hex digits */
         uint8_t raw[16];
         memcpy(raw, r + 64, 8);
@@ -838,7 +865,7 @@ static PyObject *decode_v4_records(PyObject *self, PyObject *args) {
             d[2 * k + 1] = (uint8_t)hex[raw[k] & 15];
         }
     }
-    if (full) {  /* BODYCRC over the copied bodies (contiguous now) */
+    if (body) {  /* BODYCRC over the copied bodies (contiguous now) */
         Py_ssize_t done_n = stop < 0 ? n : stop;
         for (Py_ssize_t i = 0; i < done_n; i++)
             if ((int64_t)body_crc(bd + bo[i], (size_t)(bo[i + 1] - bo[i])) != crc_o[i]) {
@@ -847,7 +874,7 @@ static PyObject *decode_v4_records(PyObject *self, PyObject *args) {
             }
     }
     Py_END_ALLOW_THREADS
-    result = Py_BuildValue("nnn", stop, full ? (Py_ssize_t)po.pairs : 0, full ? (Py_ssize_t)po.items : 0);
+    result = Py_BuildValue("nnn", stop, (Py_ssize_t)po.pairs, (Py_ssize_t)po.items);
 done:
     PyMem_Free(po.ps);
     if (have_outs)
@@ -858,9 +885,10 @@ done:
     return result;
 }
 
-/* properties_columns(data, starts, ends, map_offsets, key_offsets, key_data, value_offsets, value_data,
+/* properties_columns(data, starts, ends, want, map_offsets, key_offsets, key_data, value_offsets, value_data,
  *                    tags_offsets, tags_data, tags_valid, keys_offsets, key_item_offsets, key_item_data)
  * -> (pairs, key items).
+ * Only the columns in `want` (WANT_MAP | WANT_TAGS | WANT_KEYS) are written; the others' buffers may be empty.
  * Row r's properties text is data[starts[r]:ends[r]] (int64 positions). Writes, as Arrow buffers (int32
  * offsets), the scan's three columns that come from it: the map<string,string> (pairs as property_pairs keeps
  * them: one per key, a later value in the earlier one's place), the TAGS value (tags_valid[r] = 0 where there is
@@ -870,12 +898,13 @@ done:
 static PyObject *properties_columns(PyObject *self, PyObject *args) {
     Py_buffer tdata, starts, ends, outs[11];
     props_out o;
-    if (PyTuple_GET_SIZE(args) != 14) {
-        PyErr_SetString(PyExc_TypeError, "properties_columns takes 14 arguments");
+    int want;
+    if (PyTuple_GET_SIZE(args) != 15) {
+        PyErr_SetString(PyExc_TypeError, "properties_columns takes 15 arguments");
         return NULL;
     }
-    PyObject *head = PyTuple_GetSlice(args, 0, 3);
-    int parsed = head && PyArg_ParseTuple(head, "y*y*y*", &tdata, &starts, &ends);
+    PyObject *head = PyTuple_GetSlice(args, 0, 4);
+    int parsed = head && PyArg_ParseTuple(head, "y*y*y*i", &tdata, &starts, &ends, &want);
     Py_XDECREF(head);
     if (!parsed) return NULL;
     PyObject *result = NULL;
@@ -892,7 +921,9 @@ static PyObject *properties_columns(PyObject *self, PyObject *args) {
         bytes += te[r] - ts[r];
         longest = te[r] - ts[r] > longest ? te[r] - ts[r] : longest;
     }
-    if (!(have_outs = props_out_parse(args, 3, outs, &o, n, bytes)) || !props_out_scratch(&o, longest)) goto done;
+    if (!(have_outs = props_out_parse(args, 4, outs, &o, n, bytes, want & WANT_PROPS)) ||
+        !props_out_scratch(&o, longest))
+        goto done;
     const char *base = (const char *)tdata.buf;
     Py_BEGIN_ALLOW_THREADS
     props_out_init(&o);

@@ -10,7 +10,7 @@ import threading
 import time
 import zlib
 from contextlib import contextmanager
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -884,10 +884,11 @@ class MessageStore:
         return clean_expired(self, now=now, periodic=periodic, disk_used_ratio=disk_used_ratio)
 
     def scan(self, topic: str, queue_id: int, start: int, end: Optional[int] = None, message_filter=None,
-             batch_rows: int = 32768) -> Iterator[pa.RecordBatch]:
-        """Messages of one queue in [start, end) as Arrow RecordBatches (the vectorised bulk path)."""
+             batch_rows: int = 32768, columns: Optional[Sequence[str]] = None) -> Iterator[pa.RecordBatch]:
+        """Messages of one queue in [start, end) as Arrow RecordBatches (the vectorised bulk path): SCAN_SCHEMA's
+        columns, or only those named in `columns`, in that order (the others are never built)."""
         from .scan import scan
-        return scan(self, topic, queue_id, start, end, message_filter, batch_rows)
+        return scan(self, topic, queue_id, start, end, message_filter, batch_rows, columns)
 
     def queue_offset_at(self, topic: str, queue_id: int, commit_log_offset: int, start: int = 0) -> int:
         """The first queue offset at or after `start` whose message lies at or past `commit_log_offset` (the

@@ -334,34 +334,45 @@ def gather_spans(data, starts: np.ndarray, ends: np.ndarray, typ=pa.binary()) ->
     return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(out)])
 
 
+# Which columns decode_v4_records and properties_columns build (_native.c's WANT_* bits).
+WANT_BODY = 1
+WANT_MAP = 2
+WANT_TAGS = 4
+WANT_KEYS = 8
+WANT_IDS = 16
+WANT_PROPERTIES: int = WANT_MAP | WANT_TAGS | WANT_KEYS
+WANT_ALL: int = WANT_BODY | WANT_PROPERTIES | WANT_IDS
+
+
 def decode_v4_records(data, starts: np.ndarray, offsets: np.ndarray, sizes: np.ndarray,
-                      queue_offsets: np.ndarray, queue_id: int, topic: bytes, full: bool) -> Optional[tuple]:
+                      queue_offsets: np.ndarray, queue_id: int, topic: bytes, want: int = WANT_ALL) -> Optional[tuple]:
     """One pass over the records at data[starts[i]:] (commit-log offsets[i]) of one queue whose hosts are all
     IPv4: (ints, longs, msg_id hex bytes, bodies, (map, TAGS, KEYS) of the properties) as _native.c's
-    decode_v4_records lays them out (bodies and properties columns built, and CRCs checked, only when `full`;
-    else None for both), or None without the compiled module or when some record needs the general decoder (an
-    IPv6 host, or anything invalid, which that decoder names)."""
+    decode_v4_records lays them out. Only the columns in `want` are built (None in their place otherwise: the
+    message ids with WANT_IDS, the bodies, with their CRC checked, with WANT_BODY, each properties column with its
+    bit); None without the compiled module or when some record needs the general decoder (an IPv6 host, or
+    anything invalid, which that decoder names)."""
     if _native is None:
         return None
     n = len(offsets)
     sizes = _i64(sizes)
+    body = bool(want & WANT_BODY)
     ints = _out(4 * n, np.int32).reshape(4, n)
     longs = _out(8 * n, np.int64).reshape(8, n)
-    ids = _out(32 * n, np.uint8)
-    body_offsets = _out(n + 1, np.int32)
+    ids = _out(32 * n if want & WANT_IDS else 0, np.uint8)
+    body_offsets = _out(n + 1 if body else 0, np.int32)
     # Room for every body or properties text: a record holds at least 91 bytes of header and lengths, and the topic.
-    room = int(np.maximum(sizes - (91 + len(topic)), 0).sum()) if full else 0
-    body_data = _out(room, np.uint8)
-    outs = _properties_buffers(n if full else 0, room)
+    room = int(np.maximum(sizes - (91 + len(topic)), 0).sum()) if want & (WANT_BODY | WANT_PROPERTIES) else 0
+    body_data = _out(room if body else 0, np.uint8)
+    outs = _properties_buffers(n, room, want & WANT_PROPERTIES)
     stop, pairs, items = _native.decode_v4_records(data, _i64(starts), _i64(offsets), sizes, _i64(queue_offsets),
-                                                   int(queue_id), topic, bool(full), ints, longs, ids,
+                                                   int(queue_id), topic, int(want), ints, longs, ids,
                                                    body_offsets, body_data, *outs)
     if stop >= 0:
         return None
-    if not full:
-        return ints, longs, ids, None, None
-    return ints, longs, ids, _arrow(pa.binary(), n, body_offsets, body_data), _properties_arrays(outs, n, pairs,
-                                                                                                  items)
+    bodies = _arrow(pa.binary(), n, body_offsets, body_data) if body else None
+    return (ints, longs, ids if want & WANT_IDS else None, bodies,
+            _properties_arrays(outs, n, pairs, items, want & WANT_PROPERTIES))
 
 
 def _arrow(typ, n: int, offsets: np.ndarray, data: np.ndarray) -> pa.Array:
@@ -369,38 +380,45 @@ def _arrow(typ, n: int, offsets: np.ndarray, data: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(offsets), pa.py_buffer(data[:int(offsets[n])])])
 
 
-def properties_columns(data, starts: np.ndarray, ends: np.ndarray) -> Optional[tuple]:
+def properties_columns(data, starts: np.ndarray, ends: np.ndarray, want: int = WANT_PROPERTIES) -> Optional[tuple]:
     """(map<string,string>, TAGS, KEYS as list<string>) of the properties texts data[starts[r]:ends[r]] in one
-    compiled pass (see _native.c), or None without the compiled module (callers then parse and look up with
-    Arrow/numpy)."""
+    compiled pass (see _native.c), each only when its bit is in `want` (else None), or None without the compiled
+    module (callers then parse and look up with Arrow/numpy)."""
     if _native is None:
         return None
     n = len(starts)
     starts, ends = _i64(starts), _i64(ends)
-    outs = _properties_buffers(n, int((ends - starts).sum()))
-    pairs, items = _native.properties_columns(data, starts, ends, *outs)
-    return _properties_arrays(outs, n, pairs, items)
+    want &= WANT_PROPERTIES
+    outs = _properties_buffers(n, int((ends - starts).sum()), want)
+    pairs, items = _native.properties_columns(data, starts, ends, int(want), *outs)
+    return _properties_arrays(outs, n, pairs, items, want)
 
 
-def _properties_buffers(n: int, size: int) -> list:
-    """The 11 output buffers of the properties kernels for n rows of `size` text bytes together."""
+def _properties_buffers(n: int, size: int, want: int) -> list:
+    """The 11 output buffers of the properties kernels for n rows of `size` text bytes together (empty for the
+    columns not in `want`: the kernels do not touch them)."""
     cap = n + size // 2 + 2
     i32 = np.int32
-    return [_out(n + 1, i32), _out(cap, i32), _out(size, np.uint8), _out(cap, i32),
-            _out(size, np.uint8), _out(n + 1, i32), _out(size, np.uint8), _out(n, np.bool_),
-            _out(n + 1, i32), _out(cap, i32), _out(size, np.uint8)]
+    m, t, k = (bool(want & bit) for bit in (WANT_MAP, WANT_TAGS, WANT_KEYS))
+    return [_out((n + 1) * m, i32), _out(cap * m, i32), _out(size * m, np.uint8), _out(cap * m, i32),
+            _out(size * m, np.uint8), _out((n + 1) * t, i32), _out(size * t, np.uint8), _out(n * t, np.bool_),
+            _out((n + 1) * k, i32), _out(cap * k, i32), _out(size * k, np.uint8)]
 
 
-def _properties_arrays(outs: list, n: int, pairs: int, items: int) -> tuple:
+def _properties_arrays(outs: list, n: int, pairs: int, items: int, want: int) -> tuple:
     (map_offsets, key_offsets, key_data, value_offsets, value_data, tags_offsets, tags_data, tags_valid,
      keys_offsets, item_offsets, item_data) = outs
-    props = pa.MapArray.from_arrays(pa.array(map_offsets), _arrow(pa.string(), pairs, key_offsets, key_data),
-                                    _arrow(pa.string(), pairs, value_offsets, value_data),
-                                    type=pa.map_(pa.string(), pa.string()))
-    present = int(np.count_nonzero(tags_valid))
-    validity = None if present == n else pa.py_buffer(np.packbits(tags_valid, bitorder="little"))
-    tags = pa.Array.from_buffers(pa.string(), n, [validity, pa.py_buffer(tags_offsets),
-                                                  pa.py_buffer(tags_data[:int(tags_offsets[n])])],
-                                 null_count=n - present)
-    keys = pa.ListArray.from_arrays(pa.array(keys_offsets), _arrow(pa.string(), items, item_offsets, item_data))
+    props = tags = keys = None
+    if want & WANT_MAP:
+        props = pa.MapArray.from_arrays(pa.array(map_offsets), _arrow(pa.string(), pairs, key_offsets, key_data),
+                                        _arrow(pa.string(), pairs, value_offsets, value_data),
+                                        type=pa.map_(pa.string(), pa.string()))
+    if want & WANT_TAGS:
+        present = int(np.count_nonzero(tags_valid))
+        validity = None if present == n else pa.py_buffer(np.packbits(tags_valid, bitorder="little"))
+        tags = pa.Array.from_buffers(pa.string(), n, [validity, pa.py_buffer(tags_offsets),
+                                                      pa.py_buffer(tags_data[:int(tags_offsets[n])])],
+                                     null_count=n - present)
+    if want & WANT_KEYS:
+        keys = pa.ListArray.from_arrays(pa.array(keys_offsets), _arrow(pa.string(), items, item_offsets, item_data))
     return props, tags, keys

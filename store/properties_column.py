@@ -84,11 +84,12 @@ def _keep_last_duplicates(keys, values, parent, offsets, dup_rows):
     return keys, values, new_offsets
 
 
-def scan_columns(data, starts: np.ndarray, ends: np.ndarray) -> tuple:
+def scan_columns(data, starts: np.ndarray, ends: np.ndarray, want: int = native.WANT_PROPERTIES) -> tuple:
     """The scan's columns that come from the properties texts data[starts[r]:ends[r]]: (parse_properties of
     them, the TAGS value per row, the KEYS value split at spaces without empty parts), in one compiled pass where
-    it is built."""
-    fast = native.properties_columns(data, starts, ends)
+    it is built; the compiled pass builds only those in `want` (native.WANT_MAP / WANT_TAGS / WANT_KEYS) and gives
+    None for the others."""
+    fast = native.properties_columns(data, starts, ends, want)
     if fast is not None:
         return fast
     props = parse_properties(gather_spans(data, starts, ends, pa.string()))

@@ -5,13 +5,16 @@ then go through one compiled pass (store._native.decode_v4_records): header chec
 bodies with their CRC, and the properties map with TAGS and KEYS, each record read once while it is in cache.
 Records it does not take (IPv6 hosts, anything corrupt) and builds without the compiled module use the numpy
 decoder, which gives the same columns and names the error.
+
+A caller may ask for some columns only (`columns`): the others are not built at all (no properties map, keys
+lists, host or message-id strings nobody reads), and a body's CRC is checked where bodies are read.
 """
 from __future__ import annotations
 
 import mmap
 import sys
 from dataclasses import dataclass, replace
-from typing import ClassVar, Iterator, Optional
+from typing import Callable, ClassVar, Iterator, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -22,7 +25,7 @@ from . import native
 from .consume_queue import CQ_STORE_UNIT_SIZE
 from .errors import CorruptRecordError
 from .message_filter import vectorised
-from .native import crc32_spans
+from .native import WANT_BODY, WANT_IDS, WANT_KEYS, WANT_MAP, WANT_PROPERTIES, WANT_TAGS, crc32_spans
 from .properties_column import gather_spans, scan_columns, strided_view
 
 SCAN_SCHEMA = pa.schema([
@@ -33,13 +36,27 @@ SCAN_SCHEMA = pa.schema([
     ("store_host", pa.string()), ("sys_flag", pa.int32()), ("flag", pa.int32()), ("reconsume_times", pa.int32()),
     ("body_crc", pa.int32()),
 ])
+SCAN_COLUMNS = tuple(SCAN_SCHEMA.names)
+# The kernel outputs each column needs (the others come from fixed fields every pass decodes).
+_WANT = {"msg_id": WANT_IDS, "body": WANT_BODY, "properties": WANT_MAP, "tags": WANT_TAGS, "keys": WANT_KEYS}
 
 _HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
 _HEAD_V4 = codec.header_dtype(False, False)  # TOTALSIZE .. BODY length with IPv4 hosts: 88 bytes
 
 
+def scan_schema(columns: Optional[Sequence[str]]) -> pa.Schema:
+    """SCAN_SCHEMA's fields named by `columns`, in that order (all of them for None)."""
+    if columns is None:
+        return SCAN_SCHEMA
+    unknown = [c for c in columns if c not in SCAN_COLUMNS]
+    if unknown or not columns or len(set(columns)) != len(columns):
+        raise ValueError(f"scan columns must be distinct names among {', '.join(SCAN_COLUMNS)}; got {list(columns)}")
+    return pa.schema([SCAN_SCHEMA.field(c) for c in columns])
+
+
 def scan(store, topic: str, queue_id: int, start: int, end: Optional[int], message_filter,
-         batch_rows: int) -> Iterator[pa.RecordBatch]:
+         batch_rows: int, columns: Optional[Sequence[str]] = None) -> Iterator[pa.RecordBatch]:
+    schema = scan_schema(columns)
     cq = store.find_consume_queue(topic, queue_id)
     max_off = cq.max_offset()
     end = max_off if end is None else min(end, max_off)
@@ -83,7 +100,7 @@ def scan(store, topic: str, queue_id: int, start: int, end: Optional[int], messa
             if hi - lo <= (b - a) * _POPULATE_SPAN:
                 _populate(view, lo, hi)
             batches.append(decode_run(view, base, offsets[a:b], sizes[a:b], queue_offsets[a:b], topic, queue_id,
-                                      store.commit_log.path_of(int(offsets[a])), text_filter))
+                                      store.commit_log.path_of(int(offsets[a])), text_filter, schema))
             _release(view, lo, hi)
         batches = [b for b in batches if b.num_rows]  # a text filter may drop a whole run
         if not batches:
@@ -167,40 +184,48 @@ class _Gather:
 
 
 def decode_run(view, base: int, offsets: np.ndarray, sizes: np.ndarray, queue_offsets: np.ndarray, topic: str,
-               queue_id: int, path: str, text_filter=None) -> pa.RecordBatch:
-    """Records at `offsets` (ascending, one file) as a RecordBatch; CorruptRecordError if any is invalid.
-    With `text_filter` (property texts -> BooleanArray) only the records it accepts are decoded further."""
+               queue_id: int, path: str, text_filter=None, schema: pa.Schema = SCAN_SCHEMA) -> pa.RecordBatch:
+    """Records at `offsets` (ascending, one file) as a RecordBatch of `schema`'s columns (SCAN_SCHEMA's, or some
+    of them); CorruptRecordError if any is invalid. With `text_filter` (property texts -> BooleanArray) only the
+    records it accepts are decoded further."""
     return decode_records(np.frombuffer(view, dtype=np.uint8), offsets - base, offsets, sizes, queue_offsets, topic,
-                          queue_id, path, text_filter)
+                          queue_id, path, text_filter, schema)
 
 
-def decode_pulled(body, topic: str, queue_id: int, where: str) -> pa.RecordBatch:
+def decode_pulled(body, topic: str, queue_id: int, where: str, schema: pa.Schema = SCAN_SCHEMA) -> pa.RecordBatch:
     """A pull's response body (one queue's records back to back, as the broker copies them from its commitlog)
-    as a RecordBatch of SCAN_SCHEMA, checked as a scan checks records; CorruptRecordError names `where`."""
+    as a RecordBatch of `schema` (SCAN_SCHEMA or some of its columns), checked as a scan checks records;
+    CorruptRecordError names `where`."""
     buf = np.frombuffer(body, dtype=np.uint8)
     try:
         starts, sizes = native.record_spans(buf)
     except ValueError as e:
         raise CorruptRecordError(str(e), where, 0) from None
     if not len(starts):
-        return pa.RecordBatch.from_pylist([], SCAN_SCHEMA)
+        return pa.RecordBatch.from_pylist([], schema)
     g = _Gather(buf)
     queue_offsets = g.ints(starts + 20, 8, ">i8")
     offsets = g.ints(starts + 28, 8, ">i8")
-    return decode_records(buf, starts, offsets, sizes, queue_offsets, topic, queue_id, where)
+    return decode_records(buf, starts, offsets, sizes, queue_offsets, topic, queue_id, where, schema=schema)
 
 
 def decode_records(buf: np.ndarray, starts: np.ndarray, offsets: np.ndarray, sizes: np.ndarray,
                    queue_offsets: np.ndarray, topic: str, queue_id: int, path: str,
-                   text_filter=None) -> pa.RecordBatch:
-    """The records at buf[starts[i]:] (commit-log offsets[i], queue offsets[i] of topic/queue_id) decoded."""
+                   text_filter=None, schema: pa.Schema = SCAN_SCHEMA) -> pa.RecordBatch:
+    """The records at buf[starts[i]:] (commit-log offsets[i], queue offsets[i] of topic/queue_id) decoded into
+    `schema`'s columns only."""
+    names = schema.names
+    want = 0
+    for c in names:
+        want |= _WANT.get(c, 0)
     # The compiled pass decodes and checks IPv4-host records (almost all) in one go, with the body CRC unless a
     # text filter will drop most records first; anything else (IPv6 hosts, a corrupt record) takes the numpy
     # decoder, which names the error.
     fast = native.decode_v4_records(buf, starts, offsets, sizes, queue_offsets, queue_id, topic.encode("utf-8"),
-                                    full=text_filter is None)
+                                    want=want if text_filter is None else want & WANT_IDS)
     if fast is not None:
-        f, bodies, prop_columns = _fields_v4(fast, offsets, queue_offsets), fast[3], fast[4]
+        f, bodies = _fields_v4(fast, offsets, queue_offsets, names), fast[3]
+        prop_columns = fast[4] if text_filter is None else None
     else:
         f, bodies, prop_columns = _decode_fields(buf, starts, offsets, sizes, queue_offsets, topic, queue_id, path), \
             None, None
@@ -210,37 +235,47 @@ def decode_records(buf: np.ndarray, starts: np.ndarray, offsets: np.ndarray, siz
         if not keep.all():
             f = f.take(np.flatnonzero(keep))
     n = len(f.offsets)
-    if not f.crc_checked:
-        computed = crc32_spans(buf, f.body_start, f.body_end)
-        bad = computed != f.crc
-        if bad.any():
-            raise CorruptRecordError("body CRC mismatch", path, int(f.offsets[np.flatnonzero(bad)[0]]))
-    if bodies is None:
-        bodies = gather_spans(buf, f.body_start, f.body_end)
-    compressed = (f.sys_flag & codec.COMPRESSED_FLAG) != 0
-    if compressed.any():
-        bodies = _decompress(bodies, f.sys_flag, compressed, f.offsets, path)
-    props, tags, keys = prop_columns or scan_columns(buf, f.props_start, f.props_end)
-    arrays = [
-        pa.repeat(pa.scalar(topic, pa.string()), n),
-        pa.array(np.full(n, queue_id, dtype=np.int32)),
-        pa.array(f.queue_offsets),
-        pa.array(f.offsets),
-        f.msg_ids,
-        tags,
-        keys,
-        props,
-        bodies,
-        pa.array(f.born_ts, pa.int64()).cast(pa.timestamp("ms")),
-        pa.array(f.store_ts, pa.int64()).cast(pa.timestamp("ms")),
-        f.born_host,
-        f.store_host,
-        pa.array(f.sys_flag.astype(np.int32, copy=False)),
-        pa.array(f.flag.astype(np.int32, copy=False)),
-        pa.array(f.reconsume.astype(np.int32, copy=False)),
-        pa.array(f.crc.astype(np.int32, copy=False)),
-    ]
-    return pa.RecordBatch.from_arrays(arrays, schema=SCAN_SCHEMA)
+    if want & WANT_BODY:
+        if not f.crc_checked:
+            computed = crc32_spans(buf, f.body_start, f.body_end)
+            bad = computed != f.crc
+            if bad.any():
+                raise CorruptRecordError("body CRC mismatch", path, int(f.offsets[np.flatnonzero(bad)[0]]))
+        if bodies is None:
+            bodies = gather_spans(buf, f.body_start, f.body_end)
+        compressed = (f.sys_flag & codec.COMPRESSED_FLAG) != 0
+        if compressed.any():
+            bodies = _decompress(bodies, f.sys_flag, compressed, f.offsets, path)
+    if prop_columns is None and want & WANT_PROPERTIES:
+        prop_columns = scan_columns(buf, f.props_start, f.props_end, want & WANT_PROPERTIES)
+    props, tags, keys = prop_columns or (None, None, None)
+
+    def ints(a: np.ndarray) -> pa.Array:
+        return pa.array(a.astype(np.int32, copy=False))
+
+    def millis(a: np.ndarray) -> pa.Array:
+        return pa.array(a, pa.int64()).cast(pa.timestamp("ms"))
+
+    build: dict[str, Callable[[], pa.Array]] = {
+        "topic": lambda: pa.repeat(pa.scalar(topic, pa.string()), n),
+        "queue_id": lambda: pa.array(np.full(n, queue_id, dtype=np.int32)),
+        "queue_offset": lambda: pa.array(f.queue_offsets),
+        "commit_log_offset": lambda: pa.array(f.offsets),
+        "msg_id": lambda: f.msg_ids,
+        "tags": lambda: tags,
+        "keys": lambda: keys,
+        "properties": lambda: props,
+        "body": lambda: bodies,
+        "born_timestamp": lambda: millis(f.born_ts),
+        "store_timestamp": lambda: millis(f.store_ts),
+        "born_host": lambda: f.born_host,
+        "store_host": lambda: f.store_host,
+        "sys_flag": lambda: ints(f.sys_flag),
+        "flag": lambda: ints(f.flag),
+        "reconsume_times": lambda: ints(f.reconsume),
+        "body_crc": lambda: ints(f.crc),
+    }
+    return pa.RecordBatch.from_arrays([build[c]() for c in names], schema=schema)
 
 
 @dataclass
@@ -259,9 +294,9 @@ class _Fields:
     body_end: np.ndarray
     props_start: np.ndarray
     props_end: np.ndarray
-    born_host: pa.Array
-    store_host: pa.Array
-    msg_ids: pa.Array
+    born_host: Optional[pa.Array]  # None: not asked for
+    store_host: Optional[pa.Array]
+    msg_ids: Optional[pa.Array]
 
     ARRAYS: ClassVar[tuple[str, ...]] = ("offsets", "queue_offsets", "crc", "flag", "sys_flag", "reconsume",
                                          "born_ts", "store_ts",
@@ -271,20 +306,21 @@ class _Fields:
     def take(self, idx: np.ndarray) -> "_Fields":
         indices = pa.array(idx)
         return replace(self, **{k: getattr(self, k)[idx] for k in self.ARRAYS},
-                       **{k: getattr(self, k).take(indices) for k in self.ARROW})
+                       **{k: getattr(self, k).take(indices) for k in self.ARROW if getattr(self, k) is not None})
 
 
-def _fields_v4(fast, offsets: np.ndarray, queue_offsets: np.ndarray) -> _Fields:
+def _fields_v4(fast, offsets: np.ndarray, queue_offsets: np.ndarray, names: Sequence[str]) -> _Fields:
     ints, longs, ids = fast[:3]
     n = len(offsets)
     crc, flag, sys_flag, reconsume = ints
     born_ts, store_ts, born_key, store_key, body_start, body_end, props_start, props_end = longs
-    msg_ids = codec.id_column(ids, n)
+    msg_ids = None if ids is None else codec.id_column(ids, n)
     crc_checked = fast[3] is not None  # bodies were copied, and their CRC checked, in the same pass
     return _Fields(crc_checked=crc_checked, offsets=offsets, queue_offsets=queue_offsets, crc=crc, flag=flag,
                    sys_flag=sys_flag, reconsume=reconsume, born_ts=born_ts, store_ts=store_ts, body_start=body_start,
                    body_end=body_end, props_start=props_start, props_end=props_end,
-                   born_host=_hosts_from_keys(born_key), store_host=_hosts_from_keys(store_key), msg_ids=msg_ids)
+                   born_host=_hosts_from_keys(born_key) if "born_host" in names else None,
+                   store_host=_hosts_from_keys(store_key) if "store_host" in names else None, msg_ids=msg_ids)
 
 
 def _fields_after_hosts(g: _Gather, rel: np.ndarray, born_v6: np.ndarray, store_v6: np.ndarray, offsets: np.ndarray):

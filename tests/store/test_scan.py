@@ -214,7 +214,7 @@ def test_hosts_above_127_format_like_get_message(tmp_path):
         assert [r["msg_id"] for r in rows] == [m.msg_id for m in pulled]
 
 
-def test_corrupt_body_is_caught_on_the_filtered_path_too(tmp_path):
+def test_corrupt_body_is_caught_on_the_filtered_path_and_where_bodies_are_read(tmp_path):
     from filters import MessageFilter
     path = tmp_path / "s"
     with MessageStore(path) as s:
@@ -229,6 +229,12 @@ def test_corrupt_body_is_caught_on_the_filtered_path_too(tmp_path):
                 list(s.scan("T", 0, 0, message_filter=f))
         # the record the filter drops is never checked, and the other one is intact
         assert [b.num_rows for b in s.scan("T", 0, 0, message_filter=MessageFilter.by_tags("B"))] == [1]
+        # a scan of some columns checks the CRC when it reads bodies; without them the header checks remain
+        for columns in (["body"], ["tags", "body"]):
+            with pytest.raises(CorruptRecordError, match="CRC"):
+                list(s.scan("T", 0, 0, columns=columns))
+        rows = [r for b in s.scan("T", 0, 0, columns=["queue_offset", "tags"]) for r in b.to_pylist()]
+        assert rows == [{"queue_offset": 0, "tags": "A"}, {"queue_offset": 1, "tags": "B"}]
 
 
 @needs_native
