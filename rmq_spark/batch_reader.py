@@ -16,14 +16,16 @@ from .offsets import ending_positions, open_source_store, starting_positions, su
 from .options import EarliestOffsets, SourceOptions
 from .partition import QueueRange, read_partition, split_ranges
 from .pushdown import PushdownResult, translate
+from .schema import FULL, Selection
 
 log = logging.getLogger(__name__)
 
 
 class RmqBatchReader(DataSourceReader):
-    def __init__(self, opts: SourceOptions, message_filter):
+    def __init__(self, opts: SourceOptions, message_filter, selection: Selection = FULL):
         self.opts = opts
         self.message_filter = message_filter
+        self.selection = selection
         self.pushed: Optional[PushdownResult] = None  # once pushFilters ran
 
     def planned_ranges(self) -> list:
@@ -44,9 +46,10 @@ class RmqBatchReader(DataSourceReader):
         residual = self._residual()
         if self.opts.namesrv_addr:
             from .wire import wire_ranges
-            return wire_ranges(self.opts, ranges, None if self.pushed is None else self.pushed.message_filter, residual)
+            return wire_ranges(self.opts, ranges, None if self.pushed is None else self.pushed.message_filter, residual,
+                               self.selection)
         return [QueueRange(self.opts.path, t, q, s, e, self._scan_filter(), self.opts.fail_on_data_loss,
-                           self.opts.metrics_path, residual)
+                           self.opts.metrics_path, residual, self.selection)
                 for t, q, s, e in ranges]
 
     def read(self, partition: InputPartition):

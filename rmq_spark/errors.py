@@ -10,6 +10,15 @@ class RmqOptionError(ValueError):
         super().__init__(f"option '{option}': {message}")
 
 
+class RmqSchemaError(ValueError):
+    """A schema given to the rmq source (.schema(...)) that it cannot give, naming the field at fault and listing
+    the columns it has."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(f"schema field '{field}': {message}")
+
+
 class DataLossError(RuntimeError):
     """Messages a query was to read are gone (retention, a missing file, offsets past a queue's end); raised
     when failOnDataLoss is true, as Kafka's source does."""

@@ -45,6 +45,9 @@ PULL_BATCH_SIZE = "pullBatchSize"        # maxMsgNums of each pull (the broker m
 PULLS_IN_FLIGHT = "pullsInFlight"        # pulls of one partition sent before the first answers
 BROKER_TIMEOUT_MS = "brokerTimeoutMs"    # how long a query waits for a broker that does not answer
 
+# Columns
+INCLUDE_PROPERTIES = "includeProperties"
+
 SOURCE_OPTIONS = (
     PATH, TOPIC, SUBSCRIBE, SUBSCRIBE_PATTERN, ASSIGN,
     TAGS, SQL, EXPRESSION_TYPE, SUB_EXPRESSION,
@@ -52,7 +55,7 @@ SOURCE_OPTIONS = (
     ENDING_OFFSETS_BY_TIMESTAMP,
     MAX_MESSAGES_PER_TRIGGER, MAX_BYTES_PER_TRIGGER, MIN_MESSAGES_PER_TRIGGER, MAX_TRIGGER_DELAY,
     CONSUMER_GROUP, COMMIT_OFFSETS, FAIL_ON_DATA_LOSS, MIN_PARTITIONS, POLL_TIMEOUT_MS, READ_ONLY,
-    METRICS_PATH, NAMESRV_ADDR, PULL_BATCH_SIZE, PULLS_IN_FLIGHT, BROKER_TIMEOUT_MS,
+    METRICS_PATH, NAMESRV_ADDR, PULL_BATCH_SIZE, PULLS_IN_FLIGHT, BROKER_TIMEOUT_MS, INCLUDE_PROPERTIES,
 )
 
 # The sink
@@ -75,7 +78,8 @@ KAFKA_ALIASES = {
 KAFKA_ONLY = {
     "kafka.bootstrap.servers": "give a store directory with .load(path), or RocketMQ name servers with "
                                "option('namesrvAddr', 'host:9876;host2:9876')",
-    "includeHeaders": "message properties (Kafka's headers) are always in the 'properties' column",
+    "includeHeaders": "message properties (Kafka's headers) are in the 'properties' column unless "
+                      "includeProperties is false",
     "groupIdPrefix": "name the group with consumerGroup (committed offsets are reports; progress is in the "
                      "checkpoint)",
     "startingOffsetsByTimestampStrategy": "a timestamp past a queue's last message starts at its end",

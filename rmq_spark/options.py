@@ -159,6 +159,7 @@ class SourceOptions:
     pull_batch_size: int = 1024
     pulls_in_flight: int = 4
     broker_timeout_ms: int = 60_000
+    include_properties: bool = True
     raw: dict = field(default_factory=dict, compare=False)
 
 
@@ -223,6 +224,7 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         pull_batch_size=_int(opts, K.PULL_BATCH_SIZE, 1024, minimum=1),
         pulls_in_flight=_int(opts, K.PULLS_IN_FLIGHT, 4, minimum=1),
         broker_timeout_ms=_int(opts, K.BROKER_TIMEOUT_MS, 60_000, minimum=0),
+        include_properties=_bool(opts, K.INCLUDE_PROPERTIES, True),
         raw=opts,
     )
 

@@ -1,8 +1,8 @@
 """One Spark partition = one queue's offset range, and the function executors run to read it.
 
 read() runs in an executor's Python worker on a separately unpickled reader, so the partition carries all it
-needs: store path, topic, queue, [start, end), the filter (a MessageFilter pickles as its expression tree) and
-the data-loss policy.
+needs: store path, topic, queue, [start, end), the filter (a MessageFilter pickles as its expression tree), the
+data-loss policy and the columns the query selected (the store's scan builds only those).
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from store import MissingFileError
 
 from .errors import DataLossError
 from .offsets import check_data_loss, open_store
-from .schema import to_spark_batch
+from .schema import FULL, Selection
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,8 @@ _STORES: dict = {}  # one read-only store per path per worker process (Python wo
 
 class QueueRange(InputPartition):
     def __init__(self, path: str, topic: str, queue_id: int, start: int, end: int, message_filter=None,
-                 fail_on_data_loss: bool = True, metrics_path: Optional[str] = None, residual=None):
+                 fail_on_data_loss: bool = True, metrics_path: Optional[str] = None, residual=None,
+                 selection: Selection = FULL):
         super().__init__((topic, queue_id, start, end))
         self.path = path
         self.topic = topic
@@ -42,6 +43,7 @@ class QueueRange(InputPartition):
         self.fail_on_data_loss = fail_on_data_loss
         self.metrics_path = metrics_path
         self.residual = residual  # batch reads: pushed position conditions, as one vectorised row mask
+        self.selection = selection
 
     def __repr__(self) -> str:
         f = "" if self.message_filter is None else f", filter={self.message_filter}"
@@ -94,18 +96,23 @@ def read_partition(p: InputPartition) -> Iterator[pa.RecordBatch]:
     before = dict(store.stats)
     rows = 0
     t0 = time.monotonic()
-    for batch in _scan_past_lost_files(store, p, start):
+    # queue_offset: where to resume after a lost file; the residual's columns: what its mask reads
+    needed = ["queue_offset"]
+    if p.residual is not None:
+        needed += sorted(set(p.residual.ranges) | set(p.residual.value_sets))
+    columns = p.selection.scan_columns(*needed)
+    for batch in _scan_past_lost_files(store, p, start, columns):
         if p.residual is not None:
             batch = batch.filter(p.residual.row_mask(batch))  # on the store's columns (timestamps in ms)
             if not batch.num_rows:
                 continue
         rows += batch.num_rows
-        yield to_spark_batch(batch)
+        yield p.selection.to_spark_batch(batch)
     if p.metrics_path:
         _write_metrics(p, store, before, rows, time.monotonic() - t0)
 
 
-def _scan_past_lost_files(store, p: QueueRange, start: int) -> Iterator[pa.RecordBatch]:
+def _scan_past_lost_files(store, p: QueueRange, start: int, columns: list) -> Iterator[pa.RecordBatch]:
     """The scan of [start, p.end). A commitlog file missing inside the retained range is data loss: an error
     naming the file with failOnDataLoss (the default), else a warning and the queue's messages in that file
     skipped."""
@@ -113,7 +120,7 @@ def _scan_past_lost_files(store, p: QueueRange, start: int) -> Iterator[pa.Recor
     while True:
         try:
             for batch in store.scan(p.topic, p.queue_id, pos, p.end, message_filter=p.message_filter,
-                                    batch_rows=SCAN_BATCH_ROWS):
+                                    batch_rows=SCAN_BATCH_ROWS, columns=columns):
                 yield batch
                 if batch.num_rows:
                     pos = batch.column("queue_offset")[-1].as_py() + 1
@@ -128,7 +135,7 @@ def _scan_past_lost_files(store, p: QueueRange, start: int) -> Iterator[pa.Recor
                                                       gap_lo))
             if gap_lo > pos:  # what lies before the gap, read without touching it
                 yield from store.scan(p.topic, p.queue_id, pos, gap_lo, message_filter=p.message_filter,
-                                      batch_rows=SCAN_BATCH_ROWS)
+                                      batch_rows=SCAN_BATCH_ROWS, columns=columns)
             log.warning("%s; skipping queue offsets %d..%d (failOnDataLoss=false)", text, gap_lo, gap_hi - 1)
             pos = gap_hi
 

@@ -1,5 +1,9 @@
-"""The source's Spark schema, and the one conversion from the store's scan batches to what Spark accepts."""
+"""The source's Spark schema, the columns a query selects from it, and the one conversion from the store's scan
+batches to what Spark accepts."""
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NoReturn
 
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -14,6 +18,9 @@ from pyspark.sql.types import (
     StructType,
     TimestampType,
 )
+
+from . import option_keys as K
+from .errors import RmqOptionError, RmqSchemaError
 
 SCHEMA = StructType([
     StructField("topic", StringType()),
@@ -38,14 +45,77 @@ SCHEMA = StructType([
 ARROW_SCHEMA = to_arrow_schema(SCHEMA, timezone="UTC")
 COLUMNS = [f.name for f in SCHEMA.fields]
 
+# includeProperties=false leaves these out: the nested columns, which cost Spark the most to take in.
+PROPERTY_COLUMNS = ("keys", "properties")
+# Columns that hold nulls (a message without a TAGS property): a schema may not declare them NOT NULL.
+NULLABLE_COLUMNS = ("tags",)
+
+
+def default_schema(include_properties: bool) -> StructType:
+    """The schema of a read without .schema(...): every column, or all but keys and properties."""
+    if include_properties:
+        return SCHEMA
+    return StructType([f for f in SCHEMA.fields if f.name not in PROPERTY_COLUMNS])
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The columns a query reads, in its schema's order: `columns` as the store's scan names them, and the Arrow
+    schema Spark checks each returned batch against (the query's own field names and nullability)."""
+    columns: tuple[str, ...]
+    arrow_schema: pa.Schema
+
+    def scan_columns(self, *needed: str) -> list[str]:
+        """What to ask the store's scan for: the selected columns and those the reader needs itself."""
+        return list(dict.fromkeys((*self.columns, *needed)))
+
+    def to_spark_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """A store scan batch as Spark takes it: the selected columns only, each cast only where the types differ
+        (timestamps ms -> us UTC, the list's field name), all vectorised."""
+        arrays = []
+        for name, field in zip(self.columns, self.arrow_schema):
+            col = batch.column(name)
+            if not col.type.equals(field.type):
+                col = col.cast(field.type)
+            arrays.append(col)
+        return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)
+
+
+FULL = Selection(tuple(COLUMNS), ARROW_SCHEMA)
+
+
+def select(schema: StructType, include_properties: bool = True) -> Selection:
+    """The Selection a read's schema asks for (Spark passes the user's .schema(...), or default_schema()). Every
+    field must be a column of SCHEMA with its type (names match as Spark matches them, ignoring case); anything
+    else is an RmqSchemaError naming the field and listing the columns."""
+    by_name = {f.name.lower(): f for f in SCHEMA.fields}
+    if not schema.fields:
+        _refuse("", "the schema selects no column")
+    seen = set()
+    for f in schema.fields:
+        ours = by_name.get(f.name.lower())
+        if ours is None:
+            _refuse(f.name, "not a column of the rmq source")
+        if ours.name in seen:
+            _refuse(f.name, "given twice")
+        seen.add(ours.name)
+        if f.dataType != ours.dataType:
+            _refuse(f.name, f"the rmq source gives it as {ours.dataType.simpleString()}, not "
+                            f"{f.dataType.simpleString()}")
+        if not f.nullable and ours.name in NULLABLE_COLUMNS:
+            _refuse(f.name, "null for messages without it, so it cannot be NOT NULL")
+        if not include_properties and ours.name in PROPERTY_COLUMNS:
+            raise RmqOptionError(K.INCLUDE_PROPERTIES, f"false leaves out {' and '.join(PROPERTY_COLUMNS)}, and the "
+                                                       f"schema selects '{f.name}'")
+    columns = tuple(by_name[f.name.lower()].name for f in schema.fields)
+    return Selection(columns, to_arrow_schema(schema, timezone="UTC"))
+
+
+def _refuse(field: str, why: str) -> NoReturn:
+    columns = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in SCHEMA.fields)
+    raise RmqSchemaError(field, f"{why}. The rmq source's columns (select any of them, in any order): {columns}")
+
 
 def to_spark_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """A store scan batch (SCAN_SCHEMA) as ARROW_SCHEMA: body_crc dropped, every column cast only where the
-    types differ (timestamps ms -> us UTC, the list's field name), all vectorised."""
-    arrays = []
-    for field in ARROW_SCHEMA:
-        col = batch.column(field.name)
-        if not col.type.equals(field.type):
-            col = col.cast(field.type)
-        arrays.append(col)
-    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+    """A store scan batch (SCAN_SCHEMA) as ARROW_SCHEMA (all columns; body_crc dropped)."""
+    return FULL.to_spark_batch(batch)

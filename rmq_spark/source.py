@@ -13,7 +13,7 @@ from .batch_reader import RmqBatchReader, RmqPushdownBatchReader
 from .errors import RmqOptionError
 from .offsets import check_against_store, open_source_store
 from .options import parse_options
-from .schema import SCHEMA
+from .schema import default_schema, select
 from .stream_reader import RmqStreamReader
 
 # pyspark's planner module that calls pushFilters; the only place a reader may override it (see batch_reader).
@@ -28,33 +28,35 @@ class RmqDataSource(DataSource):
         return "rmq"
 
     # The same class serves df.write / writeStream (the sink), whose options differ, and Spark does not say
-    # at construction whether it reads or writes. Spark asks schema() only of a read (a write has its
-    # DataFrame's), at .load(): the read options are checked there, so a bad one stops .load() instead of
-    # failing the stream at .start(); they are checked again, with the store, when a reader is made.
+    # at construction whether it reads or writes. Spark asks schema() only of a read without .schema(...) (a
+    # write has its DataFrame's), at .load(): the read options are checked there, so a bad one stops .load()
+    # instead of failing the stream at .start(); they are checked again, with the store, when a reader is made.
+    # A read with .schema(...) runs no Python at .load() (pyspark 4.3 makes the source when the query is
+    # planned: a batch DataFrame's first action, a stream's first trigger), so its schema and options are
+    # checked there, in reader() / streamReader(), before anything is read.
 
     def schema(self):
-        parse_options(self.options)
-        return SCHEMA
+        return default_schema(parse_options(self.options).include_properties)
 
     def _read_config(self, schema: StructType):
-        _check_schema(schema)
         config = parse_options(self.options)
+        selection = select(schema, config.include_properties)
         with open_source_store(config) as store:
             check_against_store(config, store)
-        return config, _build_filter(config)
+        return config, _build_filter(config), selection
 
     def reader(self, schema: StructType):
-        config, message_filter = self._read_config(schema)
+        config, message_filter, selection = self._read_config(schema)
         if _called_by_pushdown_planner():
-            return RmqPushdownBatchReader(config, message_filter)
-        return RmqBatchReader(config, message_filter)
+            return RmqPushdownBatchReader(config, message_filter, selection)
+        return RmqBatchReader(config, message_filter, selection)
 
     def streamReader(self, schema: StructType):
-        config, message_filter = self._read_config(schema)
+        config, message_filter, selection = self._read_config(schema)
         for ending in (K.ENDING_OFFSETS, K.ENDING_TIMESTAMP, K.ENDING_OFFSETS_BY_TIMESTAMP):
             if ending in config.raw:
                 raise RmqOptionError(ending, "only for batch reads (spark.read); a stream has no end")
-        return RmqStreamReader(config, message_filter)
+        return RmqStreamReader(config, message_filter, selection)
 
     # The sink (rmq_spark/sink): df.write / df.writeStream.
     def writer(self, schema: StructType, overwrite: bool):
@@ -73,12 +75,6 @@ def _build_filter(config):
     sql_filter = MessageFilter.by_sql(config.sql) if config.sql is not None else None
     combined = MessageFilter.both(tag_filter, sql_filter)
     return None if combined is None or combined.matches_everything else combined
-
-
-def _check_schema(schema: StructType) -> None:
-    if schema != SCHEMA:
-        raise RmqOptionError("schema", f"the rmq source has a fixed schema ({SCHEMA.simpleString()}); select or "
-                                       f"cast columns after loading instead of passing {schema.simpleString()}")
 
 
 def _called_by_pushdown_planner() -> bool:

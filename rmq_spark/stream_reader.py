@@ -37,6 +37,7 @@ from .offsets import (
 from .options import LatestOffsets, SourceOptions
 from .partition import QueueRange, read_partition, split_ranges
 from .rate_limit import limit_by_bytes, split_by_backlog
+from .schema import FULL, Selection
 from .wire import WireOffsetCommitter, WireRange, read_wire_partition, wire_ranges
 
 log = logging.getLogger(__name__)
@@ -45,9 +46,10 @@ POLL_INTERVAL_S = 0.01
 
 
 class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, opts: SourceOptions, message_filter):
+    def __init__(self, opts: SourceOptions, message_filter, selection: Selection = FULL):
         self.opts = opts
         self.message_filter = message_filter
+        self.selection = selection
         self._store: Optional[MessageStore] = None
         self._initial: Optional[dict] = None
         self._target: Optional[Positions] = None      # Trigger.AvailableNow: the queue ends when it started
@@ -197,9 +199,9 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 ranges.append((q[0], q[1], s, e))
         ranges = split_ranges(ranges, self.opts.min_partitions)
         if self.opts.namesrv_addr:
-            return wire_ranges(self.opts, ranges, self.message_filter)
+            return wire_ranges(self.opts, ranges, self.message_filter, selection=self.selection)
         return [QueueRange(self.opts.path, t, qid, s, e, self.message_filter, self.opts.fail_on_data_loss,
-                           self.opts.metrics_path)
+                           self.opts.metrics_path, selection=self.selection)
                 for t, qid, s, e in ranges]
 
     def read(self, partition: InputPartition):

@@ -19,7 +19,7 @@ from rmq_client import MessageQueue, MQClientError, PullConsumer, Subscription
 
 from .errors import DataLossError
 from .options import BrokerQueue
-from .schema import to_spark_batch
+from .schema import FULL, Selection
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +171,8 @@ class WireRange(InputPartition):
 
     def __init__(self, namesrv: str, group: str, topic: str, queue: BrokerQueue, start: int, end: int,
                  subscription: Subscription, client_filter=None, residual=None, fail_on_data_loss: bool = True,
-                 pull_batch_size: int = 1024, in_flight: int = 4, timeout_ms: int = 60_000):
+                 pull_batch_size: int = 1024, in_flight: int = 4, timeout_ms: int = 60_000,
+                 selection: Selection = FULL):
         super().__init__((topic, str(queue), start, end))
         self.namesrv, self.group, self.topic = namesrv, group, topic
         self.queue: tuple[str, int] = (queue[0], queue[1])
@@ -179,6 +180,7 @@ class WireRange(InputPartition):
         self.subscription, self.client_filter, self.residual = subscription, client_filter, residual
         self.fail_on_data_loss = fail_on_data_loss
         self.pull_batch_size, self.in_flight, self.timeout_ms = pull_batch_size, in_flight, timeout_ms
+        self.selection = selection  # the query's columns (pulls decode every column: the filters read some)
 
     def __repr__(self) -> str:
         return f"WireRange({self.topic}/{self.queue[0]}:{self.queue[1]} [{self.start}, {self.end}))"
@@ -215,7 +217,7 @@ def read_wire_partition(p: WireRange) -> Iterator[pa.RecordBatch]:
                 if p.residual is not None and batch.num_rows:
                     batch = batch.filter(p.residual.row_mask(batch))
                 if batch.num_rows:
-                    yield to_spark_batch(batch)
+                    yield p.selection.to_spark_batch(batch)
             return
         except MQClientError as e:
             if not e.unreachable:
@@ -238,7 +240,7 @@ def broker_subscription(tags: Optional[str], sql: Optional[str]) -> tuple[Subscr
     return Subscription(tags if tags is not None else "*", "TAG"), None
 
 
-def wire_ranges(opts, ranges: list, pushed_filter=None, residual=None) -> list:
+def wire_ranges(opts, ranges: list, pushed_filter=None, residual=None, selection: Selection = FULL) -> list:
     """WireRange partitions of (topic, BrokerQueue, start, end) ranges. pushed_filter: a batch read's filters
     Spark pushed (checked on the client: the broker takes one expression)."""
     from filters import MessageFilter
@@ -246,5 +248,6 @@ def wire_ranges(opts, ranges: list, pushed_filter=None, residual=None) -> list:
     subscription, client_tags = broker_subscription(opts.tags, opts.sql)
     client_filter = MessageFilter.both(MessageFilter.by_tags(client_tags) if client_tags else None, pushed_filter)
     return [WireRange(opts.namesrv_addr, opts.consumer_group, t, q, s, e, subscription, client_filter, residual,
-                      opts.fail_on_data_loss, opts.pull_batch_size, opts.pulls_in_flight, opts.broker_timeout_ms)
+                      opts.fail_on_data_loss, opts.pull_batch_size, opts.pulls_in_flight, opts.broker_timeout_ms,
+                      selection)
             for t, q, s, e in ranges]

@@ -38,7 +38,7 @@ def test_kafka_names_are_read_as_ours_with_a_log_line(store, caplog):
 
 @pytest.mark.parametrize("option, hint", [
     ("kafka.bootstrap.servers", "give a store directory with .load(path), or RocketMQ name servers"),
-    ("includeHeaders", "always in the 'properties' column"),
+    ("includeHeaders", "in the 'properties' column unless includeProperties is false"),
     ("groupIdPrefix", "consumerGroup"),
 ])
 def test_kafka_only_options_are_refused_saying_what_to_use(store, option, hint):
