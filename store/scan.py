@@ -227,8 +227,8 @@ def decode_records(buf: np.ndarray, starts: np.ndarray, offsets: np.ndarray, siz
         f, bodies = _fields_v4(fast, offsets, queue_offsets, names), fast[3]
         prop_columns = fast[4] if text_filter is None else None
     else:
-        f, bodies, prop_columns = _decode_fields(buf, starts, offsets, sizes, queue_offsets, topic, queue_id, path), \
-            None, None
+        f = _decode_fields(buf, starts, offsets, sizes, queue_offsets, topic, queue_id, path, names)
+        bodies, prop_columns = None, None
     if text_filter is not None:
         props_text = gather_spans(buf, f.props_start, f.props_end, pa.string())
         keep = pc.fill_null(text_filter(props_text), False).to_numpy(zero_copy_only=False)
@@ -323,9 +323,11 @@ def _fields_v4(fast, offsets: np.ndarray, queue_offsets: np.ndarray, names: Sequ
                    store_host=_hosts_from_keys(store_key) if "store_host" in names else None, msg_ids=msg_ids)
 
 
-def _fields_after_hosts(g: _Gather, rel: np.ndarray, born_v6: np.ndarray, store_v6: np.ndarray, offsets: np.ndarray):
-    """Hosts, message ids, store time, reconsume times, body length and position of records whose hosts may be
-    IPv6 (the fields after BORNHOST move with the hosts' lengths)."""
+def _fields_after_hosts(g: _Gather, rel: np.ndarray, born_v6: np.ndarray, store_v6: np.ndarray, offsets: np.ndarray,
+                        names: Sequence[str]):
+    """Hosts, message ids (those two only when `names` has them, else None), store time, reconsume times, body
+    length and position of records whose hosts may be IPv6 (the fields after BORNHOST move with the hosts'
+    lengths)."""
     born_addr_pos = rel + codec.POS_BORNHOST
     born_port_pos = born_addr_pos + np.where(born_v6, 16, 4)
     store_ts_pos = born_port_pos + 4
@@ -334,18 +336,23 @@ def _fields_after_hosts(g: _Gather, rel: np.ndarray, born_v6: np.ndarray, store_
     reconsume_pos = store_port_pos + 4
     body_len_pos = reconsume_pos + 4 + 8
     store_port = g.ints(store_port_pos, 4, ">i4")
-    born_host = _hosts_any(g, born_addr_pos, born_v6, g.ints(born_port_pos, 4, ">i4"))
-    store_host = _hosts_any(g, store_addr_pos, store_v6, store_port)
-    store_raw = [bytes(g.raw(store_addr_pos[i:i + 1], 16 if store_v6[i] else 4)[0]) for i in range(len(rel))]
-    msg_ids = pa.array([codec.create_message_id(a, int(p), int(o))
-                        for a, p, o in zip(store_raw, store_port.tolist(), offsets.tolist())], pa.string())
+    born_host = store_host = msg_ids = None
+    if "born_host" in names:
+        born_host = _hosts_any(g, born_addr_pos, born_v6, g.ints(born_port_pos, 4, ">i4"))
+    if "store_host" in names:
+        store_host = _hosts_any(g, store_addr_pos, store_v6, store_port)
+    if "msg_id" in names:
+        store_raw = [bytes(g.raw(store_addr_pos[i:i + 1], 16 if store_v6[i] else 4)[0]) for i in range(len(rel))]
+        msg_ids = pa.array([codec.create_message_id(a, int(p), int(o))
+                            for a, p, o in zip(store_raw, store_port.tolist(), offsets.tolist())], pa.string())
     return (born_host, store_host, msg_ids, g.ints(store_ts_pos, 8, ">i8"), g.ints(reconsume_pos, 4, ">i4"),
             g.ints(body_len_pos, 4, ">i4"), body_len_pos + 4)
 
 
 def _decode_fields(buf: np.ndarray, starts: np.ndarray, offsets: np.ndarray, sizes: np.ndarray,
-                   queue_offsets: np.ndarray, topic: str, queue_id: int, path: str) -> _Fields:
-    """The numpy decoder: any host kind, and the named error of the first invalid record."""
+                   queue_offsets: np.ndarray, topic: str, queue_id: int, path: str, names: Sequence[str]) -> _Fields:
+    """The numpy decoder: any host kind, and the named error of the first invalid record (hosts and message ids
+    only when `names` has them)."""
     g = _Gather(buf)
     rel = starts
 
@@ -378,17 +385,17 @@ def _decode_fields(buf: np.ndarray, starts: np.ndarray, offsets: np.ndarray, siz
     born_v6 = (sys_flag & codec.BORNHOST_V6_FLAG) != 0
     store_v6 = (sys_flag & codec.STOREHOSTADDRESS_V6_FLAG) != 0
     if not (born_v6.any() or store_v6.any()):
-        born_host = _hosts_v4(hdr["born_addr"], hdr["born_port"].astype(np.int64))
         store_port = hdr["store_port"].astype(np.int64)
-        store_host = _hosts_v4(hdr["store_addr"], store_port)
-        msg_ids = _msg_ids_v4(hdr["store_addr"], store_port, offsets)
+        born_host = _hosts_v4(hdr["born_addr"], hdr["born_port"].astype(np.int64)) if "born_host" in names else None
+        store_host = _hosts_v4(hdr["store_addr"], store_port) if "store_host" in names else None
+        msg_ids = _msg_ids_v4(hdr["store_addr"], store_port, offsets) if "msg_id" in names else None
         store_ts = hdr["store_ts"].astype(np.int64)
         reconsume = hdr["reconsume"].astype(np.int64)
         body_len = hdr["body_len"].astype(np.int64)
         body_pos = rel + _HEAD_V4.itemsize
     else:
         born_host, store_host, msg_ids, store_ts, reconsume, body_len, body_pos = \
-            _fields_after_hosts(g, rel, born_v6, store_v6, offsets)
+            _fields_after_hosts(g, rel, born_v6, store_v6, offsets, names)
     rec_end = rel + total
     bad = (body_len < 0) | (body_pos + body_len > rec_end)
     if bad.any():
