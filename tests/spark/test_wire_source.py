@@ -49,6 +49,22 @@ def test_a_batch_read_gets_every_message_of_both_brokers_with_its_columns(spark,
     assert one.store_host == cluster.addresses["broker-b"]
 
 
+def test_a_schema_or_include_properties_selects_columns_over_the_wire_too(spark, cluster):
+    for options in ({}, {"sql": "n < 20", "tags": "x"}):
+        full = {r.body: r for r in _read(spark, cluster, topic="Orders", **options).collect()}
+        columns = ["body", "tags", "queue_offset", "store_host"]
+        r = spark.read.format("rmq").option("namesrvAddr", cluster.namesrv).option("topic", "Orders")
+        for k, v in options.items():
+            r = r.option(k, v)
+        df = r.schema("body binary, tags string, queue_offset long, store_host string").load()
+        assert df.columns == columns
+        assert sorted(tuple(row) for row in df.collect()) == sorted(tuple(f[c] for c in columns) for f in full.values())
+        slim = _read(spark, cluster, topic="Orders", includeProperties="false", **options)
+        assert "properties" not in slim.columns and "keys" not in slim.columns
+        assert {row.body: row.asDict() for row in slim.collect()} == {
+            b: {c: f[c] for c in slim.columns} for b, f in full.items()}
+
+
 def test_tag_and_sql92_filters_give_exactly_the_matching_messages(spark, cluster):
     tagged = {r.body for r in _read(spark, cluster, topic="Orders", tags="x").collect()}
     assert tagged == {b for b in cluster.sent if int(b.split(b"/")[2]) % 6 == 0}
