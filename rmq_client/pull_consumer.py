@@ -7,13 +7,13 @@ from __future__ import annotations
 import asyncio
 import enum
 from dataclasses import dataclass
-from typing import AsyncIterator, Iterator, Optional
+from typing import AsyncIterator, Iterator, Optional, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from remoting import ResponseCode
-from store.scan import SCAN_SCHEMA, decode_pulled
+from store.scan import SCAN_SCHEMA, decode_pulled, scan_schema
 
 from .event_loop import run_blocking
 from .mq_client_api import MessageQueue, MQClientAPI
@@ -76,28 +76,35 @@ class AsyncPullConsumer:
         return await self.api.queues(topic)
 
     async def pull(self, mq: MessageQueue, offset: int, subscription: Subscription = Subscription(),
-                   max_nums: int = 32, suspend_ms: int = 0) -> PullResult:
+                   max_nums: int = 32, suspend_ms: int = 0, columns: Optional[Sequence[str]] = None) -> PullResult:
+        """columns: the scan columns to decode (all of them for None); the tag re-check adds what it reads."""
         raw = await self.api.pull(mq, offset, self.group, subscription.expression, subscription.expression_type,
                                   max_nums, suspend_ms)
         status = _STATUS[raw.code]
         batch = _EMPTY
         if status is PullStatus.FOUND and len(raw.body):
-            batch = decode_pulled(raw.body, mq.topic, mq.queue_id, f"pull of {mq.topic}/{mq.broker_name}/"
-                                                                   f"{mq.queue_id} at {offset}")
             if subscription not in self._tag_filters:
                 self._tag_filters[subscription] = subscription.tag_filter()
             tag_filter = self._tag_filters[subscription]
+            decoded = columns
+            if columns is not None and tag_filter is not None and "properties" not in columns:
+                decoded = [*columns, "properties"]
+            batch = decode_pulled(raw.body, mq.topic, mq.queue_id, f"pull of {mq.topic}/{mq.broker_name}/"
+                                                                   f"{mq.queue_id} at {offset}", scan_schema(decoded))
             if tag_filter is not None and batch.num_rows:
                 batch = batch.filter(tag_filter.commit_log_mask(batch))  # type: ignore[attr-defined]
+            if decoded is not columns:
+                batch = batch.select(list(columns or ()))
         return PullResult(status, raw.next_begin_offset, raw.min_offset, raw.max_offset, batch)
 
     async def read_range(self, mq: MessageQueue, start: int, end: int, subscription: Subscription = Subscription(),
-                         max_nums: int = 32, in_flight: int = 4,
-                         on_offset_moved=None) -> AsyncIterator[pa.RecordBatch]:
+                         max_nums: int = 32, in_flight: int = 4, on_offset_moved=None,
+                         columns: Optional[Sequence[str]] = None) -> AsyncIterator[pa.RecordBatch]:
         """The queue's messages in [start, end), in queue order, as batches; the range is cut into chunks pulled
         `in_flight` at a time (a chunk's pulls follow nextBeginOffset, which a filter makes unpredictable).
         PULL_OFFSET_MOVED calls on_offset_moved(offset, min_offset, max_offset), which returns where to go on (or
-        raises); without it, a ValueError names the queue and the offsets."""
+        raises); without it, a ValueError names the queue and the offsets. columns: as pull's (queue_offset among
+        them)."""
         chunk = max(max_nums, 1) * 4
         bounds = [(s, min(s + chunk, end)) for s in range(start, end, chunk)]
         tasks: list[asyncio.Task] = []
@@ -106,7 +113,7 @@ class AsyncPullConsumer:
             while nxt < len(bounds) or tasks:
                 while nxt < len(bounds) and len(tasks) < in_flight:
                     tasks.append(asyncio.ensure_future(self._read_chunk(mq, *bounds[nxt], subscription, max_nums,
-                                                                        on_offset_moved)))
+                                                                        on_offset_moved, columns)))
                     nxt += 1
                 for batch in await tasks.pop(0):
                     yield batch
@@ -117,10 +124,10 @@ class AsyncPullConsumer:
                 await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _read_chunk(self, mq: MessageQueue, start: int, end: int, subscription: Subscription, max_nums: int,
-                          on_offset_moved) -> list[pa.RecordBatch]:
+                          on_offset_moved, columns) -> list[pa.RecordBatch]:
         out, pos = [], start
         while pos < end:
-            r = await self.pull(mq, pos, subscription, min(max_nums, end - pos))
+            r = await self.pull(mq, pos, subscription, min(max_nums, end - pos), columns=columns)
             if r.status is PullStatus.OFFSET_ILLEGAL:
                 if on_offset_moved is None:
                     raise ValueError(f"{mq.topic}/{mq.broker_name}/{mq.queue_id}: offset {pos} is outside the queue "
@@ -197,8 +204,9 @@ class PullConsumer:
         return run_blocking(self.aio.pull, mq, offset, subscription, max_nums, suspend_ms)
 
     def read_range(self, mq: MessageQueue, start: int, end: int, subscription: Subscription = Subscription(),
-                   max_nums: int = 32, in_flight: int = 4, on_offset_moved=None) -> Iterator[pa.RecordBatch]:
-        agen = self.aio.read_range(mq, start, end, subscription, max_nums, in_flight, on_offset_moved)
+                   max_nums: int = 32, in_flight: int = 4, on_offset_moved=None,
+                   columns: Optional[Sequence[str]] = None) -> Iterator[pa.RecordBatch]:
+        agen = self.aio.read_range(mq, start, end, subscription, max_nums, in_flight, on_offset_moved, columns)
         try:
             while True:
                 try:

@@ -180,7 +180,7 @@ class WireRange(InputPartition):
         self.subscription, self.client_filter, self.residual = subscription, client_filter, residual
         self.fail_on_data_loss = fail_on_data_loss
         self.pull_batch_size, self.in_flight, self.timeout_ms = pull_batch_size, in_flight, timeout_ms
-        self.selection = selection  # the query's columns (pulls decode every column: the filters read some)
+        self.selection = selection  # the query's columns (decoded alone unless a client-side filter reads others)
 
     def __repr__(self) -> str:
         return f"WireRange({self.topic}/{self.queue[0]}:{self.queue[1]} [{self.start}, {self.end}))"
@@ -203,12 +203,15 @@ def read_wire_partition(p: WireRange) -> Iterator[pa.RecordBatch]:
         log.warning("%s; continuing at %d (failOnDataLoss=false)", text, min(max(wanted, mn), p.end))
         return min(max(wanted, mn), p.end) if wanted < mn else p.end
 
+    # only the selected columns are decoded, unless a client-side filter reads others
+    columns = None if p.client_filter is not None or p.residual is not None else \
+        p.selection.scan_columns("queue_offset")
     pos = p.start
     deadline: Optional[float] = None
     while pos < p.end:
         try:
             for batch in consumer.read_range(mq, pos, p.end, p.subscription, p.pull_batch_size, p.in_flight,
-                                             offset_moved):
+                                             offset_moved, columns):
                 if batch.num_rows:
                     pos = batch.column("queue_offset")[-1].as_py() + 1
                     deadline = None
