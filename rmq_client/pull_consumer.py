@@ -52,6 +52,10 @@ class Subscription:
         if self.expression_type not in (TAG, SQL92):
             raise ValueError(f"expression type {self.expression_type!r} must be TAG or SQL92")
 
+    @property
+    def matches_everything(self) -> bool:
+        return self.expression_type == TAG and self.expression.strip() in ("", "*")
+
     def tag_filter(self):
         """What the client re-checks: the exact tags (the broker matched their hash codes only)."""
         if self.expression_type != TAG or self.expression.strip() in ("", "*"):
@@ -100,12 +104,14 @@ class AsyncPullConsumer:
     async def read_range(self, mq: MessageQueue, start: int, end: int, subscription: Subscription = Subscription(),
                          max_nums: int = 32, in_flight: int = 4, on_offset_moved=None,
                          columns: Optional[Sequence[str]] = None) -> AsyncIterator[pa.RecordBatch]:
-        """The queue's messages in [start, end), in queue order, as batches; the range is cut into chunks pulled
-        `in_flight` at a time (a chunk's pulls follow nextBeginOffset, which a filter makes unpredictable).
+        """The queue's messages in [start, end), in queue order, as batches; without a filter the range is cut into
+        chunks pulled `in_flight` at a time; with one, pulls follow nextBeginOffset.
         PULL_OFFSET_MOVED calls on_offset_moved(offset, min_offset, max_offset), which returns where to go on (or
         raises); without it, a ValueError names the queue and the offsets. columns: as pull's (queue_offset among
         them)."""
-        chunk = max(max_nums, 1) * 4
+        # A filter's matches are not where offsets say: a pull past a chunk's end would scan and send what the next
+        # chunk reads again, so a filtered range is one chunk, its pulls following nextBeginOffset.
+        chunk = max(max_nums, 1) * 4 if subscription.matches_everything else max(end - start, 1)
         bounds = [(s, min(s + chunk, end)) for s in range(start, end, chunk)]
         tasks: list[asyncio.Task] = []
         try:
