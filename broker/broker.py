@@ -651,7 +651,7 @@ class Broker:
         pos, chunk = offset, max(256, want * 2)
         while pos < end and found < want:  # chunks grow while matches are rare: few scans per pull either way
             for batch in self.store.scan(topic, queue_id, pos, min(end, pos + chunk), message_filter=message_filter,
-                                         batch_rows=chunk, columns=("queue_offset",)):
+                                         batch_rows=chunk, columns=("queue_offset",), release_pages=False):
                 matched.append(batch.column("queue_offset").to_numpy() - offset)
                 found += batch.num_rows
             pos, chunk = pos + chunk, chunk * 4

@@ -55,7 +55,8 @@ def scan_schema(columns: Optional[Sequence[str]]) -> pa.Schema:
 
 
 def scan(store, topic: str, queue_id: int, start: int, end: Optional[int], message_filter,
-         batch_rows: int, columns: Optional[Sequence[str]] = None) -> Iterator[pa.RecordBatch]:
+         batch_rows: int, columns: Optional[Sequence[str]] = None,
+         release_pages: bool = True) -> Iterator[pa.RecordBatch]:
     schema = scan_schema(columns)
     cq = store.find_consume_queue(topic, queue_id)
     max_off = cq.max_offset()
@@ -97,11 +98,12 @@ def scan(store, topic: str, queue_id: int, start: int, end: Optional[int], messa
             if view is None:
                 continue  # the file was removed by retention while we read: those messages are gone
             lo, hi = int(offsets[a] - base), int(offsets[b - 1] + sizes[b - 1] - base)
-            if hi - lo <= (b - a) * _POPULATE_SPAN:
+            if release_pages and hi - lo <= (b - a) * _POPULATE_SPAN:
                 _populate(view, lo, hi)
             batches.append(decode_run(view, base, offsets[a:b], sizes[a:b], queue_offsets[a:b], topic, queue_id,
                                       store.commit_log.path_of(int(offsets[a])), text_filter, schema))
-            _release(view, lo, hi)
+            if release_pages:
+                _release(view, lo, hi)
         batches = [b for b in batches if b.num_rows]  # a text filter may drop a whole run
         if not batches:
             continue
