@@ -682,7 +682,10 @@ class Broker:
             result.next_begin_offset = offset if offset == max_offset else (min_offset if min_offset == 0
                                                                             else max_offset)
             return result, b""
-        window = min(max_offset, cq.file_end(offset), offset + max(800, max_msgs * 25))
+        # without a filter the first max_msgs units are the answer; a filter looks further (as getMessage's
+        # maxFilterMessageCount lets it)
+        ahead = max_msgs if message_filter is None else max(800, max_msgs * 25)
+        window = min(max_offset, cq.file_end(offset), offset + ahead)
         units = cq.units(offset, window)
         sizes = units["size"].astype(np.int64)
         end = int(np.argmax(sizes == 0)) if (sizes == 0).any() else len(units)
