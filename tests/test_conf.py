@@ -54,10 +54,11 @@ def test_store_conf_opens_a_store(tmp_path):
         assert store.max_offset("T", put.queue_id) == 1 and len(store.queues("T")) == 8
 
 
-def test_spark_defaults_turn_on_arrow_and_pushdown_and_keep_local_runs_light():
+def test_spark_defaults_turn_on_arrow_and_keep_local_runs_light():
     conf = spark_defaults()
     assert conf["spark.sql.execution.arrow.pyspark.enabled"] == "true"
-    assert conf["spark.sql.python.filterPushdown.enabled"] == "true"
+    # off: pyspark 4.3 reuses a pushed-down scan for later queries of the same DataFrame (wrong rows)
+    assert conf["spark.sql.python.filterPushdown.enabled"] == "false"
     assert conf["spark.ui.enabled"] == "false"
     assert 1 <= int(conf["spark.sql.shuffle.partitions"]) <= 16
     assert re.fullmatch(r"local\[\d+\]", conf["spark.master"])

@@ -152,3 +152,17 @@ def test_store_timestamp_and_msg_id_filters_stay_exact(spark, tmp_path, pushdown
     some = [r.msg_id for r in df.collect()][:2]
     by_id = spark.read.format("rmq").option("topic", "T").load(path).filter(F.col("msg_id").isin(some))
     assert sorted(r.msg_id for r in by_id.collect()) == sorted(some)
+
+
+def test_with_the_shipped_settings_a_dataframe_queried_again_after_a_where_gives_all_its_rows(spark, store2):
+    """conf/spark-defaults.conf leaves pushdown off: with it on, pyspark 4.3 hands the pushed scan to the next
+    query of the same DataFrame (README: "Batch reads and filter pushdown")."""
+    from test_conf import spark_defaults
+
+    spark.conf.set(PUSHDOWN, spark_defaults()[PUSHDOWN])
+    try:
+        df = spark.read.format("rmq").option("topic", "T").load(store2)
+        some = df.where(F.col("queue_id") == 1).count()
+        assert (some, df.count()) == (20, 60)
+    finally:
+        spark.conf.unset(PUSHDOWN)
