@@ -88,6 +88,8 @@ class MessageStore:
         self._bounds_log_min: Optional[int] = None
         self._published_generation: Optional[int] = None
         self._generation = 0  # of the committed end in `lock`: bumped by every writer that publishes one
+        self._publishes = 0   # how many of those bumps were ours
+        self._retention_mark: Optional[tuple[int, int]] = None  # (generation, our publishes) at the last retention
         self._last_store_ts: Optional[int] = None  # of our newest append not yet covered by the checkpoint
         self._round_robin: dict[str, int] = {}  # topic -> its next round-robin queue
         self.store_host = (codec.local_host_address(), self.config.listenPort)
@@ -495,6 +497,7 @@ class MessageStore:
     def _publish_committed_end(self, end: int) -> None:
         self._write_pos = end
         self._generation += 1
+        self._publishes += 1
         self._published_generation = self._generation
         head = struct.pack(">8sqq", self._STATE_MAGIC, end, self._generation)
         assert self._lock_fd is not None  # published only under the write lock

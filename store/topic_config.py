@@ -255,18 +255,21 @@ _QUEUE_DIR = re.compile(r"\d+")
 
 
 def discover_consume_queues(root: str) -> dict[str, list[int]]:
+    """{topic: sorted queue ids} of consumequeue/<topic>/<queueId> directories. Listed with scandir, whose
+    entries say whether they are directories without a stat each (tens of thousands of queues)."""
     base = os.path.join(root, "consumequeue")
     found: dict[str, list[int]] = {}
     try:
-        topics = os.listdir(base)
+        topics = list(os.scandir(base))
     except FileNotFoundError:
         return found
     for topic in topics:
-        tdir = os.path.join(base, topic)
-        if not os.path.isdir(tdir):
+        try:
+            if not topic.is_dir():
+                continue
+            ids = sorted(int(q.name) for q in os.scandir(topic.path) if _QUEUE_DIR.fullmatch(q.name) and q.is_dir())
+        except (FileNotFoundError, NotADirectoryError):  # removed by another process meanwhile
             continue
-        ids = sorted(int(q) for q in os.listdir(tdir)
-                     if _QUEUE_DIR.fullmatch(q) and os.path.isdir(os.path.join(tdir, q)))
         if ids:
-            found[topic] = ids
+            found[topic.name] = ids
     return found
