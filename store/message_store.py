@@ -332,6 +332,19 @@ class MessageStore:
             out[q] = bounds
         return out
 
+    def bounds_tracker(self, queues):
+        """A QueueBoundsTracker of these queues: their (min, max) as arrays, updated in place by reading only
+        the queues appended to since (what a streaming query's trigger asks of tens of thousands of queues)."""
+        from .queue_bounds import QueueBoundsTracker
+        return QueueBoundsTracker(self, queues)
+
+    def topics_version(self) -> int:
+        """A number that changes whenever the topic table may have (topics created here or by other processes,
+        queue counts raised): what is derived from topics() and queues() holds while it stays the same. Two stats
+        when nothing changed."""
+        self.topic_config.refresh()
+        return self.topic_config.changes
+
     def _appended_queues(self, start: int, end: int) -> Optional[set[tuple[str, int]]]:
         """The queues of the records committed in [start, end), or None when that is too much to walk."""
         if end < start or end - start > self.BOUNDS_WALK_BYTES:
