@@ -253,6 +253,11 @@ class OffsetCommitter:
         if positions == self.last:
             return
         moved = {mq: off for mq, off in positions.items() if self.last is None or self.last.get(mq) != off}
+        self.commit_moved(moved, store)
+        self.last = dict(positions)
+
+    def commit_moved(self, moved: Positions, store: Optional[MessageStore] = None) -> None:
+        """Commit the positions of the queues that moved (the caller knows which: a stream over many queues)."""
         if store is None:
             with open_store(self.path) as opened:
                 self._check(moved, opened)
@@ -265,7 +270,8 @@ class OffsetCommitter:
             # checkpoint really is back there.
             self._offset_store.update_offset(mq, int(off), increase_only=False)
         self._offset_store.persist_all()
-        self.last = dict(positions)
+        if self.last is not None:
+            self.last.update(moved)
         log.info("committed offsets of group %s: %d queue(s) moved", self.group, len(moved))
 
     def _check(self, moved: Positions, store: MessageStore) -> None:

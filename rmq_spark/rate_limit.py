@@ -43,9 +43,8 @@ def limit_by_bytes(store: MessageStore, queues: list, begins: np.ndarray, takes:
     if total == 0:
         return takes
     budgets = np.maximum(np.floor(takes * (max_bytes / total)).astype(np.int64), 1)
-    for i, (topic, qid) in enumerate(queues):
-        if takes[i] == 0:
-            continue
+    for i in np.flatnonzero(takes).tolist():  # only queues with something to take: there may be many others
+        topic, qid = queues[i]
         n = min(int(takes[i]), int(budgets[i]) // MIN_RECORD_SIZE + 1)
         units = store.consume_queue(topic, qid).units(int(begins[i]), int(begins[i]) + n)
         sizes = np.cumsum(units["size"].astype(np.int64))

@@ -24,6 +24,7 @@ from pyspark.sql.streaming.datasource import (
 from store import MessageStore
 
 from .errors import DataLossError
+from .offset_arrays import OffsetDicts, Parsed, QueueLayout, patched
 from .offsets import (
     OffsetCommitter,
     Positions,
@@ -52,7 +53,12 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.selection = selection
         self._store: Optional[MessageStore] = None
         self._initial: Optional[dict] = None
-        self._target: Optional[Positions] = None      # Trigger.AvailableNow: the queue ends when it started
+        # Trigger.AvailableNow: the queues and their ends when it started
+        self._target: Optional[tuple[QueueLayout, np.ndarray]] = None
+        self._layout: Optional[QueueLayout] = None    # the subscribed queues, kept while the topics stay
+        self._dicts = OffsetDicts()                    # offsets dicts seen lately, parsed
+        self._committed: Optional[Parsed] = None       # the offsets last committed to the group
+        self._reported: Optional[tuple] = None         # reportLatestOffset's last answer
         self._last_trigger_ms = 0.0                    # for minMessagesPerTrigger / maxTriggerDelay
         self._committer = None
         if opts.commit_offsets:
@@ -60,10 +66,10 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 OffsetCommitter(opts.path, opts.consumer_group)
 
     def __getstate__(self):
-        # Executors get a copy of the reader; the driver-side handles stay behind.
+        # Executors get a copy of the reader; the driver-side handles and caches stay behind.
         state = dict(self.__dict__)
-        state["_store"] = None
-        state["_committer"] = None
+        state.update(_store=None, _committer=None, _target=None, _layout=None, _dicts=OffsetDicts(),
+                     _committed=None, _reported=None)
         return state
 
     @property
@@ -77,7 +83,7 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def initialOffset(self) -> dict:
         # Spark asks more than once; "latest" must not move between the calls.
         if self._initial is None:
-            queues = subscribed_queues(self.store, self.opts.subscription)
+            queues = self._layout_now().queues
             self._initial = to_offset_dict(starting_positions(self.store, self.opts, queues,
                                                               default=LatestOffsets(), streaming=True))
             log.info("rmq stream starts at %s", self._initial)
@@ -94,64 +100,88 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        queues = subscribed_queues(self.store, self.opts.subscription)
-        self._target = {q: self.store.max_offset(*q) for q in queues}
-        log.info("rmq availableNow target %s", to_offset_dict(self._target))
+        layout = self._layout_now()
+        self._target = (layout, layout.bounds()[1].copy())
+        log.info("rmq availableNow target %s", to_offset_dict(self._available()))
+
+    def _layout_now(self) -> QueueLayout:
+        """The subscribed queues: made again only when the store's topic table changed (two stats when it did
+        not), so a pattern picks up topics created since by any process; fixed by an availableNow target."""
+        if self._target is not None:
+            return self._target[0]
+        version_of = getattr(self.store, "topics_version", None)
+        version = version_of() if version_of is not None else None
+        layout = self._layout
+        if layout is not None and version is not None and version == layout.version:
+            return layout
+        queues = sorted(subscribed_queues(self.store, self.opts.subscription))
+        if layout is not None and queues == layout.queues:
+            layout.version = version
+        else:
+            layout = self._layout = QueueLayout(self.store, queues, version)
+        return layout
+
+    def _bounds_now(self, layout: QueueLayout) -> tuple[np.ndarray, np.ndarray]:
+        mins, maxs = layout.bounds()
+        if self._target is not None:
+            maxs = self._target[1]
+        return mins, maxs
 
     def _available(self) -> Positions:
-        if self._target is not None:
-            return dict(self._target)
-        bounds = self.store.queue_bounds(subscribed_queues(self.store, self.opts.subscription))
-        return {q: mx for q, (_, mx) in bounds.items()}
+        layout = self._layout_now()
+        maxs = self._bounds_now(layout)[1]
+        return dict(zip(layout.queues, maxs.tolist()))
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        start_pos = from_offset_dict(start)
+        layout = self._layout_now()
+        parsed = self._dicts.parse(start, layout)
         # `start` is the end of a completed batch: commit it too, because Spark never calls commit() for the
         # last batch of an availableNow run.
-        self._commit(start_pos)
-        queues, begins, backlog = self._backlog(start_pos)
+        self._commit(start, parsed)
+        begins, backlog, maxs = self._backlog(parsed)
         if backlog.sum() == 0 and self._target is None and self.opts.poll_timeout_ms > 0:
-            self._wait_for_data(begins)
-            queues, begins, backlog = self._backlog(start_pos)
+            self._wait_for_data(layout, begins)
+            layout = self._layout_now()
+            parsed = self._dicts.parse(start, layout)
+            begins, backlog, maxs = self._backlog(parsed)
         takes = backlog
         if not isinstance(limit, ReadAllAvailable):
-            takes = self._apply_limits(queues, begins, backlog, limit)
+            takes = self._apply_limits(layout.queues, begins, backlog, limit)
             if takes is None:
                 return start
-        end_pos = dict(start_pos)  # queues no longer subscribed keep their offsets
-        for q, n in zip(queues, takes.tolist()):
-            end_pos[q] = begins[q] + n
-        end = to_offset_dict(end_pos)
-        if end != start:
-            self._last_trigger_ms = time.time() * 1000
+        ends = begins + takes
+        moved = np.flatnonzero(~parsed.present | (ends != parsed.values))
+        if not len(moved):
+            return start
+        # queues no longer subscribed keep their offsets: they are carried in `start`'s dict
+        end = patched(start or {}, layout.queues, moved, ends)
+        self._dicts.remember(Parsed(end, layout, ends, np.ones(len(ends), dtype=bool), parsed.extra))
+        self._last_trigger_ms = time.time() * 1000
         return end
 
-    def _backlog(self, start_pos: Positions):
-        """(queues, where each continues, how many messages each has after that)."""
-        available = self._available()
-        bounds = self.store.queue_bounds(available)  # from memory: the call above just read them
-        begins = {}
-        for q, mx in available.items():
-            b = start_pos.get(q)
-            mn = bounds[q][0]
-            if b is None:
-                b = mn  # a queue that appeared since the query started: from its earliest
-            elif b < mn:
-                check_data_loss(q[0], q[1], b, mn, self.opts.fail_on_data_loss)
-                b = mn
-            elif b > mx:  # a checkpoint past the queue's end (the queue was truncated or made anew)
-                text = (f"topic {q[0]!r} queue {q[1]}: the query's offset {b} is past the end of the queue "
-                        f"({mx}); the messages appended there would never be read")
-                if self.opts.fail_on_data_loss:
-                    raise DataLossError(f"{text}. Set failOnDataLoss=false to continue at the end.")
-                log.warning("%s; continuing at %d (failOnDataLoss=false)", text, mx)
-                b = mx
-            begins[q] = b
-        queues = sorted(available)
-        backlog = np.array([max(0, available[q] - begins[q]) for q in queues], dtype=np.int64)
-        return queues, begins, backlog
+    def _backlog(self, parsed: Parsed) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(where each subscribed queue continues, how many messages it has after that, its end), by the
+        layout's order."""
+        layout = parsed.layout
+        mins, maxs = self._bounds_now(layout)
+        begins = np.where(parsed.present, parsed.values, mins)  # a queue that appeared since: from its earliest
+        below = np.flatnonzero(parsed.present & (parsed.values < mins))
+        past = np.flatnonzero(parsed.present & (parsed.values >= mins) & (parsed.values > maxs))
+        for i in below.tolist():
+            t, q = layout.queues[i]
+            check_data_loss(t, q, int(parsed.values[i]), int(mins[i]), self.opts.fail_on_data_loss)
+            begins[i] = mins[i]
+        for i in past.tolist():  # a checkpoint past the queue's end (the queue was truncated or made anew)
+            t, q = layout.queues[i]
+            text = (f"topic {t!r} queue {q}: the query's offset {int(parsed.values[i])} is past the end of the "
+                    f"queue ({int(maxs[i])}); the messages appended there would never be read")
+            if self.opts.fail_on_data_loss:
+                raise DataLossError(f"{text}. Set failOnDataLoss=false to continue at the end.")
+            log.warning("%s; continuing at %d (failOnDataLoss=false)", text, int(maxs[i]))
+            begins[i] = maxs[i]
+        return begins, np.maximum(maxs - begins, 0), maxs
 
-    def _apply_limits(self, queues, begins, backlog: np.ndarray, limit: ReadLimit):
+    def _apply_limits(self, queues, begins: np.ndarray, backlog: np.ndarray, limit: ReadLimit):
         """Our own rate options (Spark hands back the limit getDefaultReadLimit gave, or ReadAllAvailable)."""
         o = self.opts
         total = int(backlog.sum())
@@ -163,25 +193,46 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         takes = backlog if max_rows is None else split_by_backlog(backlog, max_rows)
         max_bytes = limit.max_bytes if isinstance(limit, ReadMaxBytes) else o.max_bytes_per_trigger
         if max_bytes is not None:
-            takes = limit_by_bytes(self.store, queues, np.array([begins[q] for q in queues], dtype=np.int64),
-                                   takes, max_bytes)
+            takes = limit_by_bytes(self.store, queues, begins, takes, max_bytes)
         return takes
 
-    def _wait_for_data(self, begins: Positions) -> None:
+    def _wait_for_data(self, layout: QueueLayout, begins: np.ndarray) -> None:
         """pollTimeoutMs: hold the trigger until a message arrives in any subscribed queue (the same cheap
-        consume-queue end check the store's long polling makes across processes), or the timeout passes."""
+        consume-queue end check the store's long polling makes across processes), a topic is created, or the
+        timeout passes."""
         deadline = time.monotonic() + self.opts.poll_timeout_ms / 1000
         while time.monotonic() < deadline:
             time.sleep(POLL_INTERVAL_S)
-            available = self._available()
-            if set(available) != set(begins) or any(mx > begins[q] for q, mx in available.items()):
+            if self._layout_now() is not layout or (layout.bounds()[1] > begins).any():
                 return
 
     def reportLatestOffset(self) -> Optional[dict]:
-        return to_offset_dict(self._available())
+        layout = self._layout_now()
+        maxs = self._bounds_now(layout)[1]
+        key = (layout, layout.tracker.updates, self._target is not None)
+        if self._reported is None or self._reported[0] != key:  # the same dict while nothing changed
+            self._reported = (key, to_offset_dict(dict(zip(layout.queues, maxs.tolist()))))
+        return self._reported[1]
 
     def partitions(self, start: dict, end: dict):
-        start_pos, end_pos = from_offset_dict(start), from_offset_dict(end)
+        layout = self._layout_now()
+        s, e = self._dicts.parse(start, layout), self._dicts.parse(end, layout)
+        if s.extra or e.extra:  # queues outside the subscription: the general path
+            ranges = self._ranges(from_offset_dict(start), from_offset_dict(end))
+        else:
+            moved = np.flatnonzero(e.present & (~s.present | (e.values != s.values)))
+            queues = [layout.queues[i] for i in moved.tolist()]
+            ranges = self._ranges({q: int(s.values[i]) for q, i in zip(queues, moved.tolist()) if s.present[i]},
+                                  {q: int(e.values[i]) for q, i in zip(queues, moved.tolist())})
+        ranges = split_ranges(ranges, self.opts.min_partitions)
+        if self.opts.namesrv_addr:
+            return wire_ranges(self.opts, ranges, self.message_filter, selection=self.selection)
+        return [QueueRange(self.opts.path, t, qid, s, e, self.message_filter, self.opts.fail_on_data_loss,
+                           self.opts.metrics_path, selection=self.selection)
+                for t, qid, s, e in ranges]
+
+    def _ranges(self, start_pos: Positions, end_pos: Positions) -> list:
+        """(topic, queue, from, to) of each queue whose position moved."""
         ranges = []
         bounds = self.store.queue_bounds([q for q, e in end_pos.items() if start_pos.get(q) != e])
         for q, e in sorted(end_pos.items()):
@@ -197,12 +248,7 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 s = mn  # (with failOnDataLoss=false, latestOffset has logged the loss already: once per queue)
             if s < e:
                 ranges.append((q[0], q[1], s, e))
-        ranges = split_ranges(ranges, self.opts.min_partitions)
-        if self.opts.namesrv_addr:
-            return wire_ranges(self.opts, ranges, self.message_filter, selection=self.selection)
-        return [QueueRange(self.opts.path, t, qid, s, e, self.message_filter, self.opts.fail_on_data_loss,
-                           self.opts.metrics_path, selection=self.selection)
-                for t, qid, s, e in ranges]
+        return ranges
 
     def read(self, partition: InputPartition):
         if isinstance(partition, WireRange):
@@ -210,11 +256,24 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return read_partition(partition)
 
     def commit(self, end: dict) -> None:
-        self._commit(from_offset_dict(end))
+        self._commit(end)
 
-    def _commit(self, positions: Positions) -> None:
-        if self._committer is not None and positions:
-            self._committer.commit(positions, self.store)
+    def _commit(self, offsets: dict, parsed: Optional[Parsed] = None) -> None:
+        """The group's offsets: only the queues that moved since the last commit are compared and written."""
+        if self._committer is None or not offsets:
+            return
+        if parsed is None:
+            parsed = self._dicts.parse(offsets, self._layout_now())
+        last = self._committed
+        if parsed.extra or last is None or last.layout is not parsed.layout or last.extra:
+            self._committer.commit(from_offset_dict(offsets), self.store)
+        elif last is not parsed:
+            moved = np.flatnonzero(parsed.present & (~last.present | (parsed.values != last.values)))
+            if len(moved):
+                queues = parsed.layout.queues
+                self._committer.commit_moved({queues[i]: int(parsed.values[i]) for i in moved.tolist()},
+                                             self.store)
+        self._committed = parsed
 
     def stop(self) -> None:
         if self._store is not None:

@@ -161,8 +161,14 @@ class WireOffsetCommitter:
         moved = {mq: off for mq, off in positions.items() if self.last is None or self.last.get(mq) != off}
         if not moved:
             return
-        store.commit_offsets(moved)
+        self.commit_moved(moved, store)
         self.last = dict(positions)
+
+    def commit_moved(self, moved: dict, store: WireStore) -> None:
+        """Commit the positions of the queues that moved (the caller knows which)."""
+        store.commit_offsets(moved)
+        if self.last is not None:
+            self.last.update(moved)
         log.info("committed offsets of group %s to the brokers: %d queue(s) moved", self.group, len(moved))
 
 

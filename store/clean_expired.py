@@ -82,7 +82,7 @@ def clean_expired(store, now: Optional[float] = None, periodic: bool = False,
             time_up = time.localtime(now).tm_hour in delete_when_hours(cfg.deleteWhen)
             if not (time_up or space_full):
                 summary.reason = "not a deleteWhen hour and the disk is not full"
-                _fill_offsets(store, summary)
+                _clean_queues(store, summary, delete=False)
                 return summary
             summary.reason = ("disk full (%.1f%% > %d%%)" % (used, cfg.diskMaxUsedSpaceRatio)) if space_full \
                 else f"deleteWhen hour {cfg.deleteWhen}"
@@ -101,16 +101,23 @@ def clean_expired(store, now: Optional[float] = None, periodic: bool = False,
             log.info("retention: deleting commitlog file %s (%s)", f.path, "expired" if expired else "disk full")
             summary.commit_log_files_deleted.append(f.file_name)
             files.delete_file(f)
-        cl_min = store.commit_log.min_offset()
-        for topic, queue_ids in store.consume_queue_ids().items():
-            for qid in queue_ids:
-                summary.consume_queue_files_deleted += store.consume_queue(topic, qid).delete_expired_files(cl_min)
-        _fill_offsets(store, summary)
+        _clean_queues(store, summary, delete=True)
     return summary
 
 
-def _fill_offsets(store, summary: CleanSummary) -> None:
+def _clean_queues(store, summary: CleanSummary, delete: bool) -> None:
+    """Each queue's expired files deleted (delete=True) and its min offset, in one pass that reads at most a unit
+    or two of a queue whose files do not expire (ConsumeQueue.clean_expired). A queue's first unit is taken
+    from memory when no other writer published a committed end since the last pass: only a writer's cut of a
+    torn tail rewrites units, and a cut is published."""
     cl_min = store.commit_log.min_offset()
     summary.commit_log_min_offset = cl_min
+    mark = None if store._committed_end() is None else (store._generation, store._publishes)
+    last = store._retention_mark
+    trust = mark is not None and last is not None and mark[0] - last[0] == mark[1] - last[1]
     for topic, queue_ids in store.consume_queue_ids().items():
-        summary.min_offsets[topic] = {qid: store.consume_queue(topic, qid).min_offset(cl_min) for qid in queue_ids}
+        mins = summary.min_offsets[topic] = {}
+        for qid in queue_ids:
+            deleted, mins[qid] = store.consume_queue(topic, qid).clean_expired(cl_min, delete, trust)
+            summary.consume_queue_files_deleted += deleted
+    store._retention_mark = mark

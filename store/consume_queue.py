@@ -329,16 +329,65 @@ class ConsumeQueue:
     def delete_expired_files(self, commit_log_min_offset: int) -> int:
         """RocketMQ's ConsumeQueue.deleteExpiredFile: delete files (never the last) whose every unit points
         below the commitlog's minimum offset. Returns how many were deleted."""
+        return self.clean_expired(commit_log_min_offset)[0]
+
+    def clean_expired(self, commit_log_min_offset: int, delete: bool = True,
+                      trust_first_unit: bool = False) -> tuple[int, int]:
+        """Retention's pass over this queue: (files deleted, as delete_expired_files, and the queue's min offset
+        afterwards, as min_offset gives it). Reads a unit or two with pread (no mapping) instead of the files:
+        nothing when no commitlog file was ever removed, the first unit of the first file otherwise (none when
+        trust_first_unit and it was read before: the caller knows no other writer was here since), and only a
+        queue whose first unit lies below the commitlog minimum is searched further.
+        delete=False: only the min offset."""
+        cl_min = commit_log_min_offset
         self.files.refresh()
+        files = self.files.files
+        if not files:
+            return 0, 0
         deleted = 0
-        for f in list(self.files.files[:-1]):
-            units = self._file_units(f)
-            last = units[-1] if len(units) else None
-            if last is None or last["size"] == 0 or int(last["offset"]) >= commit_log_min_offset:
-                break
-            self.files.delete_file(f)
-            deleted += 1
-        return deleted
+        if delete and cl_min > 0 and len(files) > 1:
+            first = self._first_unit_position(files[0], trust_first_unit)
+            if first is None or first < cl_min:  # units are in commitlog order: else no file is wholly below
+                for f in list(files[:-1]):
+                    unit = self._read_unit(f, last=True)
+                    if unit is None or unit[1] == 0 or unit[0] >= cl_min:
+                        break
+                    self.files.delete_file(f)
+                    deleted += 1
+        first_file = self.files.first()
+        assert first_file is not None  # the last file is never deleted
+        start = first_file.file_from_offset // CQ_STORE_UNIT_SIZE
+        if cl_min <= 0:
+            return deleted, start
+        first = self._first_unit_position(first_file, trust_first_unit)
+        if first is not None and first >= cl_min:
+            return deleted, start
+        return deleted, self.min_offset(cl_min)
+
+    def _first_unit_position(self, f, trust: bool):
+        """The commitlog offset of f's first unit (None while empty), from memory when trusted."""
+        if trust and f.first_unit_position is not None:
+            return f.first_unit_position
+        unit = self._read_unit(f)
+        if unit is None or unit[1] == 0:
+            return None
+        f.first_unit_position = unit[0]
+        return unit[0]
+
+    def _read_unit(self, f, last: bool = False):
+        """(commitlog offset, size) of f's first unit, or of its last; None when the file is gone or shorter
+        than a unit."""
+        try:
+            at = (os.path.getsize(f.path) // CQ_STORE_UNIT_SIZE - 1) * CQ_STORE_UNIT_SIZE if last else 0
+            if at < 0:
+                return None
+            raw = f.pread(CQ_STORE_UNIT_SIZE, at)
+        except FileNotFoundError:
+            return None
+        if len(raw) < CQ_STORE_UNIT_SIZE:
+            return None
+        unit = np.frombuffer(raw, dtype=UNIT_DTYPE)[0]
+        return int(unit["offset"]), int(unit["size"])
 
     def flush(self) -> None:
         for f in self.files.files[-2:]:

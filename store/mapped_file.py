@@ -93,6 +93,9 @@ class MappedFile:
         self._pins = 0             # writes in progress with this file's descriptor
         self._needs_sync = False   # written, and its descriptor let go before an fsync
         self.allocated_end: Optional[int] = None  # disk blocks known allocated up to here (CommitLog's writes)
+        # a consume-queue file's first unit (commitlog offset), once read non-empty: units are written once, so
+        # only truncate_to (recovery's cut) changes it here; retention reads it instead of the file
+        self.first_unit_position: Optional[int] = None
 
     @property
     def file_name(self) -> str:
@@ -141,6 +144,20 @@ class MappedFile:
             self._fd = None
         return True
 
+    def pread(self, n: int, position: int) -> bytes:
+        """n bytes at position, read from the mapping or descriptor when the file has one, else through a
+        descriptor opened for this read alone: a pass over every file of a large store (retention) must not map
+        them all and churn the descriptor budget. FileNotFoundError when another process deleted the file."""
+        if self._mmap is not None:
+            return bytes(self._mmap[position:position + n])
+        if self._fd is not None:
+            return os.pread(self._fd, n, position)
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            return os.pread(fd, n, position)
+        finally:
+            os.close(fd)
+
     def data_end(self) -> int:
         """The end of the file's last allocated extent (SEEK_DATA/SEEK_HOLE): past it the file is a hole, zeros
         that no one wrote. A reader must not map pages there: on tmpfs a read fault in a hole allocates a
@@ -180,6 +197,7 @@ class MappedFile:
         Zeroes with pwrite, never by shrinking the file: a reader in another process may have it mapped, and
         touching a page past a shrunk end is SIGBUS. Chunks are zeroed from the last non-zero one backwards, so
         a writer killed half way leaves non-zero bytes right at `position`, where the next recovery looks."""
+        self.first_unit_position = None
         fd = self._open_fd()
         size = os.fstat(fd).st_size
         dirty = []

@@ -88,6 +88,8 @@ class MessageStore:
         self._bounds_log_min: Optional[int] = None
         self._published_generation: Optional[int] = None
         self._generation = 0  # of the committed end in `lock`: bumped by every writer that publishes one
+        self._publishes = 0   # how many of those bumps were ours
+        self._retention_mark: Optional[tuple[int, int]] = None  # (generation, our publishes) at the last retention
         self._last_store_ts: Optional[int] = None  # of our newest append not yet covered by the checkpoint
         self._round_robin: dict[str, int] = {}  # topic -> its next round-robin queue
         self.store_host = (codec.local_host_address(), self.config.listenPort)
@@ -330,6 +332,19 @@ class MessageStore:
             out[q] = bounds
         return out
 
+    def bounds_tracker(self, queues):
+        """A QueueBoundsTracker of these queues: their (min, max) as arrays, updated in place by reading only
+        the queues appended to since (what a streaming query's trigger asks of tens of thousands of queues)."""
+        from .queue_bounds import QueueBoundsTracker
+        return QueueBoundsTracker(self, queues)
+
+    def topics_version(self) -> int:
+        """A number that changes whenever the topic table may have (topics created here or by other processes,
+        queue counts raised): what is derived from topics() and queues() holds while it stays the same. Two stats
+        when nothing changed."""
+        self.topic_config.refresh()
+        return self.topic_config.changes
+
     def _appended_queues(self, start: int, end: int) -> Optional[set[tuple[str, int]]]:
         """The queues of the records committed in [start, end), or None when that is too much to walk."""
         if end < start or end - start > self.BOUNDS_WALK_BYTES:
@@ -495,6 +510,7 @@ class MessageStore:
     def _publish_committed_end(self, end: int) -> None:
         self._write_pos = end
         self._generation += 1
+        self._publishes += 1
         self._published_generation = self._generation
         head = struct.pack(">8sqq", self._STATE_MAGIC, end, self._generation)
         assert self._lock_fd is not None  # published only under the write lock

@@ -60,6 +60,7 @@ class TopicConfigManager:
         self._dirs: set[str] = set()                # its topic directories then
         self._unpersisted: set[str] = set()         # created here, not yet in topics.json
         self._last_persist = 0.0
+        self.changes = 0  # bumped whenever the table may have changed: callers keep what they derive from it
         self.load()
 
     def _read(self) -> dict:
@@ -107,6 +108,7 @@ class TopicConfigManager:
         for name, queue_ids in found.items():
             _merge_dirs(table, name, queue_ids)
         self.table = table
+        self.changes += 1
 
     def refresh(self) -> None:
         """Take in what other processes changed since: a rewritten topics.json (one stat when it was not), and
@@ -124,6 +126,7 @@ class TopicConfigManager:
                 for name, cfg in (data.get("topicConfigTable") or {}).items():
                     if name not in self._unpersisted:
                         self.table[name] = _topic_config(name, cfg)
+                self.changes += 1
 
     def refresh_dirs(self) -> None:
         stamp = _stamp(self.queue_root, settle=True)
@@ -160,11 +163,13 @@ class TopicConfigManager:
             return False
         if ids:
             _merge_dirs(self.table, name, ids)
+            self.changes += 1
         return bool(ids)
 
     def add(self, cfg: TopicConfig) -> None:
         """A topic created here: in the table at once, in topics.json now or within PERSIST_WINDOW_S."""
         self.table[cfg.topicName] = cfg
+        self.changes += 1
         self._unpersisted.add(cfg.topicName)
         if time.monotonic() - self._last_persist >= self.PERSIST_WINDOW_S:
             self.persist()
@@ -176,6 +181,7 @@ class TopicConfigManager:
 
     def persist(self) -> None:
         self.refresh_file()  # another writer's topics stay in the file
+        self.changes += 1  # a caller may have changed a config in place (a queue count raised)
         self.data_version = {"counter": int(self.data_version.get("counter", 0)) + 1,
                              "timestamp": int(time.time() * 1000)}
         atomic_write_json(self.path, {
@@ -255,18 +261,21 @@ _QUEUE_DIR = re.compile(r"\d+")
 
 
 def discover_consume_queues(root: str) -> dict[str, list[int]]:
+    """{topic: sorted queue ids} of consumequeue/<topic>/<queueId> directories. Listed with scandir, whose
+    entries say whether they are directories without a stat each (tens of thousands of queues)."""
     base = os.path.join(root, "consumequeue")
     found: dict[str, list[int]] = {}
     try:
-        topics = os.listdir(base)
+        topics = list(os.scandir(base))
     except FileNotFoundError:
         return found
     for topic in topics:
-        tdir = os.path.join(base, topic)
-        if not os.path.isdir(tdir):
+        try:
+            if not topic.is_dir():
+                continue
+            ids = sorted(int(q.name) for q in os.scandir(topic.path) if _QUEUE_DIR.fullmatch(q.name) and q.is_dir())
+        except (FileNotFoundError, NotADirectoryError):  # removed by another process meanwhile
             continue
-        ids = sorted(int(q) for q in os.listdir(tdir)
-                     if _QUEUE_DIR.fullmatch(q) and os.path.isdir(os.path.join(tdir, q)))
         if ids:
-            found[topic] = ids
+            found[topic.name] = ids
     return found

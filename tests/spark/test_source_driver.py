@@ -244,3 +244,58 @@ def test_patterns_skip_rocketmq_system_topics(tmp_path):
     assert r.initialOffset() == {"Orders": {"0": 0}}
     named = stream_reader(path, topic="RMQ_SYS_SINK_COMMIT", startingOffsets="earliest")
     assert named.initialOffset() == {"RMQ_SYS_SINK_COMMIT": {"0": 0}}
+
+
+# -- many queues: what a trigger keeps between calls --------------------------------------------------------
+
+
+def _other_process(code: str, path) -> None:
+    import subprocess
+    import sys
+    root = str(__import__("pathlib").Path(__file__).resolve().parents[2])
+    subprocess.run([sys.executable, "-c", "import sys; from store import MessageStore\n" + code, str(path)],
+                   check=True, env={**__import__("os").environ, "PYTHONPATH": root}, timeout=120)
+
+
+def test_pattern_stream_picks_up_topics_and_queues_another_process_creates(tmp_path):
+    """The subscribed queue list is kept between triggers while the topic table stays: a topic another process
+    creates still reaches the next trigger, in to_offset_dict's key order; commits write what moved."""
+    path = fill(tmp_path / "s", "P-a", n=4, queues=2)
+    r = stream_reader(path, topic=None, subscribePattern="P-.*", startingOffsets="earliest", consumerGroup="G")
+    start = r.initialOffset()
+    end = r.latestOffset(start, ReadAllAvailable())
+    assert end == {"P-a": {"0": 2, "1": 2}}
+    assert r.latestOffset(end, ReadAllAvailable()) is end  # nothing new: the same dict back
+    _other_process("with MessageStore(sys.argv[1]) as s:\n    s.create_topic('P-0', 3)\n"
+                   "    s.put_batch('P-0', [b'x'] * 3, queue_id=[0, 1, 2])", path)
+    nxt = r.latestOffset(end, ReadAllAvailable())
+    assert nxt == {"P-0": {"0": 1, "1": 1, "2": 1}, "P-a": {"0": 2, "1": 2}}
+    assert list(nxt) == ["P-0", "P-a"]  # sorted in, as to_offset_dict orders it
+    assert {(p.topic, p.queue_id, p.start, p.end) for p in r.partitions(end, nxt)} == \
+        {("P-0", q, 0, 1) for q in range(3)}
+    fill(path, "P-a", n=2, queues=2, start=4)
+    given = json.loads(json.dumps(nxt))  # Spark's JSON round trip
+    again = r.latestOffset(given, ReadAllAvailable())
+    assert again == {"P-0": {"0": 1, "1": 1, "2": 1}, "P-a": {"0": 3, "1": 3}}
+    assert again["P-0"] is given["P-0"]  # an unchanged topic's dict is shared, not rebuilt
+    assert nxt == {"P-0": {"0": 1, "1": 1, "2": 1}, "P-a": {"0": 2, "1": 2}}  # the dict returned before is kept
+    r.commit(again)
+    assert group_offsets(path, "G") == {"P-0": {"0": 1, "1": 1, "2": 1}, "P-a": {"0": 3, "1": 3}}
+    fill(path, "P-0", n=3, queues=3, start=3)
+    last = r.latestOffset(again, ReadAllAvailable())
+    r.commit(last)  # only P-0's queues moved
+    assert group_offsets(path, "G") == {"P-0": {"0": 2, "1": 2, "2": 2}, "P-a": {"0": 3, "1": 3}}
+    r.stop()
+
+
+def test_offsets_of_queues_no_longer_subscribed_are_carried_and_read_nowhere(tmp_path):
+    """A checkpoint naming a topic the subscription does not match (any more) keeps its entry unchanged."""
+    path = fill(tmp_path / "s", "T", n=4, queues=2)
+    fill(path, "Old", n=2, queues=1)
+    r = stream_reader(path, startingOffsets="earliest")
+    start = {"Old": {"0": 1}, "T": {"0": 0, "1": 0}}
+    end = r.latestOffset(start, ReadAllAvailable())
+    assert end == {"Old": {"0": 1}, "T": {"0": 2, "1": 2}}
+    assert {(p.topic, p.queue_id, p.start, p.end) for p in r.partitions(start, end)} == \
+        {("T", 0, 0, 2), ("T", 1, 0, 2)}
+    assert r.reportLatestOffset() == {"T": {"0": 2, "1": 2}}

@@ -63,3 +63,50 @@ def test_bounds_after_retention_removed_files(tmp_path):
         s.clean_expired(now=time.time() + 100 * 3600)  # every commitlog file but the last has expired
         after = s.queue_bounds(queues)
         assert after == truth(s, queues) and after[("T", 0)][0] > 0
+
+
+def tracked(tracker):
+    return {q: (int(tracker.mins[i]), int(tracker.maxs[i])) for i, q in enumerate(tracker.queues)}
+
+
+def test_tracker_arrays_follow_appends_by_another_process_and_retention(tmp_path):
+    """bounds_tracker: the same answers as queue_bounds, as arrays updated in place; an update says which
+    queues it read again (none while nothing changed, the ones appended to, or all)."""
+    from store.store_config import StoreConfig
+    path = tmp_path / "s"
+    config = StoreConfig(mappedFileSizeCommitLog=4096, fileReservedTime=0)
+    with MessageStore(path, config) as s:
+        for t in ("A", "B"):
+            s.create_topic(t, 3)
+            s.put_batch(t, [b"x"] * 3, queue_id=[0, 1, 2])
+    reader = MessageStore(path, read_only=True)
+    try:
+        queues = [(t, q) for t in ("A", "B") for q in range(3)]
+        tracker = reader.bounds_tracker(queues)
+        assert tracker.update() is None and tracked(tracker) == truth(reader, queues)
+        assert tracker.update().tolist() == []
+        put_elsewhere(path, [("B", 2), ("A", 0), ("B", 2)])
+        assert tracker.update().tolist() == [0, 5]
+        assert tracked(tracker) == truth(reader, queues) and tracked(tracker)[("B", 2)] == (0, 3)
+        put_elsewhere(path, [("A", 1)] * 30, size=200)
+        with MessageStore(path, config) as s:
+            s.clean_expired(now=time.time() + 100 * 3600)
+        assert tracker.update() is None  # retention: every queue read again
+        assert tracked(tracker) == truth(reader, queues) and tracked(tracker)[("A", 1)][0] > 0
+    finally:
+        reader.close()
+
+
+def test_topics_version_moves_with_topics_another_process_creates(tmp_path):
+    path = tmp_path / "s"
+    with MessageStore(path) as s:
+        s.create_topic("A", 2)
+    reader = MessageStore(path, read_only=True)
+    try:
+        v = reader.topics_version()
+        assert reader.topics_version() == v
+        time.sleep(0.25)  # past the directory mtime's coarse tick, as a stream's later trigger is
+        put_elsewhere(path, [("B", 0)])
+        assert reader.topics_version() != v and "B" in reader.topics()
+    finally:
+        reader.close()

@@ -181,3 +181,75 @@ def test_rmq_check_explains_units_below_the_retention_minimum(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "check OK" in out
     assert "point below the commitlog's first file, at messages retention removed: expected" in out
+
+
+def _reference_pass(path, cl_min):
+    """Retention as it was before it read single units: every queue's files mapped, each non-last file deleted
+    while its last unit lies below cl_min, then min_offset of each queue. Run on a copy of the store."""
+    deleted, mins = 0, {}
+    with MessageStore(path, StoreConfig(**SMALL)) as s:
+        for topic in s.topics():
+            for q in s.queues(topic):
+                cq = s.consume_queue(topic, q)
+                cq.refresh()
+                for f in list(cq.files.files[:-1]):
+                    units = cq._file_units(f)
+                    if not len(units) or units[-1]["size"] == 0 or int(units[-1]["offset"]) >= cl_min:
+                        break
+                    cq.files.delete_file(f)
+                    deleted += 1
+                mins.setdefault(topic, {})[q] = cq.min_offset(cl_min)
+    return deleted, mins
+
+
+def _spread(s, rounds, topics=("A", "B", "C"), start=0):
+    """Uneven queues: some with several consume-queue files, one that stops being written early."""
+    for r in range(start, start + rounds):
+        for i, t in enumerate(topics):
+            n = 1 if (t == "C" and r > 2) else 7 + 3 * i
+            s.put_batch(t, [b"m%05d" % r + b"." * 30] * n, queue_id=[k % (i + 2) for k in range(n)])
+
+
+def test_retention_result_equals_the_full_reading_pass_before_and_after_other_writers(tmp_path):
+    """clean_expired reads a unit or two per queue (the first unit kept from the pass before while no other
+    writer published): what it deletes and the min offsets it reports equal a pass that maps every file."""
+    import shutil
+    path, copy = tmp_path / "s", tmp_path / "copy"
+    with _store(path) as s:
+        for topic, n in (("A", 2), ("B", 3), ("C", 4)):
+            s.create_topic(topic, n)
+        _spread(s, 30)
+        s.clean_expired(now=time.time())  # nothing expired yet: fills the first units
+        for step in range(3):
+            files = _commit_log_files(path)
+            _age(path, files[:len(files) // 3 + 1], 73 * HOUR)
+            shutil.rmtree(copy, ignore_errors=True)
+            shutil.copytree(path, copy)
+            cl_min_after = int(files[len(files) // 3 + 1])
+            want_deleted, want_mins = _reference_pass(copy, cl_min_after)
+            summary = s.clean_expired()
+            assert summary.commit_log_min_offset == cl_min_after
+            assert summary.consume_queue_files_deleted == want_deleted
+            assert summary.min_offsets == want_mins
+            assert want_deleted or step  # the first step deletes consume-queue files
+            if step == 1:  # another writer appends (and publishes): the next pass reads the units again
+                with _store(path) as other:
+                    _spread(other, 10, start=100)
+            else:
+                _spread(s, 10, start=200 + step * 10)
+            assert s.clean_expired(now=time.time(), periodic=True).min_offsets == \
+                {t: {q: s.min_offset(t, q) for q in qs} for t, qs in summary.min_offsets.items()}
+    assert check_store(path, StoreConfig(**SMALL)).ok
+
+
+def test_a_cut_first_unit_is_read_again(tmp_path):
+    """A recovery's cut zeroes units in place: the first unit retention remembered for the file is forgotten."""
+    with _store(tmp_path) as s:
+        s.create_topic("A", 2)
+        _spread(s, 40, topics=("A",))
+        cq = s.consume_queue("A", 0)
+        s.clean_expired(now=time.time() + 100 * HOUR)
+        first = cq.files.first()
+        assert first.first_unit_position is not None
+        first.truncate_to(0)
+        assert first.first_unit_position is None
