@@ -209,13 +209,17 @@ class Broker:
 
     # -- name server -------------------------------------------------------------------------------------------
 
-    async def register(self) -> None:
-        """REGISTER_BROKER with every topic's queue counts (what RocketMQ's BrokerOuterAPI sends)."""
+    async def register(self, only: Optional[str] = None) -> None:
+        """REGISTER_BROKER with every topic's queue counts (what RocketMQ's BrokerOuterAPI sends), or with the one
+        topic just created (registerIncrementBrokerData: the name server merges it), so that creating a topic
+        does not cost a message the size of the whole table."""
         assert self._namesrv_client is not None
-        self.store.topic_config.load()
+        topics = self.store.topic_config
+        topics.refresh()  # topics another process (rmq produce --store, a Spark sink) created since
+        chosen = {only: topics.table[only]} if only is not None and only in topics.table else topics.table
         table = {name: {"topicName": name, "readQueueNums": cfg.readQueueNums, "writeQueueNums": cfg.writeQueueNums,
                         "perm": cfg.perm, "topicFilterType": cfg.topicFilterType, "topicSysFlag": cfg.topicSysFlag,
-                        "order": cfg.order} for name, cfg in self.store.topic_config.table.items()}
+                        "order": cfg.order} for name, cfg in chosen.items()}
         body = json.dumps({"topicConfigSerializeWrapper": {"topicConfigTable": table,
                                                            "dataVersion": self.store.topic_config.data_version},
                            "filterServerList": []}).encode()
@@ -271,7 +275,7 @@ class Broker:
         queues = min(_int_field(ext, "defaultTopicQueueNums", self.default_topic_queues), 1024)
         self.store.create_topic(topic, max(1, queues))
         if self._namesrv_client is not None:
-            await self.register()
+            await self.register(topic)
 
     async def _create_topic(self, cmd: RemotingCommand, channel) -> RemotingCommand:
         """UPDATE_AND_CREATE_TOPIC (AdminBrokerProcessor; mqadmin updateTopic, DefaultMQProducer.createTopic): the
@@ -297,7 +301,7 @@ class Broker:
         else:
             self.store.create_topic(topic, writes)
             if self._namesrv_client is not None:
-                await self.register()
+                await self.register(topic)
         return cmd.response(ResponseCode.SUCCESS)
 
     def _group_config(self, group: str) -> dict:
@@ -526,18 +530,18 @@ class Broker:
         put_args = dict(flag=msg.flag, born_timestamp=msg.born_timestamp, reconsume_times=msg.reconsume_times + 1)
         created = False
         if msg.reconsume_times >= max_times or delay_level < 0:
-            dlq = DLQ_GROUP_TOPIC_PREFIX + group
+            target = dlq = DLQ_GROUP_TOPIC_PREFIX + group
             created = self._ensure_topic(dlq)
             self.store.put(dlq, msg.body, properties=props, queue_id=0, **put_args)
             log.info("message %s of group %s went to %s after %d reconsumes", props[PROPERTY_ORIGIN_MESSAGE_ID],
                      group, dlq, msg.reconsume_times)
         else:
-            retry = RETRY_GROUP_TOPIC_PREFIX + group
+            target = retry = RETRY_GROUP_TOPIC_PREFIX + group
             created = self._ensure_topic(retry)
             level = delay_level if delay_level > 0 else 3 + msg.reconsume_times
             self.schedule.schedule(retry, 0, msg.body, props, level, **put_args)
         if created and self._namesrv_client is not None:
-            await self.register()
+            await self.register(target)
         return cmd.response(ResponseCode.SUCCESS)
 
     # -- PullMessageProcessor ------------------------------------------------------------------------------------
@@ -789,7 +793,7 @@ class Broker:
             # the retry topic exists for groups this broker serves (findSubscriptionGroupConfig)
             if self.subscription_groups.find(group) is not None and \
                     self._ensure_topic(RETRY_GROUP_TOPIC_PREFIX + group) and self._namesrv_client is not None:
-                await self.register()
+                await self.register(RETRY_GROUP_TOPIC_PREFIX + group)
             clients = self.groups.setdefault(group, {})
             joined = client_id not in clients
             clients[client_id] = _Client(channel, time.monotonic(), subs)
