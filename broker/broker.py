@@ -15,6 +15,7 @@ from typing import Optional
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from filters import FilterParseError, MessageFilter
 from remoting import RemotingClient, RemotingCommand, RemotingServer, RequestCode, ResponseCode
@@ -25,12 +26,20 @@ from store import message_codec as codec
 from store.errors import CorruptRecordError
 from store.message_properties import parse_properties, properties_to_map
 from store.offset_store import check_group
+from store.properties_column import map_lookup
 from store.store_config import StoreConfig
 
 from .broker_config import BrokerConfig
+from .end_transaction_processor import EndTransactionProcessor, ProducerManager, TransactionalMessageCheckService
 from .pull_request_hold_service import PullRequestHoldService
 from .schedule_message_service import PROPERTY_DELAY, ScheduleMessageService
 from .subscription_group_manager import SubscriptionGroupManager
+from .transactional_message_service import (
+    PROPERTY_PRODUCER_GROUP,
+    PROPERTY_TRANSACTION_BATCH,
+    PROPERTY_TRANSACTION_PREPARED,
+    TransactionalMessageService,
+)
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +139,14 @@ class Broker:
         self._registering: Optional[asyncio.Task] = None
         self._background: set[asyncio.Task] = set()
         self._namesrv_client: Optional[RemotingClient] = None
+        self.transactions = TransactionalMessageService(self.store)
+        self.producers = ProducerManager(client_expiry_s)
+        self.transaction_check = TransactionalMessageCheckService(
+            self.transactions, self.producers, bc.transactionTimeOut, bc.transactionCheckMax,
+            bc.transactionCheckInterval)
+        end_transaction = EndTransactionProcessor(self.transactions, self._arrived)
         for code, processor in ((RequestCode.SEND_MESSAGE, self._send), (RequestCode.SEND_MESSAGE_V2, self._send),
+                                (RequestCode.END_TRANSACTION, end_transaction.process),
                                 (RequestCode.PULL_MESSAGE, self._pull),
                                 (RequestCode.QUERY_CONSUMER_OFFSET, self._query_offset),
                                 (RequestCode.UPDATE_CONSUMER_OFFSET, self._update_offset),
@@ -164,6 +180,7 @@ class Broker:
         self.store.store_host = codec.parse_host((host, self.server.port))
         self._background.add(asyncio.ensure_future(self._expire_clients()))
         self._background.add(asyncio.ensure_future(self.hold.watch_other_writers()))
+        self._background.add(asyncio.ensure_future(self.transaction_check.run()))
         self.schedule.start()
         if self.namesrv:
             self._namesrv_client = await RemotingClient(self.namesrv).connect()
@@ -334,6 +351,7 @@ class Broker:
             raise BadRequest(f"queueId {queue_id} is illegal for topic {topic}", ResponseCode.SYSTEM_ERROR)
 
     def _channel_closed(self, channel) -> None:
+        self.producers.channel_closed(channel)
         for group, clients in list(self.groups.items()):
             left = [cid for cid, client in clients.items() if client.channel is channel]
             for cid in left:
@@ -359,6 +377,9 @@ class Broker:
         put_args = dict(flag=_int_field(ext, "flag", 0), sys_flag=sys_flag,
                         born_timestamp=_int_field(ext, "bornTimestamp", int(time.time() * 1000)),
                         born_host=channel.remote_address, reconsume_times=_int_field(ext, "reconsumeTimes", 0))
+        if properties.get(PROPERTY_TRANSACTION_PREPARED) == "true":
+            return self._prepare(cmd, topic, queue_id, pa.array([cmd.body], pa.binary()),
+                                 properties_to_map(pa.array([ext.get("properties") or ""], pa.string())), put_args)
         delay = properties.pop(PROPERTY_DELAY, None)
         try:
             if delay is not None and delay.isdigit() and int(delay) > 0:  # a delayed message: waits its level out
@@ -389,6 +410,15 @@ class Broker:
         queue_id = _int_field(ext, "queueId", -1)
         if queue_id < 0:
             queue_id = self.store.take_round_robin(topic, len(self.store.queues(topic)), 1)
+        if props is not None:
+            prepared = pc.equal(map_lookup(props, PROPERTY_TRANSACTION_PREPARED), "true")
+            if pc.any(prepared).as_py():
+                if not pc.all(pc.fill_null(prepared, False)).as_py():
+                    raise BadRequest(f"the batch mixes transactional messages ({PROPERTY_TRANSACTION_PREPARED}=true) "
+                                     "with others", ResponseCode.MESSAGE_ILLEGAL)
+                return self._prepare(cmd, topic, queue_id, bodies, props, dict(
+                    born_timestamp=_int_field(ext, "bornTimestamp", int(time.time() * 1000)),
+                    born_host=channel.remote_address))
         try:
             result = self.store.put_batch(topic, bodies, properties=props, queue_id=queue_id,
                                           born_timestamp=_int_field(ext, "bornTimestamp", int(time.time() * 1000)),
@@ -400,6 +430,29 @@ class Broker:
         return cmd.response(ResponseCode.SUCCESS, ext_fields={
             "msgId": ids, "queueId": queue_id, "queueOffset": int(result.queue_offsets[0]),
             "MSG_REGION": "DefaultRegion", "TRACE_ON": "false"})
+
+    def _prepare(self, cmd: RemotingCommand, topic: str, queue_id: int, bodies, props, put_args: dict):
+        """Half messages (TRAN_MSG=true): kept in the half topic until END_TRANSACTION; the response names the
+        halves (queueOffset: the first's offset in the half queue, msgId: theirs) as RocketMQ's does."""
+        groups = map_lookup(props, PROPERTY_PRODUCER_GROUP)
+        if groups.null_count:
+            raise BadRequest(f"a transactional message has no {PROPERTY_PRODUCER_GROUP} property (its producer "
+                             "group, asked when its outcome never comes)", ResponseCode.MESSAGE_ILLEGAL)
+        if queue_id < 0:
+            queue_id = self.store.take_round_robin(topic, len(self.store.queues(topic)), 1)
+        if not 0 <= queue_id < len(self.store.queues(topic)):
+            raise BadRequest(f"queueId {queue_id}: topic {topic} has queues 0..{len(self.store.queues(topic)) - 1}")
+        try:
+            result = self.transactions.prepare(topic, queue_id, bodies, props, **put_args)
+        except ValueError as e:
+            raise BadRequest(str(e), ResponseCode.MESSAGE_ILLEGAL) from None
+        ids = codec.message_ids_text(result.store_host[0], result.store_host[1], result.commit_log_offsets)
+        # the batch's id when its halves share one (decided together), else the message's UNIQ_KEY as RocketMQ's
+        uniq = map_lookup(props, PROPERTY_TRANSACTION_BATCH)[0].as_py() or \
+            map_lookup(props, codec.PROPERTY_UNIQ_KEY)[0].as_py()
+        return cmd.response(ResponseCode.SUCCESS, ext_fields={
+            "msgId": ids, "queueId": queue_id, "queueOffset": int(result.queue_offsets[0]),
+            "transactionId": uniq or ids.split(",")[0], "MSG_REGION": "DefaultRegion", "TRACE_ON": "false"})
 
     async def _earliest_store_time(self, cmd: RemotingCommand, channel) -> RemotingCommand:
         topic, queue_id = cmd.ext_fields.get("topic") or "", _int_field(cmd.ext_fields, "queueId")
@@ -783,6 +836,10 @@ class Broker:
         except ValueError as e:
             raise BadRequest(f"the heartbeat body is not JSON: {e}") from None
         client_id = str(data.get("clientID") or channel.remote_address)
+        for producer in data.get("producerDataSet") or []:
+            group = str(producer.get("groupName") or "") if isinstance(producer, dict) else ""
+            if group:
+                self.producers.heartbeat(group, client_id, channel)
         for consumer in data.get("consumerDataSet") or []:
             group = str(consumer.get("groupName") or "")
             subs = {s.get("topic"): s for s in consumer.get("subscriptionDataSet") or [] if isinstance(s, dict)}
@@ -816,6 +873,7 @@ class Broker:
         """A client that has not sent a heartbeat for CLIENT_EXPIRY_S leaves its groups (ClientHousekeeping)."""
         while True:
             await asyncio.sleep(min(10.0, self.client_expiry_s / 4))
+            self.producers.expire()
             now = time.monotonic()
             for group, clients in list(self.groups.items()):
                 gone = [cid for cid, c in clients.items() if now - c.last_heartbeat > self.client_expiry_s]
@@ -831,6 +889,8 @@ class Broker:
     async def _unregister_client(self, cmd: RemotingCommand, channel) -> RemotingCommand:
         ext = cmd.ext_fields
         group, client_id = ext.get("consumerGroup") or "", ext.get("clientID") or ""
+        if ext.get("producerGroup"):
+            self.producers.unregister(ext["producerGroup"], client_id)
         clients = self.groups.get(group)
         if clients is not None and clients.pop(client_id, None) is not None:
             if clients:
