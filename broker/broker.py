@@ -174,6 +174,7 @@ class Broker:
 
     async def start(self) -> "Broker":
         self._default_topic()
+        self.transactions.create_topics()  # registered with the others: admin tools read them through routes
         await self.server.start()
         # STOREHOST of every record this broker stores: clients send a message back to the broker it names
         host = self.server.host if self.server.host not in ("0.0.0.0", "::", "") else codec.local_host_address()

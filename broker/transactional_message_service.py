@@ -160,6 +160,11 @@ class TransactionalMessageService:
         self.checks: dict[int, int] = {}  # first half offset -> check-backs sent (in memory: a restart starts over)
         self._load()
 
+    def create_topics(self) -> None:
+        for topic in (HALF_TOPIC, OP_TOPIC):
+            if not self.store.has_topic(topic):
+                self.store.create_topic(topic, 1)
+
     # -- state ----------------------------------------------------------------------------------------------------
 
     def _load(self) -> None:

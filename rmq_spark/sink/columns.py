@@ -123,7 +123,9 @@ def to_staged(batch: pa.RecordBatch, columns: dict, topic_option: Optional[str],
     if "keys" in col:
         k = col["keys"]
         if pa.types.is_list(k.type) or pa.types.is_large_list(k.type):
-            keys = _plain(pc.binary_join(k, " "), pa.string())
+            # array<string> whose elements Spark knows are never null arrives as list<string not null>, which
+            # binary_join has no kernel for: the plain list type first
+            keys = _plain(pc.binary_join(k.cast(pa.list_(pa.string())), " "), pa.string())
         else:
             keys = _plain(k, pa.string())
     props = compact_map(_plain(col["properties"], MAP_TYPE)) if "properties" in col else None
