@@ -272,6 +272,10 @@ class MessageStore:
         cfg = self.topic_config.find(name)
         if cfg is None:
             cfg = TopicConfig(topicName=name, readQueueNums=queues, writeQueueNums=queues)
+            # Its queue directories at once: until topics.json is rewritten (within the persist window) they are
+            # how other processes find the topic and its queue count, even while it has no message.
+            for q in range(queues):
+                os.makedirs(os.path.join(self.path, "consumequeue", name, str(q)), exist_ok=True)
             self.topic_config.add(cfg)
         return cfg
 
