@@ -346,15 +346,15 @@ def _checker(options: WireSinkOptions, topics: list[str]) -> AsyncTransactionPro
 
 def _test_pause(tlog: TransactionLog, point: str, batch_id: int) -> None:
     """For the fault tests (a driver or broker killed at a known step of a commit): with
-    RMQ_WIRE_SINK_TEST_PAUSE=<point>@<batchId>:<seconds> in the driver's environment the commit writes
+    RMQ_WIRE_SINK_TEST_PAUSE=<point>@<batchId>:<seconds>[,...] in the driver's environment the commit writes
     paused-<point>-<batchId> into the decisions directory and sleeps there. Unset, it does nothing."""
-    spec = os.environ.get("RMQ_WIRE_SINK_TEST_PAUSE", "")
-    if spec != f"{point}@{batch_id}:{spec.rpartition(':')[2]}" or not spec.rpartition(":")[2]:
-        return
-    import time
-    os.makedirs(tlog.dir, exist_ok=True)
-    open(os.path.join(tlog.dir, f"paused-{point}-{batch_id}"), "w").close()
-    time.sleep(float(spec.rpartition(":")[2]))
+    for spec in filter(None, os.environ.get("RMQ_WIRE_SINK_TEST_PAUSE", "").split(",")):
+        where, _, seconds = spec.partition(":")
+        if where == f"{point}@{batch_id}":
+            import time
+            os.makedirs(tlog.dir, exist_ok=True)
+            open(os.path.join(tlog.dir, f"paused-{point}-{batch_id}"), "w").close()
+            time.sleep(float(seconds))
 
 
 def commit_halves(options: WireSinkOptions, messages, batch_id: int) -> str:
