@@ -177,7 +177,7 @@ class PlainPermissionManager:
         rules = self.rules
         if any(match(need.host) for match in rules.global_white):
             return
-        if need.access_key is None:
+        if not need.access_key:  # the C++ client sends an empty AccessKey when it has no credentials
             raise AclException("No accessKey is configured (the request is not signed and "
                                f"{need.host or 'its address'} is not in globalWhiteRemoteAddresses)")
         owned = rules.accounts.get(need.access_key)
