@@ -39,21 +39,22 @@ class SessionCredentials:
         return self._secret_key
 
     @classmethod
-    def resolve(cls, access_key: Optional[str], secret_key: Optional[str],
-                env: Optional[Mapping[str, str]] = None, what: str = "") -> Optional["SessionCredentials"]:
+    def resolve(cls, access_key: Optional[str], secret_key: Optional[str], env: Optional[Mapping[str, str]] = None,
+                names: tuple[str, str] = ("accessKey", "secretKey")) -> Optional["SessionCredentials"]:
         """Credentials from explicit values, else from RMQ_ACCESS_KEY / RMQ_SECRET_KEY; None when neither gives an
-        access key. ValueError naming what is missing (`what` prefixes the option names, e.g. '--')."""
+        access key. ValueError naming what is missing by `names` (the caller's option names)."""
         env = os.environ if env is None else env
+        access_name, secret_name = names
         access_key = access_key or env.get(ENV_ACCESS_KEY) or None
         secret_env = None
         if not secret_key and env.get(ENV_SECRET_KEY):
             secret_key, secret_env = env[ENV_SECRET_KEY], ENV_SECRET_KEY
         if access_key is None:
             if secret_key and secret_env is None:
-                raise ValueError(f"{what}secretKey is given without {what}accessKey (or {ENV_ACCESS_KEY})")
+                raise ValueError(f"{secret_name} is given without {access_name} (or {ENV_ACCESS_KEY})")
             return None
         if not secret_key:
-            raise ValueError(f"{what}secretKey: none given for accessKey {access_key!r}; give it, or set "
+            raise ValueError(f"{secret_name}: none given for {access_name} {access_key!r}; give it, or set "
                              f"{ENV_SECRET_KEY}")
         return cls(access_key, secret_key, secret_env=secret_env)
 
