@@ -45,12 +45,14 @@ def _logging() -> None:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s")
 
 
-async def _until_stopped() -> None:
+def _stop_on_signals() -> asyncio.Event:
+    """Set on SIGTERM or Ctrl-C; installed before the addresses are printed, so that a signal sent as soon as
+    they are read stops cleanly too."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    return stop
 
 
 def _warn_if_wide(address: str, what: str = "the name server", acl: bool = False) -> None:
@@ -80,9 +82,10 @@ async def _serve(args, config, broker_config) -> None:
             raise UsageError(f"--config {args.config}: {e}") from None
         async with broker as b:
             _warn_if_wide(b.address, "the broker", b.acl is not None)
+            stop = _stop_on_signals()
             print(json.dumps({"namesrv": address, "broker": b.address, "brokerName": b.broker_name}),
                   flush=True)
-            await _until_stopped()
+            await stop.wait()
             log.info("stopping")
     finally:
         if namesrv is not None:
@@ -109,8 +112,9 @@ async def _namesrv(args) -> None:
     from broker import NameServer
     async with NameServer(args.listen) as ns:
         _warn_if_wide(ns.address)
+        stop = _stop_on_signals()
         print(json.dumps({"namesrv": ns.address}), flush=True)
-        await _until_stopped()
+        await stop.wait()
 
 
 def cmd_namesrv(args) -> int:

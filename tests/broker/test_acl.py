@@ -5,10 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import signal
+import subprocess
+import sys
 import time
 
 import pytest
-from broker_testkit import _child, pull
+from broker_testkit import ROOT, _child, pull
 
 from acl import AclClientRPCHook, SessionCredentials
 from broker import Broker, NameServer
@@ -282,3 +286,34 @@ def test_the_rocketmq_cpp_client_with_credentials_sends_and_consumes_and_without
     assert rc == 0 and sorted(got) == sorted(f"order-{i}" for i in range(n)), err[-2000:]
     with MessageStore(tmp_path / "s", read_only=True) as s:
         assert sum(s.max_offset("Orders", q) for q in s.queues("Orders")) == n
+
+
+def test_rmq_serve_warns_when_it_listens_beyond_loopback_without_acl(tmp_path):
+    """On 0.0.0.0 without aclEnable a warning says anyone can read and write; with aclEnable and the accounts
+    beside broker.conf the log names the file in force instead. A plain_acl.yml that does not load stops it."""
+    (tmp_path / "plain_acl.yml").write_text(ACCOUNTS)
+
+    def serve(conf: str) -> tuple[int, str]:
+        (tmp_path / "broker.conf").write_text(conf)
+        proc = subprocess.Popen([sys.executable, "-m", "rmq_cli", "-s", str(tmp_path / "s"), "serve", "--config",
+                                 str(tmp_path / "broker.conf"), "--listen", "0.0.0.0:0", "--namesrv-listen",
+                                 "127.0.0.1:0"], env=dict(os.environ, PYTHONPATH=ROOT), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            if proc.stdout is not None and proc.stdout.readline():
+                proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        return proc.returncode, err
+
+    rc, err = serve("brokerName = open\n")
+    assert rc == 0 and "with aclEnable=false: anyone who reaches it can read and write every topic" in err
+    rc, err = serve("aclEnable = true\n")
+    assert rc == 0 and "aclEnable=false" not in err and f"ACL: {tmp_path / 'plain_acl.yml'} in force" in err
+    (tmp_path / "plain_acl.yml").write_text(ACCOUNTS.replace("PubOnly=PUB", "PubOnly=PUBLISH"))
+    rc, err = serve("aclEnable = true\n")
+    assert rc == 2 and "account 'RocketMQ'.topicPerms PubOnly: 'PUBLISH' is not a permission" in err, err
+    assert SECRET not in err
