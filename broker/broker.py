@@ -15,6 +15,7 @@ from typing import Optional
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from acl.acl_exception import AclException
 from acl.plain_access_validator import PlainAccessValidator
@@ -27,12 +28,20 @@ from store import message_codec as codec
 from store.errors import CorruptRecordError
 from store.message_properties import parse_properties, properties_to_map
 from store.offset_store import check_group
+from store.properties_column import map_lookup
 from store.store_config import StoreConfig
 
 from .broker_config import BrokerConfig
+from .end_transaction_processor import EndTransactionProcessor, ProducerManager, TransactionalMessageCheckService
 from .pull_request_hold_service import PullRequestHoldService
 from .schedule_message_service import PROPERTY_DELAY, ScheduleMessageService
 from .subscription_group_manager import SubscriptionGroupManager
+from .transactional_message_service import (
+    PROPERTY_PRODUCER_GROUP,
+    PROPERTY_TRANSACTION_BATCH,
+    PROPERTY_TRANSACTION_PREPARED,
+    TransactionalMessageService,
+)
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +147,14 @@ class Broker:
         self._registering: Optional[asyncio.Task] = None
         self._background: set[asyncio.Task] = set()
         self._namesrv_client: Optional[RemotingClient] = None
+        self.transactions = TransactionalMessageService(self.store)
+        self.producers = ProducerManager(client_expiry_s)
+        self.transaction_check = TransactionalMessageCheckService(
+            self.transactions, self.producers, bc.transactionTimeOut, bc.transactionCheckMax,
+            bc.transactionCheckInterval)
+        end_transaction = EndTransactionProcessor(self.transactions, self._arrived)
         for code, processor in ((RequestCode.SEND_MESSAGE, self._send), (RequestCode.SEND_MESSAGE_V2, self._send),
+                                (RequestCode.END_TRANSACTION, end_transaction.process),
                                 (RequestCode.PULL_MESSAGE, self._pull),
                                 (RequestCode.QUERY_CONSUMER_OFFSET, self._query_offset),
                                 (RequestCode.UPDATE_CONSUMER_OFFSET, self._update_offset),
@@ -174,6 +190,7 @@ class Broker:
         self.store.store_host = codec.parse_host((host, self.server.port))
         self._background.add(asyncio.ensure_future(self._expire_clients()))
         self._background.add(asyncio.ensure_future(self.hold.watch_other_writers()))
+        self._background.add(asyncio.ensure_future(self.transaction_check.run()))
         self.schedule.start()
         if self.acl is not None:
             self._background.add(asyncio.ensure_future(self.acl.manager.watch()))
@@ -221,13 +238,17 @@ class Broker:
 
     # -- name server -------------------------------------------------------------------------------------------
 
-    async def register(self) -> None:
-        """REGISTER_BROKER with every topic's queue counts (what RocketMQ's BrokerOuterAPI sends)."""
+    async def register(self, only: Optional[str] = None) -> None:
+        """REGISTER_BROKER with every topic's queue counts (what RocketMQ's BrokerOuterAPI sends), or with the one
+        topic just created (registerIncrementBrokerData: the name server merges it), so that creating a topic
+        does not cost a message the size of the whole table."""
         assert self._namesrv_client is not None
-        self.store.topic_config.load()
+        topics = self.store.topic_config
+        topics.refresh()  # topics another process (rmq produce --store, a Spark sink) created since
+        chosen = {only: topics.table[only]} if only is not None and only in topics.table else topics.table
         table = {name: {"topicName": name, "readQueueNums": cfg.readQueueNums, "writeQueueNums": cfg.writeQueueNums,
                         "perm": cfg.perm, "topicFilterType": cfg.topicFilterType, "topicSysFlag": cfg.topicSysFlag,
-                        "order": cfg.order} for name, cfg in self.store.topic_config.table.items()}
+                        "order": cfg.order} for name, cfg in chosen.items()}
         body = json.dumps({"topicConfigSerializeWrapper": {"topicConfigTable": table,
                                                            "dataVersion": self.store.topic_config.data_version},
                            "filterServerList": []}).encode()
@@ -293,7 +314,7 @@ class Broker:
         queues = min(_int_field(ext, "defaultTopicQueueNums", self.default_topic_queues), 1024)
         self.store.create_topic(topic, max(1, queues))
         if self._namesrv_client is not None:
-            await self.register()
+            await self.register(topic)
 
     async def _create_topic(self, cmd: RemotingCommand, channel) -> RemotingCommand:
         """UPDATE_AND_CREATE_TOPIC (AdminBrokerProcessor; mqadmin updateTopic, DefaultMQProducer.createTopic): the
@@ -319,7 +340,7 @@ class Broker:
         else:
             self.store.create_topic(topic, writes)
             if self._namesrv_client is not None:
-                await self.register()
+                await self.register(topic)
         return cmd.response(ResponseCode.SUCCESS)
 
     def _group_config(self, group: str) -> dict:
@@ -352,6 +373,7 @@ class Broker:
             raise BadRequest(f"queueId {queue_id} is illegal for topic {topic}", ResponseCode.SYSTEM_ERROR)
 
     def _channel_closed(self, channel) -> None:
+        self.producers.channel_closed(channel)
         for group, clients in list(self.groups.items()):
             left = [cid for cid, client in clients.items() if client.channel is channel]
             for cid in left:
@@ -377,6 +399,9 @@ class Broker:
         put_args = dict(flag=_int_field(ext, "flag", 0), sys_flag=sys_flag,
                         born_timestamp=_int_field(ext, "bornTimestamp", int(time.time() * 1000)),
                         born_host=channel.remote_address, reconsume_times=_int_field(ext, "reconsumeTimes", 0))
+        if properties.get(PROPERTY_TRANSACTION_PREPARED) == "true":
+            return self._prepare(cmd, topic, queue_id, pa.array([cmd.body], pa.binary()),
+                                 properties_to_map(pa.array([ext.get("properties") or ""], pa.string())), put_args)
         delay = properties.pop(PROPERTY_DELAY, None)
         try:
             if delay is not None and delay.isdigit() and int(delay) > 0:  # a delayed message: waits its level out
@@ -407,6 +432,15 @@ class Broker:
         queue_id = _int_field(ext, "queueId", -1)
         if queue_id < 0:
             queue_id = self.store.take_round_robin(topic, len(self.store.queues(topic)), 1)
+        if props is not None:
+            prepared = pc.equal(map_lookup(props, PROPERTY_TRANSACTION_PREPARED), "true")
+            if pc.any(prepared).as_py():
+                if not pc.all(pc.fill_null(prepared, False)).as_py():
+                    raise BadRequest(f"the batch mixes transactional messages ({PROPERTY_TRANSACTION_PREPARED}=true) "
+                                     "with others", ResponseCode.MESSAGE_ILLEGAL)
+                return self._prepare(cmd, topic, queue_id, bodies, props, dict(
+                    born_timestamp=_int_field(ext, "bornTimestamp", int(time.time() * 1000)),
+                    born_host=channel.remote_address))
         try:
             result = self.store.put_batch(topic, bodies, properties=props, queue_id=queue_id,
                                           born_timestamp=_int_field(ext, "bornTimestamp", int(time.time() * 1000)),
@@ -418,6 +452,29 @@ class Broker:
         return cmd.response(ResponseCode.SUCCESS, ext_fields={
             "msgId": ids, "queueId": queue_id, "queueOffset": int(result.queue_offsets[0]),
             "MSG_REGION": "DefaultRegion", "TRACE_ON": "false"})
+
+    def _prepare(self, cmd: RemotingCommand, topic: str, queue_id: int, bodies, props, put_args: dict):
+        """Half messages (TRAN_MSG=true): kept in the half topic until END_TRANSACTION; the response names the
+        halves (queueOffset: the first's offset in the half queue, msgId: theirs) as RocketMQ's does."""
+        groups = map_lookup(props, PROPERTY_PRODUCER_GROUP)
+        if groups.null_count:
+            raise BadRequest(f"a transactional message has no {PROPERTY_PRODUCER_GROUP} property (its producer "
+                             "group, asked when its outcome never comes)", ResponseCode.MESSAGE_ILLEGAL)
+        if queue_id < 0:
+            queue_id = self.store.take_round_robin(topic, len(self.store.queues(topic)), 1)
+        if not 0 <= queue_id < len(self.store.queues(topic)):
+            raise BadRequest(f"queueId {queue_id}: topic {topic} has queues 0..{len(self.store.queues(topic)) - 1}")
+        try:
+            result = self.transactions.prepare(topic, queue_id, bodies, props, **put_args)
+        except ValueError as e:
+            raise BadRequest(str(e), ResponseCode.MESSAGE_ILLEGAL) from None
+        ids = codec.message_ids_text(result.store_host[0], result.store_host[1], result.commit_log_offsets)
+        # the batch's id when its halves share one (decided together), else the message's UNIQ_KEY as RocketMQ's
+        uniq = map_lookup(props, PROPERTY_TRANSACTION_BATCH)[0].as_py() or \
+            map_lookup(props, codec.PROPERTY_UNIQ_KEY)[0].as_py()
+        return cmd.response(ResponseCode.SUCCESS, ext_fields={
+            "msgId": ids, "queueId": queue_id, "queueOffset": int(result.queue_offsets[0]),
+            "transactionId": uniq or ids.split(",")[0], "MSG_REGION": "DefaultRegion", "TRACE_ON": "false"})
 
     async def _earliest_store_time(self, cmd: RemotingCommand, channel) -> RemotingCommand:
         topic, queue_id = cmd.ext_fields.get("topic") or "", _int_field(cmd.ext_fields, "queueId")
@@ -548,18 +605,18 @@ class Broker:
         put_args = dict(flag=msg.flag, born_timestamp=msg.born_timestamp, reconsume_times=msg.reconsume_times + 1)
         created = False
         if msg.reconsume_times >= max_times or delay_level < 0:
-            dlq = DLQ_GROUP_TOPIC_PREFIX + group
+            target = dlq = DLQ_GROUP_TOPIC_PREFIX + group
             created = self._ensure_topic(dlq)
             self.store.put(dlq, msg.body, properties=props, queue_id=0, **put_args)
             log.info("message %s of group %s went to %s after %d reconsumes", props[PROPERTY_ORIGIN_MESSAGE_ID],
                      group, dlq, msg.reconsume_times)
         else:
-            retry = RETRY_GROUP_TOPIC_PREFIX + group
+            target = retry = RETRY_GROUP_TOPIC_PREFIX + group
             created = self._ensure_topic(retry)
             level = delay_level if delay_level > 0 else 3 + msg.reconsume_times
             self.schedule.schedule(retry, 0, msg.body, props, level, **put_args)
         if created and self._namesrv_client is not None:
-            await self.register()
+            await self.register(target)
         return cmd.response(ResponseCode.SUCCESS)
 
     # -- PullMessageProcessor ------------------------------------------------------------------------------------
@@ -801,6 +858,10 @@ class Broker:
         except ValueError as e:
             raise BadRequest(f"the heartbeat body is not JSON: {e}") from None
         client_id = str(data.get("clientID") or channel.remote_address)
+        for producer in data.get("producerDataSet") or []:
+            group = str(producer.get("groupName") or "") if isinstance(producer, dict) else ""
+            if group:
+                self.producers.heartbeat(group, client_id, channel)
         for consumer in data.get("consumerDataSet") or []:
             group = str(consumer.get("groupName") or "")
             subs = {s.get("topic"): s for s in consumer.get("subscriptionDataSet") or [] if isinstance(s, dict)}
@@ -811,7 +872,7 @@ class Broker:
             # the retry topic exists for groups this broker serves (findSubscriptionGroupConfig)
             if self.subscription_groups.find(group) is not None and \
                     self._ensure_topic(RETRY_GROUP_TOPIC_PREFIX + group) and self._namesrv_client is not None:
-                await self.register()
+                await self.register(RETRY_GROUP_TOPIC_PREFIX + group)
             clients = self.groups.setdefault(group, {})
             joined = client_id not in clients
             clients[client_id] = _Client(channel, time.monotonic(), subs)
@@ -834,6 +895,7 @@ class Broker:
         """A client that has not sent a heartbeat for CLIENT_EXPIRY_S leaves its groups (ClientHousekeeping)."""
         while True:
             await asyncio.sleep(min(10.0, self.client_expiry_s / 4))
+            self.producers.expire()
             now = time.monotonic()
             for group, clients in list(self.groups.items()):
                 gone = [cid for cid, c in clients.items() if now - c.last_heartbeat > self.client_expiry_s]
@@ -849,6 +911,8 @@ class Broker:
     async def _unregister_client(self, cmd: RemotingCommand, channel) -> RemotingCommand:
         ext = cmd.ext_fields
         group, client_id = ext.get("consumerGroup") or "", ext.get("clientID") or ""
+        if ext.get("producerGroup"):
+            self.producers.unregister(ext["producerGroup"], client_id)
         clients = self.groups.get(group)
         if clients is not None and clients.pop(client_id, None) is not None:
             if clients:

@@ -35,6 +35,12 @@ class BrokerConfig:
     # ours (RocketMQ reads $ROCKETMQ_HOME/conf/plain_acl.yml): the accounts file; relative to the broker.conf's
     # directory; empty: plain_acl.yml beside the broker.conf, else $ROCKETMQ_HOME/conf/plain_acl.yml
     aclFilePath: str = ""
+    # transactional messages (RocketMQ's names and defaults): a half message is first checked back with its producer
+    # group transactionTimeOut ms after it was stored, then every transactionCheckInterval ms; after
+    # transactionCheckMax checks without an answer it is rolled back
+    transactionTimeOut: int = 6000
+    transactionCheckMax: int = 15
+    transactionCheckInterval: int = 60000
 
     def __post_init__(self) -> None:
         if self.brokerId != 0:
@@ -42,6 +48,9 @@ class BrokerConfig:
                              "replication to slaves")
         if not 0 < self.maxReconsumeTimes <= 1000:
             raise ValueError(f"maxReconsumeTimes must be 1..1000, got {self.maxReconsumeTimes}")
+        for key in ("transactionTimeOut", "transactionCheckMax", "transactionCheckInterval"):
+            if getattr(self, key) <= 0:
+                raise ValueError(f"{key} must be > 0, got {getattr(self, key)}")
         if not 1 <= self.defaultTopicQueueNums <= 1024:
             raise ValueError(f"defaultTopicQueueNums must be 1..1024, got {self.defaultTopicQueueNums}")
         try:

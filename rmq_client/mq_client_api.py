@@ -7,7 +7,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import Awaitable, Callable, Optional
 
 from acl import AclClientRPCHook, SessionCredentials
 from remoting import RemotingClient, RemotingCommand, RemotingTimeoutError, RequestCode, ResponseCode
@@ -90,6 +90,8 @@ class MQClientAPI:
         self._connecting: dict[str, asyncio.Future] = {}
         self._routes: dict[str, tuple[float, TopicRouteData]] = {}
         self._rpc_hook = AclClientRPCHook(credentials) if credentials is not None else None
+        # requests a broker sends on a connection (CHECK_TRANSACTION_STATE): (the connection, the request)
+        self.on_request: Optional[Callable[[RemotingClient, RemotingCommand], Awaitable[None]]] = None
 
     async def close(self) -> None:
         clients, self._clients = list(self._clients.values()), {}
@@ -109,6 +111,9 @@ class MQClientAPI:
             if c is not None:
                 await c.close()
             client = RemotingClient(address)
+            if self.on_request is not None:
+                handler = self.on_request
+                client.on_request = lambda cmd: handler(client, cmd)
             await asyncio.wait_for(client.connect(), self.timeout)
             self._clients[address] = client
             fut.set_result(client)

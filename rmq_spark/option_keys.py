@@ -70,6 +70,12 @@ QUERY_NAME = "queryName"
 
 SINK_OPTIONS = (PATH, TOPIC, SINK_ID, BATCH_ID, STORE_CONFIG, CHECKPOINT_LOCATION, QUERY_NAME)
 
+# The sink through brokers (with namesrvAddr)
+PRODUCER_GROUP = "producerGroup"          # the transactions' producer group (default: one per sink)
+DELIVERY_GUARANTEE = "deliveryGuarantee"  # exactly_once (transactional messages, the default) or at_least_once
+WIRE_SINK_OPTIONS = (NAMESRV_ADDR, TOPIC, SINK_ID, CHECKPOINT_LOCATION, QUERY_NAME, PRODUCER_GROUP,
+                     DELIVERY_GUARANTEE, BROKER_TIMEOUT_MS)
+
 # Spark's Kafka source options, as Kafka users write them. Those that mean the same here are read as the rmq
 # option (with a log line saying its name); those with no counterpart are refused saying what to use instead.
 KAFKA_ALIASES = {

@@ -460,7 +460,7 @@ class MessageStore:
         is on disk."""
         now = time.monotonic()
         if force or now - self._last_checkpoint_flush > self.topic_config.PERSIST_WINDOW_S:
-            self.topic_config.flush()  # topics created within the last persist window
+            self.topic_config.flush(force)  # topics created within the last persist window
         if not (force or now - self._last_checkpoint_flush > 1.0):
             return
         stamp = self._last_store_ts

@@ -40,10 +40,18 @@ def _prepare_store(path: str, config) -> None:
             pass
 
 
-def make_stream_writer(options, schema: StructType, overwrite: bool) -> RmqStreamWriter:
+def _through_brokers(options) -> bool:
+    return any(k.lower() == "namesrvaddr" for k in dict(options))
+
+
+def make_stream_writer(options, schema: StructType, overwrite: bool):
     if overwrite:
         raise RmqOptionError("outputMode", "the rmq sink supports append output mode only (a message log cannot "
                                            "replace or update rows already appended); use outputMode(\"append\")")
+    if _through_brokers(options):
+        from .wire_writer import make_wire_writer
+        topic = next((v for k, v in dict(options).items() if k.lower() == "topic"), None)
+        return make_wire_writer(options, check_input_schema(schema, topic), stream=True)
     opts = stream_options(options)
     columns = check_input_schema(schema, opts.topic)
     config = _store_config(opts)
@@ -51,10 +59,14 @@ def make_stream_writer(options, schema: StructType, overwrite: bool) -> RmqStrea
     return RmqStreamWriter(opts, columns, config)
 
 
-def make_writer(options, schema: StructType, overwrite: bool) -> RmqBatchWriter:
+def make_writer(options, schema: StructType, overwrite: bool):
     if overwrite:
         raise RmqOptionError("mode", "the rmq sink appends only; use mode(\"append\") (overwrite would delete "
                                      "messages other readers may not have consumed)")
+    if _through_brokers(options):
+        from .wire_writer import make_wire_writer
+        topic = next((v for k, v in dict(options).items() if k.lower() == "topic"), None)
+        return make_wire_writer(options, check_input_schema(schema, topic), stream=False)
     fresh = "sinkid" not in {k.lower() for k in dict(options)}
     opts = batch_options(options)
     columns = check_input_schema(schema, opts.topic)

@@ -1,0 +1,338 @@
+"""TransactionalMessageService: half messages wait in RMQ_SYS_TRANS_HALF_TOPIC, invisible to consumers, until an
+END_TRANSACTION commits them into their topic or rolls them back; each decision is an op message in
+RMQ_SYS_TRANS_OP_HALF_TOPIC (tag "d", body: the half queue offsets it removes, comma-separated as RocketMQ 5
+writes them), so the decisions survive a restart.
+
+Beyond RocketMQ 4.x, kept compatible with its frames:
+- a SEND_BATCH_MESSAGE whose messages carry TRAN_MSG=true stores them as consecutive halves marked with one
+  TRAN_BATCH id, and an END_TRANSACTION with `tranStateTableCount` N decides the N halves from
+  tranStateTableOffset at once (without the field: one half, as RocketMQ);
+- a commit appends the messages to their queues and its op message in ONE atomic put_batch, so a broker killed
+  in between never holds a committed half that a later check-back could commit again;
+- ending a half twice is answered from the decisions: SUCCESS when it was decided the same way,
+  TRANSACTION_SHOULD_ROLLBACK (asked to commit what was rolled back) or TRANSACTION_SHOULD_COMMIT (the
+  opposite), where RocketMQ 4.x would put a committed message again;
+- op messages carry TRAN_STATE (COMMIT or ROLLBACK): RocketMQ's only say "removed".
+"""
+from __future__ import annotations
+
+import bisect
+import logging
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from store import MessageStore
+from store.message_codec import PROPERTY_TAGS, PROPERTY_UNIQ_KEY
+from store.properties_column import map_lookup, parse_properties, properties_to_strings
+
+log = logging.getLogger(__name__)
+
+HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+REMOVE_TAG = "d"
+PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
+PROPERTY_PRODUCER_GROUP = "PGROUP"
+PROPERTY_REAL_TOPIC = "REAL_TOPIC"
+PROPERTY_REAL_QUEUE_ID = "REAL_QID"
+PROPERTY_TRANSACTION_BATCH = "TRAN_BATCH"
+PROPERTY_TRANSACTION_STATE = "TRAN_STATE"
+
+# MessageSysFlag's transaction types
+TRANSACTION_NOT_TYPE = 0
+TRANSACTION_COMMIT_TYPE = 0x8
+TRANSACTION_ROLLBACK_TYPE = 0xC
+STATE_NAMES = {TRANSACTION_COMMIT_TYPE: "COMMIT", TRANSACTION_ROLLBACK_TYPE: "ROLLBACK"}
+_STATES = {v: k for k, v in STATE_NAMES.items()}
+_DONE = {TRANSACTION_COMMIT_TYPE: "committed", TRANSACTION_ROLLBACK_TYPE: "rolled back"}
+# what an op message's body may list (its body must stay far below maxMessageSize)
+MAX_HALVES_PER_END = 65536
+
+
+class Decisions:
+    """Which half queue offsets were committed or rolled back: disjoint ranges, merged when adjacent."""
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self.states: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def add(self, start: int, end: int, state: int) -> None:
+        if start >= end:
+            return
+        i = bisect.bisect_left(self.starts, start)
+        if i > 0 and self.ends[i - 1] == start and self.states[i - 1] == state:
+            self.ends[i - 1] = end
+            i -= 1
+        else:
+            self.starts.insert(i, start)
+            self.ends.insert(i, end)
+            self.states.insert(i, state)
+        if i + 1 < len(self.starts) and self.starts[i + 1] == self.ends[i] and self.states[i + 1] == state:
+            self.ends[i] = self.ends[i + 1]
+            del self.starts[i + 1], self.ends[i + 1], self.states[i + 1]
+
+    def parts(self, start: int, end: int) -> list[tuple[int, int, Optional[int]]]:
+        """[start, end) cut into (from, to, state or None when undecided), in order."""
+        out: list[tuple[int, int, Optional[int]]] = []
+        i = max(0, bisect.bisect_right(self.starts, start) - 1)
+        pos = start
+        while pos < end and i < len(self.starts):
+            s, e, st = self.starts[i], self.ends[i], self.states[i]
+            if e <= pos:
+                i += 1
+                continue
+            if s >= end:
+                break
+            if s > pos:
+                out.append((pos, s, None))
+                pos = s
+            out.append((pos, min(e, end), st))
+            pos = min(e, end)
+            i += 1
+        if pos < end:
+            out.append((pos, end, None))
+        return out
+
+    def undecided_mask(self, offsets: np.ndarray) -> np.ndarray:
+        """True where a (sorted) half offset was never decided."""
+        if not len(self.starts):
+            return np.ones(len(offsets), dtype=bool)
+        starts, ends = np.asarray(self.starts), np.asarray(self.ends)
+        i = np.searchsorted(starts, offsets, side="right") - 1
+        inside = (i >= 0) & (offsets < ends[np.maximum(i, 0)])
+        return ~inside
+
+    def first_undecided(self, start: int) -> int:
+        i = bisect.bisect_right(self.starts, start) - 1
+        while 0 <= i < len(self.starts) and self.starts[i] <= start < self.ends[i]:
+            start = self.ends[i]
+            i += 1
+        return start
+
+
+@dataclass(frozen=True)
+class EndOutcome:
+    code: int        # a ResponseCode
+    remark: Optional[str]
+    topics: tuple = ()  # (topic, queue id) that received messages
+
+
+@dataclass(frozen=True)
+class PendingHalves:
+    """Undecided halves to check back: one half, or the consecutive halves of one batch."""
+    offset: int
+    count: int
+    commit_log_offset: int
+    group: str
+    transaction_id: str
+    msg_id: str
+    unique_key: str
+
+
+def _with_properties(props: Optional[pa.MapArray], n: int, extra: dict) -> pa.MapArray:
+    """Every row's properties plus `extra` (vectorised over the RocketMQ text form)."""
+    suffix = "".join(f"{k}\x01{v}\x02" for k, v in extra.items())
+    if props is None:
+        texts = pa.array([suffix] * n, pa.string())
+    else:
+        texts = pc.binary_join_element_wise(properties_to_strings(props), pa.scalar(suffix), "")
+    return parse_properties(texts)
+
+
+def _without_properties(props: pa.MapArray, keys: tuple) -> pa.MapArray:
+    texts = properties_to_strings(props)
+    for k in keys:
+        texts = pc.replace_substring_regex(texts, f"(^|\x02){k}\x01[^\x02]*\x02", "\\1")
+    return parse_properties(texts)
+
+
+class TransactionalMessageService:
+    def __init__(self, store: MessageStore):
+        self.store = store
+        self.decisions = Decisions()
+        self.checks: dict[int, int] = {}  # first half offset -> check-backs sent (in memory: a restart starts over)
+        self._load()
+
+    # -- state ----------------------------------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        if not self.store.has_topic(OP_TOPIC):
+            return
+        start = self.store.min_offset(OP_TOPIC, 0)
+        for rb in self.store.scan(OP_TOPIC, 0, start, None, columns=("body", "properties")):
+            states = map_lookup(rb.column(1), PROPERTY_TRANSACTION_STATE).to_pylist()
+            for body, state in zip(rb.column(0).to_pylist(), states):
+                offsets = np.array([int(x) for x in body.split(b",") if x], dtype=np.int64)
+                if not len(offsets):
+                    continue
+                offsets.sort()
+                breaks = np.flatnonzero(np.diff(offsets) != 1) + 1
+                for run in np.split(offsets, breaks):
+                    self.decisions.add(int(run[0]), int(run[-1]) + 1,
+                                       _STATES.get(state or "", TRANSACTION_ROLLBACK_TYPE))
+
+    def half_bounds(self) -> tuple[int, int]:
+        if not self.store.has_topic(HALF_TOPIC):
+            return 0, 0
+        return self.store.min_offset(HALF_TOPIC, 0), self.store.max_offset(HALF_TOPIC, 0)
+
+    def undecided_count(self) -> int:
+        lo, hi = self.half_bounds()
+        return sum(e - s for s, e, st in self.decisions.parts(lo, hi) if st is None)
+
+    # -- prepare ----------------------------------------------------------------------------------------------------
+
+    def prepare(self, topic: str, queue_id: int, bodies, properties: Optional[pa.MapArray], **put_args):
+        """Halves of messages for topic/queue_id: stored in the half topic's queue 0 with REAL_TOPIC and REAL_QID,
+        their transaction type cleared (parseHalfMessageInner)."""
+        n = len(bodies)
+        props = _with_properties(properties, n, {PROPERTY_REAL_TOPIC: topic, PROPERTY_REAL_QUEUE_ID: str(queue_id)})
+        if not self.store.has_topic(HALF_TOPIC):
+            self.store.create_topic(HALF_TOPIC, 1)
+        put_args["sys_flag"] = int(put_args.get("sys_flag", 0)) & ~TRANSACTION_ROLLBACK_TYPE
+        return self.store.put_batch(HALF_TOPIC, bodies, properties=props, queue_id=0, **put_args)
+
+    # -- end ------------------------------------------------------------------------------------------------------
+
+    def end(self, group: str, offset: int, count: int, commit_log_offset: int, transaction_id: str,
+            state: int) -> EndOutcome:
+        """EndTransactionProcessor: commit (into the real queues) or roll back halves [offset, offset+count)."""
+        from remoting.codes import ResponseCode
+
+        name = STATE_NAMES[state]
+        what = f"half messages [{offset}, {offset + count})" if count > 1 else f"half message {offset}"
+        lo, hi = self.half_bounds()
+        if count < 1 or count > MAX_HALVES_PER_END or offset < lo or offset + count > hi:
+            return EndOutcome(ResponseCode.SYSTEM_ERROR, f"Find prepared transaction message failed: {what} not "
+                                                         f"in the half queue [{lo}, {hi}) (tranStateTableOffset, "
+                                                         f"tranStateTableCount 1..{MAX_HALVES_PER_END})")
+        parts = self.decisions.parts(offset, offset + count)
+        other = [p for p in parts if p[2] is not None and p[2] != state]
+        if other:
+            code = ResponseCode.TRANSACTION_SHOULD_ROLLBACK if state == TRANSACTION_COMMIT_TYPE else \
+                ResponseCode.TRANSACTION_SHOULD_COMMIT
+            s, e, st = other[0]
+            return EndOutcome(code, f"{what} of transaction {transaction_id}: [{s}, {e}) was already "
+                                    f"{_DONE[st or 0]} (asked: {name})")
+        todo = [(s, e) for s, e, st in parts if st is None]
+        if not todo:
+            return EndOutcome(ResponseCode.SUCCESS, f"{what} already {_DONE[state]}")
+        table = self._read_halves(todo)
+        if table.num_rows != sum(e - s for s, e in todo):
+            return EndOutcome(ResponseCode.SYSTEM_ERROR, f"Find prepared transaction message failed: {what} (the "
+                                                         f"half queue holds {table.num_rows} of them)")
+        props = table.column("properties").combine_chunks()
+        groups = map_lookup(props, PROPERTY_PRODUCER_GROUP)
+        if pc.any(pc.invert(pc.fill_null(pc.equal(groups, pa.scalar(group)), False))).as_py():
+            return EndOutcome(ResponseCode.SYSTEM_ERROR, f"The producer group wrong: {what} belongs to "
+                                                         f"{groups[0].as_py()!r}, not {group!r}")
+        if int(table.column("queue_offset")[0].as_py()) == offset and \
+                int(table.column("commit_log_offset")[0].as_py()) != commit_log_offset:
+            return EndOutcome(ResponseCode.SYSTEM_ERROR, f"The commit log offset wrong: {what} lies at "
+                                                         f"{table.column('commit_log_offset')[0].as_py()}, not "
+                                                         f"{commit_log_offset}")
+        if count > 1:
+            batch = map_lookup(props, PROPERTY_TRANSACTION_BATCH)
+            if pc.any(pc.invert(pc.fill_null(pc.equal(batch, pa.scalar(transaction_id)), False))).as_py():
+                return EndOutcome(ResponseCode.SYSTEM_ERROR, f"{what} are not all of transaction batch "
+                                                             f"{transaction_id!r} (TRAN_BATCH)")
+        offsets = [o for s, e in todo for o in range(s, e)]
+        op_props = {PROPERTY_TAGS: REMOVE_TAG, PROPERTY_TRANSACTION_STATE: name}
+        op_body = ",".join(map(str, offsets)).encode()
+        if not self.store.has_topic(OP_TOPIC):
+            self.store.create_topic(OP_TOPIC, 1)
+        moved: tuple = ()
+        if state == TRANSACTION_ROLLBACK_TYPE:
+            self.store.put(OP_TOPIC, op_body, properties=op_props, queue_id=0)
+        else:
+            moved = self._commit(table, props, op_body, op_props)
+        for s, e in todo:
+            self.decisions.add(s, e, state)
+            for o in list(self.checks):
+                if s <= o < e:
+                    del self.checks[o]
+        return EndOutcome(ResponseCode.SUCCESS, None, moved)
+
+    def _read_halves(self, ranges: list) -> pa.Table:
+        cols = ("queue_offset", "commit_log_offset", "properties", "body", "flag", "born_timestamp", "born_host",
+                "reconsume_times", "sys_flag", "store_timestamp")
+        batches = [rb for s, e in ranges for rb in self.store.scan(HALF_TOPIC, 0, s, e, columns=cols,
+                                                                   release_pages=False)]
+        if not batches:
+            return pa.table({c: pa.array([], pa.int64()) for c in ("queue_offset", "commit_log_offset")})
+        return pa.Table.from_batches(batches)
+
+    def _commit(self, table: pa.Table, props: pa.MapArray, op_body: bytes, op_props: dict) -> tuple:
+        """endMessageTransaction for every half, and the op message, in one atomic append."""
+        n = table.num_rows
+        topics = map_lookup(props, PROPERTY_REAL_TOPIC)
+        queues = pc.cast(map_lookup(props, PROPERTY_REAL_QUEUE_ID), pa.int32())
+        clean = _without_properties(props, (PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID))
+        op_map = parse_properties(pa.array(["".join(f"{k}\x01{v}\x02" for k, v in op_props.items())], pa.string()))
+        sys_flags = (table.column("sys_flag").to_numpy() & ~TRANSACTION_ROLLBACK_TYPE) | TRANSACTION_COMMIT_TYPE
+        born = table.column("born_timestamp").combine_chunks().cast(pa.int64()).to_numpy()
+        self.store.put_batch(
+            pa.concat_arrays([topics.cast(pa.string()), pa.array([OP_TOPIC], pa.string())]),
+            pa.concat_arrays([table.column("body").combine_chunks(), pa.array([op_body], pa.binary())]),
+            properties=pa.concat_arrays([clean, op_map]),
+            queue_id=np.concatenate([queues.to_numpy(zero_copy_only=False), [0]]).astype(np.int32),
+            flag=np.concatenate([table.column("flag").to_numpy(), [0]]).astype(np.int32),
+            sys_flag=np.concatenate([sys_flags, [0]]).astype(np.int32),
+            born_timestamp=np.concatenate([born, [born[-1]]]),
+            born_host=table.column("born_host")[0].as_py(),
+            reconsume_times=np.concatenate([table.column("reconsume_times").to_numpy(), [0]]).astype(np.int32),
+            atomic=True)
+        pairs = set(zip(topics.to_pylist(), queues.to_pylist()))
+        log.debug("committed %d half messages into %s", n, sorted(pairs))
+        return tuple(sorted(pairs))
+
+    # -- check-back -------------------------------------------------------------------------------------------------
+
+    def due(self, now_ms: int, timeout_ms: int) -> list[PendingHalves]:
+        """Undecided halves stored more than timeout_ms ago, batch by batch (TransactionalMessageCheckService)."""
+        lo, hi = self.half_bounds()
+        start = self.decisions.first_undecided(lo)
+        if start >= hi:
+            return []
+        out: list[PendingHalves] = []
+        cols = ("queue_offset", "commit_log_offset", "store_timestamp", "properties", "msg_id")
+        for rb in self.store.scan(HALF_TOPIC, 0, start, hi, columns=cols, release_pages=False):
+            offsets = rb.column(0).to_numpy()
+            keep = self.decisions.undecided_mask(offsets)
+            stamps = rb.column(2).cast(pa.int64()).to_numpy()
+            keep &= stamps <= now_ms - timeout_ms
+            if not keep.any():
+                continue
+            idx = np.flatnonzero(keep)
+            props = rb.column(3)
+            groups = map_lookup(props, PROPERTY_PRODUCER_GROUP).to_pylist()
+            batches = map_lookup(props, PROPERTY_TRANSACTION_BATCH).to_pylist()
+            uniq = map_lookup(props, PROPERTY_UNIQ_KEY).to_pylist()
+            clog = rb.column(1).to_numpy()
+            ids = rb.column(4).to_pylist()
+            for i in idx:
+                o, b = int(offsets[i]), batches[i]
+                last = out[-1] if out else None
+                if last is not None and b is not None and last.transaction_id == b and \
+                        last.offset + last.count == o:
+                    out[-1] = PendingHalves(last.offset, last.count + 1, last.commit_log_offset, last.group, b,
+                                            last.msg_id, last.unique_key)
+                else:
+                    out.append(PendingHalves(o, 1, int(clog[i]), groups[i] or "", b or uniq[i] or "", ids[i],
+                                             uniq[i] or ""))
+        return out
+
+    def record_bytes(self, offset: int) -> bytes:
+        """The stored bytes of one half (CHECK_TRANSACTION_STATE's body: the message as RocketMQ encodes it)."""
+        units = self.store.find_consume_queue(HALF_TOPIC, 0).units(offset, offset + 1)
+        if not len(units):
+            return b""
+        body = self.store.commit_log.read_records(units["offset"].astype(np.int64), units["size"].astype(np.int64))
+        return b"" if body is None else body.tobytes()

@@ -1,0 +1,196 @@
+"""A transactional producer (RocketMQ's TransactionMQProducer, batch-wise): halves sent with SEND_BATCH_MESSAGE
+(TRAN_MSG=true, PGROUP, one TRAN_BATCH id per batch), invisible until `end` sends END_TRANSACTION 37 with COMMIT
+or ROLLBACK for the whole batch (tranStateTableCount); heartbeats register the producer group with brokers, and a
+`checker` answers their CHECK_TRANSACTION_STATE 39 for halves whose outcome they never heard."""
+from __future__ import annotations
+
+import asyncio
+import enum
+import json
+import logging
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from typing import Awaitable, Callable, Optional, Sequence
+
+from remoting import RemotingCommand, RequestCode, ResponseCode
+from remoting.broker_headers import SendMessageResponseHeader
+from store import message_codec as codec
+
+from .mq_client_api import MessageQueue, MQClientAPI, MQClientError
+
+log = logging.getLogger(__name__)
+
+PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
+PROPERTY_PRODUCER_GROUP = "PGROUP"
+PROPERTY_TRANSACTION_BATCH = "TRAN_BATCH"
+TRANSACTION_PREPARED_TYPE = 0x4
+HEARTBEAT_INTERVAL_S = 30.0  # RocketMQ's heartbeatBrokerInterval
+
+
+class TransactionState(enum.IntEnum):
+    """LocalTransactionState as the END_TRANSACTION frame carries it (MessageSysFlag)."""
+    UNKNOW = 0
+    COMMIT_MESSAGE = 8
+    ROLLBACK_MESSAGE = 12
+
+
+class EndOutcome(enum.Enum):
+    DONE = "done"              # decided now, or decided the same way before
+    OPPOSITE = "opposite"      # the broker had decided the other way (TRANSACTION_SHOULD_COMMIT / _ROLLBACK)
+
+
+@dataclass(frozen=True)
+class HalfBatch:
+    """Consecutive halves of one transaction batch on one broker."""
+    broker_name: str
+    topic: str
+    queue_id: int
+    offset: int             # the first half's offset in the broker's half queue (tranStateTableOffset)
+    count: int
+    commit_log_offset: int  # the first half's
+    transaction_id: str
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> "HalfBatch":
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class CheckRequest:
+    """A broker asking about halves: the producer answers with `state`."""
+    broker_address: str
+    offset: int
+    count: int
+    commit_log_offset: int
+    transaction_id: str
+    message: Optional[codec.MessageExt]  # the first half as stored (its properties tell whose it is)
+
+
+def new_transaction_id() -> str:
+    return uuid.uuid4().hex
+
+
+class AsyncTransactionProducer:
+    def __init__(self, namesrv_addr: str, group: str, timeout: float = 5.0,
+                 checker: Optional[Callable[[CheckRequest], Awaitable[TransactionState]]] = None,
+                 api: Optional[MQClientAPI] = None):
+        self.group = group
+        self.api = api or MQClientAPI(namesrv_addr, timeout)
+        self.checker = checker
+        self.client_id = f"{codec.local_host_address().hex()}@{uuid.uuid4().hex[:12]}"
+        self._beating: Optional[asyncio.Task] = None
+        self._beat_addresses: set[str] = set()
+        if checker is not None:
+            self.api.on_request = self._on_request
+
+    async def close(self) -> None:
+        if self._beating is not None:
+            self._beating.cancel()
+        for addr in list(self._beat_addresses):
+            try:
+                await self.api.invoke(addr, RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, {
+                    "clientID": self.client_id, "producerGroup": self.group}), "unregister", timeout=2)
+            except MQClientError:
+                pass
+        await self.api.close()
+
+    # -- halves ---------------------------------------------------------------------------------------------------
+
+    async def send_halves(self, mq: MessageQueue, body: bytes, count: int, transaction_id: str,
+                          born_timestamp: Optional[int] = None) -> HalfBatch:
+        """A MessageBatch body (its messages already carry TRAN_MSG, PGROUP and TRAN_BATCH=transaction_id) sent
+        as halves to mq."""
+        addr = await self.api.broker_addr(mq.topic, mq.broker_name)
+        header = {"producerGroup": self.group, "topic": mq.topic, "defaultTopic": "TBW102",
+                  "defaultTopicQueueNums": 4, "queueId": mq.queue_id, "sysFlag": TRANSACTION_PREPARED_TYPE,
+                  "bornTimestamp": born_timestamp or int(time.time() * 1000), "flag": 0, "reconsumeTimes": 0,
+                  "unitMode": False, "batch": True}
+        resp = await self.api._checked(addr, RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, header,
+                                                                     body=body),
+                                       f"half messages to {mq.topic}/{mq.broker_name}/{mq.queue_id}")
+        h = SendMessageResponseHeader.from_ext_fields(resp.ext_fields)
+        ids = h.msg_id.split(",")
+        if len(ids) != count:
+            raise MQClientError(ResponseCode.SYSTEM_ERROR, f"{len(ids)} halves stored of {count} sent",
+                                addr, "half messages")
+        return HalfBatch(mq.broker_name, mq.topic, mq.queue_id, int(h.queue_offset), count,
+                         codec.decode_message_id(ids[0])[2], transaction_id)
+
+    async def end(self, half: HalfBatch, state: TransactionState, from_check: bool = False) -> EndOutcome:
+        """END_TRANSACTION for every half of the batch, awaiting the broker's answer (RocketMQ's producer sends it
+        oneway; waiting is what lets a commit know it happened)."""
+        addr = await self.api.broker_addr(half.topic, half.broker_name)
+        cmd = RemotingCommand.request(RequestCode.END_TRANSACTION, self._end_fields(half, state, from_check))
+        resp = await self.api._checked(
+            addr, cmd, f"{state.name} of transaction {half.transaction_id} on {half.broker_name}",
+            ok=(ResponseCode.SUCCESS, ResponseCode.TRANSACTION_SHOULD_COMMIT, ResponseCode.TRANSACTION_SHOULD_ROLLBACK))
+        return EndOutcome.DONE if resp.code == ResponseCode.SUCCESS else EndOutcome.OPPOSITE
+
+    def _end_fields(self, half: HalfBatch, state: TransactionState, from_check: bool) -> dict:
+        return {"producerGroup": self.group, "tranStateTableOffset": half.offset,
+                "commitLogOffset": half.commit_log_offset, "commitOrRollback": int(state),
+                "fromTransactionCheck": str(from_check).lower(), "msgId": half.transaction_id,
+                "transactionId": half.transaction_id, "tranStateTableCount": half.count}
+
+    # -- being asked ------------------------------------------------------------------------------------------------
+
+    async def heartbeat(self, topics: Sequence[str]) -> None:
+        """Register the producer group with every broker of these topics' routes, now and every 30 s, so that
+        their check-backs reach this producer's checker."""
+        addrs = set()
+        for topic in topics:
+            route = await self.api.route(topic)
+            for b in route.broker_datas if route is not None else []:
+                if b.master_addr():
+                    addrs.add(str(b.master_addr()))
+        self._beat_addresses |= addrs
+        await self._beat_once()
+        if self._beating is None:
+            self._beating = asyncio.ensure_future(self._beat_forever())
+
+    async def _beat_once(self) -> None:
+        body = json.dumps({"clientID": self.client_id, "producerDataSet": [{"groupName": self.group}],
+                           "consumerDataSet": []}).encode()
+        for addr in sorted(self._beat_addresses):
+            try:
+                await self.api._checked(addr, RemotingCommand.request(RequestCode.HEART_BEAT, body=body), "heartbeat")
+            except MQClientError as e:
+                log.info("heartbeat of producer group %s to %s failed: %s", self.group, addr, e)
+
+    async def _beat_forever(self) -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT_INTERVAL_S)
+            await self._beat_once()
+
+    async def _on_request(self, client, cmd: RemotingCommand) -> None:
+        if cmd.code != RequestCode.CHECK_TRANSACTION_STATE or self.checker is None:
+            return
+        ext = cmd.ext_fields
+        try:
+            message = codec.decode_record(cmd.body, 0) if cmd.body else None
+            request = CheckRequest(f"{client.host}:{client.port}", int(ext["tranStateTableOffset"]),
+                                   int(ext.get("tranStateTableCount") or 1), int(ext["commitLogOffset"]),
+                                   ext.get("transactionId") or "", message)
+        except (KeyError, ValueError) as e:
+            log.warning("a CHECK_TRANSACTION_STATE that does not parse: %s", e)
+            return
+        task = asyncio.ensure_future(self._answer(client, request))
+        task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
+
+    async def _answer(self, client, request: CheckRequest) -> None:
+        assert self.checker is not None
+        state = await self.checker(request)
+        if state == TransactionState.UNKNOW:
+            return  # the broker asks again at its next check
+        topic = request.message.topic if request.message is not None else ""
+        half = HalfBatch("", topic, 0, request.offset, request.count, request.commit_log_offset,
+                         request.transaction_id)
+        reply = RemotingCommand.request(RequestCode.END_TRANSACTION, self._end_fields(half, state, True), oneway=True)
+        try:
+            await client.invoke_oneway(reply)
+        except ConnectionError:
+            pass

@@ -1,0 +1,477 @@
+"""The rmq sink through brokers (option namesrvAddr): tasks send their rows with SEND_BATCH_MESSAGE to the queues
+of the topic's route; with deliveryGuarantee=exactly_once (the default) as transactional halves, which the
+driver's commit of the microbatch commits with END_TRANSACTION (after recording the decision in the checkpoint,
+transaction_log.py) and its abort rolls back. With at_least_once they are plain sends, visible at once.
+
+Queue choice, as the local sink's columns: queue_id numbers the topic's write queues across its brokers in the
+route's order (brokerName, then queueId; with one broker it is the queue id), sharding_key hashes over them as
+RocketMQ's SelectMessageQueueByHash, and other rows are spread over all of them in contiguous runs.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from typing import Iterator, Optional
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+
+from rmq_client import AsyncTransactionProducer, EndOutcome, HalfBatch, MessageQueue, MQClientError, TransactionState
+from rmq_client.event_loop import run_blocking
+from rmq_client.message_batch import encode_message_batch, properties_text
+from rmq_client.producer import AsyncProducer
+from rmq_client.transaction_producer import (
+    PROPERTY_PRODUCER_GROUP,
+    PROPERTY_TRANSACTION_BATCH,
+    PROPERTY_TRANSACTION_PREPARED,
+    new_transaction_id,
+)
+from store.message_codec import PROPERTY_KEYS, PROPERTY_TAGS, local_host_address
+from store.record_encoder import java_hash_codes
+
+from .. import option_keys as K
+from ..errors import RmqOptionError, RowError
+from ..options import canonical_options
+from ..wire import BrokerUnavailableError
+from .columns import to_staged, validate_staged
+from .transaction_log import PROPERTY_SINK_BATCH, TransactionLog, local_checkpoint
+
+log = logging.getLogger(__name__)
+
+EXACTLY_ONCE, AT_LEAST_ONCE = "exactly_once", "at_least_once"
+MAX_MESSAGE_SIZE = 4 * 1024 * 1024   # a broker's default maxMessageSize, which also bounds a batch's body
+SEND_BYTES = 3 * 1024 * 1024         # one SEND_BATCH_MESSAGE's body, kept under the broker's limit
+SEND_MESSAGES = 16384                # and its messages
+FLUSH_ROWS = 65536                   # rows a task collects before sending
+SENDS_IN_FLIGHT = 4                  # per task
+ENDS_IN_FLIGHT = 16                  # per commit
+
+
+@dataclass(frozen=True)
+class WireSinkOptions:
+    namesrv: str
+    topic: Optional[str]
+    sink_id: str
+    checkpoint: Optional[str]
+    group: str
+    exactly_once: bool
+    timeout_ms: int
+
+
+def wire_options(options, stream: bool) -> WireSinkOptions:
+    opts = canonical_options(options, K.WIRE_SINK_OPTIONS + (K.PATH, K.BATCH_ID, K.STORE_CONFIG),
+                             'writing format("rmq") through brokers')
+    for name in (K.PATH, K.BATCH_ID, K.STORE_CONFIG):
+        if opts.get(name) not in (None, ""):
+            raise RmqOptionError(name, f"not with namesrvAddr (the sink writes through brokers, not into a store "
+                                       f"directory); give one of path and {K.NAMESRV_ADDR}")
+    namesrv = opts[K.NAMESRV_ADDR]
+    try:
+        from rmq_client import MQClientAPI
+        MQClientAPI(namesrv)
+    except ValueError as e:
+        raise RmqOptionError(K.NAMESRV_ADDR, str(e).split(": ", 1)[-1]) from None
+    topic = opts.get(K.TOPIC)
+    if topic is not None:
+        from store.message_codec import check_topic
+        try:
+            check_topic(topic)
+        except ValueError as e:
+            raise RmqOptionError(K.TOPIC, str(e)) from None
+    guarantee = (opts.get(K.DELIVERY_GUARANTEE) or EXACTLY_ONCE).strip().lower().replace("-", "_")
+    if guarantee not in (EXACTLY_ONCE, AT_LEAST_ONCE):
+        raise RmqOptionError(K.DELIVERY_GUARANTEE, f"{opts[K.DELIVERY_GUARANTEE]!r}: give {EXACTLY_ONCE} "
+                                                   f"(transactional messages) or {AT_LEAST_ONCE} (plain sends)")
+    checkpoint = opts.get(K.CHECKPOINT_LOCATION)
+    sink_id = opts.get(K.SINK_ID)
+    if stream and guarantee == EXACTLY_ONCE:
+        if not checkpoint:
+            raise RmqOptionError(K.CHECKPOINT_LOCATION, "the wire sink keeps its commit decisions in the query's "
+                                                        "checkpoint: set option(\"checkpointLocation\", ...) on the "
+                                                        "query (or deliveryGuarantee=at_least_once)")
+        try:
+            local_checkpoint(checkpoint)
+        except ValueError as e:
+            raise RmqOptionError(K.CHECKPOINT_LOCATION, str(e)) from None
+    if sink_id is None:
+        from .sink_options import default_stream_sink_id
+        sink_id = default_stream_sink_id(checkpoint) if checkpoint else "write"
+    group = opts.get(K.PRODUCER_GROUP) or "rmq-spark-sink-" + hashlib.sha1(sink_id.encode()).hexdigest()[:16]
+    try:
+        timeout_ms = int(opts.get(K.BROKER_TIMEOUT_MS, 60_000))
+    except ValueError:
+        raise RmqOptionError(K.BROKER_TIMEOUT_MS, f"{opts[K.BROKER_TIMEOUT_MS]!r} is not an integer") from None
+    return WireSinkOptions(namesrv, topic, sink_id, checkpoint, group, guarantee == EXACTLY_ONCE, max(0, timeout_ms))
+
+
+@dataclass
+class WireCommitMessage(WriterCommitMessage):
+    """One task attempt's sends: the half batches to end (exactly once), and its row count."""
+    halves: tuple
+    rows: int
+    partition: int
+    attempt: int
+
+
+_PRODUCERS: dict[tuple[str, str], AsyncTransactionProducer] = {}
+_PRODUCERS_LOCK = threading.Lock()
+
+
+def _producer(namesrv: str, group: str) -> AsyncTransactionProducer:
+    """One client per process and producer group (Python workers are reused across tasks)."""
+    async def make() -> AsyncTransactionProducer:
+        return AsyncTransactionProducer(namesrv, group)
+    with _PRODUCERS_LOCK:
+        p = _PRODUCERS.get((namesrv, group))
+        if p is None:
+            p = _PRODUCERS[(namesrv, group)] = run_blocking(make)
+        return p
+
+
+class _WireWriting:
+    options: WireSinkOptions
+    columns: dict
+
+    def _send(self, iterator: Iterator[pa.RecordBatch], batch_id) -> WireCommitMessage:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        partition = ctx.partitionId() if ctx else 0
+        attempt = ctx.taskAttemptId() if ctx else 0
+        where = f"sink {self.options.sink_id} batch {batch_id} partition {partition}"
+        producer = _producer(self.options.namesrv, self.options.group)
+        address = local_host_address()
+        halves: list[HalfBatch] = []
+        pending: list[pa.RecordBatch] = []
+        rows = 0
+
+        def flush() -> None:
+            if pending:
+                table = pa.Table.from_batches(pending).combine_chunks()
+                pending.clear()
+                halves.extend(run_blocking(self._send_table, producer, table, partition, str(batch_id)))
+
+        try:
+            for batch in iterator:
+                if batch.num_rows == 0:
+                    continue
+                try:
+                    staged = to_staged(batch, self.columns, self.options.topic, address, rows)
+                    validate_staged(staged, MAX_MESSAGE_SIZE, rows)
+                except RowError as e:
+                    raise RowError(f"{where}: {e}") from None
+                pending.append(staged)
+                rows += batch.num_rows
+                if sum(b.num_rows for b in pending) >= FLUSH_ROWS:
+                    flush()
+            flush()
+        except BaseException:
+            if halves:  # this attempt's halves will not be committed: say so now rather than at the broker's check
+                try:
+                    run_blocking(_end_all, producer, halves, TransactionState.ROLLBACK_MESSAGE)
+                except Exception as e:
+                    log.warning("%s: rolling back this attempt's halves failed (%s); the brokers' checks will",
+                                where, e)
+            raise
+        return WireCommitMessage(tuple(h.to_json() for h in halves), rows, partition, attempt)
+
+    async def _send_table(self, producer: AsyncTransactionProducer, table: pa.Table, partition: int,
+                          batch_id: str) -> list[HalfBatch]:
+        topics = table.column("topic").combine_chunks()
+        enc = pc.dictionary_encode(topics)
+        names = enc.dictionary.to_pylist()
+        queue_lists = [await self._queues(producer, name) for name in names]
+        tidx = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        nq = np.array([len(q) for q in queue_lists], dtype=np.int64)[tidx]
+        n = table.num_rows
+        qcol, skey = table.column("queue_id").combine_chunks(), table.column("sharding_key").combine_chunks()
+        qidx = ((np.int64(partition) + (np.arange(n, dtype=np.int64) * nq) // max(n, 1)) % nq)
+        if skey.null_count < n:
+            hashed = np.abs(java_hash_codes(skey, n)) % nq
+            qidx = np.where(skey.is_null().to_numpy(zero_copy_only=False), qidx, hashed)
+        if qcol.null_count < n:
+            given = qcol.fill_null(-1).to_numpy().astype(np.int64)
+            bad = (given >= nq)
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise RowError(f"row {i}: queue_id {int(given[i])} is outside topic {names[tidx[i]]!r}'s "
+                               f"{int(nq[i])} write queues (numbered across its brokers)")
+            qidx = np.where(given >= 0, given, qidx)
+        key = tidx * 2048 + qidx
+        order = np.argsort(key, kind="stable")
+        skey_sorted = key[order]
+        cuts = np.flatnonzero(np.diff(skey_sorted)) + 1
+        starts = np.concatenate([[0], cuts]) if n else np.array([], dtype=np.int64)
+        ends = np.concatenate([cuts, [n]]) if n else np.array([], dtype=np.int64)
+        body_len = pc.binary_length(table.column("body").combine_chunks()).to_numpy(zero_copy_only=False)
+        jobs = []
+        for s, e in zip(starts, ends):
+            rows = order[s:e]
+            mq = queue_lists[int(tidx[rows[0]])][int(qidx[rows[0]])]
+            sizes = np.cumsum(body_len[rows] + 200)  # + the frame and properties of a message, roughly
+            at = 0
+            while at < len(rows):
+                stop = min(len(rows), at + SEND_MESSAGES,
+                           max(at + 1, int(np.searchsorted(sizes, (sizes[at - 1] if at else 0) + SEND_BYTES))))
+                jobs.append((mq, rows[at:stop]))
+                at = stop
+        gate = asyncio.Semaphore(SENDS_IN_FLIGHT)
+
+        async def one(mq: MessageQueue, rows: np.ndarray) -> Optional[HalfBatch]:
+            async with gate:
+                return await self._send_rows(producer, mq, table.take(pa.array(rows)), batch_id)
+        done = await asyncio.gather(*(one(mq, rows) for mq, rows in jobs), return_exceptions=True)
+        failed = [d for d in done if isinstance(d, BaseException)]
+        sent = [d for d in done if isinstance(d, HalfBatch)]
+        if failed:
+            if sent:
+                await _end_all(producer, sent, TransactionState.ROLLBACK_MESSAGE)
+            raise failed[0]
+        return sent
+
+    async def _queues(self, producer: AsyncTransactionProducer, topic: str) -> list[MessageQueue]:
+        queues = await producer.api.queues(topic, readable=False)
+        if not queues:  # a new topic: created on every broker that allows it, as a producer's first send does
+            maker = AsyncProducer(self.options.namesrv, self.options.group, api=producer.api)
+            await maker.create_topic(topic, 8)
+            queues = await producer.api.queues(topic, readable=False)
+            if not queues:
+                raise MQClientError(17, f"topic {topic!r} has no write queues after its creation",
+                                    self.options.namesrv, "send")
+        return sorted(queues, key=lambda q: (q.broker_name, q.queue_id))
+
+    async def _send_rows(self, producer: AsyncTransactionProducer, mq: MessageQueue, t: pa.Table,
+                         batch_id: str) -> Optional[HalfBatch]:
+        n = t.num_rows
+        extra: dict = {PROPERTY_TAGS: t.column("tags").combine_chunks(),
+                       PROPERTY_KEYS: t.column("keys").combine_chunks()}
+        txn = new_transaction_id()
+        if self.options.exactly_once:
+            extra.update({PROPERTY_TRANSACTION_PREPARED: "true", PROPERTY_PRODUCER_GROUP: self.options.group,
+                          PROPERTY_TRANSACTION_BATCH: txn, PROPERTY_SINK_BATCH: batch_id})
+        props = t.column("properties").combine_chunks()
+        body = encode_message_batch(t.column("body").combine_chunks(), properties_text(props, n, extra))
+        what = f"sending {n} rows to {mq.topic}/{mq.broker_name}/{mq.queue_id}"
+        deadline = asyncio.get_running_loop().time() + self.options.timeout_ms / 1000
+        while True:
+            try:
+                if self.options.exactly_once:
+                    return await producer.send_halves(mq, body, n, txn)
+                await producer.api.send(mq, {
+                    "producerGroup": self.options.group, "topic": mq.topic, "defaultTopic": "TBW102",
+                    "defaultTopicQueueNums": 8, "queueId": mq.queue_id, "sysFlag": 0, "bornTimestamp": 0,
+                    "flag": 0, "reconsumeTimes": 0, "unitMode": False, "batch": True}, body, True)
+                return None
+            except MQClientError as e:
+                if not e.unreachable or asyncio.get_running_loop().time() >= deadline:
+                    if e.unreachable:
+                        raise BrokerUnavailableError(f"{what}: no answer within brokerTimeoutMs="
+                                                     f"{self.options.timeout_ms} ({e})") from None
+                    raise
+                log.warning("%s: %s; retrying", what, e)
+                await asyncio.sleep(0.5)
+
+
+async def _end_all(producer: AsyncTransactionProducer, halves: list[HalfBatch], state: TransactionState,
+                   timeout_ms: int = 60_000) -> list[EndOutcome]:
+    """END_TRANSACTION for every half batch, several in flight, each retried while its broker cannot be reached
+    (up to timeout_ms)."""
+    gate = asyncio.Semaphore(ENDS_IN_FLIGHT)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_ms / 1000
+
+    async def one(h: HalfBatch) -> EndOutcome:
+        async with gate:
+            while True:
+                try:
+                    return await producer.end(h, state)
+                except MQClientError as e:
+                    if not e.unreachable:
+                        raise
+                    if loop.time() >= deadline:
+                        raise BrokerUnavailableError(
+                            f"{state.name} of transaction {h.transaction_id} (halves [{h.offset}, +{h.count}) of "
+                            f"{h.topic}/{h.broker_name}/{h.queue_id}): no answer within {timeout_ms} ms ({e}); "
+                            f"restart the query once the broker is back: the decision is in the checkpoint") from None
+                    await asyncio.sleep(0.5)
+    return list(await asyncio.gather(*(one(h) for h in halves)))
+
+
+def _halves(messages) -> dict[int, list[HalfBatch]]:
+    out: dict[int, list[HalfBatch]] = {}
+    for m in messages:
+        if m is not None:
+            out.setdefault(m.partition, []).extend(HalfBatch.from_json(h) for h in m.halves)
+    return out
+
+
+# -- the driver's side: commit, abort, and the checker --------------------------------------------------------------
+
+_CHECKERS: dict[str, AsyncTransactionProducer] = {}
+
+
+def _checker(options: WireSinkOptions, topics: list[str]) -> AsyncTransactionProducer:
+    """The driver-side producer: it sends the ENDs and, registered with the brokers by heartbeat, answers their
+    check-backs from the checkpoint's decisions for as long as its process lives (Spark runs each commit in a
+    Python worker that may be reused for the next one)."""
+    assert options.checkpoint is not None
+    tlog = TransactionLog(options.checkpoint)
+
+    async def answer(request) -> TransactionState:
+        state = tlog.answer(request)
+        log.info("check-back of transaction %s from %s: %s", request.transaction_id, request.broker_address,
+                 state.name)
+        return state
+
+    async def make() -> AsyncTransactionProducer:
+        p = AsyncTransactionProducer(options.namesrv, options.group, checker=answer)
+        return p
+    key = f"{options.namesrv}|{options.group}|{tlog.dir}"
+    with _PRODUCERS_LOCK:
+        p = _CHECKERS.get(key)
+        if p is None:
+            p = _CHECKERS[key] = run_blocking(make)
+    try:
+        run_blocking(p.heartbeat, topics)
+    except MQClientError as e:
+        log.info("heartbeat of %s failed: %s", options.group, e)
+    return p
+
+
+def _test_pause(tlog: TransactionLog, point: str, batch_id: int) -> None:
+    """For the fault tests (a driver or broker killed at a known step of a commit): with
+    RMQ_WIRE_SINK_TEST_PAUSE=<point>@<batchId>:<seconds> in the driver's environment the commit writes
+    paused-<point>-<batchId> into the decisions directory and sleeps there. Unset, it does nothing."""
+    spec = os.environ.get("RMQ_WIRE_SINK_TEST_PAUSE", "")
+    if spec != f"{point}@{batch_id}:{spec.rpartition(':')[2]}" or not spec.rpartition(":")[2]:
+        return
+    import time
+    os.makedirs(tlog.dir, exist_ok=True)
+    open(os.path.join(tlog.dir, f"paused-{point}-{batch_id}"), "w").close()
+    time.sleep(float(spec.rpartition(":")[2]))
+
+
+def commit_halves(options: WireSinkOptions, messages, batch_id: int) -> str:
+    """Commit microbatch batch_id's halves once: the decision first (in the checkpoint), then END_TRANSACTION
+    COMMIT for each. A batch decided before (a restarted query replaying it) commits the decided halves again
+    and rolls back the new ones; a partition whose decided halves the brokers rolled back meanwhile (no answer
+    to their checks within their check window) commits its new ones instead."""
+    tlog = TransactionLog(options.checkpoint or "")
+    new = _halves(messages)
+    topics = sorted({h.topic for hs in new.values() for h in hs})
+    prior = tlog.read(batch_id)
+    producer = _checker(options, topics or sorted({h.topic for hs in (prior or {}).values() for h in hs}))
+    if prior is None:
+        _test_pause(tlog, "before_decision", batch_id)
+        tlog.write(batch_id, new)
+        todo: list[HalfBatch] = [h for hs in new.values() for h in hs]
+        drop: list[HalfBatch] = []
+        outcome = "committed"
+    else:
+        again = [h for hs in prior.values() for h in hs]
+        results = run_blocking(_end_all, producer, again, TransactionState.COMMIT_MESSAGE, options.timeout_ms)
+        by_half = dict(zip(again, results))
+        todo, drop, replaced = [], [], dict(prior)
+        for p, hs in new.items():
+            old = [by_half[h] for h in prior.get(p, [])]
+            if old and all(r is EndOutcome.OPPOSITE for r in old):
+                todo.extend(hs)  # the broker rolled the decided halves back: this attempt's rows replace them
+                replaced[p] = hs
+            elif all(r is EndOutcome.DONE for r in old):
+                drop.extend(hs)
+            else:
+                raise RuntimeError(f"sink {options.sink_id} batch {batch_id} partition {p}: of its decided halves "
+                                   f"some were committed and some rolled back by the brokers; not committing "
+                                   f"again (the partition's rows may be partly in the topic)")
+        if todo:
+            tlog.write(batch_id, replaced)
+        outcome = f"replayed: decided halves committed again, {len(drop)} new half batches rolled back" + \
+            (f", {len(todo)} replacing rolled-back ones" if todo else "")
+    if drop:
+        run_blocking(_end_all, producer, drop, TransactionState.ROLLBACK_MESSAGE, options.timeout_ms)
+    half = len(todo) // 2
+    results = run_blocking(_end_all, producer, todo[:half], TransactionState.COMMIT_MESSAGE, options.timeout_ms)
+    _test_pause(tlog, "inside_commit", batch_id)
+    results += run_blocking(_end_all, producer, todo[half:], TransactionState.COMMIT_MESSAGE, options.timeout_ms)
+    _test_pause(tlog, "after_commit", batch_id)
+    lost = [h for h, r in zip(todo, results) if r is EndOutcome.OPPOSITE]
+    if lost:
+        raise RuntimeError(f"sink {options.sink_id} batch {batch_id}: the brokers rolled back {len(lost)} half "
+                           f"batches before the commit reached them (first: {lost[0].topic}/{lost[0].broker_name} "
+                           f"[{lost[0].offset}, +{lost[0].count})): the batch took longer than their check window "
+                           f"(transactionTimeOut + transactionCheckMax x transactionCheckInterval); restart the query "
+                           f"to send it again")
+    tlog.prune()
+    return outcome
+
+
+def abort_halves(options: WireSinkOptions, messages) -> None:
+    halves = [h for hs in _halves(messages).values() for h in hs]
+    if halves:
+        producer = _producer(options.namesrv, options.group)
+        try:
+            run_blocking(_end_all, producer, halves, TransactionState.ROLLBACK_MESSAGE, options.timeout_ms)
+        except (MQClientError, BrokerUnavailableError) as e:
+            log.warning("abort: rolling back failed (%s); the brokers roll back unanswered halves themselves", e)
+
+
+class WireStreamWriter(_WireWriting, DataSourceStreamArrowWriter):
+    def __init__(self, options: WireSinkOptions, columns: dict):
+        self.options, self.columns = options, columns
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WireCommitMessage:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        batch_id = ctx.getLocalProperty("streaming.sql.batchId") if ctx else None
+        return self._send(iterator, batch_id if batch_id is not None else "0")
+
+    def commit(self, messages, batchId: int) -> None:
+        if self.options.exactly_once:
+            outcome = commit_halves(self.options, messages, int(batchId))
+            log.info("sink %s batch %d over the wire: %s", self.options.sink_id, batchId, outcome)
+
+    def abort(self, messages, batchId: int) -> None:
+        if self.options.exactly_once:
+            abort_halves(self.options, messages)
+
+
+class WireBatchWriter(_WireWriting, DataSourceArrowWriter):
+    """df.write through brokers: the job's halves commit together when it succeeds and roll back when it fails."""
+
+    def __init__(self, options: WireSinkOptions, columns: dict):
+        self.options, self.columns = options, columns
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WireCommitMessage:
+        return self._send(iterator, "0")
+
+    def commit(self, messages) -> None:
+        if not self.options.exactly_once:
+            return
+        halves = [h for hs in _halves(messages).values() for h in hs]
+        producer = _producer(self.options.namesrv, self.options.group)
+        results = run_blocking(_end_all, producer, halves, TransactionState.COMMIT_MESSAGE, self.options.timeout_ms)
+        if any(r is EndOutcome.OPPOSITE for r in results):
+            raise RuntimeError("the brokers rolled back part of this write before its commit (it took longer than "
+                               "their check window); write it again")
+
+    def abort(self, messages) -> None:
+        if self.options.exactly_once:
+            abort_halves(self.options, messages)
+
+
+def make_wire_writer(options, columns: dict, stream: bool):
+    if "born_timestamp" in columns:
+        raise RmqOptionError(K.NAMESRV_ADDR, "the born_timestamp column is not sent through brokers (a batch "
+                                             "frame carries one born timestamp for all its messages); drop the "
+                                             "column or write to a store directory")
+    opts = wire_options(options, stream)
+    if stream and opts.exactly_once:
+        os.makedirs(TransactionLog(opts.checkpoint or "").dir, exist_ok=True)
+    return (WireStreamWriter if stream else WireBatchWriter)(opts, columns)
