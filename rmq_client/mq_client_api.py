@@ -125,11 +125,17 @@ class MQClientAPI:
         finally:
             self._connecting.pop(address, None)
 
+    def sign(self, cmd: RemotingCommand) -> RemotingCommand:
+        """cmd signed with the credentials, if any (invoke does it; a oneway request sent on a connection directly
+        must be signed with this)."""
+        if self._rpc_hook is not None:
+            self._rpc_hook.do_before_request(cmd)
+        return cmd
+
     async def invoke(self, address: str, cmd: RemotingCommand, what: str,
                      timeout: Optional[float] = None) -> RemotingCommand:
         """The answer to cmd from address; MQClientError(-1) when it cannot be reached or does not answer."""
-        if self._rpc_hook is not None:
-            self._rpc_hook.do_before_request(cmd)
+        self.sign(cmd)
         try:
             client = await self._client(address)
             return await client.invoke(cmd, timeout or self.timeout)

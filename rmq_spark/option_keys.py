@@ -74,7 +74,7 @@ SINK_OPTIONS = (PATH, TOPIC, SINK_ID, BATCH_ID, STORE_CONFIG, CHECKPOINT_LOCATIO
 PRODUCER_GROUP = "producerGroup"          # the transactions' producer group (default: one per sink)
 DELIVERY_GUARANTEE = "deliveryGuarantee"  # exactly_once (transactional messages, the default) or at_least_once
 WIRE_SINK_OPTIONS = (NAMESRV_ADDR, TOPIC, SINK_ID, CHECKPOINT_LOCATION, QUERY_NAME, PRODUCER_GROUP,
-                     DELIVERY_GUARANTEE, BROKER_TIMEOUT_MS)
+                     DELIVERY_GUARANTEE, BROKER_TIMEOUT_MS, ACCESS_KEY, SECRET_KEY)
 
 # Spark's Kafka source options, as Kafka users write them. Those that mean the same here are read as the rmq
 # option (with a log line saying its name); those with no counterpart are refused saying what to use instead.

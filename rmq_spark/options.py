@@ -227,15 +227,16 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         pull_batch_size=_int(opts, K.PULL_BATCH_SIZE, 1024, minimum=1),
         pulls_in_flight=_int(opts, K.PULLS_IN_FLIGHT, 4, minimum=1),
         broker_timeout_ms=_int(opts, K.BROKER_TIMEOUT_MS, 60_000, minimum=0),
-        credentials=_credentials(opts) if namesrv else None,
+        credentials=credentials_option(opts) if namesrv else None,
         include_properties=_bool(opts, K.INCLUDE_PROPERTIES, True),
         raw={k: v for k, v in opts.items() if k != K.SECRET_KEY},
     )
 
 
-def _credentials(opts: dict) -> Optional[SessionCredentials]:
-    """accessKey and secretKey, else RMQ_ACCESS_KEY / RMQ_SECRET_KEY of the driver's environment (a secret from
-    the environment is read there again on the executors: spark.executorEnv.RMQ_SECRET_KEY)."""
+def credentials_option(opts: dict) -> Optional[SessionCredentials]:
+    """accessKey and secretKey (the source's and the wire sink's), else RMQ_ACCESS_KEY / RMQ_SECRET_KEY of the
+    driver's environment (a secret from the environment is read there again on the executors:
+    spark.executorEnv.RMQ_SECRET_KEY)."""
     try:
         return SessionCredentials.resolve(opts.get(K.ACCESS_KEY), opts.get(K.SECRET_KEY),
                                           names=(K.ACCESS_KEY, K.SECRET_KEY))

@@ -1,6 +1,6 @@
 """format("rmq") through brokers with aclEnable=true (`rmq serve` with plain_acl.yml beside its broker.conf): with
-accessKey and secretKey a stream reads and commits its group's offsets; with a wrong secret it fails at start naming
-the option; the secret is in no checkpoint file and no error."""
+accessKey and secretKey the sink writes and a stream reads and commits its group's offsets; with a wrong secret the
+stream fails at start naming the option; the secret is in no checkpoint file and no error."""
 from __future__ import annotations
 
 import os
@@ -24,7 +24,7 @@ accounts:
 """
 
 
-def test_a_stream_with_credentials_reads_and_a_wrong_secret_fails_at_start_naming_the_option(spark, tmp_path):
+def test_with_credentials_the_sink_writes_and_a_stream_reads_and_a_wrong_secret_fails_naming_it(spark, tmp_path):
     root = tmp_path / "cluster"
     root.mkdir()
     (root / "plain_acl.yml").write_text(ACCOUNTS)  # beside each broker's .conf
@@ -32,8 +32,11 @@ def test_a_stream_with_credentials_reads_and_a_wrong_secret_fails_at_start_namin
     with WireCluster(root, conf=PULL_LIMITS + "aclEnable = true\n") as c:
         sent = {f"m{i}" for i in range(12)}
         with Producer(c.namesrv, credentials=account) as p:
-            for body in sorted(sent):
-                p.send("Secure", body.encode())
+            p.send("Secure", b"m0")  # creates the topic (the account may send, not create topics: that is admin)
+        rows = spark.createDataFrame([(f"m{i}",) for i in range(1, 12)], "body string")
+        (rows.selectExpr("cast(body as binary) as body").write.format("rmq").option("namesrvAddr", c.namesrv)
+         .option("topic", "Secure").option("accessKey", "sparkreader").option("secretKey", SECRET)
+         .mode("append").save())  # the wire sink's halves and END_TRANSACTIONs, signed
 
         def stream(secret, checkpoint):
             return (spark.readStream.format("rmq").option("namesrvAddr", c.namesrv).option("topic", "Secure")
