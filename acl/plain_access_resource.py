@@ -66,8 +66,10 @@ def parse(cmd, remote_address: Optional[str]) -> PlainAccessResource:
     5 does; 4.9 lets a batch through unchecked) and QUERY_CONSUMER_OFFSET as UPDATE_CONSUMER_OFFSET is."""
     host = remote_address or ""
     if ":" in host:
-        host = host[:host.rfind(":")]
-    resource = PlainAccessResource(cmd.code, host.strip("[]"))
+        host = host[:host.rfind(":")].strip("[]")
+    if host.lower().startswith("::ffff:") and "." in host:  # an IPv4 client of a dual-stack socket, as Java sees it
+        host = host[len("::ffff:"):]
+    resource = PlainAccessResource(cmd.code, host)
     ext = cmd.ext_fields
     resource.access_key, resource.signature = ext.get(ACCESS_KEY), ext.get(SIGNATURE)
     resource.secret_token = ext.get(SECURITY_TOKEN)

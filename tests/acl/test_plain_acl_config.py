@@ -7,8 +7,10 @@ import pickle
 import pytest
 
 from acl import AclException, SessionCredentials
+from acl.plain_access_resource import parse
 from acl.plain_permission_manager import parse_rules
 from acl.remote_address_strategy import remote_address_strategy
+from remoting import RemotingCommand, RequestCode
 
 
 @pytest.mark.parametrize("form, host, matches", [
@@ -92,6 +94,13 @@ accounts:
     assert rules.accounts["rocketmq2"].admin and rules.accounts["rocketmq2"].white("192.168.1.9")
     assert "%RETRY%groupC" in (rules.accounts["RocketMQ"].perms or {})  # a group is its retry topic
     assert "12345678" not in repr(rules)
+
+
+@pytest.mark.parametrize("remote, host", [("127.0.0.1:5555", "127.0.0.1"), ("::1:5555", "::1"),
+                                          ("[::1]:5555", "::1"), ("::ffff:10.0.0.7:5555", "10.0.0.7")])
+def test_the_client_address_is_matched_without_its_port_and_an_ipv4_client_of_a_dual_stack_socket_as_ipv4(remote,
+                                                                                                       host):
+    assert parse(RemotingCommand.request(RequestCode.GET_MAX_OFFSET, {"topic": "T"}), remote).host == host
 
 
 def test_credentials_never_show_the_secret_and_a_secret_from_the_environment_is_not_pickled(monkeypatch):
