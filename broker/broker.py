@@ -17,6 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from acl.acl_exception import AclException
+from acl.plain_access_validator import PlainAccessValidator
 from filters import FilterParseError, MessageFilter
 from remoting import RemotingClient, RemotingCommand, RemotingServer, RequestCode, ResponseCode
 from remoting.admin_bodies import ConsumeStats, MessageQueue, OffsetWrapper, TopicOffset, TopicStatsTable
@@ -115,6 +117,12 @@ class Broker:
             brokerName=broker_name, brokerClusterName=cluster, namesrvAddr=namesrv,
             messageDelayLevel=message_delay_level, maxReconsumeTimes=max_reconsume_times,
             defaultTopicQueueNums=default_topic_queues)
+        self.acl: Optional[PlainAccessValidator] = None
+        if bc.aclEnable:  # before the store is opened: accounts that do not load stop the broker here
+            try:
+                self.acl = PlainAccessValidator(bc.acl_file())
+            except AclException as e:
+                raise ValueError(f"aclEnable=true: {e}") from None
         config = config or StoreConfig()
         if listen is None:
             listen = f"{config.brokerIP1 or '127.0.0.1'}:{config.listenPort}"
@@ -167,6 +175,8 @@ class Broker:
                                 (RequestCode.UPDATE_AND_CREATE_TOPIC, self._create_topic)):
             self.server.register(code, self._answering(processor))
         self.server.on_close.append(self._channel_closed)
+        if self.acl is not None:
+            self.server.before_request.append(self._access_check)
 
     @property
     def address(self) -> str:
@@ -183,6 +193,8 @@ class Broker:
         self._background.add(asyncio.ensure_future(self.hold.watch_other_writers()))
         self._background.add(asyncio.ensure_future(self.transaction_check.run()))
         self.schedule.start()
+        if self.acl is not None:
+            self._background.add(asyncio.ensure_future(self.acl.manager.watch()))
         if self.namesrv:
             self._namesrv_client = await RemotingClient(self.namesrv).connect()
             await self.register()
@@ -256,6 +268,16 @@ class Broker:
                 log.warning("registration with %s failed: %s", self.namesrv, e)
 
     # -- plumbing ----------------------------------------------------------------------------------------------
+
+    def _access_check(self, cmd: RemotingCommand, channel: Channel) -> Optional[RemotingCommand]:
+        """aclEnable: every request checked before its processor (RocketMQ's ACL RPCHook); a refusal is
+        NO_PERMISSION (RocketMQ 4.9 answers SYSTEM_ERROR with the same text)."""
+        assert self.acl is not None
+        why = self.acl.refusal(cmd, channel.remote_address)
+        if why is None:
+            return None
+        log.info("refused request code %d from %s: %s", cmd.code, channel.remote_address, why)
+        return cmd.response(ResponseCode.NO_PERMISSION, why)
 
     def _answering(self, processor):
         async def run(cmd: RemotingCommand, channel):

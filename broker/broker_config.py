@@ -30,7 +30,11 @@ class BrokerConfig:
     defaultTopicQueueNums: int = 8
     # held pulls without long polling wait this long (RocketMQ's shortPollingTimeMills)
     shortPollingTimeMills: int = 1000
+    # RocketMQ's plain ACL: every request checked against the accounts of plain_acl.yml
     aclEnable: bool = False
+    # ours (RocketMQ reads $ROCKETMQ_HOME/conf/plain_acl.yml): the accounts file; relative to the broker.conf's
+    # directory; empty: plain_acl.yml beside the broker.conf, else $ROCKETMQ_HOME/conf/plain_acl.yml
+    aclFilePath: str = ""
     # transactional messages (RocketMQ's names and defaults): a half message is first checked back with its producer
     # group transactionTimeOut ms after it was stored, then every transactionCheckInterval ms; after
     # transactionCheckMax checks without an answer it is rolled back
@@ -42,9 +46,6 @@ class BrokerConfig:
         if self.brokerId != 0:
             raise ValueError(f"brokerId {self.brokerId}: only a master (brokerId=0) is served; there is no "
                              "replication to slaves")
-        if self.aclEnable:
-            raise ValueError("aclEnable=true: this broker has no access control yet; refusing to start open "
-                             "(remove the key, or set it false, to serve without authentication)")
         if not 0 < self.maxReconsumeTimes <= 1000:
             raise ValueError(f"maxReconsumeTimes must be 1..1000, got {self.maxReconsumeTimes}")
         for key in ("transactionTimeOut", "transactionCheckMax", "transactionCheckInterval"):
@@ -73,6 +74,19 @@ class BrokerConfig:
     def replace(self, **changes) -> "BrokerConfig":
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
 
+    def acl_file(self) -> str:
+        """The plain_acl.yml in force when aclEnable; ValueError naming aclFilePath when there is none."""
+        path = self.aclFilePath
+        if not path and os.environ.get("ROCKETMQ_HOME"):
+            path = os.path.join(os.environ["ROCKETMQ_HOME"], "conf", "plain_acl.yml")
+        if not path:
+            raise ValueError("aclEnable=true but no accounts file: set aclFilePath, put plain_acl.yml beside the "
+                             "broker.conf given with --config, or set ROCKETMQ_HOME (conf/plain_acl.yml)")
+        if not os.path.isfile(path):
+            raise ValueError(f"aclEnable=true: aclFilePath {path} does not exist (the accounts in RocketMQ's "
+                             "plain_acl.yml format)")
+        return path
+
 
 def load_broker_conf(path: Optional[str | os.PathLike]) -> tuple[BrokerConfig, StoreConfig]:
     """A broker.conf as RocketMQ's BrokerStartup reads it: the broker's keys here, the store's in StoreConfig,
@@ -82,7 +96,15 @@ def load_broker_conf(path: Optional[str | os.PathLike]) -> tuple[BrokerConfig, S
     values = read_conf_file(path)
     store_config = StoreConfig.from_dict(values, source=str(path), other_keys=BrokerConfig.keys())
     # defaultTopicQueueNums is the store's key too (the queues of topics it creates): one value for both
-    return BrokerConfig.from_dict(values, source=str(path)), store_config
+    broker_config = BrokerConfig.from_dict(values, source=str(path))
+    if broker_config.aclEnable:
+        # aclFilePath relative to the file's directory (an absolute one stays as it is); without it, plain_acl.yml
+        # beside the file if there is one
+        acl = os.path.join(os.path.dirname(os.path.abspath(path)), broker_config.aclFilePath or "plain_acl.yml")
+        if broker_config.aclFilePath or os.path.isfile(acl):
+            broker_config = broker_config.replace(aclFilePath=acl)
+        broker_config.acl_file()  # no accounts file: refused now, before anything is created
+    return broker_config, store_config
 
 
 def _convert(source: str, key: str, value, type_name: str):

@@ -20,6 +20,9 @@ EOF_GRACE_S = 0.5
 LARGE_BODY = 64 << 10
 
 Processor = Callable[[RemotingCommand, "Channel"], Awaitable[Optional[RemotingCommand]]]
+# RocketMQ's RPCHook.doBeforeRequest: sees every request before its processor; an answer it returns is the answer
+# (a refusal) and the processor is not run
+BeforeRequest = Callable[[RemotingCommand, "Channel"], Optional[RemotingCommand]]
 
 
 class Channel:
@@ -50,6 +53,7 @@ class RemotingServer:
         self.processors: dict[int, Processor] = {}
         self.channels: set[Channel] = set()
         self.on_close: list[Callable[[Channel], None]] = []
+        self.before_request: list[BeforeRequest] = []
         self._server: Optional[asyncio.base_events.Server] = None
         self._tasks: set[asyncio.Task] = set()
 
@@ -128,10 +132,22 @@ class RemotingServer:
         log.error("request code %d from %s failed", cmd.code, channel.remote_address, exc_info=e)
         return cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
 
+    def _before(self, cmd: RemotingCommand, channel: Channel) -> Optional[RemotingCommand]:
+        try:
+            for hook in self.before_request:
+                refusal = hook(cmd, channel)
+                if refusal is not None:
+                    return refusal
+        except Exception as e:
+            return self._failed(cmd, channel, e)
+        return None
+
     async def _dispatch(self, cmd: RemotingCommand, channel: Channel) -> None:
         processor = self.processors.get(cmd.code)
-        response: Optional[RemotingCommand]
-        if processor is None:
+        response = self._before(cmd, channel) if self.before_request else None
+        if response is not None:
+            pass  # refused before its processor
+        elif processor is None:
             name = RequestCode(cmd.code).name if cmd.code in RequestCode._value2member_map_ else "unknown"
             response = cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                     f"request code {cmd.code} ({name}) is not supported")

@@ -209,6 +209,11 @@ def add_stat_command(sub, common) -> None:
 def _add_namesrv(p) -> None:
     p.add_argument("--namesrv", metavar="HOST:PORT", help="work through RocketMQ brokers found through this name "
                                                           "server (host:port;host2:port) instead of a store directory")
+    p.add_argument("--access-key", metavar="KEY", help="with --namesrv: sign every request as this account of the "
+                                                       "brokers' plain_acl.yml (default: $RMQ_ACCESS_KEY)")
+    p.add_argument("--secret-key", metavar="SECRET", help="with --namesrv: the account's secret key (default: "
+                                                          "$RMQ_SECRET_KEY, which other users cannot see in the "
+                                                          "process list: prefer it)")
 
 
 def _over_the_wire(run) -> int:

@@ -45,19 +45,25 @@ def _logging() -> None:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s")
 
 
-async def _until_stopped() -> None:
+def _stop_on_signals() -> asyncio.Event:
+    """Set on SIGTERM or Ctrl-C; installed before the addresses are printed, so that a signal sent as soon as
+    they are read stops cleanly too."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    return stop
 
 
-def _warn_if_wide(address: str) -> None:
+def _warn_if_wide(address: str, what: str = "the name server", acl: bool = False) -> None:
     host = address.rpartition(":")[0]
-    if host not in ("127.0.0.1", "localhost", "::1"):
-        log.warning("listening on %s: the broker has no authentication yet; anyone who reaches it can read and "
-                    "write every topic", address)
+    if host in ("127.0.0.1", "localhost", "::1") or acl:
+        return
+    if what == "the broker":
+        log.warning("listening on %s with aclEnable=false: anyone who reaches it can read and write every topic "
+                    "(set aclEnable=true in broker.conf, with the accounts in plain_acl.yml)", address)
+    else:  # RocketMQ's name servers check no credentials either: routes are public
+        log.warning("listening on %s: anyone who reaches it can read every topic's route", address)
 
 
 async def _serve(args, config, broker_config) -> None:
@@ -67,13 +73,19 @@ async def _serve(args, config, broker_config) -> None:
     if address is None:
         namesrv = await NameServer(args.namesrv_listen).start()
         address = namesrv.address
+    from .cli import UsageError
     try:
-        async with Broker(args.store, args.listen, namesrv=address, config=config, broker_config=broker_config,
-                          broker_name=args.broker_name, cluster=args.cluster) as b:
-            _warn_if_wide(b.address)
+        try:
+            broker = Broker(args.store, args.listen, namesrv=address, config=config, broker_config=broker_config,
+                            broker_name=args.broker_name, cluster=args.cluster)
+        except ValueError as e:  # a setting of broker.conf (or its plain_acl.yml) that cannot be served
+            raise UsageError(f"--config {args.config}: {e}") from None
+        async with broker as b:
+            _warn_if_wide(b.address, "the broker", b.acl is not None)
+            stop = _stop_on_signals()
             print(json.dumps({"namesrv": address, "broker": b.address, "brokerName": b.broker_name}),
                   flush=True)
-            await _until_stopped()
+            await stop.wait()
             log.info("stopping")
     finally:
         if namesrv is not None:
@@ -100,8 +112,9 @@ async def _namesrv(args) -> None:
     from broker import NameServer
     async with NameServer(args.listen) as ns:
         _warn_if_wide(ns.address)
+        stop = _stop_on_signals()
         print(json.dumps({"namesrv": ns.address}), flush=True)
-        await _until_stopped()
+        await stop.wait()
 
 
 def cmd_namesrv(args) -> int:

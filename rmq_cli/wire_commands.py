@@ -5,9 +5,15 @@ from __future__ import annotations
 import sys
 from typing import Optional
 
+from acl import SessionCredentials
 from rmq_client import MQClientError, Producer, PullConsumer, PullStatus, Subscription
 
 DEFAULT_GROUP = "rmq-cli"
+
+
+def credentials(args) -> Optional[SessionCredentials]:
+    """--access-key / --secret-key, else $RMQ_ACCESS_KEY / $RMQ_SECRET_KEY; None: requests go unsigned."""
+    return SessionCredentials.resolve(args.access_key, args.secret_key, names=("--access-key", "--secret-key"))
 
 
 def _subscription(args) -> Subscription:
@@ -17,7 +23,7 @@ def _subscription(args) -> Subscription:
 
 
 def produce(args, props: Optional[dict], write_json, plural) -> None:
-    with Producer(args.namesrv) as p:
+    with Producer(args.namesrv, credentials=credentials(args)) as p:
         for body in args.bodies:
             r = p.send(args.topic, body.encode("utf-8", "surrogateescape"), tags=args.tags, keys=args.keys,
                        properties=props, sharding_key=args.sharding_key)
@@ -33,7 +39,7 @@ def consume(args, start, write_json, message_text, message_to_json) -> None:
     group = args.group or DEFAULT_GROUP
     sub = _subscription(args)
     remaining = args.max
-    with PullConsumer(args.namesrv, group) as c:
+    with PullConsumer(args.namesrv, group, credentials=credentials(args)) as c:
         queues = c.queues(args.topic)
         if not queues:
             raise MQClientError(17, f"topic {args.topic!r} has no route", args.namesrv, "consume")
@@ -93,7 +99,7 @@ class _Row:
 
 
 def topics(args, write_json, table) -> None:
-    with PullConsumer(args.namesrv, DEFAULT_GROUP) as c:
+    with PullConsumer(args.namesrv, DEFAULT_GROUP, credentials=credentials(args)) as c:
         rows = []
         for topic in c.topics():
             bounds = c.queue_bounds(topic)
@@ -112,7 +118,7 @@ def topics(args, write_json, table) -> None:
 def stat(args, write_json, table, plural) -> None:
     """Per queue of every broker: offsets, and with --group the committed offset and lag as the brokers keep them
     (QUERY_CONSUMER_OFFSET, the lag a RocketMQ admin sees with consumerProgress)."""
-    with PullConsumer(args.namesrv, args.group or DEFAULT_GROUP) as c:
+    with PullConsumer(args.namesrv, args.group or DEFAULT_GROUP, credentials=credentials(args)) as c:
         rows: list[dict] = []
         for topic in ([args.topic] if args.topic else c.topics()):
             for mq, (lo, hi) in sorted(c.queue_bounds(topic).items()):

@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Optional
 
+from acl import AclClientRPCHook, SessionCredentials
 from remoting import RemotingClient, RemotingCommand, RemotingTimeoutError, RequestCode, ResponseCode
 from remoting.admin_bodies import ConsumeStats, TopicStatsTable
 from remoting.broker_headers import (
@@ -74,7 +75,9 @@ class SendResult:
 class MQClientAPI:
     """Connections to name servers and brokers, shared by every consumer and producer of one event loop."""
 
-    def __init__(self, namesrv_addr: str, timeout: float = 5.0):
+    def __init__(self, namesrv_addr: str, timeout: float = 5.0, credentials: Optional[SessionCredentials] = None):
+        """credentials: every request is signed with them (RocketMQ's AclClientRPCHook), for brokers with
+        aclEnable=true; name servers ignore the signature, as RocketMQ's do."""
         self.namesrv_addrs = [a.strip() for a in namesrv_addr.replace(",", ";").split(";") if a.strip()]
         if not self.namesrv_addrs:
             raise ValueError("namesrvAddr: no name server address given (host:port;host2:port)")
@@ -86,6 +89,7 @@ class MQClientAPI:
         self._clients: dict[str, RemotingClient] = {}
         self._connecting: dict[str, asyncio.Future] = {}
         self._routes: dict[str, tuple[float, TopicRouteData]] = {}
+        self._rpc_hook = AclClientRPCHook(credentials) if credentials is not None else None
         # requests a broker sends on a connection (CHECK_TRANSACTION_STATE): (the connection, the request)
         self.on_request: Optional[Callable[[RemotingClient, RemotingCommand], Awaitable[None]]] = None
 
@@ -121,9 +125,17 @@ class MQClientAPI:
         finally:
             self._connecting.pop(address, None)
 
+    def sign(self, cmd: RemotingCommand) -> RemotingCommand:
+        """cmd signed with the credentials, if any (invoke does it; a oneway request sent on a connection directly
+        must be signed with this)."""
+        if self._rpc_hook is not None:
+            self._rpc_hook.do_before_request(cmd)
+        return cmd
+
     async def invoke(self, address: str, cmd: RemotingCommand, what: str,
                      timeout: Optional[float] = None) -> RemotingCommand:
         """The answer to cmd from address; MQClientError(-1) when it cannot be reached or does not answer."""
+        self.sign(cmd)
         try:
             client = await self._client(address)
             return await client.invoke(cmd, timeout or self.timeout)

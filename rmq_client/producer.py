@@ -9,6 +9,7 @@ import struct
 import time
 from typing import Mapping, Optional, Sequence
 
+from acl import SessionCredentials
 from store import message_codec as codec
 
 from .event_loop import run_blocking
@@ -51,10 +52,12 @@ def encode_batch(bodies: Sequence[bytes], props: Sequence[dict]) -> bytes:
 
 class AsyncProducer:
     def __init__(self, namesrv_addr: str, group: str = "rmq-producer", timeout: float = 5.0,
-                 default_topic_queue_nums: int = 4, api: Optional[MQClientAPI] = None):
+                 default_topic_queue_nums: int = 4, api: Optional[MQClientAPI] = None,
+                 credentials: Optional[SessionCredentials] = None):
+        """credentials: sign every request (brokers with aclEnable=true)."""
         self.group = group
         self.default_topic_queue_nums = default_topic_queue_nums
-        self.api = api or MQClientAPI(namesrv_addr, timeout)
+        self.api = api or MQClientAPI(namesrv_addr, timeout, credentials)
         self._turn = itertools.count()
 
     async def close(self) -> None:
@@ -150,8 +153,9 @@ class AsyncProducer:
 class Producer:
     """The blocking face of AsyncProducer."""
 
-    def __init__(self, namesrv_addr: str, group: str = "rmq-producer", timeout: float = 5.0):
-        self.aio = run_blocking(_make_async, namesrv_addr, group, timeout)
+    def __init__(self, namesrv_addr: str, group: str = "rmq-producer", timeout: float = 5.0,
+                 credentials: Optional[SessionCredentials] = None):
+        self.aio = run_blocking(_make_async, namesrv_addr, group, timeout, credentials)
 
     def close(self) -> None:
         run_blocking(self.aio.close)
@@ -175,5 +179,6 @@ class Producer:
         return run_blocking(self.aio.send_batch, topic, bodies, tags, keys, properties, sharding_key, queue)
 
 
-async def _make_async(namesrv_addr: str, group: str, timeout: float) -> AsyncProducer:
-    return AsyncProducer(namesrv_addr, group, timeout)
+async def _make_async(namesrv_addr: str, group: str, timeout: float,
+                      credentials: Optional[SessionCredentials]) -> AsyncProducer:
+    return AsyncProducer(namesrv_addr, group, timeout, credentials=credentials)

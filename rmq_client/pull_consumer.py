@@ -12,6 +12,7 @@ from typing import AsyncIterator, Iterator, Optional, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from acl import SessionCredentials
 from remoting import ResponseCode
 from store.scan import SCAN_SCHEMA, decode_pulled, scan_schema
 
@@ -68,9 +69,11 @@ _EMPTY = pa.RecordBatch.from_pylist([], SCAN_SCHEMA)
 
 
 class AsyncPullConsumer:
-    def __init__(self, namesrv_addr: str, group: str, timeout: float = 5.0, api: Optional[MQClientAPI] = None):
+    def __init__(self, namesrv_addr: str, group: str, timeout: float = 5.0, api: Optional[MQClientAPI] = None,
+                 credentials: Optional[SessionCredentials] = None):
+        """credentials: sign every request (brokers with aclEnable=true)."""
         self.group = group
-        self.api = api or MQClientAPI(namesrv_addr, timeout)
+        self.api = api or MQClientAPI(namesrv_addr, timeout, credentials)
         self._tag_filters: dict[Subscription, object] = {}
 
     async def close(self) -> None:
@@ -186,9 +189,10 @@ class AsyncPullConsumer:
 class PullConsumer:
     """The blocking face: each method runs its AsyncPullConsumer counterpart on the client's event-loop thread."""
 
-    def __init__(self, namesrv_addr: str, group: str, timeout: float = 5.0):
+    def __init__(self, namesrv_addr: str, group: str, timeout: float = 5.0,
+                 credentials: Optional[SessionCredentials] = None):
         self.timeout = timeout
-        self.aio = run_blocking(_make_async, namesrv_addr, group, timeout)
+        self.aio = run_blocking(_make_async, namesrv_addr, group, timeout, credentials)
 
     def close(self) -> None:
         run_blocking(self.aio.close)
@@ -241,5 +245,6 @@ class PullConsumer:
         return run_blocking(self.aio.queue_bounds, topic)
 
 
-async def _make_async(namesrv_addr: str, group: str, timeout: float) -> AsyncPullConsumer:
-    return AsyncPullConsumer(namesrv_addr, group, timeout)
+async def _make_async(namesrv_addr: str, group: str, timeout: float,
+                      credentials: Optional[SessionCredentials]) -> AsyncPullConsumer:
+    return AsyncPullConsumer(namesrv_addr, group, timeout, credentials=credentials)

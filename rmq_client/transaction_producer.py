@@ -13,6 +13,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import Awaitable, Callable, Optional, Sequence
 
+from acl import SessionCredentials
 from remoting import RemotingCommand, RequestCode, ResponseCode
 from remoting.broker_headers import SendMessageResponseHeader
 from store import message_codec as codec
@@ -77,9 +78,10 @@ def new_transaction_id() -> str:
 class AsyncTransactionProducer:
     def __init__(self, namesrv_addr: str, group: str, timeout: float = 5.0,
                  checker: Optional[Callable[[CheckRequest], Awaitable[TransactionState]]] = None,
-                 api: Optional[MQClientAPI] = None):
+                 api: Optional[MQClientAPI] = None, credentials: Optional[SessionCredentials] = None):
+        """credentials: sign every request, the answers to check-backs included (brokers with aclEnable=true)."""
         self.group = group
-        self.api = api or MQClientAPI(namesrv_addr, timeout)
+        self.api = api or MQClientAPI(namesrv_addr, timeout, credentials)
         self.checker = checker
         self.client_id = f"{codec.local_host_address().hex()}@{uuid.uuid4().hex[:12]}"
         self._beating: Optional[asyncio.Task] = None
@@ -191,6 +193,6 @@ class AsyncTransactionProducer:
                          request.transaction_id)
         reply = RemotingCommand.request(RequestCode.END_TRANSACTION, self._end_fields(half, state, True), oneway=True)
         try:
-            await client.invoke_oneway(reply)
+            await client.invoke_oneway(self.api.sign(reply))
         except ConnectionError:
             pass

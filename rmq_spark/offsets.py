@@ -34,7 +34,7 @@ def open_source_store(opts: SourceOptions):
     """What the readers ask offsets of: the store directory, or (namesrvAddr) the brokers through WireStore."""
     if opts.namesrv_addr:
         from .wire import WireStore
-        return WireStore(opts.namesrv_addr, opts.consumer_group, opts.broker_timeout_ms)
+        return WireStore(opts.namesrv_addr, opts.consumer_group, opts.broker_timeout_ms, opts.credentials)
     return open_store(opts.path)
 
 

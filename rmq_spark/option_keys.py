@@ -44,6 +44,8 @@ METRICS_PATH = "metricsPath"
 PULL_BATCH_SIZE = "pullBatchSize"        # maxMsgNums of each pull (the broker may cap it)
 PULLS_IN_FLIGHT = "pullsInFlight"        # pulls of one partition sent before the first answers
 BROKER_TIMEOUT_MS = "brokerTimeoutMs"    # how long a query waits for a broker that does not answer
+ACCESS_KEY = "accessKey"                 # brokers with aclEnable=true: the plain_acl.yml account (or RMQ_ACCESS_KEY)
+SECRET_KEY = "secretKey"                 # its secret (or RMQ_SECRET_KEY, kept out of every pickle and log)
 
 # Columns
 INCLUDE_PROPERTIES = "includeProperties"
@@ -55,7 +57,8 @@ SOURCE_OPTIONS = (
     ENDING_OFFSETS_BY_TIMESTAMP,
     MAX_MESSAGES_PER_TRIGGER, MAX_BYTES_PER_TRIGGER, MIN_MESSAGES_PER_TRIGGER, MAX_TRIGGER_DELAY,
     CONSUMER_GROUP, COMMIT_OFFSETS, FAIL_ON_DATA_LOSS, MIN_PARTITIONS, POLL_TIMEOUT_MS, READ_ONLY,
-    METRICS_PATH, NAMESRV_ADDR, PULL_BATCH_SIZE, PULLS_IN_FLIGHT, BROKER_TIMEOUT_MS, INCLUDE_PROPERTIES,
+    METRICS_PATH, NAMESRV_ADDR, PULL_BATCH_SIZE, PULLS_IN_FLIGHT, BROKER_TIMEOUT_MS, ACCESS_KEY, SECRET_KEY,
+    INCLUDE_PROPERTIES,
 )
 
 # The sink
@@ -71,7 +74,7 @@ SINK_OPTIONS = (PATH, TOPIC, SINK_ID, BATCH_ID, STORE_CONFIG, CHECKPOINT_LOCATIO
 PRODUCER_GROUP = "producerGroup"          # the transactions' producer group (default: one per sink)
 DELIVERY_GUARANTEE = "deliveryGuarantee"  # exactly_once (transactional messages, the default) or at_least_once
 WIRE_SINK_OPTIONS = (NAMESRV_ADDR, TOPIC, SINK_ID, CHECKPOINT_LOCATION, QUERY_NAME, PRODUCER_GROUP,
-                     DELIVERY_GUARANTEE, BROKER_TIMEOUT_MS)
+                     DELIVERY_GUARANTEE, BROKER_TIMEOUT_MS, ACCESS_KEY, SECRET_KEY)
 
 # Spark's Kafka source options, as Kafka users write them. Those that mean the same here are read as the rmq
 # option (with a log line saying its name); those with no counterpart are refused saying what to use instead.

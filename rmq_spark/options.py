@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple, Optional, Union
 
+from acl import SessionCredentials
+
 from . import option_keys as K
 from .errors import RmqOptionError
 
@@ -159,8 +161,9 @@ class SourceOptions:
     pull_batch_size: int = 1024
     pulls_in_flight: int = 4
     broker_timeout_ms: int = 60_000
+    credentials: Optional[SessionCredentials] = None  # accessKey / secretKey: every request to the brokers signed
     include_properties: bool = True
-    raw: dict = field(default_factory=dict, compare=False)
+    raw: dict = field(default_factory=dict, compare=False)  # the options as given, secretKey left out
 
 
 def canonical_options(options: Mapping[str, str], names, what: str) -> dict:
@@ -224,15 +227,28 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         pull_batch_size=_int(opts, K.PULL_BATCH_SIZE, 1024, minimum=1),
         pulls_in_flight=_int(opts, K.PULLS_IN_FLIGHT, 4, minimum=1),
         broker_timeout_ms=_int(opts, K.BROKER_TIMEOUT_MS, 60_000, minimum=0),
+        credentials=credentials_option(opts) if namesrv else None,
         include_properties=_bool(opts, K.INCLUDE_PROPERTIES, True),
-        raw=opts,
+        raw={k: v for k, v in opts.items() if k != K.SECRET_KEY},
     )
+
+
+def credentials_option(opts: dict) -> Optional[SessionCredentials]:
+    """accessKey and secretKey (the source's and the wire sink's), else RMQ_ACCESS_KEY / RMQ_SECRET_KEY of the
+    driver's environment (a secret from the environment is read there again on the executors:
+    spark.executorEnv.RMQ_SECRET_KEY)."""
+    try:
+        return SessionCredentials.resolve(opts.get(K.ACCESS_KEY), opts.get(K.SECRET_KEY),
+                                          names=(K.ACCESS_KEY, K.SECRET_KEY))
+    except ValueError as e:
+        raise RmqOptionError(K.SECRET_KEY if str(e).startswith(K.SECRET_KEY) else K.ACCESS_KEY, str(e)) from None
 
 
 def _namesrv_addr(opts: dict) -> Optional[str]:
     """namesrvAddr (host:port, ';'-separated): read through brokers instead of a store directory."""
     text = opts.get(K.NAMESRV_ADDR)
-    wire_only = [n for n in (K.PULL_BATCH_SIZE, K.PULLS_IN_FLIGHT, K.BROKER_TIMEOUT_MS) if n in opts]
+    wire_only = [n for n in (K.PULL_BATCH_SIZE, K.PULLS_IN_FLIGHT, K.BROKER_TIMEOUT_MS, K.ACCESS_KEY, K.SECRET_KEY)
+                 if n in opts]
     if text is None:
         if wire_only:
             raise RmqOptionError(wire_only[0], "only for reads through brokers (with namesrvAddr)")

@@ -15,9 +15,12 @@ from typing import Callable, Iterator, Optional, TypeVar
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
+from acl import SessionCredentials
+from remoting import ResponseCode
 from rmq_client import MessageQueue, MQClientError, PullConsumer, Subscription
 
-from .errors import DataLossError
+from . import option_keys as K
+from .errors import DataLossError, RmqOptionError
 from .options import BrokerQueue
 from .schema import FULL, Selection
 
@@ -32,16 +35,35 @@ class BrokerUnavailableError(RuntimeError):
     """A broker did not answer within brokerTimeoutMs: names the broker and the queue or request."""
 
 
+# the remarks of a broker's ACL refusal (PlainPermissionManager's words), and the option to fix for each
+_ACL_REFUSALS = (("Check signature failed", K.SECRET_KEY), ("No acl config for", K.ACCESS_KEY),
+                 ("No accessKey is configured", K.ACCESS_KEY), ("No permission for", K.ACCESS_KEY),
+                 ("Need admin permission", K.ACCESS_KEY))
+
+
+def refused_by_acl(e: MQClientError, what: str) -> Exception:
+    """A broker's ACL refusal as the error of the option to fix (secretKey for a signature that does not check);
+    any other error as it is."""
+    if e.code != ResponseCode.NO_PERMISSION:
+        return e
+    option = next((o for words, o in _ACL_REFUSALS if (e.remark or "").startswith(words)), None)
+    if option is None:
+        return e
+    return RmqOptionError(option, f"{what}: the broker at {e.address} refused it (NO_PERMISSION, aclEnable=true): "
+                                  f"{e.remark}")
+
+
 def with_retry(call: Callable[[], T], timeout_ms: int, what: str) -> T:
     """call() again while its broker cannot be reached (down, restarting, not yet registered), up to timeout_ms;
-    then BrokerUnavailableError naming what was asked. A broker's refusal (a response code) is not retried."""
+    then BrokerUnavailableError naming what was asked. A broker's refusal (a response code) is not retried; an
+    ACL refusal names the option to fix."""
     deadline = time.monotonic() + timeout_ms / 1000
     while True:
         try:
             return call()
         except MQClientError as e:
             if not e.unreachable:
-                raise
+                raise refused_by_acl(e, what) from None
             if time.monotonic() >= deadline:
                 raise BrokerUnavailableError(f"{what}: no answer within brokerTimeoutMs={timeout_ms} ({e}); the "
                                              f"query can be restarted from its checkpoint once the broker is back "
@@ -50,24 +72,24 @@ def with_retry(call: Callable[[], T], timeout_ms: int, what: str) -> T:
             time.sleep(RETRY_PAUSE_S)
 
 
-_CONSUMERS: dict[tuple[str, str], PullConsumer] = {}
+_CONSUMERS: dict[tuple[str, str, Optional[SessionCredentials]], PullConsumer] = {}
 
 
-def consumer_for(namesrv: str, group: str) -> PullConsumer:
-    """One client per name server list and group per process (Python workers are reused across tasks)."""
-    c = _CONSUMERS.get((namesrv, group))
+def consumer_for(namesrv: str, group: str, credentials: Optional[SessionCredentials] = None) -> PullConsumer:
+    """One client per name server list, group and account per process (Python workers are reused across tasks)."""
+    c = _CONSUMERS.get((namesrv, group, credentials))
     if c is None:
-        c = _CONSUMERS[(namesrv, group)] = PullConsumer(namesrv, group)
+        c = _CONSUMERS[(namesrv, group, credentials)] = PullConsumer(namesrv, group, credentials=credentials)
     return c
 
 
 class WireStore:
     """The local store's read interface, answered by the brokers of the topics' routes."""
 
-    def __init__(self, namesrv: str, group: str, timeout_ms: int):
+    def __init__(self, namesrv: str, group: str, timeout_ms: int, credentials: Optional[SessionCredentials] = None):
         self.path = f"rocketmq://{namesrv}"
         self.namesrv, self.group, self.timeout_ms = namesrv, group, timeout_ms
-        self.consumer = consumer_for(namesrv, group)
+        self.consumer = consumer_for(namesrv, group, credentials)
         self._bounds: dict[str, tuple[float, dict]] = {}
 
     def _retry(self, call: Callable[[], T], what: str) -> T:
@@ -178,8 +200,10 @@ class WireRange(InputPartition):
     def __init__(self, namesrv: str, group: str, topic: str, queue: BrokerQueue, start: int, end: int,
                  subscription: Subscription, client_filter=None, residual=None, fail_on_data_loss: bool = True,
                  pull_batch_size: int = 1024, in_flight: int = 4, timeout_ms: int = 60_000,
-                 selection: Selection = FULL):
+                 selection: Selection = FULL, credentials: Optional[SessionCredentials] = None):
+        """credentials: pickled without a secret that came from RMQ_SECRET_KEY (the executor reads its own)."""
         super().__init__((topic, str(queue), start, end))
+        self.credentials = credentials
         self.namesrv, self.group, self.topic = namesrv, group, topic
         self.queue: tuple[str, int] = (queue[0], queue[1])
         self.start, self.end = start, end
@@ -193,7 +217,7 @@ class WireRange(InputPartition):
 
 
 def read_wire_partition(p: WireRange) -> Iterator[pa.RecordBatch]:
-    consumer = consumer_for(p.namesrv, p.group)
+    consumer = consumer_for(p.namesrv, p.group, p.credentials)
     broker, qid = p.queue
     mq = MessageQueue(p.topic, broker, qid)
     where = f"topic {p.topic!r} queue {broker}:{qid}"
@@ -230,7 +254,7 @@ def read_wire_partition(p: WireRange) -> Iterator[pa.RecordBatch]:
             return
         except MQClientError as e:
             if not e.unreachable:
-                raise
+                raise refused_by_acl(e, f"pull of {where}") from None
             now = time.monotonic()
             deadline = deadline or now + p.timeout_ms / 1000
             if now >= deadline:
@@ -258,5 +282,5 @@ def wire_ranges(opts, ranges: list, pushed_filter=None, residual=None, selection
     client_filter = MessageFilter.both(MessageFilter.by_tags(client_tags) if client_tags else None, pushed_filter)
     return [WireRange(opts.namesrv_addr, opts.consumer_group, t, q, s, e, subscription, client_filter, residual,
                       opts.fail_on_data_loss, opts.pull_batch_size, opts.pulls_in_flight, opts.broker_timeout_ms,
-                      selection)
+                      selection, opts.credentials)
             for t, q, s, e in ranges]

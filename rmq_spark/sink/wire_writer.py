@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
+from acl import SessionCredentials
 from rmq_client import AsyncTransactionProducer, EndOutcome, HalfBatch, MessageQueue, MQClientError, TransactionState
 from rmq_client.event_loop import run_blocking
 from rmq_client.message_batch import encode_message_batch, properties_text
@@ -37,8 +38,8 @@ from store.record_encoder import java_hash_codes
 
 from .. import option_keys as K
 from ..errors import RmqOptionError, RowError
-from ..options import canonical_options
-from ..wire import BrokerUnavailableError
+from ..options import canonical_options, credentials_option
+from ..wire import BrokerUnavailableError, refused_by_acl
 from .columns import to_staged, validate_staged
 from .transaction_log import PROPERTY_SINK_BATCH, TransactionLog, local_checkpoint
 
@@ -62,6 +63,7 @@ class WireSinkOptions:
     group: str
     exactly_once: bool
     timeout_ms: int
+    credentials: Optional[SessionCredentials] = None  # accessKey / secretKey: every request signed
 
 
 def wire_options(options, stream: bool) -> WireSinkOptions:
@@ -107,7 +109,8 @@ def wire_options(options, stream: bool) -> WireSinkOptions:
         timeout_ms = int(opts.get(K.BROKER_TIMEOUT_MS, 60_000))
     except ValueError:
         raise RmqOptionError(K.BROKER_TIMEOUT_MS, f"{opts[K.BROKER_TIMEOUT_MS]!r} is not an integer") from None
-    return WireSinkOptions(namesrv, topic, sink_id, checkpoint, group, guarantee == EXACTLY_ONCE, max(0, timeout_ms))
+    return WireSinkOptions(namesrv, topic, sink_id, checkpoint, group, guarantee == EXACTLY_ONCE, max(0, timeout_ms),
+                           credentials_option(opts))
 
 
 @dataclass
@@ -119,18 +122,20 @@ class WireCommitMessage(WriterCommitMessage):
     attempt: int
 
 
-_PRODUCERS: dict[tuple[str, str], AsyncTransactionProducer] = {}
+_PRODUCERS: dict[tuple[str, str, Optional[SessionCredentials]], AsyncTransactionProducer] = {}
 _PRODUCERS_LOCK = threading.Lock()
 
 
-def _producer(namesrv: str, group: str) -> AsyncTransactionProducer:
-    """One client per process and producer group (Python workers are reused across tasks)."""
+def _producer(options: WireSinkOptions) -> AsyncTransactionProducer:
+    """One client per process, producer group and account (Python workers are reused across tasks)."""
+    key = (options.namesrv, options.group, options.credentials)
+
     async def make() -> AsyncTransactionProducer:
-        return AsyncTransactionProducer(namesrv, group)
+        return AsyncTransactionProducer(options.namesrv, options.group, credentials=options.credentials)
     with _PRODUCERS_LOCK:
-        p = _PRODUCERS.get((namesrv, group))
+        p = _PRODUCERS.get(key)
         if p is None:
-            p = _PRODUCERS[(namesrv, group)] = run_blocking(make)
+            p = _PRODUCERS[key] = run_blocking(make)
         return p
 
 
@@ -145,7 +150,7 @@ class _WireWriting:
         partition = ctx.partitionId() if ctx else 0
         attempt = ctx.taskAttemptId() if ctx else 0
         where = f"sink {self.options.sink_id} batch {batch_id} partition {partition}"
-        producer = _producer(self.options.namesrv, self.options.group)
+        producer = _producer(self.options)
         address = local_host_address()
         halves: list[HalfBatch] = []
         pending: list[pa.RecordBatch] = []
@@ -273,7 +278,7 @@ class _WireWriting:
                     if e.unreachable:
                         raise BrokerUnavailableError(f"{what}: no answer within brokerTimeoutMs="
                                                      f"{self.options.timeout_ms} ({e})") from None
-                    raise
+                    raise refused_by_acl(e, what) from None  # an ACL refusal names accessKey or secretKey
                 log.warning("%s: %s; retrying", what, e)
                 await asyncio.sleep(0.5)
 
@@ -313,7 +318,7 @@ def _halves(messages) -> dict[int, list[HalfBatch]]:
 
 # -- the driver's side: commit, abort, and the checker --------------------------------------------------------------
 
-_CHECKERS: dict[str, AsyncTransactionProducer] = {}
+_CHECKERS: dict[tuple, AsyncTransactionProducer] = {}
 
 
 def _checker(options: WireSinkOptions, topics: list[str]) -> AsyncTransactionProducer:
@@ -330,9 +335,9 @@ def _checker(options: WireSinkOptions, topics: list[str]) -> AsyncTransactionPro
         return state
 
     async def make() -> AsyncTransactionProducer:
-        p = AsyncTransactionProducer(options.namesrv, options.group, checker=answer)
+        p = AsyncTransactionProducer(options.namesrv, options.group, checker=answer, credentials=options.credentials)
         return p
-    key = f"{options.namesrv}|{options.group}|{tlog.dir}"
+    key = (options.namesrv, options.group, tlog.dir, options.credentials)
     with _PRODUCERS_LOCK:
         p = _CHECKERS.get(key)
         if p is None:
@@ -414,7 +419,7 @@ def commit_halves(options: WireSinkOptions, messages, batch_id: int) -> str:
 def abort_halves(options: WireSinkOptions, messages) -> None:
     halves = [h for hs in _halves(messages).values() for h in hs]
     if halves:
-        producer = _producer(options.namesrv, options.group)
+        producer = _producer(options)
         try:
             run_blocking(_end_all, producer, halves, TransactionState.ROLLBACK_MESSAGE, options.timeout_ms)
         except (MQClientError, BrokerUnavailableError) as e:
@@ -455,7 +460,7 @@ class WireBatchWriter(_WireWriting, DataSourceArrowWriter):
         if not self.options.exactly_once:
             return
         halves = [h for hs in _halves(messages).values() for h in hs]
-        producer = _producer(self.options.namesrv, self.options.group)
+        producer = _producer(self.options)
         results = run_blocking(_end_all, producer, halves, TransactionState.COMMIT_MESSAGE, self.options.timeout_ms)
         if any(r is EndOutcome.OPPOSITE for r in results):
             raise RuntimeError("the brokers rolled back part of this write before its commit (it took longer than "

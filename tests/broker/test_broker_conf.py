@@ -81,7 +81,8 @@ def test_a_real_brokers_file_loads_and_its_unused_keys_are_logged_once(tmp_path,
     ("noSuchThing = 1", "unknown config key 'noSuchThing'"),
     ("longPollingEnable = yes", "longPollingEnable must be true or false, got 'yes'"),
     ("brokerId = 1", "only a master (brokerId=0)"),
-    ("aclEnable = true", "aclEnable=true: this broker has no access control yet"),
+    ("aclEnable = true", "aclEnable=true but no accounts file: set aclFilePath"),
+    ("aclEnable = true\naclFilePath = nowhere.yml", "nowhere.yml does not exist"),
     ("messageDelayLevel = 1s 5x", "messageDelayLevel: '5x' is not a number"),
 ])
 def test_a_bad_key_is_refused_by_name(tmp_path, line, message):

@@ -41,3 +41,41 @@ def test_the_cli_produces_consumes_and_reports_lag_through_brokers(tmp_path):
         assert "broker-a:0" in text and "total: 6 messages" in text and "group cg lag 0" in text
         bad = rmq("consume", "--namesrv", ns, "-t", "NoSuch", check=False)
         assert bad.returncode == 1 and "NoSuch" in bad.stderr
+
+
+ACL_SECRET = "cli-Secret-77"
+ACL_ACCOUNTS = f"""
+accounts:
+- accessKey: cliwriter
+  secretKey: "{ACL_SECRET}"
+  defaultTopicPerm: DENY
+  defaultGroupPerm: SUB
+  topicPerms:
+  - Locked=PUB|SUB
+"""
+
+
+def test_the_cli_signs_with_access_key_and_secret_key_or_the_environment(tmp_path):
+    """Brokers with aclEnable=true and plain_acl.yml beside their broker.conf: --access-key/--secret-key, or
+    RMQ_ACCESS_KEY/RMQ_SECRET_KEY, sign every request; a wrong secret or none is exit 1 with NO_PERMISSION and
+    the broker's reason, never the secret."""
+    (tmp_path / "plain_acl.yml").write_text(ACL_ACCOUNTS)
+    with WireCluster(tmp_path, conf="aclEnable = true\n") as c:
+        ns = c.namesrv
+        out = rmq("produce", "--namesrv", ns, "-t", "Locked", "--access-key", "cliwriter", "--secret-key",
+                  ACL_SECRET, "m1", "m2").stdout
+        assert out.count("SEND_OK Locked/broker-a") == 2
+        env = dict(os.environ, RMQ_ACCESS_KEY="cliwriter", RMQ_SECRET_KEY=ACL_SECRET, PYTHONPATH=ROOT)
+        got = subprocess.run([sys.executable, "-m", "rmq_cli", "consume", "--namesrv", ns, "-t", "Locked", "--json"],
+                             capture_output=True, text=True, timeout=120, env=env)
+        assert got.returncode == 0 and [json.loads(x)["body"] for x in got.stdout.splitlines()] == ["m1", "m2"]
+        wrong = rmq("produce", "--namesrv", ns, "-t", "Locked", "--access-key", "cliwriter", "--secret-key",
+                    "not-the-secret", "m3", check=False)
+        assert wrong.returncode == 1 and "NO_PERMISSION (16)" in wrong.stderr
+        assert "Check signature failed for accessKey=cliwriter" in wrong.stderr and "not-the-secret" not in wrong.stderr
+        unsigned = rmq("consume", "--namesrv", ns, "-t", "Locked", check=False)
+        assert unsigned.returncode == 1 and "No accessKey is configured" in unsigned.stderr
+        half = rmq("stat", "--namesrv", ns, "--secret-key", ACL_SECRET, check=False)
+        assert half.returncode == 2 and "--secret-key is given without --access-key" in half.stderr
+    log = (tmp_path / "broker-a.log").read_text()
+    assert f"ACL: {tmp_path / 'plain_acl.yml'} in force (1 accounts" in log and ACL_SECRET not in log
