@@ -41,6 +41,23 @@ for i in range(int(sys.argv[2])):
 p.shutdown()
 """
 N = 400
+CPP_CONSUMER = """
+import sys
+import time
+from rocketmq.client import PushConsumer
+out = open(sys.argv[2], "a")
+def on_message(msg):  # returning normally is CONSUME_SUCCESS
+    out.write((msg.body.decode() if isinstance(msg.body, bytes) else msg.body) + "\\n")
+    out.flush()
+c = PushConsumer("cpp-sink-watcher")
+c.set_namesrv_addr(sys.argv[1])
+c.subscribe("ClusterOut", on_message, "*")
+c.start()
+time.sleep(float(sys.argv[3]))
+c.shutdown()
+"""
+# the sink's commit of microbatch 0 pauses after the tasks' sends, before its decision: consumers are checked then
+os.environ["RMQ_WIRE_SINK_TEST_PAUSE"] = "before_decision@0:8"
 
 
 def main(root: str) -> None:
@@ -95,9 +112,53 @@ def main(root: str) -> None:
                     ends = pc.queue_bounds("Cluster")
                     out[n]["offsets_at_end"] = all(pc.query_offset(mq) == mx for mq, (_, mx) in ends.items())
                     out[n]["brokers"] = sorted({mq.broker_name for mq in ends})
+            out["sink"] = _sink_round_trip(spark, c, root, env)
             print(json.dumps(out), flush=True)
         finally:
             spark.stop()
+
+
+def _out_bodies(namesrv: str) -> list[str]:
+    bodies: list[str] = []
+    with PullConsumer(namesrv, "sink-check") as pc:
+        for mq, (lo, hi) in pc.queue_bounds("ClusterOut").items():
+            bodies.extend(b.decode() for rb in pc.read_range(mq, lo, hi) for b in rb.column("body").to_pylist())
+    return bodies
+
+
+def _sink_round_trip(spark, c, root: str, env: dict) -> dict:
+    """The stream read from the brokers written back through them by the wire sink on the executor JVMs; the
+    C++ push consumer and a pull see nothing of the microbatch before its commit and all of it after."""
+    from rmq_client import Producer
+    with Producer(c.namesrv) as p:
+        p.create_topic("ClusterOut", 2)
+    seen_file = os.path.join(root, "cpp-seen.txt")
+    open(seen_file, "w").close()
+    watcher = subprocess.Popen([sys.executable, "-c", textwrap.dedent(CPP_CONSUMER), c.namesrv, seen_file, "90"],
+                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(5)  # the push consumer has rebalanced and holds its pulls
+        checkpoint = os.path.join(root, "cp-sink")
+        q = (spark.readStream.format("rmq").option("namesrvAddr", c.namesrv).option("topic", "Cluster")
+             .option("startingOffsets", "earliest").load().select("body", "tags", "properties")
+             .writeStream.format("rmq").option("namesrvAddr", c.namesrv).option("topic", "ClusterOut")
+             .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+        marker = os.path.join(checkpoint, "rmq-wire-sink", "paused-before_decision-0")
+        wait_until(lambda: os.path.exists(marker), 120, "the sink's commit pausing before its decision")
+        time.sleep(2)  # the consumers' held pulls would have answered by now
+        before = {"cpp": len(open(seen_file).read().split()), "pull": len(_out_bodies(c.namesrv))}
+        q.awaitTermination(120)
+        wait_until(lambda: len(open(seen_file).read().split()) >= N, 60, "the C++ consumer receiving the batch")
+        time.sleep(2)
+        cpp = open(seen_file).read().split()
+        pulled = _out_bodies(c.namesrv)
+        want = {f"cpp-{i}" for i in range(N)}
+        return {"before_commit": before, "rows": len(pulled), "duplicates": len(pulled) - len(set(pulled)),
+                "lost": len(want - set(pulled)), "cpp_rows": len(cpp), "cpp_lost": len(want - set(cpp)),
+                "brokers": sorted({mq.broker_name for mq in PullConsumer(c.namesrv, "x").queue_bounds("ClusterOut")})}
+    finally:
+        watcher.kill()
+        watcher.wait()
 
 
 if __name__ == "__main__":
