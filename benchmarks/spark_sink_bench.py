@@ -7,6 +7,10 @@ Parquet files under --dir; each sink reads them as a stream (maxFilesPerTrigger=
 sees the same microbatches.
     .venv/bin/python benchmarks/spark_sink_bench.py [--rows 2000000] [--files 8] [--trials 40] [--dir /tmp/...]
 
+Wire cases (--wire, the default): the same stream into one local broker (`rmq serve` on a fresh store, registered
+with `rmq namesrv`) through the wire sink, exactly once (transactional halves committed per microbatch; target:
+>= 0.6x the local rmq sink) and at least once (plain sends), in the same rounds.
+
 Fault runs: (1) SIGKILL of a child process running the commit of a staged batch, at named protocol steps,
 inside the commitlog write and at random moments, each followed by the replay a restarted query would do;
 (2) a streaming query stopped at random points and restarted from its checkpoint until the input is done.
@@ -23,6 +27,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests", "spark"))  # the fault-injection helpers the tests use
+sys.path.insert(0, os.path.join(ROOT, "tests"))  # WireCluster: real rmq namesrv / rmq serve processes
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
@@ -67,37 +72,57 @@ def timed_stream(spark, src: str, schema, sink: str, out: str, cp: str, **option
     return time.perf_counter() - t0
 
 
-def throughput(spark, work: str, rows: int, files: int, repeat: int) -> None:
+WIRE_SINKS = {"wire": "exactly_once", "wire-alo": "at_least_once"}
+
+
+def _sink_args(sink: str, out: str, namesrv: str, topic: str) -> tuple[str, str, dict]:
+    """(format, path, options) of one case."""
+    if sink in WIRE_SINKS:
+        return "rmq", "", {"namesrvAddr": namesrv, "topic": topic, "deliveryGuarantee": WIRE_SINKS[sink]}
+    return sink, "" if sink == "noop" else out, ({"topic": topic} if sink == "rmq" else {})
+
+
+def throughput(spark, work: str, rows: int, files: int, repeat: int, namesrv: str = "") -> None:
     src = os.path.join(work, "input")
     make_input(spark, src, rows, files)
     schema = spark.read.parquet(src).schema
+    sinks = ["noop", "parquet", "rmq"] + (list(WIRE_SINKS) if namesrv else [])
     # Warm-up, untimed, every sink on a small input: Python workers, the data source lookup, JIT (the first
     # Python data source write of a session costs ~15 s of start-up).
     warm = os.path.join(work, "warm-input")
     make_input(spark, warm, 20_000, 2)
-    for sink in ("noop", "parquet", "rmq"):
+    for sink in sinks:
         out, cp = os.path.join(work, f"warm-out-{sink}"), os.path.join(work, f"warm-cp-{sink}")
         shutil.rmtree(out, ignore_errors=True)
         shutil.rmtree(cp, ignore_errors=True)
-        timed_stream(spark, warm, schema, sink, "" if sink == "noop" else out, cp,
-                     **({"topic": "Warm"} if sink == "rmq" else {}))
-    results = {"rmq": [], "parquet": [], "noop": []}
+        fmt, path, opts = _sink_args(sink, out, namesrv, "Warm")
+        timed_stream(spark, warm, schema, fmt, path, cp, **opts)
+    results: dict = {k: [] for k in sinks}
     for r in range(repeat):
-        for sink in ("noop", "parquet", "rmq"):
+        for sink in sinks:
             out = os.path.join(work, f"out-{sink}")
             cp = os.path.join(work, f"cp-{sink}")
             shutil.rmtree(out, ignore_errors=True)
             shutil.rmtree(cp, ignore_errors=True)
-            opts = {"topic": "Bench"} if sink == "rmq" else {}
-            secs = timed_stream(spark, src, schema, sink, "" if sink == "noop" else out, cp, **opts)
+            topic = {"wire": f"Bench{r}", "wire-alo": f"BenchAlo{r}"}.get(sink, "Bench")
+            fmt, path, opts = _sink_args(sink, out, namesrv, topic)
+            secs = timed_stream(spark, src, schema, fmt, path, cp, **opts)
             results[sink].append(rows / secs)
     best = {k: max(v) for k, v in results.items()}
     print(f"rows {rows:,} in {files} microbatches of {rows // files:,} (100-byte bodies, a tag, two properties), "
           f"local[2], best of {repeat}")
-    for sink in ("rmq", "parquet", "noop"):
+    for sink in ["rmq", "parquet", "noop"] + [k for k in WIRE_SINKS if k in best]:
         print(f"  {sink:8s} sink: {best[sink]:12,.0f} rows/s   (runs: {', '.join(f'{x:,.0f}' for x in results[sink])})")
     print(f"  ours / Parquet = {best['rmq'] / best['parquet']:.2f}   (target >= 0.5)")
     print(f"  ours / noop    = {best['rmq'] / best['noop']:.2f}")
+    if namesrv:
+        print(f"  wire exactly once / local rmq = {best['wire'] / best['rmq']:.2f}   (target >= 0.6)")
+        print(f"  wire at least once / local rmq = {best['wire-alo'] / best['rmq']:.2f}")
+        print(f"  wire exactly once / at least once = {best['wire'] / best['wire-alo']:.2f}")
+        from rmq_client import PullConsumer
+        with PullConsumer(namesrv, "bench-check") as c:
+            held = sum(hi - lo for lo, hi in c.queue_bounds(f"Bench{repeat - 1}").values())
+        print(f"  the broker holds {held:,} messages of the last exactly-once round (want {rows:,})")
     from sink_testkit import counts
     n, distinct, dup, lost = counts(os.path.join(work, "out-rmq"), "Bench", [])
     print(f"  rmq store holds {n:,} messages, {distinct:,} distinct UNIQ_KEYs")
@@ -164,11 +189,21 @@ def main():
     ap.add_argument("--trial-rows", type=int, default=20_000)
     ap.add_argument("--restarts", type=int, default=8)
     ap.add_argument("--dir", default="/tmp/rmq-spark-sink-bench")
+    ap.add_argument("--no-wire", action="store_true", help="skip the wire sink cases")
+    ap.add_argument("--no-faults", action="store_true", help="skip the fault runs")
     args = ap.parse_args()
     os.makedirs(args.dir, exist_ok=True)
     spark = session()
-    throughput(spark, args.dir, args.rows, args.files, args.repeat)
-    fault_runs(spark, args.dir, args.trials, args.trial_rows, args.restarts)
+    if args.no_wire:
+        throughput(spark, args.dir, args.rows, args.files, args.repeat)
+    else:
+        from wire_cluster import PULL_LIMITS, WireCluster
+        broker_root = os.path.join(args.dir, "wire-cluster")
+        shutil.rmtree(broker_root, ignore_errors=True)
+        with WireCluster(broker_root, conf=PULL_LIMITS) as cluster:
+            throughput(spark, args.dir, args.rows, args.files, args.repeat, cluster.namesrv)
+    if not args.no_faults:
+        fault_runs(spark, args.dir, args.trials, args.trial_rows, args.restarts)
     spark.stop()
 
 

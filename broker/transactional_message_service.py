@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 
 from store import MessageStore
 from store.message_codec import PROPERTY_TAGS, PROPERTY_UNIQ_KEY
-from store.properties_column import map_lookup, parse_properties, properties_to_strings
+from store.properties_column import map_lookup, map_with_entries, map_without_keys, parse_properties
 
 log = logging.getLogger(__name__)
 
@@ -136,23 +136,6 @@ class PendingHalves:
     unique_key: str
 
 
-def _with_properties(props: Optional[pa.MapArray], n: int, extra: dict) -> pa.MapArray:
-    """Every row's properties plus `extra` (vectorised over the RocketMQ text form)."""
-    suffix = "".join(f"{k}\x01{v}\x02" for k, v in extra.items())
-    if props is None:
-        texts = pa.array([suffix] * n, pa.string())
-    else:
-        texts = pc.binary_join_element_wise(properties_to_strings(props), pa.scalar(suffix), "")
-    return parse_properties(texts)
-
-
-def _without_properties(props: pa.MapArray, keys: tuple) -> pa.MapArray:
-    texts = properties_to_strings(props)
-    for k in keys:
-        texts = pc.replace_substring_regex(texts, f"(^|\x02){k}\x01[^\x02]*\x02", "\\1")
-    return parse_properties(texts)
-
-
 class TransactionalMessageService:
     def __init__(self, store: MessageStore):
         self.store = store
@@ -198,7 +181,7 @@ class TransactionalMessageService:
         """Halves of messages for topic/queue_id: stored in the half topic's queue 0 with REAL_TOPIC and REAL_QID,
         their transaction type cleared (parseHalfMessageInner)."""
         n = len(bodies)
-        props = _with_properties(properties, n, {PROPERTY_REAL_TOPIC: topic, PROPERTY_REAL_QUEUE_ID: str(queue_id)})
+        props = map_with_entries(properties, n, {PROPERTY_REAL_TOPIC: topic, PROPERTY_REAL_QUEUE_ID: queue_id})
         if not self.store.has_topic(HALF_TOPIC):
             self.store.create_topic(HALF_TOPIC, 1)
         put_args["sys_flag"] = int(put_args.get("sys_flag", 0)) & ~TRANSACTION_ROLLBACK_TYPE
@@ -279,7 +262,8 @@ class TransactionalMessageService:
         n = table.num_rows
         topics = map_lookup(props, PROPERTY_REAL_TOPIC)
         queues = pc.cast(map_lookup(props, PROPERTY_REAL_QUEUE_ID), pa.int32())
-        clean = _without_properties(props, (PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID))
+        # as endMessageTransaction, and our batch id with them (TRAN_MSG and PGROUP stay, as in RocketMQ)
+        clean = map_without_keys(props, (PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID, PROPERTY_TRANSACTION_BATCH))
         op_map = parse_properties(pa.array(["".join(f"{k}\x01{v}\x02" for k, v in op_props.items())], pa.string()))
         sys_flags = (table.column("sys_flag").to_numpy() & ~TRANSACTION_ROLLBACK_TYPE) | TRANSACTION_COMMIT_TYPE
         born = table.column("born_timestamp").combine_chunks().cast(pa.int64()).to_numpy()

@@ -5,6 +5,8 @@ Same rules as message_codec.string_to_properties: a pair needs a non-empty key a
 """
 from __future__ import annotations
 
+from typing import Optional, Sequence
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -140,3 +142,39 @@ def compact_map(props: pa.MapArray) -> pa.MapArray:
 def _map_offsets(props: pa.MapArray) -> pa.Array:
     off = native.value_offsets(props)
     return pa.array(off - off[0])
+
+
+def map_with_entries(props: Optional[pa.MapArray], n: int, extra: dict) -> pa.MapArray:
+    """Every row's entries followed by `extra`'s (the same names and values for all rows), built by one take."""
+    names = pa.array(list(extra), pa.string())
+    values = pa.array([str(v) for v in extra.values()], pa.string())
+    k = len(extra)
+    if props is None or len(props.keys) == 0:
+        offsets = pa.array(np.arange(n + 1, dtype=np.int32) * k)
+        pick = pa.array(np.tile(np.arange(k, dtype=np.int32), n))
+        return pa.MapArray.from_arrays(offsets, names.take(pick), values.take(pick))
+    props = compact_map(props)
+    off = native.value_offsets(props).astype(np.int64)
+    m = int(off[-1])
+    counts = np.diff(off)
+    new_off = off + np.arange(n + 1, dtype=np.int64) * k
+    src = np.empty(m + n * k, dtype=np.int64)
+    # an old entry moves by k for every row before its own
+    src[np.arange(m, dtype=np.int64) + np.repeat(np.arange(n, dtype=np.int64) * k, counts)] = np.arange(m)
+    for j in range(k):
+        src[new_off[1:] - k + j] = m + j
+    keys = pa.concat_arrays([props.keys.cast(pa.string()), names]).take(pa.array(src))
+    items = pa.concat_arrays([props.items.cast(pa.string()), values]).take(pa.array(src))
+    return pa.MapArray.from_arrays(pa.array(new_off.astype(np.int32)), keys, items)
+
+
+def map_without_keys(props: pa.MapArray, drop: Sequence[str]) -> pa.MapArray:
+    """Every row's entries but those named in `drop`."""
+    props = compact_map(props)
+    off = native.value_offsets(props).astype(np.int64)
+    keep = pc.invert(pc.is_in(props.keys, value_set=pa.array(list(drop), pa.string())))
+    keep_np = keep.to_numpy(zero_copy_only=False)
+    kept_before = np.concatenate([[0], np.cumsum(keep_np)])
+    new_off = kept_before[off - off[0]]
+    return pa.MapArray.from_arrays(pa.array(new_off.astype(np.int32)), props.keys.filter(keep),
+                                   props.items.filter(keep))

@@ -18,7 +18,7 @@ from rmq_client import CheckRequest, HalfBatch, TransactionState
 
 from .staging import fsync_dir
 
-PROPERTY_SINK_BATCH = "RMQ_SINK_BATCH"  # on each half: the microbatch it belongs to
+PROPERTY_SINK_BATCH = "SINK_BATCH"  # on each half (and message): the microbatch it belongs to
 KEEP_DECISIONS = 100
 _NAME = re.compile(r"(\d+)\.json")
 

@@ -104,7 +104,7 @@ def wire_options(options, stream: bool) -> WireSinkOptions:
     if sink_id is None:
         from .sink_options import default_stream_sink_id
         sink_id = default_stream_sink_id(checkpoint) if checkpoint else "write"
-    group = opts.get(K.PRODUCER_GROUP) or "rmq-spark-sink-" + hashlib.sha1(sink_id.encode()).hexdigest()[:16]
+    group = opts.get(K.PRODUCER_GROUP) or "rmq-sink-" + hashlib.sha1(sink_id.encode()).hexdigest()[:12]
     try:
         timeout_ms = int(opts.get(K.BROKER_TIMEOUT_MS, 60_000))
     except ValueError:
