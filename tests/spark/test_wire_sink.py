@@ -100,8 +100,8 @@ def test_a_stream_commits_each_microbatch_once_and_a_failed_attempts_rows_never_
     halves_before = sum(_half_queue_length(namesrv, b) for b in BROKERS)
 
     def fail_first_attempt(batches):
-        # The first attempt passes its rows on, gives the sink a few seconds to send a flush of them as halves,
-        # and then its worker dies hard: the task fails after sending (asserted below), and Spark runs it again.
+        # The first attempt passes its rows on, gives the sink a few seconds, and then its worker dies hard: the
+        # task fails, and Spark runs it again.
         import time
 
         from pyspark import TaskContext
@@ -125,7 +125,11 @@ def test_a_stream_commits_each_microbatch_once_and_a_failed_attempts_rows_never_
     assert {r.tags for r in rows} == {"T0", "T1"}
     assert os.path.exists(marker)
     sent = sum(_half_queue_length(namesrv, b) for b in BROKERS) - halves_before
-    assert sent > n  # the dead attempt had sent halves too: none of them shows
+    # Spark hands the sink's worker the rows when the UDF's iterator ends, so the dying attempt's sink may or may
+    # not get to send before the task fails (in the runs here it did: sent > n); either way none of it shows.
+    # Halves that are certainly never committed are tested in test_wire_sink_faults.py (a driver killed before
+    # its decision).
+    assert sent >= n
     assert os.listdir(os.path.join(cp, "rmq-wire-sink")) == ["0.json"]
     # its halves were rolled back (by the dying task, or by the brokers' checks answered from the decision)
     wait_until(lambda: all(undecided_halves(cluster.namesrv, b) == 0 for b in BROKERS), 30, "no undecided half")
