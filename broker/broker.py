@@ -34,6 +34,8 @@ from store.store_config import StoreConfig
 from .broker_config import BrokerConfig
 from .end_transaction_processor import EndTransactionProcessor, ProducerManager, TransactionalMessageCheckService
 from .pull_request_hold_service import PullRequestHoldService
+from .request_fields import BadRequest
+from .request_fields import int_field as _int_field
 from .schedule_message_service import PROPERTY_DELAY, ScheduleMessageService
 from .subscription_group_manager import SubscriptionGroupManager
 from .transactional_message_service import (
@@ -77,31 +79,12 @@ _PULL_STATUS = {
 }
 
 
-class BadRequest(Exception):
-    """A request field missing or malformed: answered with the code and a remark naming the field."""
-
-    def __init__(self, remark: str, code: int = ResponseCode.SYSTEM_ERROR):
-        super().__init__(remark)
-        self.code = code
-
-
 @dataclass
 class _Client:
     channel: Channel
     last_heartbeat: float
     subscriptions: dict = field(default_factory=dict)  # topic -> subscription data (as the heartbeat sent it)
 
-
-def _int_field(ext: dict, name: str, default: Optional[int] = None) -> int:
-    value = ext.get(name)
-    if value is None or value == "":
-        if default is None:
-            raise BadRequest(f"the request has no {name}")
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        raise BadRequest(f"{name} is {value!r}, not an integer") from None
 
 
 class Broker:
@@ -461,18 +444,20 @@ class Broker:
         if groups.null_count:
             raise BadRequest(f"a transactional message has no {PROPERTY_PRODUCER_GROUP} property (its producer "
                              "group, asked when its outcome never comes)", ResponseCode.MESSAGE_ILLEGAL)
+        queues = len(self.store.queues(topic))
         if queue_id < 0:
-            queue_id = self.store.take_round_robin(topic, len(self.store.queues(topic)), 1)
-        if not 0 <= queue_id < len(self.store.queues(topic)):
-            raise BadRequest(f"queueId {queue_id}: topic {topic} has queues 0..{len(self.store.queues(topic)) - 1}")
+            queue_id = self.store.take_round_robin(topic, queues, 1)
+        if not 0 <= queue_id < queues:
+            raise BadRequest(f"queueId {queue_id}: topic {topic} has queues 0..{queues - 1}")
         try:
             result = self.transactions.prepare(topic, queue_id, bodies, props, **put_args)
         except ValueError as e:
             raise BadRequest(str(e), ResponseCode.MESSAGE_ILLEGAL) from None
         ids = codec.message_ids_text(result.store_host[0], result.store_host[1], result.commit_log_offsets)
         # the batch's id when its halves share one (decided together), else the message's UNIQ_KEY as RocketMQ's
-        uniq = map_lookup(props, PROPERTY_TRANSACTION_BATCH)[0].as_py() or \
-            map_lookup(props, codec.PROPERTY_UNIQ_KEY)[0].as_py()
+        first = props.slice(0, 1)
+        uniq = map_lookup(first, PROPERTY_TRANSACTION_BATCH)[0].as_py() or \
+            map_lookup(first, codec.PROPERTY_UNIQ_KEY)[0].as_py()
         return cmd.response(ResponseCode.SUCCESS, ext_fields={
             "msgId": ids, "queueId": queue_id, "queueOffset": int(result.queue_offsets[0]),
             "transactionId": uniq or ids.split(",")[0], "MSG_REGION": "DefaultRegion", "TRACE_ON": "false"})

@@ -11,6 +11,7 @@ from typing import Callable, Optional
 
 from remoting import RemotingCommand, RequestCode, ResponseCode
 
+from .request_fields import BadRequest, int_field
 from .transactional_message_service import (
     MAX_HALVES_PER_END,
     STATE_NAMES,
@@ -66,24 +67,16 @@ class ProducerManager:
         return max(clients.values(), key=lambda p: p.last_heartbeat).channel
 
 
-def _int(ext: dict, name: str, default: Optional[int] = None) -> Optional[int]:
-    value = ext.get(name)
-    if value in (None, ""):
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        return None
-
-
 class EndTransactionProcessor:
+    """Runs behind the broker's dispatch, which answers a BadRequest with its code and remark."""
+
     def __init__(self, service: TransactionalMessageService, on_committed: Callable[[str, int], None]):
         self.service = service
         self.on_committed = on_committed
 
     async def process(self, cmd: RemotingCommand, channel) -> Optional[RemotingCommand]:
         ext = cmd.ext_fields
-        state = _int(ext, "commitOrRollback")
+        state = int_field(ext, "commitOrRollback")
         from_check = str(ext.get("fromTransactionCheck", "false")).lower() == "true"
         if state == TRANSACTION_NOT_TYPE:
             # the producer does not know yet: nothing to do, and RocketMQ sends no response
@@ -91,20 +84,14 @@ class EndTransactionProcessor:
                      ext.get("transactionId"), ext.get("producerGroup"))
             return None
         if state not in (TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE):
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"commitOrRollback {ext.get('commitOrRollback')!r}: "
-                                                          f"give {TRANSACTION_COMMIT_TYPE} (commit), "
-                                                          f"{TRANSACTION_ROLLBACK_TYPE} (rollback) or 0 (unknown)")
-        missing = [k for k in ("producerGroup", "tranStateTableOffset", "commitLogOffset") if ext.get(k) in (None, "")]
-        if missing:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"the request has no {', '.join(missing)}")
-        offset, clog = _int(ext, "tranStateTableOffset"), _int(ext, "commitLogOffset")
-        count = _int(ext, "tranStateTableCount", 1)
-        if offset is None or clog is None or count is None:
-            bad = next(k for k in ("tranStateTableOffset", "commitLogOffset", "tranStateTableCount")
-                       if ext.get(k) not in (None, "") and _int(ext, k) is None)
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"{bad} is {ext.get(bad)!r}, not an integer")
+            raise BadRequest(f"commitOrRollback {state}: give {TRANSACTION_COMMIT_TYPE} (commit), "
+                             f"{TRANSACTION_ROLLBACK_TYPE} (rollback) or 0 (unknown)")
+        if not ext.get("producerGroup"):
+            raise BadRequest("the request has no producerGroup")
+        offset, clog = int_field(ext, "tranStateTableOffset"), int_field(ext, "commitLogOffset")
+        count = int_field(ext, "tranStateTableCount", 1)
         if not 1 <= count <= MAX_HALVES_PER_END:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"tranStateTableCount {count}: give 1..{MAX_HALVES_PER_END}")
+            raise BadRequest(f"tranStateTableCount {count}: give 1..{MAX_HALVES_PER_END}")
         out = self.service.end(ext["producerGroup"], offset, count, clog, ext.get("transactionId") or "", state)
         if from_check or out.code != ResponseCode.SUCCESS:
             log.info("%s transaction %s [%d, +%d) of %s from %s%s: %s %s", STATE_NAMES[state],

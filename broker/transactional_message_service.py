@@ -157,10 +157,9 @@ class TransactionalMessageService:
         for rb in self.store.scan(OP_TOPIC, 0, start, None, columns=("body", "properties")):
             states = map_lookup(rb.column(1), PROPERTY_TRANSACTION_STATE).to_pylist()
             for body, state in zip(rb.column(0).to_pylist(), states):
-                offsets = np.array([int(x) for x in body.split(b",") if x], dtype=np.int64)
-                if not len(offsets):
+                if not body:
                     continue
-                offsets.sort()
+                offsets = np.sort(np.array(body.split(b",")).astype(np.int64))
                 breaks = np.flatnonzero(np.diff(offsets) != 1) + 1
                 for run in np.split(offsets, breaks):
                     self.decisions.add(int(run[0]), int(run[-1]) + 1,
