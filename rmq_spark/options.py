@@ -195,7 +195,7 @@ def canonical_options(options: Mapping[str, str], names, what: str) -> dict:
 def parse_options(options: Mapping[str, str]) -> SourceOptions:
     """Static checks (names, syntax, numbers). Checks against the store are in check_against_store."""
     opts = canonical_options(options, OPTION_NAMES, 'format("rmq")')
-    namesrv = _namesrv_addr(opts)
+    namesrv = namesrv_addr_option(opts)
     path = "" if namesrv else _store_path(opts)
     subscription = _subscription(opts)
     tags, sql = _selectors(opts)
@@ -214,19 +214,19 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         starting_offsets_by_timestamp=ts_by_queue, ending_offsets=_ending_offsets(opts),
         ending_timestamp=end_ts, ending_offsets_by_timestamp=end_ts_by_queue,
         max_messages_per_trigger=max_msgs,
-        max_bytes_per_trigger=_int(opts, K.MAX_BYTES_PER_TRIGGER, None, minimum=1),
+        max_bytes_per_trigger=int_option(opts, K.MAX_BYTES_PER_TRIGGER, None, minimum=1),
         min_messages_per_trigger=min_msgs, max_trigger_delay_ms=delay_ms,
         consumer_group=group,
         commit_offsets=_bool(opts, K.COMMIT_OFFSETS, not read_only),
         fail_on_data_loss=_bool(opts, K.FAIL_ON_DATA_LOSS, True),
-        min_partitions=_int(opts, K.MIN_PARTITIONS, None, minimum=1),
-        poll_timeout_ms=_int(opts, K.POLL_TIMEOUT_MS, 0, minimum=0),
+        min_partitions=int_option(opts, K.MIN_PARTITIONS, None, minimum=1),
+        poll_timeout_ms=int_option(opts, K.POLL_TIMEOUT_MS, 0, minimum=0),
         read_only=read_only,
         metrics_path=opts.get(K.METRICS_PATH),
         namesrv_addr=namesrv,
-        pull_batch_size=_int(opts, K.PULL_BATCH_SIZE, 1024, minimum=1),
-        pulls_in_flight=_int(opts, K.PULLS_IN_FLIGHT, 4, minimum=1),
-        broker_timeout_ms=_int(opts, K.BROKER_TIMEOUT_MS, 60_000, minimum=0),
+        pull_batch_size=int_option(opts, K.PULL_BATCH_SIZE, 1024, minimum=1),
+        pulls_in_flight=int_option(opts, K.PULLS_IN_FLIGHT, 4, minimum=1),
+        broker_timeout_ms=int_option(opts, K.BROKER_TIMEOUT_MS, 60_000, minimum=0),
         credentials=credentials_option(opts) if namesrv else None,
         include_properties=_bool(opts, K.INCLUDE_PROPERTIES, True),
         raw={k: v for k, v in opts.items() if k != K.SECRET_KEY},
@@ -244,7 +244,7 @@ def credentials_option(opts: dict) -> Optional[SessionCredentials]:
         raise RmqOptionError(K.SECRET_KEY if str(e).startswith(K.SECRET_KEY) else K.ACCESS_KEY, str(e)) from None
 
 
-def _namesrv_addr(opts: dict) -> Optional[str]:
+def namesrv_addr_option(opts: dict) -> Optional[str]:
     """namesrvAddr (host:port, ';'-separated): read through brokers instead of a store directory."""
     text = opts.get(K.NAMESRV_ADDR)
     wire_only = [n for n in (K.PULL_BATCH_SIZE, K.PULLS_IN_FLIGHT, K.BROKER_TIMEOUT_MS, K.ACCESS_KEY, K.SECRET_KEY)
@@ -288,7 +288,7 @@ def _timestamps(opts: dict, one: str, per_queue: str) -> tuple[Optional[int], Op
     starting*: each queue starts at its first message stored at or after the time. ending* (batch reads): each
     queue ends before that message, as in Kafka (at the queue's end when there is none), and they take precedence
     over endingOffsets."""
-    ts = _int(opts, one, None, minimum=0)
+    ts = int_option(opts, one, None, minimum=0)
     ts_by_queue = None
     if per_queue in opts:
         ts_by_queue = _offset_json(per_queue, opts[per_queue], minimum=0)
@@ -315,8 +315,8 @@ def _trigger_limits(opts: dict) -> tuple[Optional[int], Optional[int], int]:
         delay_ms = int(m.group(1)) * _DURATION_MS[m.group(2).lower() if m.group(2) else None]
     if K.MAX_TRIGGER_DELAY in opts and K.MIN_MESSAGES_PER_TRIGGER not in opts:
         raise RmqOptionError(K.MAX_TRIGGER_DELAY, "only means something with minMessagesPerTrigger")
-    max_msgs = _int(opts, K.MAX_MESSAGES_PER_TRIGGER, None, minimum=1)
-    min_msgs = _int(opts, K.MIN_MESSAGES_PER_TRIGGER, None, minimum=1)
+    max_msgs = int_option(opts, K.MAX_MESSAGES_PER_TRIGGER, None, minimum=1)
+    min_msgs = int_option(opts, K.MIN_MESSAGES_PER_TRIGGER, None, minimum=1)
     if max_msgs is not None and min_msgs is not None and min_msgs > max_msgs:
         raise RmqOptionError(K.MIN_MESSAGES_PER_TRIGGER, f"{min_msgs} exceeds maxMessagesPerTrigger {max_msgs}")
     return max_msgs, min_msgs, delay_ms
@@ -448,7 +448,7 @@ def queue_key(text: str) -> Union[int, BrokerQueue]:
     return BrokerQueue(broker, int(qid))
 
 
-def _int(opts: dict, name: str, default, minimum: int):
+def int_option(opts: dict, name: str, default, minimum: int):
     if name not in opts:
         return default
     text = opts[name]

@@ -59,7 +59,7 @@ def _path(opts: dict) -> str:
     return path
 
 
-def _topic(opts: dict) -> Optional[str]:
+def topic_option(opts: dict) -> Optional[str]:
     topic = opts.get(K.TOPIC)
     if topic is None:
         return None
@@ -72,7 +72,7 @@ def _topic(opts: dict) -> Optional[str]:
     return topic
 
 
-def _sink_id(opts: dict) -> Optional[str]:
+def sink_id_option(opts: dict) -> Optional[str]:
     sink_id = opts.get(K.SINK_ID)
     if sink_id is not None and (not sink_id.strip() or len(sink_id) > 255 or any(c in sink_id for c in "\x01\x02")):
         raise RmqOptionError(K.SINK_ID, f"{sink_id!r} must be 1..255 characters without \\x01/\\x02")
@@ -85,9 +85,9 @@ def stream_options(options: Mapping[str, str]) -> SinkOptions:
     opts = _known(options)
     if K.BATCH_ID in opts:
         raise RmqOptionError(K.BATCH_ID, "only for batch writes (df.write); a stream's batch ids come from Spark")
-    path, topic = _path(opts), _topic(opts)
+    path, topic = _path(opts), topic_option(opts)
     checkpoint = opts.get(K.CHECKPOINT_LOCATION)
-    sink_id = _sink_id(opts)
+    sink_id = sink_id_option(opts)
     if sink_id is None:
         if not checkpoint:
             raise RmqOptionError(K.SINK_ID, "required for a stream whose checkpoint location the sink is not told "
@@ -114,8 +114,8 @@ def batch_options(options: Mapping[str, str]) -> SinkOptions:
     """df.write: a fresh sink id per job unless both sinkId and batchId are given (then the same pair written
     again is a no-op: an idempotent batch write)."""
     opts = _known(options)
-    path, topic = _path(opts), _topic(opts)
-    sink_id = _sink_id(opts)
+    path, topic = _path(opts), topic_option(opts)
+    sink_id = sink_id_option(opts)
     raw_batch = opts.get(K.BATCH_ID)
     if (sink_id is None) != (raw_batch is None):
         missing = K.BATCH_ID if raw_batch is None else K.SINK_ID

@@ -38,10 +38,12 @@ from store.record_encoder import java_hash_codes
 
 from .. import option_keys as K
 from ..errors import RmqOptionError, RowError
-from ..options import canonical_options, credentials_option
+from ..options import canonical_options, credentials_option, int_option, namesrv_addr_option
 from ..wire import BrokerUnavailableError, refused_by_acl
 from .columns import to_staged, validate_staged
+from .sink_options import default_stream_sink_id, sink_id_option, topic_option
 from .transaction_log import PROPERTY_SINK_BATCH, TransactionLog, local_checkpoint
+from .writer import stream_batch_id, task_attempt
 
 log = logging.getLogger(__name__)
 
@@ -73,25 +75,15 @@ def wire_options(options, stream: bool) -> WireSinkOptions:
         if opts.get(name) not in (None, ""):
             raise RmqOptionError(name, f"not with namesrvAddr (the sink writes through brokers, not into a store "
                                        f"directory); give one of path and {K.NAMESRV_ADDR}")
-    namesrv = opts[K.NAMESRV_ADDR]
-    try:
-        from rmq_client import MQClientAPI
-        MQClientAPI(namesrv)
-    except ValueError as e:
-        raise RmqOptionError(K.NAMESRV_ADDR, str(e).split(": ", 1)[-1]) from None
-    topic = opts.get(K.TOPIC)
-    if topic is not None:
-        from store.message_codec import check_topic
-        try:
-            check_topic(topic)
-        except ValueError as e:
-            raise RmqOptionError(K.TOPIC, str(e)) from None
+    namesrv = namesrv_addr_option(opts)
+    assert namesrv is not None  # the sink takes this path only with namesrvAddr
+    topic = topic_option(opts)
     guarantee = (opts.get(K.DELIVERY_GUARANTEE) or EXACTLY_ONCE).strip().lower().replace("-", "_")
     if guarantee not in (EXACTLY_ONCE, AT_LEAST_ONCE):
         raise RmqOptionError(K.DELIVERY_GUARANTEE, f"{opts[K.DELIVERY_GUARANTEE]!r}: give {EXACTLY_ONCE} "
                                                    f"(transactional messages) or {AT_LEAST_ONCE} (plain sends)")
     checkpoint = opts.get(K.CHECKPOINT_LOCATION)
-    sink_id = opts.get(K.SINK_ID)
+    sink_id = sink_id_option(opts)
     if stream and guarantee == EXACTLY_ONCE:
         if not checkpoint:
             raise RmqOptionError(K.CHECKPOINT_LOCATION, "the wire sink keeps its commit decisions in the query's "
@@ -102,15 +94,10 @@ def wire_options(options, stream: bool) -> WireSinkOptions:
         except ValueError as e:
             raise RmqOptionError(K.CHECKPOINT_LOCATION, str(e)) from None
     if sink_id is None:
-        from .sink_options import default_stream_sink_id
         sink_id = default_stream_sink_id(checkpoint) if checkpoint else "write"
     group = opts.get(K.PRODUCER_GROUP) or "rmq-sink-" + hashlib.sha1(sink_id.encode()).hexdigest()[:12]
-    try:
-        timeout_ms = int(opts.get(K.BROKER_TIMEOUT_MS, 60_000))
-    except ValueError:
-        raise RmqOptionError(K.BROKER_TIMEOUT_MS, f"{opts[K.BROKER_TIMEOUT_MS]!r} is not an integer") from None
-    return WireSinkOptions(namesrv, topic, sink_id, checkpoint, group, guarantee == EXACTLY_ONCE, max(0, timeout_ms),
-                           credentials_option(opts))
+    return WireSinkOptions(namesrv, topic, sink_id, checkpoint, group, guarantee == EXACTLY_ONCE,
+                           int_option(opts, K.BROKER_TIMEOUT_MS, 60_000, minimum=0), credentials_option(opts))
 
 
 @dataclass
@@ -122,16 +109,25 @@ class WireCommitMessage(WriterCommitMessage):
     attempt: int
 
 
-_PRODUCERS: dict[tuple[str, str, Optional[SessionCredentials]], AsyncTransactionProducer] = {}
+_PRODUCERS: dict[tuple, AsyncTransactionProducer] = {}
 _PRODUCERS_LOCK = threading.Lock()
 
 
-def _producer(options: WireSinkOptions) -> AsyncTransactionProducer:
-    """One client per process, producer group and account (Python workers are reused across tasks)."""
-    key = (options.namesrv, options.group, options.credentials)
+def _producer(options: WireSinkOptions, decisions: Optional[TransactionLog] = None) -> AsyncTransactionProducer:
+    """One client per process, producer group and account (Python workers are reused across tasks); with
+    `decisions`, one that answers the brokers' check-backs from them."""
+    key = (options.namesrv, options.group, options.credentials, decisions.dir if decisions else None)
+
+    async def answer(request) -> TransactionState:
+        assert decisions is not None
+        state = decisions.answer(request)
+        log.info("check-back of transaction %s from %s: %s", request.transaction_id, request.broker_address,
+                 state.name)
+        return state
 
     async def make() -> AsyncTransactionProducer:
-        return AsyncTransactionProducer(options.namesrv, options.group, credentials=options.credentials)
+        return AsyncTransactionProducer(options.namesrv, options.group, credentials=options.credentials,
+                                        checker=answer if decisions is not None else None)
     with _PRODUCERS_LOCK:
         p = _PRODUCERS.get(key)
         if p is None:
@@ -144,11 +140,7 @@ class _WireWriting:
     columns: dict
 
     def _send(self, iterator: Iterator[pa.RecordBatch], batch_id) -> WireCommitMessage:
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
-        partition = ctx.partitionId() if ctx else 0
-        attempt = ctx.taskAttemptId() if ctx else 0
+        partition, attempt = task_attempt()
         where = f"sink {self.options.sink_id} batch {batch_id} partition {partition}"
         producer = _producer(self.options)
         address = local_host_address()
@@ -318,30 +310,11 @@ def _halves(messages) -> dict[int, list[HalfBatch]]:
 
 # -- the driver's side: commit, abort, and the checker --------------------------------------------------------------
 
-_CHECKERS: dict[tuple, AsyncTransactionProducer] = {}
-
-
-def _checker(options: WireSinkOptions, topics: list[str]) -> AsyncTransactionProducer:
+def _checker(options: WireSinkOptions, decisions: TransactionLog, topics: list[str]) -> AsyncTransactionProducer:
     """The driver-side producer: it sends the ENDs and, registered with the brokers by heartbeat, answers their
     check-backs from the checkpoint's decisions for as long as its process lives (Spark runs each commit in a
     Python worker that may be reused for the next one)."""
-    assert options.checkpoint is not None
-    tlog = TransactionLog(options.checkpoint)
-
-    async def answer(request) -> TransactionState:
-        state = tlog.answer(request)
-        log.info("check-back of transaction %s from %s: %s", request.transaction_id, request.broker_address,
-                 state.name)
-        return state
-
-    async def make() -> AsyncTransactionProducer:
-        p = AsyncTransactionProducer(options.namesrv, options.group, checker=answer, credentials=options.credentials)
-        return p
-    key = (options.namesrv, options.group, tlog.dir, options.credentials)
-    with _PRODUCERS_LOCK:
-        p = _CHECKERS.get(key)
-        if p is None:
-            p = _CHECKERS[key] = run_blocking(make)
+    p = _producer(options, decisions)
     try:
         run_blocking(p.heartbeat, topics)
     except MQClientError as e:
@@ -371,7 +344,7 @@ def commit_halves(options: WireSinkOptions, messages, batch_id: int) -> str:
     new = _halves(messages)
     topics = sorted({h.topic for hs in new.values() for h in hs})
     prior = tlog.read(batch_id)
-    producer = _checker(options, topics or sorted({h.topic for hs in (prior or {}).values() for h in hs}))
+    producer = _checker(options, tlog, topics or sorted({h.topic for hs in (prior or {}).values() for h in hs}))
     if prior is None:
         _test_pause(tlog, "before_decision", batch_id)
         tlog.write(batch_id, new)
@@ -431,11 +404,7 @@ class WireStreamWriter(_WireWriting, DataSourceStreamArrowWriter):
         self.options, self.columns = options, columns
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WireCommitMessage:
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
-        batch_id = ctx.getLocalProperty("streaming.sql.batchId") if ctx else None
-        return self._send(iterator, batch_id if batch_id is not None else "0")
+        return self._send(iterator, stream_batch_id("0"))
 
     def commit(self, messages, batchId: int) -> None:
         if self.options.exactly_once:

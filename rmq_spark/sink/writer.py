@@ -38,6 +38,23 @@ class RmqCommitMessage(WriterCommitMessage):
     attempt: int
 
 
+def task_attempt() -> tuple[int, int]:
+    """(partition id, task attempt id) of the running task; (0, 0) outside one."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return (ctx.partitionId(), ctx.taskAttemptId()) if ctx else (0, 0)
+
+
+def stream_batch_id(default: str) -> str:
+    """The microbatch id Spark gives a streaming write's tasks (default outside one)."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    batch_id = ctx.getLocalProperty("streaming.sql.batchId") if ctx else None
+    return batch_id if batch_id is not None else default
+
+
 class _Writing:
     """write() for both writers: validate and stage one task attempt's rows."""
 
@@ -46,11 +63,7 @@ class _Writing:
     config: StoreConfig
 
     def _stage(self, iterator: Iterator[pa.RecordBatch], batch_id) -> RmqCommitMessage:
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
-        partition = ctx.partitionId() if ctx else 0
-        attempt = ctx.taskAttemptId() if ctx else 0
+        partition, attempt = task_attempt()
         where = f"sink {self.options.sink_id} batch {batch_id} partition {partition}"
         address = local_host_address()
         staged = StagedFile(batch_dir(self.options.sink_dir, batch_id),
@@ -111,11 +124,7 @@ class RmqStreamWriter(_Writing, DataSourceStreamArrowWriter):
         self.options, self.columns, self.config = options, columns, config
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> RmqCommitMessage:
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
-        batch_id = ctx.getLocalProperty("streaming.sql.batchId") if ctx else None
-        return self._stage(iterator, batch_id if batch_id is not None else "unknown")
+        return self._stage(iterator, stream_batch_id("unknown"))
 
     def commit(self, messages, batchId: int) -> None:
         outcome = commit_batch(self.options.path, self.options.sink_dir, self.options.sink_id, int(batchId),
