@@ -87,6 +87,18 @@ def test_every_accepted_column(spark, tmp_path):
     assert len(b) == 1 and b[0]["body"] == b"other" and "UNIQ_KEY" in dict(b[0]["properties"])
 
 
+def test_keys_built_with_array_of_non_null_strings(spark, tmp_path):
+    """F.array of non-null columns is array<string> whose elements Spark knows are never null (Arrow's
+    list<string not null>): the keys still land as given."""
+    dst = str(tmp_path / "dst")
+    df = spark.range(3).select(F.format_string("b-%d", "id").alias("body"),
+                               F.array(F.format_string("k%d", "id"), F.lit("all")).alias("keys"))
+    assert not df.schema["keys"].dataType.containsNull
+    df.write.format("rmq").option("topic", "K").mode("append").save(dst)
+    assert sorted((r["body"], r["keys"]) for r in stored(dst, "K").to_pylist()) == \
+        [(b"b-%d" % i, [f"k{i}", "all"]) for i in range(3)]
+
+
 def test_idempotent_batch_write_with_sink_id_and_batch_id(spark, tmp_path):
     dst = str(tmp_path / "dst")
     df = spark.range(20).select(F.col("id").cast("string").alias("body"))
