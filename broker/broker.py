@@ -26,9 +26,8 @@ from remoting.remoting_server import LARGE_BODY, Channel
 from store import GetMessageResult, GetMessageStatus, MessageStore, OffsetStore, ReadOffsetType, StoreError, native
 from store import message_codec as codec
 from store.errors import CorruptRecordError
-from store.message_properties import parse_properties, properties_to_map
+from store.message_properties import PropertiesText, parse_properties
 from store.offset_store import check_group
-from store.properties_column import map_lookup
 from store.store_config import StoreConfig
 
 from .broker_config import BrokerConfig
@@ -385,7 +384,7 @@ class Broker:
                         born_host=channel.remote_address, reconsume_times=_int_field(ext, "reconsumeTimes", 0))
         if properties.get(PROPERTY_TRANSACTION_PREPARED) == "true":
             return self._prepare(cmd, topic, queue_id, pa.array([cmd.body], pa.binary()),
-                                 properties_to_map(pa.array([ext.get("properties") or ""], pa.string())), put_args)
+                                 pa.array([ext.get("properties") or ""], pa.string()), put_args)
         delay = properties.pop(PROPERTY_DELAY, None)
         try:
             if delay is not None and delay.isdigit() and int(delay) > 0:  # a delayed message: waits its level out
@@ -417,7 +416,7 @@ class Broker:
         if queue_id < 0:
             queue_id = self.store.take_round_robin(topic, len(self.store.queues(topic)), 1)
         if props is not None:
-            prepared = pc.equal(map_lookup(props, PROPERTY_TRANSACTION_PREPARED), "true")
+            prepared = pc.equal(PropertiesText(props).column(PROPERTY_TRANSACTION_PREPARED), "true")
             if pc.any(prepared).as_py():
                 if not pc.all(pc.fill_null(prepared, False)).as_py():
                     raise BadRequest(f"the batch mixes transactional messages ({PROPERTY_TRANSACTION_PREPARED}=true) "
@@ -437,10 +436,12 @@ class Broker:
             "msgId": ids, "queueId": queue_id, "queueOffset": int(result.queue_offsets[0]),
             "MSG_REGION": "DefaultRegion", "TRACE_ON": "false"})
 
-    def _prepare(self, cmd: RemotingCommand, topic: str, queue_id: int, bodies, props, put_args: dict):
-        """Half messages (TRAN_MSG=true): kept in the half topic until END_TRANSACTION; the response names the
-        halves (queueOffset: the first's offset in the half queue, msgId: theirs) as RocketMQ's does."""
-        groups = map_lookup(props, PROPERTY_PRODUCER_GROUP)
+    def _prepare(self, cmd: RemotingCommand, topic: str, queue_id: int, bodies, props: pa.StringArray,
+                 put_args: dict):
+        """Half messages (TRAN_MSG=true; props: their properties texts): kept in the half topic until
+        END_TRANSACTION; the response names the halves (queueOffset: the first's offset in the half queue, msgId:
+        theirs) as RocketMQ's does."""
+        groups = PropertiesText(props).column(PROPERTY_PRODUCER_GROUP)
         if groups.null_count:
             raise BadRequest(f"a transactional message has no {PROPERTY_PRODUCER_GROUP} property (its producer "
                              "group, asked when its outcome never comes)", ResponseCode.MESSAGE_ILLEGAL)
@@ -455,9 +456,8 @@ class Broker:
             raise BadRequest(str(e), ResponseCode.MESSAGE_ILLEGAL) from None
         ids = codec.message_ids_text(result.store_host[0], result.store_host[1], result.commit_log_offsets)
         # the batch's id when its halves share one (decided together), else the message's UNIQ_KEY as RocketMQ's
-        first = props.slice(0, 1)
-        uniq = map_lookup(first, PROPERTY_TRANSACTION_BATCH)[0].as_py() or \
-            map_lookup(first, codec.PROPERTY_UNIQ_KEY)[0].as_py()
+        first = PropertiesText(props.slice(0, 1))
+        uniq = first.column(PROPERTY_TRANSACTION_BATCH)[0].as_py() or first.column(codec.PROPERTY_UNIQ_KEY)[0].as_py()
         return cmd.response(ResponseCode.SUCCESS, ext_fields={
             "msgId": ids, "queueId": queue_id, "queueOffset": int(result.queue_offsets[0]),
             "transactionId": uniq or ids.split(",")[0], "MSG_REGION": "DefaultRegion", "TRACE_ON": "false"})
@@ -915,10 +915,11 @@ class Broker:
         return cmd.response(ResponseCode.SUCCESS, body=json.dumps({"consumerIdList": ids}).encode())
 
 
-def _decode_message_batch(body: bytes) -> tuple[pa.Array, Optional[pa.MapArray]]:
+def _decode_message_batch(body: bytes) -> tuple[pa.Array, Optional[pa.StringArray]]:
     """MessageBatch's body: per message TOTALSIZE i32, MAGICCODE i32, BODYCRC i32, FLAG i32, BODY (i32 length),
     PROPERTIES (i16 length); BadRequest naming the message that does not decode. The bodies as a binary column
-    and the properties as a map column (parsed by the store's kernels), ready for put_batch."""
+    and the properties texts as a string column (None when no message has any), ready for put_batch, which
+    stores them as they came."""
     try:
         body_starts, body_lengths, props_starts, props_lengths = native.message_batch_spans(body)
     except ValueError as e:
@@ -931,4 +932,4 @@ def _decode_message_batch(body: bytes) -> tuple[pa.Array, Optional[pa.MapArray]]
         texts.validate(full=True)  # UTF-8
     except pa.ArrowInvalid as e:
         raise BadRequest(f"a batch message's properties are not UTF-8: {e}", ResponseCode.MESSAGE_ILLEGAL) from None
-    return bodies, properties_to_map(texts)
+    return bodies, texts

@@ -27,7 +27,8 @@ import pyarrow.compute as pc
 
 from store import MessageStore
 from store.message_codec import PROPERTY_TAGS, PROPERTY_UNIQ_KEY
-from store.properties_column import map_lookup, map_with_entries, map_without_keys, parse_properties
+from store.message_properties import PropertiesText
+from store.properties_column import map_lookup, text_with_entries, text_without_keys
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +118,13 @@ class Decisions:
         return start
 
 
+def _offsets_text(offsets: np.ndarray) -> bytes:
+    """Half queue offsets as an op message's body: decimal, comma-separated."""
+    decimal = pa.array(offsets).cast(pa.string())
+    return pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(offsets)], pa.int32()), decimal),
+                          ",")[0].as_py().encode()
+
+
 @dataclass(frozen=True)
 class EndOutcome:
     code: int        # a ResponseCode
@@ -176,11 +184,11 @@ class TransactionalMessageService:
 
     # -- prepare ----------------------------------------------------------------------------------------------------
 
-    def prepare(self, topic: str, queue_id: int, bodies, properties: Optional[pa.MapArray], **put_args):
-        """Halves of messages for topic/queue_id: stored in the half topic's queue 0 with REAL_TOPIC and REAL_QID,
-        their transaction type cleared (parseHalfMessageInner)."""
-        n = len(bodies)
-        props = map_with_entries(properties, n, {PROPERTY_REAL_TOPIC: topic, PROPERTY_REAL_QUEUE_ID: queue_id})
+    def prepare(self, topic: str, queue_id: int, bodies, properties: Optional[pa.StringArray], **put_args):
+        """Halves of messages for topic/queue_id (properties: their texts as sent): stored in the half topic's
+        queue 0 with REAL_TOPIC and REAL_QID, their transaction type cleared (parseHalfMessageInner)."""
+        props = text_with_entries(properties, len(bodies),
+                                  {PROPERTY_REAL_TOPIC: topic, PROPERTY_REAL_QUEUE_ID: queue_id})
         if not self.store.has_topic(HALF_TOPIC):
             self.store.create_topic(HALF_TOPIC, 1)
         put_args["sys_flag"] = int(put_args.get("sys_flag", 0)) & ~TRANSACTION_ROLLBACK_TYPE
@@ -215,8 +223,11 @@ class TransactionalMessageService:
         if table.num_rows != sum(e - s for s, e in todo):
             return EndOutcome(ResponseCode.SYSTEM_ERROR, f"Find prepared transaction message failed: {what} (the "
                                                          f"half queue holds {table.num_rows} of them)")
-        props = table.column("properties").combine_chunks()
-        groups = map_lookup(props, PROPERTY_PRODUCER_GROUP)
+        texts = table.column("properties_text").combine_chunks()
+        props = PropertiesText(texts)
+        props.prefetch([PROPERTY_PRODUCER_GROUP, PROPERTY_TRANSACTION_BATCH, PROPERTY_REAL_TOPIC,
+                        PROPERTY_REAL_QUEUE_ID])
+        groups = props.column(PROPERTY_PRODUCER_GROUP)
         if pc.any(pc.invert(pc.fill_null(pc.equal(groups, pa.scalar(group)), False))).as_py():
             return EndOutcome(ResponseCode.SYSTEM_ERROR, f"The producer group wrong: {what} belongs to "
                                                          f"{groups[0].as_py()!r}, not {group!r}")
@@ -226,20 +237,19 @@ class TransactionalMessageService:
                                                          f"{table.column('commit_log_offset')[0].as_py()}, not "
                                                          f"{commit_log_offset}")
         if count > 1:
-            batch = map_lookup(props, PROPERTY_TRANSACTION_BATCH)
+            batch = props.column(PROPERTY_TRANSACTION_BATCH)
             if pc.any(pc.invert(pc.fill_null(pc.equal(batch, pa.scalar(transaction_id)), False))).as_py():
                 return EndOutcome(ResponseCode.SYSTEM_ERROR, f"{what} are not all of transaction batch "
                                                              f"{transaction_id!r} (TRAN_BATCH)")
-        offsets = [o for s, e in todo for o in range(s, e)]
         op_props = {PROPERTY_TAGS: REMOVE_TAG, PROPERTY_TRANSACTION_STATE: name}
-        op_body = ",".join(map(str, offsets)).encode()
+        op_body = _offsets_text(np.concatenate([np.arange(s, e, dtype=np.int64) for s, e in todo]))
         if not self.store.has_topic(OP_TOPIC):
             self.store.create_topic(OP_TOPIC, 1)
         moved: tuple = ()
         if state == TRANSACTION_ROLLBACK_TYPE:
             self.store.put(OP_TOPIC, op_body, properties=op_props, queue_id=0)
         else:
-            moved = self._commit(table, props, op_body, op_props)
+            moved = self._commit(table, texts, props, op_body, op_props)
         for s, e in todo:
             self.decisions.add(s, e, state)
             for o in list(self.checks):
@@ -248,7 +258,7 @@ class TransactionalMessageService:
         return EndOutcome(ResponseCode.SUCCESS, None, moved)
 
     def _read_halves(self, ranges: list) -> pa.Table:
-        cols = ("queue_offset", "commit_log_offset", "properties", "body", "flag", "born_timestamp", "born_host",
+        cols = ("queue_offset", "commit_log_offset", "properties_text", "body", "flag", "born_timestamp", "born_host",
                 "reconsume_times", "sys_flag", "store_timestamp")
         batches = [rb for s, e in ranges for rb in self.store.scan(HALF_TOPIC, 0, s, e, columns=cols,
                                                                    release_pages=False)]
@@ -256,20 +266,22 @@ class TransactionalMessageService:
             return pa.table({c: pa.array([], pa.int64()) for c in ("queue_offset", "commit_log_offset")})
         return pa.Table.from_batches(batches)
 
-    def _commit(self, table: pa.Table, props: pa.MapArray, op_body: bytes, op_props: dict) -> tuple:
+    def _commit(self, table: pa.Table, texts: pa.StringArray, props: PropertiesText, op_body: bytes,
+                op_props: dict) -> tuple:
         """endMessageTransaction for every half, and the op message, in one atomic append."""
         n = table.num_rows
-        topics = map_lookup(props, PROPERTY_REAL_TOPIC)
-        queues = pc.cast(map_lookup(props, PROPERTY_REAL_QUEUE_ID), pa.int32())
-        # as endMessageTransaction, and our batch id with them (TRAN_MSG and PGROUP stay, as in RocketMQ)
-        clean = map_without_keys(props, (PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID, PROPERTY_TRANSACTION_BATCH))
-        op_map = parse_properties(pa.array(["".join(f"{k}\x01{v}\x02" for k, v in op_props.items())], pa.string()))
+        topics = props.column(PROPERTY_REAL_TOPIC)
+        queues = pc.cast(props.column(PROPERTY_REAL_QUEUE_ID), pa.int32())
+        # as endMessageTransaction, and our batch id with them (TRAN_MSG and PGROUP stay, as in RocketMQ); the
+        # texts are rewritten, not parsed and built again
+        clean = text_without_keys(texts, (PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID, PROPERTY_TRANSACTION_BATCH))
+        op_text = pa.array(["".join(f"{k}\x01{v}\x02" for k, v in op_props.items())], pa.string())
         sys_flags = (table.column("sys_flag").to_numpy() & ~TRANSACTION_ROLLBACK_TYPE) | TRANSACTION_COMMIT_TYPE
         born = table.column("born_timestamp").combine_chunks().cast(pa.int64()).to_numpy()
         self.store.put_batch(
             pa.concat_arrays([topics.cast(pa.string()), pa.array([OP_TOPIC], pa.string())]),
             pa.concat_arrays([table.column("body").combine_chunks(), pa.array([op_body], pa.binary())]),
-            properties=pa.concat_arrays([clean, op_map]),
+            properties=pa.concat_arrays([clean, op_text]),
             queue_id=np.concatenate([queues.to_numpy(zero_copy_only=False), [0]]).astype(np.int32),
             flag=np.concatenate([table.column("flag").to_numpy(), [0]]).astype(np.int32),
             sys_flag=np.concatenate([sys_flags, [0]]).astype(np.int32),

@@ -3,6 +3,7 @@
  *   crc32_spans   RocketMQ's BODYCRC of many bodies (zlib has no batched form and costs ~0.4 us a call);
  *   property_pairs the key/value spans of many RocketMQ properties texts (`k\x01v\x02...`);
  *   property_columns the string columns of a few wanted keys of many properties texts (what a filter reads);
+ *   properties_without many properties texts without the pairs of a few keys (a committed half's properties);
  *   strings_in    which strings of a column equal one of a few constants (a filter's = and IN);
  *   decimal_longs the plain decimal integers of a string column (a filter's numeric comparisons);
  *   gather_spans  many byte spans copied back to back (the data of an Arrow binary/string column);
@@ -329,6 +330,72 @@ done:
     PyMem_Free(out);
     PyBuffer_Release(&data); PyBuffer_Release(&starts); PyBuffer_Release(&ends); PyBuffer_Release(&keys);
     PyBuffer_Release(&key_ends); PyBuffer_Release(&validity); PyBuffer_Release(&offsets);
+    return result;
+}
+
+/* properties_without(data, starts, ends, keys, key_ends, offsets) -> bytearray: row r's text
+ * data[starts[r]:ends[r]] without the pairs whose key (the bytes before the pair's first \x01) is one of the
+ * names in `keys` (back to back, name j ending at key_ends[j]); every other byte kept as it is, and a \x02 after
+ * a last pair that lacked one. The new texts lie back to back in the result, row r at offsets[r]..offsets[r+1]
+ * (int32, n+1). Rewriting a few properties of many stored messages without building their maps. */
+static PyObject *properties_without(PyObject *self, PyObject *args) {
+    Py_buffer data, starts, ends, keys, key_ends, offsets;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*w*", &data, &starts, &ends, &keys, &key_ends, &offsets)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = starts.len / 8, nk = key_ends.len / 8;
+    const int64_t *s = (const int64_t *)starts.buf, *e = (const int64_t *)ends.buf;
+    const int64_t *kend = (const int64_t *)key_ends.buf;
+    const uint8_t *base = (const uint8_t *)data.buf, *names = (const uint8_t *)keys.buf;
+    int32_t *offs = (int32_t *)offsets.buf;
+    if (ends.len / 8 != n || offsets.len / 4 != n + 1) {
+        PyErr_SetString(PyExc_ValueError, "properties_without: inconsistent buffer sizes");
+        goto done;
+    }
+    if (!spans_inside(s, e, n, data.len)) goto done;
+    for (Py_ssize_t j = 0; j < nk; j++)
+        if (kend[j] < (j ? kend[j - 1] : 0) || kend[j] > keys.len) {
+            PyErr_SetString(PyExc_ValueError, "properties_without: key_ends do not describe the keys buffer");
+            goto done;
+        }
+    int64_t total = 0;
+    for (Py_ssize_t r = 0; r < n; r++) total += e[r] - s[r] + 1;
+    if (total > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "properties_without: the texts exceed 2 GiB; use smaller batches");
+        goto done;
+    }
+    result = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)total);
+    if (!result) goto done;
+    uint8_t *out = (uint8_t *)PyByteArray_AS_STRING(result);
+    int64_t at = 0;
+    Py_BEGIN_ALLOW_THREADS
+    offs[0] = 0;
+    for (Py_ssize_t r = 0; r < n; r++) {
+        int64_t pair = s[r];
+        while (pair < e[r]) {
+            const uint8_t *p = base + pair;
+            const uint8_t *sep = memchr(p, 2, (size_t)(e[r] - pair));
+            int64_t q = sep ? pair + (sep - p) : e[r];  /* the pair is data[pair:q] */
+            const uint8_t *eq = memchr(p, 1, (size_t)(q - pair));
+            int64_t klen = eq ? eq - p : -1;
+            int drop = 0;
+            for (Py_ssize_t j = 0; j < nk && klen >= 0 && !drop; j++) {
+                int64_t k0 = j ? kend[j - 1] : 0;
+                drop = kend[j] - k0 == klen && memcmp(names + k0, p, (size_t)klen) == 0;
+            }
+            if (!drop) {
+                memcpy(out + at, p, (size_t)(q - pair));
+                at += q - pair;
+                out[at++] = 2;
+            }
+            pair = q + 1;
+        }
+        offs[r + 1] = (int32_t)at;
+    }
+    Py_END_ALLOW_THREADS
+    if (PyByteArray_Resize(result, (Py_ssize_t)at) != 0) Py_CLEAR(result);
+done:
+    PyBuffer_Release(&data); PyBuffer_Release(&starts); PyBuffer_Release(&ends); PyBuffer_Release(&keys);
+    PyBuffer_Release(&key_ends); PyBuffer_Release(&offsets);
     return result;
 }
 
@@ -950,6 +1017,7 @@ static PyMethodDef methods[] = {
     {"crc32_spans", crc32_spans, METH_VARARGS, "CRC32 of data[starts[i]:ends[i]] into out[i] (uint32)."},
     {"property_pairs", property_pairs, METH_VARARGS, "Kept key/value pair spans of many properties texts."},
     {"property_columns", property_columns, METH_VARARGS, "String columns of a few wanted keys of many properties texts."},
+    {"properties_without", properties_without, METH_VARARGS, "Properties texts without the pairs of some keys."},
     {"strings_in", strings_in, METH_VARARGS, "Which strings of an Arrow string column are among a few literals."},
     {"decimal_longs", decimal_longs, METH_VARARGS, "Plain decimal integers of an Arrow string column."},
     {"gather_spans", gather_spans, METH_VARARGS, "Copy many spans of a buffer back to back."},

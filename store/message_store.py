@@ -391,6 +391,9 @@ class MessageStore:
         sequence (or Arrow array) with one value per message. Everything is validated before anything is
         written; the batch is appended under the store lock, so its queue offsets are dense and in order.
 
+        properties: a dict, a list of dicts, a map<string,string> array, or a string array of RocketMQ properties
+        texts (`key\x01value\x02...`, as clients send them), which are stored as they are.
+
         atomic=True: after a crash at any point the batch is wholly present or wholly absent. Its records carry
         the SYSFLAG bit ATOMIC_BATCH_FLAG, its last one ATOMIC_BATCH_END_FLAG as well (bits the store reserves:
         no caller can set them), and recovery cuts a batch whose last record was never written instead of

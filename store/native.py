@@ -150,6 +150,20 @@ def property_columns(data, starts: np.ndarray, ends: np.ndarray, names: list[str
             for v, o, d in zip(validity, offsets, values)]
 
 
+def properties_without(data, starts: np.ndarray, ends: np.ndarray, names: list[str]) -> Optional[pa.Array]:
+    """The properties texts data[starts[r]:ends[r]] without the pairs whose key is one of `names`, every other
+    byte as it was (a last pair gets its \x02), as a string column; None without the compiled module."""
+    if _native is None:
+        return None
+    starts, ends = _i64(starts), _i64(ends)
+    n = len(starts)
+    encoded = [name.encode("utf-8") for name in names]
+    key_ends = np.cumsum([len(k) for k in encoded], dtype=np.int64) if names else np.zeros(0, np.int64)
+    offsets = np.empty(n + 1, dtype=np.int32)
+    out = _native.properties_without(data, starts, ends, b"".join(encoded), key_ends, offsets)
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(out)])
+
+
 def _property_values_numpy(data, starts: np.ndarray, ends: np.ndarray, keys: list[bytes]):
     """property_columns' fallback, as byte spans: (value starts, value ends), each (len(keys), rows), -1 where
     missing."""

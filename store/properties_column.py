@@ -178,3 +178,42 @@ def map_without_keys(props: pa.MapArray, drop: Sequence[str]) -> pa.MapArray:
     new_off = kept_before[off - off[0]]
     return pa.MapArray.from_arrays(pa.array(new_off.astype(np.int32)), props.keys.filter(keep),
                                    props.items.filter(keep))
+
+
+def text_without_keys(texts: pa.Array, drop: Sequence[str]) -> pa.StringArray:
+    """RocketMQ properties texts without the properties named in `drop` (nulls become empty texts)."""
+    texts = texts.cast(pa.string()) if texts.type != pa.string() else texts
+    if len(texts) == 0:
+        return pa.array([], pa.string())
+    offsets = native.value_offsets(texts).astype(np.int64)
+    starts, ends = offsets[:-1], offsets[1:]
+    if texts.null_count:
+        starts = np.where(texts.is_valid().to_numpy(zero_copy_only=False), starts, ends)
+    out = native.properties_without(texts.buffers()[2] or b"", starts, ends, list(drop))
+    if out is not None:
+        return out
+    return properties_to_strings(map_without_keys(parse_properties(texts.fill_null("")), drop))
+
+
+def text_with_entries(texts: Optional[pa.Array], n: int, extra: dict) -> pa.StringArray:
+    """RocketMQ properties texts (None: none) with `extra`'s pairs (the same for all rows) after each row's own;
+    a later pair wins over an earlier one of the same key when read."""
+    suffix = "".join(f"{k}\x01{v}\x02" for k, v in extra.items())
+    if texts is None:
+        return pa.array([suffix] * n, pa.string()) if n else pa.array([], pa.string())
+    return pc.binary_join_element_wise(closed_texts(texts), suffix, "")
+
+
+def closed_texts(texts: pa.Array) -> pa.StringArray:
+    """RocketMQ properties texts as a string column with no nulls (an empty text instead) whose last pair ends
+    with its \x02 (Java's messageProperties2String leaves it out), so that pairs appended stay pairs."""
+    texts = texts.cast(pa.string()) if texts.type != pa.string() else texts
+    texts = texts.fill_null("") if texts.null_count else texts
+    offsets = native.value_offsets(texts)
+    data = np.frombuffer(texts.buffers()[2] or b"", dtype=np.uint8)
+    filled = offsets[1:] > offsets[:-1]
+    open_end = np.zeros(len(texts), dtype=bool)
+    open_end[filled] = data[offsets[1:][filled] - 1] != 2
+    if open_end.any():
+        texts = pc.if_else(pa.array(open_end), pc.binary_join_element_wise(texts, "\x02", ""), texts)
+    return texts

@@ -12,7 +12,8 @@ import pyarrow.compute as pc
 from . import message_codec as codec
 from .errors import InvalidMessageError
 from .get_message_result import PutResult
-from .properties_column import map_lookup, properties_to_strings
+from .message_properties import PropertiesText
+from .properties_column import closed_texts, map_lookup, properties_to_strings
 from .record_encoder import (
     assign_offsets,
     first_separator,
@@ -217,8 +218,13 @@ def _user_properties(properties, n: int):
         properties = [properties] * n
     if isinstance(properties, (pa.Array, pa.ChunkedArray)):
         arr = _as_array(properties)
+        if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+            if len(arr) != n:
+                raise InvalidMessageError(f"properties: got {len(arr)} values for {n} messages")
+            return _properties_text(arr)
         if not pa.types.is_map(arr.type):
-            raise InvalidMessageError(f"properties: expected map<string,string>, got {arr.type}")
+            raise InvalidMessageError(f"properties: expected map<string,string> or RocketMQ properties text, "
+                                      f"got {arr.type}")
         if len(arr) != n:
             raise InvalidMessageError(f"properties: got {len(arr)} values for {n} messages")
         _check_no_separators(arr.keys, "property key")
@@ -244,6 +250,14 @@ def _user_properties(properties, n: int):
     arr = pa.array(texts, pa.string())
     from .properties_column import parse_properties
     return arr, parse_properties(arr)
+
+
+def _properties_text(arr: pa.Array):
+    """Properties given as RocketMQ text (`key\x01value\x02...`, as a client sends or a record stores them) are
+    written as they are, a null as no properties; only a last pair without its \x02 gets one, so that the
+    properties the store adds (TAGS, KEYS, UNIQ_KEY) stay pairs of their own. Lookups read the text."""
+    arr = closed_texts(arr)
+    return arr, PropertiesText(arr)
 
 
 def incomplete_atomic_start(records) -> Optional[int]:
@@ -274,10 +288,12 @@ def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, shard
     keys_arr = _keys_column(keys, n)
     user_text, user_map = _user_properties(properties, n)
     given_uniq = None
+    if isinstance(user_map, PropertiesText):
+        user_map.prefetch([codec.PROPERTY_TAGS, codec.PROPERTY_UNIQ_KEY])
     if user_map is not None:
-        given_tags = map_lookup(user_map, codec.PROPERTY_TAGS)
+        given_tags = _lookup(user_map, codec.PROPERTY_TAGS)
         tags_arr = given_tags if tags_arr is None else pc.coalesce(tags_arr, given_tags)
-        given_uniq = map_lookup(user_map, codec.PROPERTY_UNIQ_KEY)
+        given_uniq = _lookup(user_map, codec.PROPERTY_UNIQ_KEY)
     uniq_col, new_uniq = _uniq_keys(given_uniq, n, store.store_host[0])
     parts = [p for p in (part(None, user_text), part(codec.PROPERTY_TAGS, explicit_tags),
                          part(codec.PROPERTY_KEYS, keys_arr), part(codec.PROPERTY_UNIQ_KEY, new_uniq))
@@ -308,6 +324,10 @@ def build_batch(store, topic, bodies, *, tags, keys, properties, queue_id, shard
         plan.sharding_hash = np.abs(java_hash_codes(sk, n)).astype(np.int64)
         plan.sharding_hash[sk.is_null().to_numpy(zero_copy_only=False)] = -1
     return batch, plan
+
+
+def _lookup(props, key: str) -> pa.Array:
+    return props.column(key) if isinstance(props, PropertiesText) else map_lookup(props, key)
 
 
 def _keys_column(keys, n: int) -> Optional[pa.Array]:

@@ -37,6 +37,8 @@ SCAN_SCHEMA = pa.schema([
     ("body_crc", pa.int32()),
 ])
 SCAN_COLUMNS = tuple(SCAN_SCHEMA.names)
+# Asked for by name only: the stored properties as their RocketMQ text, for rewriting records without a map.
+EXTRA_FIELDS = {"properties_text": pa.field("properties_text", pa.string())}
 # The kernel outputs each column needs (the others come from fixed fields every pass decodes).
 _WANT = {"msg_id": WANT_IDS, "body": WANT_BODY, "properties": WANT_MAP, "tags": WANT_TAGS, "keys": WANT_KEYS}
 
@@ -48,10 +50,10 @@ def scan_schema(columns: Optional[Sequence[str]]) -> pa.Schema:
     """SCAN_SCHEMA's fields named by `columns`, in that order (all of them for None)."""
     if columns is None:
         return SCAN_SCHEMA
-    unknown = [c for c in columns if c not in SCAN_COLUMNS]
+    unknown = [c for c in columns if c not in SCAN_COLUMNS and c not in EXTRA_FIELDS]
     if unknown or not columns or len(set(columns)) != len(columns):
         raise ValueError(f"scan columns must be distinct names among {', '.join(SCAN_COLUMNS)}; got {list(columns)}")
-    return pa.schema([SCAN_SCHEMA.field(c) for c in columns])
+    return pa.schema([EXTRA_FIELDS[c] if c in EXTRA_FIELDS else SCAN_SCHEMA.field(c) for c in columns])
 
 
 def scan(store, topic: str, queue_id: int, start: int, end: Optional[int], message_filter,
@@ -276,6 +278,7 @@ def decode_records(buf: np.ndarray, starts: np.ndarray, offsets: np.ndarray, siz
         "flag": lambda: ints(f.flag),
         "reconsume_times": lambda: ints(f.reconsume),
         "body_crc": lambda: ints(f.crc),
+        "properties_text": lambda: gather_spans(buf, f.props_start, f.props_end, pa.string()),
     }
     return pa.RecordBatch.from_arrays([build[c]() for c in names], schema=schema)
 

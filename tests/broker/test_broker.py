@@ -402,12 +402,13 @@ def test_a_message_the_cpp_producer_sends_with_a_delay_level_arrives_no_earlier_
 
 
 def _batch_body(messages) -> bytes:
-    """MessageBatch's body as a Java producer encodes it (MessageDecoder.encodeMessage)."""
+    """MessageBatch's body as a Java producer encodes it (MessageDecoder.encodeMessage); props a dict or the
+    properties text itself."""
     import struct
     import zlib
     out = b""
     for body, props in messages:
-        text = codec.properties_to_string(props).encode()
+        text = (props if isinstance(props, str) else codec.properties_to_string(props)).encode()
         total = 4 + 4 + 4 + 4 + 4 + len(body) + 2 + len(text)
         out += struct.pack(">iiiii", total, 0, zlib.crc32(body) & 0x7FFFFFFF, 0, len(body)) + body + \
             struct.pack(">h", len(text)) + text

@@ -146,3 +146,40 @@ def test_check_back_answered_late_commits_and_never_answered_rolls_back(tmp_path
                 assert not any(c.ext_fields["tranStateTableOffset"] == orphan.ext_fields["queueOffset"]
                                for c in checks)  # nobody of its group was there to ask
     asyncio.run(main())
+
+
+def test_committed_halves_keep_the_properties_texts_as_sent(tmp_path):
+    """Halves whose texts end without a \x02 (Java's messageProperties2String), repeat a key or carry TRAN_BATCH
+    anywhere: committed, each message reads as sent (the later duplicate winning) plus TRAN_MSG and PGROUP, with
+    REAL_TOPIC, REAL_QID and TRAN_BATCH gone; plain batches with such texts read as sent too."""
+    tx = "TRAN_MSG\x01true\x02PGROUP\x01pg\x02TRAN_BATCH\x01tx-9"
+    texts = [f"TAGS\x01A\x02color\x01red\x02UNIQ_KEY\x01u0\x02{tx}",
+             f"TRAN_BATCH\x01tx-9\x02color\x01blue\x02color\x01green\x02{tx}\x02UNIQ_KEY\x01u1",
+             f"{tx}\x02TAGS\x01C\x02UNIQ_KEY\x01u2\x02\x02size\x01L"]
+    plain_texts = ["TAGS\x01A\x02color\x01red\x02UNIQ_KEY\x01u0\x02x\x01y",
+                   "color\x01blue\x02color\x01green\x02x\x01y\x02UNIQ_KEY\x01u1",
+                   "x\x01y\x02TAGS\x01C\x02UNIQ_KEY\x01u2\x02\x02size\x01L"]
+    want = [{"TAGS": "A", "color": "red", "UNIQ_KEY": "u0"}, {"color": "green", "UNIQ_KEY": "u1"},
+            {"TAGS": "C", "UNIQ_KEY": "u2", "size": "L"}]
+
+    async def main():
+        async with Broker(tmp_path / "s", "127.0.0.1:0") as b:
+            async with RemotingClient(b.address) as c:
+                sent = await c.invoke(RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, {
+                    "producerGroup": "pg", "topic": "T", "defaultTopic": "TBW102", "defaultTopicQueueNums": 2,
+                    "queueId": 1, "sysFlag": 0, "bornTimestamp": 1, "flag": 0, "batch": True},
+                    body=_batch_body([(b"b%d" % i, t) for i, t in enumerate(texts)])))
+                assert sent.code == ResponseCode.SUCCESS and sent.ext_fields["transactionId"] == "tx-9"
+                assert (await c.invoke(end(sent, COMMIT, count=3))).code == ResponseCode.SUCCESS
+                got = records((await c.invoke(pull("T", 0, queue_id=1))).body)
+                assert [m.body for m in got] == [b"b0", b"b1", b"b2"]
+                assert [m.tags for m in got] == ["A", None, "C"]
+                assert [m.properties for m in got] == [dict(w, TRAN_MSG="true", PGROUP="pg") for w in want]
+                plain = await c.invoke(RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, {
+                    "producerGroup": "pg", "topic": "T", "queueId": 0, "sysFlag": 0, "bornTimestamp": 1, "flag": 0,
+                    "batch": True}, body=_batch_body([(b"p%d" % i, t) for i, t in enumerate(plain_texts)])))
+                assert plain.code == ResponseCode.SUCCESS, plain.remark
+                got = records((await c.invoke(pull("T", 0))).body)
+                assert [m.properties for m in got] == [dict(w, x="y") for w in want]
+                assert [m.tags for m in got] == ["A", None, "C"]
+    asyncio.run(main())

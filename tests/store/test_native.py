@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from store import message_codec as codec
 from store import native
 from store.message_properties import properties_to_map
-from store.properties_column import parse_properties
+from store.properties_column import parse_properties, text_without_keys
 
 pytestmark = pytest.mark.skipif(not native.available(), reason="store._native is not built here")
 
@@ -266,3 +266,27 @@ def test_message_ids_text_is_create_message_id_of_each_offset():
         assert codec.message_ids_text(host[0], host[1], offsets).split(",") == [
             codec.create_message_id(host[0], host[1], o) for o in offsets]
     assert codec.message_ids_text(bytes(4), 1, []) == ""
+
+
+@settings(max_examples=80, deadline=None)
+@given(texts, st.lists(st.sampled_from(["a", "k", "ab", "é", "kv"]), max_size=3, unique=True), st.integers(0, 3))
+def test_texts_without_keys_read_as_the_maps_without_them(values, drop, skip):
+    """A rewritten text reads (RocketMQ's rules) as the original's map minus the dropped keys, compiled or not;
+    the compiled kernel keeps every other byte and closes the last pair."""
+    arr = pa.array([None] + values, pa.string()).slice(min(skip, len(values)))
+    want = [{k: v for k, v in codec.string_to_properties(t or "").items() if k not in drop} for t in arr.to_pylist()]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(native, "_native", None)
+        fallback = text_without_keys(arr, drop)
+    for out in (text_without_keys(arr, drop), fallback):
+        assert [codec.string_to_properties(t) for t in out.to_pylist()] == want
+    if not drop:
+        assert text_without_keys(arr, drop).to_pylist() == [
+            t + "\x02" if t and not t.endswith("\x02") else (t or "") for t in arr.to_pylist()]
+
+
+def test_text_without_keys_keeps_the_other_pairs_bytes():
+    arr = pa.array(["a\x01b\x02REAL_TOPIC\x01T\x02c\x01d\x02", "REAL_QID\x011", "x\x01y",
+                    "\x02\x02k\x01v\x02TRAN_BATCH\x01z"])
+    assert text_without_keys(arr, ["REAL_TOPIC", "REAL_QID", "TRAN_BATCH"]).to_pylist() == [
+        "a\x01b\x02c\x01d\x02", "", "x\x01y\x02", "\x02\x02k\x01v\x02"]

@@ -2,6 +2,8 @@
 argument, the message and the range, before anything is written."""
 from __future__ import annotations
 
+from unittest import mock
+
 import pyarrow as pa
 import pytest
 
@@ -40,3 +42,37 @@ def test_none_chooses_in_lists_and_arrow_arrays(tmp_path):
         assert r.queue_ids[0] == 3 and 0 <= r.queue_ids[1] < 4
         r = s.put_batch("T", [b"a", b"b"], queue_id=pa.array([None, 2]))
         assert r.queue_ids[1] == 2
+
+
+def test_properties_given_as_rocketmq_texts_are_stored_as_sent(tmp_path):
+    """A string column of properties texts (as clients send them) is written byte for byte, a Java-style last
+    pair without its \\x02 closed; TAGS and UNIQ_KEY in the texts are the messages' tags and ids; a null is no
+    properties; both the compiled and the fallback encoders agree."""
+    from store import record_encoder
+    from store.tag_hash import tags_hash_code
+
+    texts = pa.array(["TAGS\x01A\x02color\x01red\x02UNIQ_KEY\x01u-0\x02", "TAGS\x01B\x02a\x011\x02a\x012",
+                      None, "k\x01v\x02\x02"], pa.string())
+    with MessageStore(tmp_path) as s:
+        s.create_topic("T", 1)
+        r = s.put_batch("T", [b"m0", b"m1", b"m2", b"m3"], properties=texts, queue_id=0)
+        assert r.uniq_keys[0].as_py() == "u-0"
+        (rb,) = s.scan("T", 0, 0, columns=("properties_text", "tags", "properties"))
+        stored = rb.column(0).to_pylist()
+        assert stored[0] == texts[0].as_py()
+        assert stored[1].startswith("TAGS\x01B\x02a\x011\x02a\x012\x02UNIQ_KEY\x01")  # closed, then the store's id
+        assert stored[2].startswith("UNIQ_KEY\x01") and stored[3].startswith("k\x01v\x02\x02UNIQ_KEY\x01")
+        assert rb.column(1).to_pylist() == ["A", "B", None, None]
+        assert [dict(m)["a"] for m in rb.column(2).to_pylist()[1:2]] == ["2"]  # the later duplicate wins
+        codes = s.find_consume_queue("T", 0).units(0, 4)["tags_code"].tolist()  # what tag filters match
+        assert codes[:2] == [tags_hash_code("A"), tags_hash_code("B")]
+        with pytest.raises(InvalidMessageError, match="properties: got 1 values for 2 messages"):
+            s.put_batch("T", [b"a", b"b"], properties=texts.slice(0, 1))
+        with pytest.raises(InvalidMessageError, match=r"message 0: properties are 400\d\d bytes, more than 32767"):
+            s.put_batch("T", [b"a"], properties=pa.array(["k\x01" + "v" * 39996 + "\x02"]))
+    with mock.patch.object(record_encoder, "_encode", None):
+        with MessageStore(tmp_path / "fallback") as s:
+            s.create_topic("T", 1)
+            s.put_batch("T", [b"m0"], properties=texts.slice(1, 1), queue_id=0)
+            (rb,) = s.scan("T", 0, 0, columns=("properties_text",))
+            assert rb.column(0)[0].as_py().startswith("TAGS\x01B\x02a\x011\x02a\x012\x02UNIQ_KEY\x01")
