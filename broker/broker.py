@@ -134,7 +134,7 @@ class Broker:
         self.transaction_check = TransactionalMessageCheckService(
             self.transactions, self.producers, bc.transactionTimeOut, bc.transactionCheckMax,
             bc.transactionCheckInterval)
-        end_transaction = EndTransactionProcessor(self.transactions, self._arrived)
+        self.end_transaction = end_transaction = EndTransactionProcessor(self.transactions, self._arrived)
         for code, processor in ((RequestCode.SEND_MESSAGE, self._send), (RequestCode.SEND_MESSAGE_V2, self._send),
                                 (RequestCode.END_TRANSACTION, end_transaction.process),
                                 (RequestCode.PULL_MESSAGE, self._pull),
@@ -200,6 +200,7 @@ class Broker:
         self.hold.release_all()  # held pulls are answered (PULL_NOT_FOUND) before the connections close
         await self.server.stop(grace_s=2.0)
         await self.schedule.stop()
+        self.end_transaction.close()
         for offsets in self._offsets.values():
             offsets.persist_all()
         self.store.close()

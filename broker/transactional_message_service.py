@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import threading
 from dataclasses import dataclass
 from typing import Optional
 
@@ -149,6 +150,11 @@ class TransactionalMessageService:
         self.store = store
         self.decisions = Decisions()
         self.checks: dict[int, int] = {}  # first half offset -> check-backs sent (in memory: a restart starts over)
+        # Ends run in several threads at once (their reads, checks and texts overlap; the store serialises the
+        # appends): a range being decided is claimed, and an end that overlaps a claim waits for its outcome.
+        self._lock = threading.Lock()
+        self._decided = threading.Condition(self._lock)
+        self._claims: list[tuple[int, int]] = []
         self._load()
 
     def create_topics(self) -> None:
@@ -180,7 +186,8 @@ class TransactionalMessageService:
 
     def undecided_count(self) -> int:
         lo, hi = self.half_bounds()
-        return sum(e - s for s, e, st in self.decisions.parts(lo, hi) if st is None)
+        with self._lock:
+            return sum(e - s for s, e, st in self.decisions.parts(lo, hi) if st is None)
 
     # -- prepare ----------------------------------------------------------------------------------------------------
 
@@ -198,11 +205,40 @@ class TransactionalMessageService:
 
     def end(self, group: str, offset: int, count: int, commit_log_offset: int, transaction_id: str,
             state: int) -> EndOutcome:
-        """EndTransactionProcessor: commit (into the real queues) or roll back halves [offset, offset+count)."""
+        """EndTransactionProcessor: commit (into the real queues) or roll back halves [offset, offset+count).
+        Thread-safe: the undecided part of the range is claimed while it is decided."""
+        from remoting.codes import ResponseCode
+
+        what = f"half messages [{offset}, {offset + count})" if count > 1 else f"half message {offset}"
+        with self._lock:
+            while True:
+                todo = self._undecided(offset, count, transaction_id, state, what)
+                if isinstance(todo, EndOutcome):
+                    return todo
+                if not any(s < ce and cs < e for s, e in todo for cs, ce in self._claims):
+                    break
+                self._decided.wait()
+            self._claims.extend(todo)
+        outcome = None
+        try:
+            outcome = self._decide(group, offset, count, commit_log_offset, transaction_id, state, what, todo)
+            return outcome
+        finally:
+            with self._lock:
+                if outcome is not None and outcome.code == ResponseCode.SUCCESS:
+                    for s, e in todo:
+                        self.decisions.add(s, e, state)
+                        for o in [o for o in self.checks if s <= o < e]:
+                            del self.checks[o]
+                for r in todo:
+                    self._claims.remove(r)
+                self._decided.notify_all()
+
+    def _undecided(self, offset: int, count: int, transaction_id: str, state: int, what: str):
+        """The ranges of [offset, offset+count) still to decide, or the answer when there is nothing to do."""
         from remoting.codes import ResponseCode
 
         name = STATE_NAMES[state]
-        what = f"half messages [{offset}, {offset + count})" if count > 1 else f"half message {offset}"
         lo, hi = self.half_bounds()
         if count < 1 or count > MAX_HALVES_PER_END or offset < lo or offset + count > hi:
             return EndOutcome(ResponseCode.SYSTEM_ERROR, f"Find prepared transaction message failed: {what} not "
@@ -219,6 +255,13 @@ class TransactionalMessageService:
         todo = [(s, e) for s, e, st in parts if st is None]
         if not todo:
             return EndOutcome(ResponseCode.SUCCESS, f"{what} already {_DONE[state]}")
+        return todo
+
+    def _decide(self, group: str, offset: int, count: int, commit_log_offset: int, transaction_id: str, state: int,
+                what: str, todo: list) -> EndOutcome:
+        """Commit or roll back the claimed ranges `todo` (the halves checked against the request first)."""
+        from remoting.codes import ResponseCode
+
         table = self._read_halves(todo)
         if table.num_rows != sum(e - s for s, e in todo):
             return EndOutcome(ResponseCode.SYSTEM_ERROR, f"Find prepared transaction message failed: {what} (the "
@@ -241,7 +284,7 @@ class TransactionalMessageService:
             if pc.any(pc.invert(pc.fill_null(pc.equal(batch, pa.scalar(transaction_id)), False))).as_py():
                 return EndOutcome(ResponseCode.SYSTEM_ERROR, f"{what} are not all of transaction batch "
                                                              f"{transaction_id!r} (TRAN_BATCH)")
-        op_props = {PROPERTY_TAGS: REMOVE_TAG, PROPERTY_TRANSACTION_STATE: name}
+        op_props = {PROPERTY_TAGS: REMOVE_TAG, PROPERTY_TRANSACTION_STATE: STATE_NAMES[state]}
         op_body = _offsets_text(np.concatenate([np.arange(s, e, dtype=np.int64) for s, e in todo]))
         if not self.store.has_topic(OP_TOPIC):
             self.store.create_topic(OP_TOPIC, 1)
@@ -250,11 +293,6 @@ class TransactionalMessageService:
             self.store.put(OP_TOPIC, op_body, properties=op_props, queue_id=0)
         else:
             moved = self._commit(table, texts, props, op_body, op_props)
-        for s, e in todo:
-            self.decisions.add(s, e, state)
-            for o in list(self.checks):
-                if s <= o < e:
-                    del self.checks[o]
         return EndOutcome(ResponseCode.SUCCESS, None, moved)
 
     def _read_halves(self, ranges: list) -> pa.Table:
@@ -289,23 +327,26 @@ class TransactionalMessageService:
             born_host=table.column("born_host")[0].as_py(),
             reconsume_times=np.concatenate([table.column("reconsume_times").to_numpy(), [0]]).astype(np.int32),
             atomic=True)
-        pairs = set(zip(topics.to_pylist(), queues.to_pylist()))
-        log.debug("committed %d half messages into %s", n, sorted(pairs))
-        return tuple(sorted(pairs))
+        moved = pa.table({"t": topics, "q": queues}).group_by(["t", "q"]).aggregate([])
+        pairs = sorted(zip(moved.column("t").to_pylist(), moved.column("q").to_pylist()))
+        log.debug("committed %d half messages into %s", n, pairs)
+        return tuple(pairs)
 
     # -- check-back -------------------------------------------------------------------------------------------------
 
     def due(self, now_ms: int, timeout_ms: int) -> list[PendingHalves]:
         """Undecided halves stored more than timeout_ms ago, batch by batch (TransactionalMessageCheckService)."""
         lo, hi = self.half_bounds()
-        start = self.decisions.first_undecided(lo)
+        with self._lock:
+            start = self.decisions.first_undecided(lo)
         if start >= hi:
             return []
         out: list[PendingHalves] = []
         cols = ("queue_offset", "commit_log_offset", "store_timestamp", "properties", "msg_id")
         for rb in self.store.scan(HALF_TOPIC, 0, start, hi, columns=cols, release_pages=False):
             offsets = rb.column(0).to_numpy()
-            keep = self.decisions.undecided_mask(offsets)
+            with self._lock:
+                keep = self.decisions.undecided_mask(offsets)
             stamps = rb.column(2).cast(pa.int64()).to_numpy()
             keep &= stamps <= now_ms - timeout_ms
             if not keep.any():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import threading
 from typing import Any, Callable, Coroutine, Optional
@@ -25,3 +26,8 @@ def loop() -> asyncio.AbstractEventLoop:
 def run_blocking(fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any, timeout: Optional[float] = None) -> Any:
     """fn(*args) run on the client loop; its result or its exception here."""
     return asyncio.run_coroutine_threadsafe(fn(*args), loop()).result(timeout)
+
+
+def run_in_background(fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> "concurrent.futures.Future[Any]":
+    """fn(*args) started on the client loop; the future gives its result or its exception when asked."""
+    return asyncio.run_coroutine_threadsafe(fn(*args), loop())

@@ -10,6 +10,7 @@ RocketMQ's SelectMessageQueueByHash, and other rows are spread over all of them 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import hashlib
 import logging
 import os
@@ -24,7 +25,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 
 from acl import SessionCredentials
 from rmq_client import AsyncTransactionProducer, EndOutcome, HalfBatch, MessageQueue, MQClientError, TransactionState
-from rmq_client.event_loop import run_blocking
+from rmq_client.event_loop import run_blocking, run_in_background
 from rmq_client.message_batch import encode_message_batch, properties_text
 from rmq_client.producer import AsyncProducer
 from rmq_client.transaction_producer import (
@@ -147,12 +148,19 @@ class _WireWriting:
         halves: list[HalfBatch] = []
         pending: list[pa.RecordBatch] = []
         rows = 0
+        # One flush is sent while the next rows are gathered (the broker's work overlaps Spark's), at most one.
+        sending: list[concurrent.futures.Future] = []
+
+        def sent() -> None:
+            while sending:
+                halves.extend(sending.pop().result())
 
         def flush() -> None:
+            sent()
             if pending:
                 table = pa.Table.from_batches(pending).combine_chunks()
                 pending.clear()
-                halves.extend(run_blocking(self._send_table, producer, table, partition, str(batch_id)))
+                sending.append(run_in_background(self._send_table, producer, table, partition, str(batch_id)))
 
         try:
             for batch in iterator:
@@ -168,7 +176,12 @@ class _WireWriting:
                 if sum(b.num_rows for b in pending) >= FLUSH_ROWS:
                     flush()
             flush()
+            sent()
         except BaseException:
+            try:
+                sent()  # the flush under way: its halves are rolled back with the others
+            except BaseException:
+                pass  # it failed: it rolled back what it had sent
             if halves:  # this attempt's halves will not be committed: say so now rather than at the broker's check
                 try:
                     run_blocking(_end_all, producer, halves, TransactionState.ROLLBACK_MESSAGE)

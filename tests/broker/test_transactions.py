@@ -183,3 +183,46 @@ def test_committed_halves_keep_the_properties_texts_as_sent(tmp_path):
                 assert [m.properties for m in got] == [dict(w, x="y") for w in want]
                 assert [m.tags for m in got] == ["A", None, "C"]
     asyncio.run(main())
+
+
+def test_ends_racing_for_the_same_halves_decide_them_once(tmp_path):
+    """Ends run in threads: many ENDs of the same halves at once, commits and rollbacks mixed, decide them once
+    (the messages are in their queue once or not at all, every answer agrees with that one decision), while ends
+    of other batches in between commit theirs."""
+    async def main():
+        async with Broker(tmp_path / "s", "127.0.0.1:0") as b:
+            clients = [await RemotingClient(b.address).connect() for _ in range(4)]
+            try:
+                c, read = clients[0], 0
+                for rnd in range(6):
+                    racing = await c.invoke(half_batch("T", 300, f"race-{rnd}", queue_id=0))
+                    others = [await c.invoke(half_batch("T", 50, f"other-{rnd}-{i}", queue_id=1)) for i in range(3)]
+                    states = [COMMIT, ROLLBACK] * 4
+                    answers = await asyncio.gather(
+                        *(clients[i % 4].invoke(end(racing, st, count=300)) for i, st in enumerate(states)),
+                        *(clients[i % 4].invoke(end(o, COMMIT, count=50)) for i, o in enumerate(others)))
+                    race, rest = answers[:len(states)], answers[len(states):]
+                    assert all(a.code == ResponseCode.SUCCESS for a in rest), [a.remark for a in rest]
+                    winners = {st for st, a in zip(states, race) if a.code == ResponseCode.SUCCESS and not a.remark}
+                    assert len(winners) == 1, [(a.code, a.remark) for a in race]
+                    won = winners.pop()
+                    for st, a in zip(states, race):
+                        if st == won:
+                            assert a.code == ResponseCode.SUCCESS
+                        else:
+                            assert a.code == (ResponseCode.TRANSACTION_SHOULD_COMMIT if won == COMMIT else
+                                              ResponseCode.TRANSACTION_SHOULD_ROLLBACK), a.remark
+                    bodies: list[bytes] = []
+                    while True:
+                        got = await c.invoke(pull("T", read, queue_id=0))
+                        if got.code != ResponseCode.SUCCESS:
+                            break
+                        bodies += [m.body for m in records(got.body)]
+                        read += len(records(got.body))
+                    assert len(bodies) == (300 if won == COMMIT else 0) and len(set(bodies)) == len(bodies)
+                assert b.store.max_offset("T", 1) == 6 * 150
+                assert b.transactions.undecided_count() == 0
+            finally:
+                for client in clients:
+                    await client.close()
+    asyncio.run(main())
