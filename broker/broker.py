@@ -384,8 +384,9 @@ class Broker:
                         born_timestamp=_int_field(ext, "bornTimestamp", int(time.time() * 1000)),
                         born_host=channel.remote_address, reconsume_times=_int_field(ext, "reconsumeTimes", 0))
         if properties.get(PROPERTY_TRANSACTION_PREPARED) == "true":
-            return self._prepare(cmd, topic, queue_id, pa.array([cmd.body], pa.binary()),
-                                 pa.array([ext.get("properties") or ""], pa.string()), put_args)
+            texts = pa.array([ext.get("properties") or ""], pa.string())
+            return self._prepare(cmd, topic, queue_id, pa.array([cmd.body], pa.binary()), texts,
+                                 PropertiesText(texts), put_args)
         delay = properties.pop(PROPERTY_DELAY, None)
         try:
             if delay is not None and delay.isdigit() and int(delay) > 0:  # a delayed message: waits its level out
@@ -417,12 +418,13 @@ class Broker:
         if queue_id < 0:
             queue_id = self.store.take_round_robin(topic, len(self.store.queues(topic)), 1)
         if props is not None:
-            prepared = pc.equal(PropertiesText(props).column(PROPERTY_TRANSACTION_PREPARED), "true")
+            looked = PropertiesText(props)
+            prepared = pc.equal(looked.column(PROPERTY_TRANSACTION_PREPARED), "true")
             if pc.any(prepared).as_py():
                 if not pc.all(pc.fill_null(prepared, False)).as_py():
                     raise BadRequest(f"the batch mixes transactional messages ({PROPERTY_TRANSACTION_PREPARED}=true) "
                                      "with others", ResponseCode.MESSAGE_ILLEGAL)
-                return self._prepare(cmd, topic, queue_id, bodies, props, dict(
+                return self._prepare(cmd, topic, queue_id, bodies, props, looked, dict(
                     born_timestamp=_int_field(ext, "bornTimestamp", int(time.time() * 1000)),
                     born_host=channel.remote_address))
         try:
@@ -438,11 +440,12 @@ class Broker:
             "MSG_REGION": "DefaultRegion", "TRACE_ON": "false"})
 
     def _prepare(self, cmd: RemotingCommand, topic: str, queue_id: int, bodies, props: pa.StringArray,
-                 put_args: dict):
+                 looked: PropertiesText, put_args: dict):
         """Half messages (TRAN_MSG=true; props: their properties texts): kept in the half topic until
         END_TRANSACTION; the response names the halves (queueOffset: the first's offset in the half queue, msgId:
         theirs) as RocketMQ's does."""
-        groups = PropertiesText(props).column(PROPERTY_PRODUCER_GROUP)
+        looked.prefetch([PROPERTY_PRODUCER_GROUP, PROPERTY_TRANSACTION_BATCH, codec.PROPERTY_UNIQ_KEY])  # one pass
+        groups = looked.column(PROPERTY_PRODUCER_GROUP)
         if groups.null_count:
             raise BadRequest(f"a transactional message has no {PROPERTY_PRODUCER_GROUP} property (its producer "
                              "group, asked when its outcome never comes)", ResponseCode.MESSAGE_ILLEGAL)
@@ -457,8 +460,7 @@ class Broker:
             raise BadRequest(str(e), ResponseCode.MESSAGE_ILLEGAL) from None
         ids = codec.message_ids_text(result.store_host[0], result.store_host[1], result.commit_log_offsets)
         # the batch's id when its halves share one (decided together), else the message's UNIQ_KEY as RocketMQ's
-        first = PropertiesText(props.slice(0, 1))
-        uniq = first.column(PROPERTY_TRANSACTION_BATCH)[0].as_py() or first.column(codec.PROPERTY_UNIQ_KEY)[0].as_py()
+        uniq = looked.column(PROPERTY_TRANSACTION_BATCH)[0].as_py() or looked.column(codec.PROPERTY_UNIQ_KEY)[0].as_py()
         return cmd.response(ResponseCode.SUCCESS, ext_fields={
             "msgId": ids, "queueId": queue_id, "queueOffset": int(result.queue_offsets[0]),
             "transactionId": uniq or ids.split(",")[0], "MSG_REGION": "DefaultRegion", "TRACE_ON": "false"})
