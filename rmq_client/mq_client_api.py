@@ -143,8 +143,10 @@ class MQClientAPI:
             self._clients.pop(address, None)
             raise MQClientError(-1, f"{type(e).__name__}: {e}", address, what, unreachable=True) from None
 
-    async def _checked(self, address: str, cmd: RemotingCommand, what: str, ok=(ResponseCode.SUCCESS,),
+    async def checked(self, address: str, cmd: RemotingCommand, what: str, ok=(ResponseCode.SUCCESS,),
                        timeout: Optional[float] = None) -> RemotingCommand:
+        """The answer to cmd from address, or MQClientError with its code and remark when it is not one of `ok`
+        (`what` names the request in errors)."""
         resp = await self.invoke(address, cmd, what, timeout)
         if resp.code not in ok:
             raise MQClientError(resp.code, resp.remark, address, what)
@@ -156,7 +158,7 @@ class MQClientAPI:
         last: Optional[MQClientError] = None
         for addr in self.namesrv_addrs:
             try:
-                return await self._checked(addr, cmd_factory(), what, ok)
+                return await self.checked(addr, cmd_factory(), what, ok)
             except MQClientError as e:
                 if e.code != -1:
                     raise
@@ -225,7 +227,7 @@ class MQClientAPI:
             "suspendTimeoutMillis": suspend_ms, "subscription": expression, "subVersion": 0,
             "expressionType": expression_type})
         wait = (timeout or self.timeout) + suspend_ms / 1000
-        resp = await self._checked(addr, cmd, f"pull of {mq.topic}/{mq.broker_name}/{mq.queue_id} at {offset}",
+        resp = await self.checked(addr, cmd, f"pull of {mq.topic}/{mq.broker_name}/{mq.queue_id} at {offset}",
                                    ok=tuple(_PULL_CODES), timeout=wait)
         h = PullMessageResponseHeader.from_ext_fields(resp.ext_fields)
         return RawPullResult(resp.code, h.next_begin_offset, h.min_offset, h.max_offset, resp.body)
@@ -234,7 +236,7 @@ class MQClientAPI:
         addr = await self.broker_addr(mq.topic, mq.broker_name)
         fields = {"topic": mq.topic, "queueId": mq.queue_id}
         fields.update(extra or {})
-        resp = await self._checked(addr, RemotingCommand.request(code, fields),
+        resp = await self.checked(addr, RemotingCommand.request(code, fields),
                                    f"{what} of {mq.topic}/{mq.broker_name}/{mq.queue_id}")
         return OffsetResponseHeader.from_ext_fields(resp.ext_fields).offset
 
@@ -253,7 +255,7 @@ class MQClientAPI:
         addr = await self.broker_addr(mq.topic, mq.broker_name)
         cmd = RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, {
             "consumerGroup": group, "topic": mq.topic, "queueId": mq.queue_id, "setZeroIfNotFound": False})
-        resp = await self._checked(addr, cmd, f"offset of group {group!r} in {mq.topic}/{mq.broker_name}/"
+        resp = await self.checked(addr, cmd, f"offset of group {group!r} in {mq.topic}/{mq.broker_name}/"
                                               f"{mq.queue_id}", ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
         if resp.code == ResponseCode.QUERY_NOT_FOUND:
             return None
@@ -263,20 +265,20 @@ class MQClientAPI:
         addr = await self.broker_addr(mq.topic, mq.broker_name)
         cmd = RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, {
             "consumerGroup": group, "topic": mq.topic, "queueId": mq.queue_id, "commitOffset": offset})
-        await self._checked(addr, cmd, f"offset commit of group {group!r} in {mq.topic}/{mq.broker_name}/"
+        await self.checked(addr, cmd, f"offset commit of group {group!r} in {mq.topic}/{mq.broker_name}/"
                                        f"{mq.queue_id}")
 
     async def topic_stats(self, topic: str, broker_name: str) -> TopicStatsTable:
         """Every queue's (min, max) offset of the topic on one broker, in one request."""
         addr = await self.broker_addr(topic, broker_name)
-        resp = await self._checked(addr, RemotingCommand.request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic}),
+        resp = await self.checked(addr, RemotingCommand.request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic}),
                                    f"stats of topic {topic!r}")
         return TopicStatsTable.decode(resp.body)
 
     async def consume_stats(self, topic: str, group: str, broker_name: str) -> ConsumeStats:
         addr = await self.broker_addr(topic, broker_name)
         cmd = RemotingCommand.request(RequestCode.GET_CONSUME_STATS, {"consumerGroup": group, "topic": topic})
-        resp = await self._checked(addr, cmd, f"consume stats of group {group!r} in topic {topic!r}")
+        resp = await self.checked(addr, cmd, f"consume stats of group {group!r} in topic {topic!r}")
         return ConsumeStats.decode(resp.body)
 
     async def create_topic(self, broker_name: str, topic: str, queue_nums: int, route_topic: str) -> None:
@@ -284,7 +286,7 @@ class MQClientAPI:
         cmd = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
             "topic": topic, "defaultTopic": route_topic, "readQueueNums": queue_nums, "writeQueueNums": queue_nums,
             "perm": 6, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False})
-        await self._checked(addr, cmd, f"creation of topic {topic!r}")
+        await self.checked(addr, cmd, f"creation of topic {topic!r}")
         self.forget_route(topic)
 
     async def send(self, mq: MessageQueue, header: dict, body: bytes, batch: bool,
@@ -292,7 +294,7 @@ class MQClientAPI:
         """route_topic: whose route names the broker (the default topic's, for a topic the broker will create)."""
         addr = await self.broker_addr(route_topic or mq.topic, mq.broker_name)
         code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE
-        resp = await self._checked(addr, RemotingCommand.request(code, header, body=body),
+        resp = await self.checked(addr, RemotingCommand.request(code, header, body=body),
                                    f"send to {mq.topic}/{mq.broker_name}/{mq.queue_id}")
         h = SendMessageResponseHeader.from_ext_fields(resp.ext_fields)
         return SendResult(h.msg_id, MessageQueue(mq.topic, mq.broker_name, h.queue_id), h.queue_offset)

@@ -112,7 +112,7 @@ class AsyncTransactionProducer:
                   "defaultTopicQueueNums": 4, "queueId": mq.queue_id, "sysFlag": TRANSACTION_PREPARED_TYPE,
                   "bornTimestamp": born_timestamp or int(time.time() * 1000), "flag": 0, "reconsumeTimes": 0,
                   "unitMode": False, "batch": True}
-        resp = await self.api._checked(addr, RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, header,
+        resp = await self.api.checked(addr, RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, header,
                                                                      body=body),
                                        f"half messages to {mq.topic}/{mq.broker_name}/{mq.queue_id}")
         h = SendMessageResponseHeader.from_ext_fields(resp.ext_fields)
@@ -128,7 +128,7 @@ class AsyncTransactionProducer:
         oneway; waiting is what lets a commit know it happened)."""
         addr = await self.api.broker_addr(half.topic, half.broker_name)
         cmd = RemotingCommand.request(RequestCode.END_TRANSACTION, self._end_fields(half, state, from_check))
-        resp = await self.api._checked(
+        resp = await self.api.checked(
             addr, cmd, f"{state.name} of transaction {half.transaction_id} on {half.broker_name}",
             ok=(ResponseCode.SUCCESS, ResponseCode.TRANSACTION_SHOULD_COMMIT, ResponseCode.TRANSACTION_SHOULD_ROLLBACK))
         return EndOutcome.DONE if resp.code == ResponseCode.SUCCESS else EndOutcome.OPPOSITE
@@ -160,7 +160,7 @@ class AsyncTransactionProducer:
                            "consumerDataSet": []}).encode()
         for addr in sorted(self._beat_addresses):
             try:
-                await self.api._checked(addr, RemotingCommand.request(RequestCode.HEART_BEAT, body=body), "heartbeat")
+                await self.api.checked(addr, RemotingCommand.request(RequestCode.HEART_BEAT, body=body), "heartbeat")
             except MQClientError as e:
                 log.info("heartbeat of producer group %s to %s failed: %s", self.group, addr, e)
 
