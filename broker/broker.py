@@ -131,10 +131,10 @@ class Broker:
         self._namesrv_client: Optional[RemotingClient] = None
         self.transactions = TransactionalMessageService(self.store)
         self.producers = ProducerManager(client_expiry_s)
+        self.end_transaction = end_transaction = EndTransactionProcessor(self.transactions, self._arrived)
         self.transaction_check = TransactionalMessageCheckService(
             self.transactions, self.producers, bc.transactionTimeOut, bc.transactionCheckMax,
-            bc.transactionCheckInterval)
-        self.end_transaction = end_transaction = EndTransactionProcessor(self.transactions, self._arrived)
+            bc.transactionCheckInterval, end_transaction.end)
         for code, processor in ((RequestCode.SEND_MESSAGE, self._send), (RequestCode.SEND_MESSAGE_V2, self._send),
                                 (RequestCode.END_TRANSACTION, end_transaction.process),
                                 (RequestCode.PULL_MESSAGE, self._pull),

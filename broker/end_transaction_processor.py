@@ -9,7 +9,7 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Awaitable, Callable, Optional
 
 from remoting import RemotingCommand, RequestCode, ResponseCode
 
@@ -20,6 +20,7 @@ from .transactional_message_service import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
+    EndOutcome,
     TransactionalMessageService,
 )
 
@@ -84,6 +85,12 @@ class EndTransactionProcessor:
         """Wait for the ends under way (before the store closes)."""
         self._threads.shutdown(wait=True)
 
+    async def end(self, group: str, offset: int, count: int, commit_log_offset: int, transaction_id: str,
+                  state: int) -> EndOutcome:
+        """TransactionalMessageService.end in one of the threads."""
+        return await asyncio.get_running_loop().run_in_executor(
+            self._threads, self.service.end, group, offset, count, commit_log_offset, transaction_id, state)
+
     async def process(self, cmd: RemotingCommand, channel) -> Optional[RemotingCommand]:
         ext = cmd.ext_fields
         state = int_field(ext, "commitOrRollback")
@@ -102,9 +109,7 @@ class EndTransactionProcessor:
         count = int_field(ext, "tranStateTableCount", 1)
         if not 1 <= count <= MAX_HALVES_PER_END:
             raise BadRequest(f"tranStateTableCount {count}: give 1..{MAX_HALVES_PER_END}")
-        out = await asyncio.get_running_loop().run_in_executor(
-            self._threads, self.service.end, ext["producerGroup"], offset, count, clog, ext.get("transactionId") or "",
-            state)
+        out = await self.end(ext["producerGroup"], offset, count, clog, ext.get("transactionId") or "", state)
         if from_check or out.code != ResponseCode.SUCCESS:
             log.info("%s transaction %s [%d, +%d) of %s from %s%s: %s %s", STATE_NAMES[state],
                      ext.get("transactionId"), offset, count, ext["producerGroup"], channel.remote_address,
@@ -120,8 +125,8 @@ class TransactionalMessageCheckService:
     times without an outcome is rolled back. A check with no producer connected counts as a check."""
 
     def __init__(self, service: TransactionalMessageService, producers: ProducerManager, timeout_ms: int,
-                 check_max: int, interval_ms: int):
-        self.service, self.producers = service, producers
+                 check_max: int, interval_ms: int, end: Callable[..., Awaitable[EndOutcome]]):
+        self.service, self.producers, self.end = service, producers, end
         self.timeout_ms, self.check_max, self.interval_ms = timeout_ms, check_max, interval_ms
 
     async def run(self) -> None:
@@ -138,8 +143,8 @@ class TransactionalMessageCheckService:
         for half in self.service.due(int(time.time() * 1000), self.timeout_ms):
             checks = self.service.checks.get(half.offset, 0)
             if checks >= self.check_max:
-                out = self.service.end(half.group, half.offset, half.count, half.commit_log_offset,
-                                       half.transaction_id, TRANSACTION_ROLLBACK_TYPE)
+                out = await self.end(half.group, half.offset, half.count, half.commit_log_offset,
+                                     half.transaction_id, TRANSACTION_ROLLBACK_TYPE)
                 log.warning("transaction %s of producer group %s ([%d, +%d)): no outcome after %d checks, rolled "
                             "back (%s)", half.transaction_id, half.group, half.offset, half.count, checks, out.code)
                 continue
