@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Optional
 
+from remoting.broker_headers import send_fields
 from remoting.codes import RequestCode
 
 from .acl_exception import AclException
@@ -77,8 +78,8 @@ def parse(cmd, remote_address: Optional[str]) -> PlainAccessResource:
     if code == RequestCode.SEND_MESSAGE:
         _send_resource(resource, ext.get("topic"), ext.get("group"))
     elif code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
-        # V2's abbreviated header (b: topic, a: producerGroup); a batch with the long header names "topic"
-        _send_resource(resource, ext.get("b", ext.get("topic")), ext.get("a", ext.get("producerGroup")))
+        fields = send_fields(code, ext)  # read as the broker reads it: short V2 names, or the long ones
+        _send_resource(resource, fields.get("topic"), fields.get("producerGroup"))
     elif code == RequestCode.CONSUMER_SEND_MSG_BACK:
         resource.add(retry_topic(ext.get("group")), SUB)
     elif code == RequestCode.PULL_MESSAGE:

@@ -22,6 +22,7 @@ from acl.plain_access_validator import PlainAccessValidator
 from filters import FilterParseError, MessageFilter
 from remoting import RemotingClient, RemotingCommand, RemotingServer, RequestCode, ResponseCode
 from remoting.admin_bodies import ConsumeStats, MessageQueue, OffsetWrapper, TopicOffset, TopicStatsTable
+from remoting.broker_headers import send_fields
 from remoting.remoting_server import LARGE_BODY, Channel
 from store import GetMessageResult, GetMessageStatus, MessageStore, OffsetStore, ReadOffsetType, StoreError, native
 from store import message_codec as codec
@@ -59,11 +60,6 @@ PERM_READ = 0x4
 FLAG_COMMIT_OFFSET = 0x1
 FLAG_SUSPEND = 0x2
 FLAG_SUBSCRIPTION = 0x4
-
-# SEND_MESSAGE_V2's abbreviated header (SendMessageRequestHeaderV2) -> SendMessageRequestHeader's names
-_V2_FIELDS = {"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums", "e": "queueId",
-              "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties", "j": "reconsumeTimes",
-              "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch"}
 
 _PULL_STATUS = {
     GetMessageStatus.FOUND: ResponseCode.SUCCESS,
@@ -372,9 +368,7 @@ class Broker:
     # -- SendMessageProcessor ------------------------------------------------------------------------------------
 
     async def _send(self, cmd: RemotingCommand, channel) -> RemotingCommand:
-        ext = cmd.ext_fields
-        if cmd.code == RequestCode.SEND_MESSAGE_V2:
-            ext = {_V2_FIELDS.get(k, k): v for k, v in ext.items()}
+        ext = send_fields(cmd.code, cmd.ext_fields)
         topic = ext.get("topic") or ""
         await self._topic_for_send(topic, ext)
         queue_id = _int_field(ext, "queueId", -1)
@@ -406,9 +400,7 @@ class Broker:
     async def _send_batch(self, cmd: RemotingCommand, channel) -> RemotingCommand:
         """SEND_BATCH_MESSAGE: a MessageBatch body (each message as MessageDecoder.encodeMessage writes it) appended
         with one put_batch, so its messages get consecutive queue offsets."""
-        ext = cmd.ext_fields
-        if cmd.code == RequestCode.SEND_MESSAGE_V2:
-            ext = {_V2_FIELDS.get(k, k): v for k, v in ext.items()}
+        ext = send_fields(cmd.code, cmd.ext_fields)
         topic = ext.get("topic") or ""
         bodies, props = _decode_message_batch(cmd.body)
         if not len(bodies):

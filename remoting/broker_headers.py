@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from .codes import RequestCode
 from .command_header import WIRE, CommandHeader, Int, Long
 
 
@@ -50,6 +51,25 @@ class SendMessageRequestHeaderV2(CommandHeader):
         return cls(v1.producer_group, v1.topic, v1.default_topic, v1.default_topic_queue_nums, v1.queue_id,
                    v1.sys_flag, v1.born_timestamp, v1.flag, v1.properties, v1.reconsume_times, v1.unit_mode,
                    v1.max_reconsume_times, v1.batch)
+
+
+# SendMessageRequestHeaderV2's short names -> SendMessageRequestHeader's
+V2_SEND_FIELDS = {"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums", "e": "queueId",
+                  "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties", "j": "reconsumeTimes",
+                  "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch"}
+_V1_SEND_FIELDS = frozenset(V2_SEND_FIELDS.values())
+
+
+def send_fields(code: int, ext: dict) -> dict:
+    """A send's header fields under SendMessageRequestHeader's names, read one way for the broker and the ACL.
+    SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE come with the short V2 names from RocketMQ's clients (the Java client
+    sends every batch so); when the short topic `b` is there only the short names count, as RocketMQ decodes the V2
+    header, so a long-named field beside them can never override what the ACL checked."""
+    if code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE) and "b" in ext:
+        out = {k: v for k, v in ext.items() if k not in _V1_SEND_FIELDS and k not in V2_SEND_FIELDS}
+        out.update((V2_SEND_FIELDS[k], v) for k, v in ext.items() if k in V2_SEND_FIELDS)
+        return out
+    return ext
 
 
 @dataclass

@@ -454,6 +454,25 @@ def test_batches_views_locks_and_earliest_times(tmp_path):
     asyncio.run(main())
 
 
+def test_a_batch_with_the_v2_header_as_the_java_client_sends_it_lands_in_its_topic(tmp_path):
+    """The Java client sends every batch as SEND_BATCH_MESSAGE with SendMessageRequestHeaderV2's short names (a..m):
+    read as RocketMQ reads it, and a long-named field beside them (topic) is not what decides the topic."""
+    async def main():
+        async with Broker(tmp_path / "s", "127.0.0.1:0") as b:
+            async with RemotingClient(b.address) as client:
+                batch = RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, {
+                    "a": "p", "b": "J", "c": "TBW102", "d": 4, "e": 2, "f": 0, "g": 1, "h": 0, "i": "",
+                    "j": 0, "k": False, "m": True, "topic": "Other"},
+                    body=_batch_body([(b"j%d" % i, {"TAGS": "T", "UNIQ_KEY": "U%d" % i}) for i in range(3)]))
+                answer = await client.invoke(batch)
+                assert answer.code == ResponseCode.SUCCESS, answer.remark
+                assert answer.ext_fields["queueId"] == "2" and answer.ext_fields["queueOffset"] == "0"
+                got = records((await client.invoke(pull("J", 0, queue_id=2))).body)
+                assert [m.body for m in got] == [b"j0", b"j1", b"j2"]
+                assert "Other" not in b.store.topics()
+    asyncio.run(main())
+
+
 def test_malformed_requests_get_codes_never_data_and_never_take_the_broker_down(tmp_path):
     """10,000 bad frames over 4,012 connections: 6,000 requests of every kind the broker serves with fields of the
     wrong type or range, batch bodies that lie about their lengths, unknown codes (each answered with a RocketMQ
