@@ -102,6 +102,8 @@ class Broker:
             except AclException as e:
                 raise ValueError(f"aclEnable=true: {e}") from None
         config = config or StoreConfig()
+        if config.messageDelayLevel != bc.messageDelayLevel:  # the store dates delayed messages' units with it
+            config = config.replace(messageDelayLevel=bc.messageDelayLevel)
         if listen is None:
             listen = f"{config.brokerIP1 or '127.0.0.1'}:{config.listenPort}"
         host, _, port = listen.rpartition(":")
