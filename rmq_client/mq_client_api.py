@@ -25,6 +25,7 @@ from remoting.broker_headers import (
     OffsetResponseHeader,
     PullMessageResponseHeader,
     SendMessageResponseHeader,
+    v2_send_fields,
 )
 from remoting.namesrv_bodies import ClusterInfo, TopicList
 from remoting.route_data import TopicRouteData
@@ -336,6 +337,8 @@ class MQClientAPI:
         """route_topic: whose route names the broker (the default topic's, for a topic the broker will create)."""
         addr = await self.broker_addr(route_topic or mq.topic, mq.broker_name)
         code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE
+        if batch:
+            header = v2_send_fields(header)
         resp = await self.checked(addr, RemotingCommand.request(code, header, body=body),
                                    f"send to {mq.topic}/{mq.broker_name}/{mq.queue_id}")
         h = SendMessageResponseHeader.from_ext_fields(resp.ext_fields)

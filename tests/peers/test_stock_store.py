@@ -24,7 +24,7 @@ from store import MessageStore, OffsetStore, StoreConfig
 
 # Small files, so the store spans several commitlog and consume-queue files as a busy broker's does; one level
 # long enough to tell "delivered when due" from "delivered at the broker's start".
-LEVELS = "1s 2s 50s"
+LEVELS = "1s 2s 90s"
 SIZES = dict(mappedFileSizeCommitLog=64 * 1024, mappedFileSizeConsumeQueue=20 * 100)
 CFG = StoreConfig(**SIZES, messageDelayLevel=LEVELS)
 BROKER_CONF = {"mappedFileSizeCommitLog": str(SIZES["mappedFileSizeCommitLog"]),
@@ -181,7 +181,7 @@ def test_a_group_resumes_at_the_offsets_our_store_kept(cluster):
 
 def test_delayed_messages_are_delivered_once_and_when_due(stores, cluster):
     """Our delayOffset.json says level 1 was delivered (no second copy); the level-3 message is delivered by the
-    stock broker no earlier than its store time + 50 s, read from the consume-queue unit's tagsCode."""
+    stock broker no earlier than its store time + 90 s, read from the consume-queue unit's tagsCode."""
     deadline = time.time() + 120
     while True:
         later = cluster.java().run("StockStoreClient", "pull", cluster.namesrv, "Later")
@@ -192,7 +192,7 @@ def test_delayed_messages_are_delivered_once_and_when_due(stores, cluster):
         mine = [j for j in later if j["broker"] == broker]
         assert sorted(j["properties"]["which"] for j in mine) == ["late", "soon"], mine
         late = next(j for j in mine if j["properties"]["which"] == "late")
-        assert late["storeTimestamp"] >= stores["late_store_ts"] + 50_000
+        assert late["storeTimestamp"] >= stores["late_store_ts"] + 90_000
         assert late["properties"]["REAL_TOPIC"] == "Later" and late["bodyBase64"] == "ZHVlLWxhdGU="
 
 
