@@ -700,11 +700,13 @@ class Broker:
         """The store's getMessage, and the found records' bytes as they lie in the commitlog."""
         return self._pull_records(topic, queue_id, offset, max_msgs, message_filter, sql)
 
-    def _sql_matches(self, topic: str, queue_id: int, offset: int, candidates: np.ndarray, want: int,
-                     message_filter: MessageFilter) -> tuple[np.ndarray, int]:
+    def _sql_matches(self, topic: str, queue_id: int, offset: int, candidates: np.ndarray, examined: int,
+                     want: int, message_filter: MessageFilter) -> tuple[np.ndarray, int]:
         """(unit indexes among candidates whose records' properties match the SQL92 filter, at most `want`; how
         many units were decided): the store's vectorised scan, a chunk of units at a time, stops once enough
-        matched, so a selective filter reads few records per match and an unselective one few records in all."""
+        matched, so a selective filter reads few records per match and an unselective one few records in all.
+        Units past the last candidate were refused by their tag codes: decided too, out of `examined`, so the
+        next pull starts past them (getMessage moves past every unit it examined, matched or not)."""
         matched: list[np.ndarray] = []
         found = 0
         end = offset + (int(candidates[-1]) + 1 if len(candidates) else 0)
@@ -716,7 +718,7 @@ class Broker:
                 found += batch.num_rows
             pos, chunk = pos + chunk, chunk * 4
         taken = np.concatenate(matched)[:want] if matched else np.zeros(0, dtype=np.int64)
-        return taken, (int(taken[-1]) + 1 if found >= want and len(taken) else end - offset)
+        return taken, (int(taken[-1]) + 1 if found >= want and len(taken) else examined)
 
     def _pull_records(self, topic: str, queue_id: int, offset: int, max_msgs: int,
                       message_filter: Optional[MessageFilter], sql: bool = False) -> tuple[GetMessageResult, bytes]:
@@ -756,7 +758,8 @@ class Broker:
         max_msgs = min(max_msgs, self.store.config.maxTransferCountOnMessageInMemory)
         decided = len(units)
         if sql and message_filter is not None:
-            taken, decided = self._sql_matches(topic, queue_id, offset, np.flatnonzero(keep), max_msgs, message_filter)
+            taken, decided = self._sql_matches(topic, queue_id, offset, np.flatnonzero(keep), len(units),
+                                               max_msgs, message_filter)
             units, sizes = units[:decided], sizes[:decided]
         else:
             taken = np.flatnonzero(keep)[:max_msgs]
