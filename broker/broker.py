@@ -38,6 +38,7 @@ from .request_fields import BadRequest
 from .request_fields import int_field as _int_field
 from .schedule_message_service import PROPERTY_DELAY, ScheduleMessageService
 from .subscription_group_manager import SubscriptionGroupManager
+from .topic_validator import refuse_illegal_queue, refuse_not_allowed_send_topic
 from .transactional_message_service import (
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_TRANSACTION_BATCH,
@@ -285,6 +286,7 @@ class Broker:
             codec.check_topic(topic)
         except ValueError as e:
             raise BadRequest(str(e), ResponseCode.MESSAGE_ILLEGAL) from None
+        refuse_not_allowed_send_topic(topic)
         if self.store.has_topic(topic):
             self._check_permission(topic, PERM_WRITE, "sending")
             return
@@ -372,6 +374,7 @@ class Broker:
         topic = ext.get("topic") or ""
         await self._topic_for_send(topic, ext)
         queue_id = _int_field(ext, "queueId", -1)
+        refuse_illegal_queue(topic, queue_id, len(self.store.queues(topic)))
         properties = parse_properties(ext.get("properties"))
         sys_flag = _int_field(ext, "sysFlag", 0) & ~codec.RESERVED_SYS_FLAGS & ~codec.TRANSACTION_TYPE_MASK
         put_args = dict(flag=_int_field(ext, "flag", 0), sys_flag=sys_flag,

@@ -4,12 +4,16 @@ stops a broker service (issue 32)."""
 from __future__ import annotations
 
 import asyncio
+import signal
+import time
 
-from broker_testkit import pull, send
+from broker_testkit import pull, records, send, send_batch, send_v2, serve_process, stop_process
 
 from broker import Broker, NameServer
-from remoting import RemotingClient, ResponseCode
+from broker.topic_validator import NOT_ALLOWED_SEND_TOPICS
+from remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from rmq_client.pull_consumer import AsyncPullConsumer, Subscription
+from store import MessageStore, OffsetStore
 
 
 def run(coro):
@@ -55,3 +59,87 @@ def test_a_wire_read_with_a_sql92_filter_on_tags_reads_its_range(tmp_path):
                 await consumer.close()
             assert got == [i for i, t in enumerate(tags) if t == "TagA"]
     run(main())
+
+
+def test_sends_to_the_brokers_own_topics_are_refused(tmp_path):
+    """TopicValidator.isNotAllowedSendTopic: a forged half (then committed), op or delayed message is refused
+    NO_PERMISSION on every send code, so it can never reach a topic, erase a decision or stop a service."""
+    async def main():
+        async with Broker(tmp_path / "s", "127.0.0.1:0") as b, RemotingClient(b.address) as client:
+            for topic in sorted(NOT_ALLOWED_SEND_TOPICS):
+                forged = send(topic, b"FORGED", REAL_TOPIC="V", REAL_QID="0", PGROUP="x", DELAY="1")
+                for cmd in (forged, send_v2(forged), send_batch(topic, [b"FORGED"], REAL_TOPIC="V", REAL_QID="0")):
+                    answer = await client.invoke(cmd)
+                    assert answer.code == ResponseCode.NO_PERMISSION, (topic, cmd.code, answer.code, answer.remark)
+                    assert answer.remark == f"Sending message to topic[{topic}] is forbidden."
+            half = b.store.max_offset("RMQ_SYS_TRANS_HALF_TOPIC", 0)
+            assert half == 0 and b.store.max_offset("RMQ_SYS_TRANS_OP_HALF_TOPIC", 0) == 0
+            answer = await client.invoke(RemotingCommand.request(RequestCode.END_TRANSACTION, {
+                "producerGroup": "x", "tranStateTableOffset": "0", "commitLogOffset": "0", "commitOrRollback": "8"}))
+            assert answer.code != ResponseCode.SUCCESS
+            assert not b.store.has_topic("V")
+    run(main())
+
+
+def _due(client, topic, queue_id, count, timeout=10.0):
+    async def wait():
+        deadline = time.monotonic() + timeout
+        while True:
+            answer = await client.invoke(pull(topic, 0, queue_id=queue_id))
+            got = records(answer.body) if answer.code == ResponseCode.SUCCESS else []
+            if len(got) >= count or time.monotonic() > deadline:
+                return got
+            await asyncio.sleep(0.2)
+    return wait()
+
+
+def _poisoned_store(path) -> None:
+    """What a broker before these checks could be left with: a junk op message, a delayed message without
+    REAL_TOPIC, and one for a queue its topic does not have, all due at once."""
+    with MessageStore(path) as store:
+        for topic, queues in (("RMQ_SYS_TRANS_OP_HALF_TOPIC", 1), ("SCHEDULE_TOPIC_XXXX", 2), ("T", 4)):
+            store.create_topic(topic, queues)
+        store.put("RMQ_SYS_TRANS_OP_HALF_TOPIC", b"junk", tags="d", queue_id=0)
+        store.put("SCHEDULE_TOPIC_XXXX", b"no real topic", properties={"DELAY": "1"}, queue_id=0)
+        store.put("SCHEDULE_TOPIC_XXXX", b"no such queue", properties={"DELAY": "1", "REAL_TOPIC": "T",
+                                                                        "REAL_QID": "99"}, queue_id=0)
+
+
+def test_a_poisoned_store_starts_and_delivers_what_is_delayed(tmp_path):
+    """A junk op message does not stop the broker from starting; a delayed message without REAL_TOPIC or to a
+    queue that does not exist is passed over (logged) and those behind it are delivered; a delayed send to a
+    queue that does not exist is refused at once."""
+    _poisoned_store(tmp_path / "s")
+
+    async def main():
+        async with Broker(tmp_path / "s", "127.0.0.1:0", message_delay_level="1s 2s") as b, \
+                RemotingClient(b.address) as client:
+            refused = await client.invoke(send("T", b"x", queue_id=99, DELAY="1"))
+            assert refused.code == ResponseCode.SYSTEM_ERROR and "queueId[99] is illegal" in refused.remark
+            assert (await client.invoke(send("T", b"later", queue_id=1, DELAY="1"))).code == ResponseCode.SUCCESS
+            assert [m.body for m in await _due(client, "T", 1, 1)] == [b"later"]
+            assert b.schedule._task is not None and not b.schedule._task.done()
+    run(main())
+
+
+def test_sigterm_persists_offsets_after_a_poisoned_delay(tmp_path):
+    """A real `rmq serve`: the poisoned schedule does not kill its service, and SIGTERM exits 0 with the offset a
+    pull committed persisted."""
+    _poisoned_store(tmp_path / "s")
+    proc, addresses = serve_process(tmp_path, "messageDelayLevel = 1s 2s\n")
+    try:
+        async def main():
+            async with RemotingClient(addresses["broker"]) as client:
+                assert (await client.invoke(send("T", b"now", queue_id=2))).code == ResponseCode.SUCCESS
+                assert (await client.invoke(send("T", b"later", queue_id=1, DELAY="1"))).code == ResponseCode.SUCCESS
+                assert [m.body for m in await _due(client, "T", 1, 1)] == [b"later"]
+                answer = await client.invoke(pull("T", 1, queue_id=2, commit=1))  # commits 1, not persisted yet
+                assert answer.code == ResponseCode.PULL_NOT_FOUND
+        run(main())
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+    finally:
+        stop_process(proc)
+    offsets = OffsetStore(tmp_path / "s", "g")
+    offsets.load()
+    assert offsets.read_offset(("T", 2)) == 1
