@@ -9,7 +9,9 @@ import time
 
 from broker_testkit import pull, records, send, send_batch, send_v2, serve_process, stop_process
 
+from acl import AclClientRPCHook, SessionCredentials
 from broker import Broker, NameServer
+from broker.broker_config import BrokerConfig
 from broker.topic_validator import NOT_ALLOWED_SEND_TOPICS
 from remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from rmq_client.pull_consumer import AsyncPullConsumer, Subscription
@@ -143,3 +145,62 @@ def test_sigterm_persists_offsets_after_a_poisoned_delay(tmp_path):
     offsets = OffsetStore(tmp_path / "s", "g")
     offsets.load()
     assert offsets.read_offset(("T", 2)) == 1
+
+
+PUBLISHER = SessionCredentials("publisher", "publisher-secret")
+READER = SessionCredentials("subscriber", "reader-secret")
+ACCOUNTS = f"""
+accounts:
+- accessKey: {PUBLISHER.access_key}
+  secretKey: publisher-secret
+  defaultTopicPerm: DENY
+  defaultGroupPerm: DENY
+  topicPerms:
+  - Allowed=PUB
+- accessKey: {READER.access_key}
+  secretKey: reader-secret
+  defaultTopicPerm: DENY
+  defaultGroupPerm: DENY
+  topicPerms:
+  - Readable=SUB
+  groupPerms:
+  - gA=SUB
+- accessKey: administrator
+  secretKey: admin-secret
+  admin: true
+"""
+ADMIN = SessionCredentials("administrator", "admin-secret")
+
+
+def _acl_broker(tmp_path) -> Broker:
+    (tmp_path / "plain_acl.yml").write_text(ACCOUNTS)
+    return Broker(tmp_path / "s", "127.0.0.1:0", broker_config=BrokerConfig(
+        aclEnable=True, aclFilePath=str(tmp_path / "plain_acl.yml")))
+
+
+def _signed(cmd: RemotingCommand, credentials: SessionCredentials) -> RemotingCommand:
+    AclClientRPCHook(credentials).do_before_request(cmd)
+    return cmd
+
+
+def test_the_acl_and_the_broker_read_one_topic_from_a_v2_or_batch_header(tmp_path):
+    """An account with PUB on Allowed only: a V2 or batch header naming `b: Allowed` beside `topic: Secret` lands
+    in Allowed or nowhere, never in Secret; the Java client's batch (only `b`) is accepted."""
+    async def main():
+        async with _acl_broker(tmp_path) as b, RemotingClient(b.address) as client:
+            secret = await client.invoke(_signed(send("Secret", b"admin's"), ADMIN))
+            assert secret.code == ResponseCode.SUCCESS, secret.remark
+            for code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
+                cmd = send_batch("Allowed", [b"forged"]) if code == RequestCode.SEND_BATCH_MESSAGE else \
+                    send_v2(send("Allowed", b"forged"))
+                cmd.ext_fields["topic"] = "Secret"
+                answer = await client.invoke(_signed(cmd, PUBLISHER))
+                assert answer.code in (ResponseCode.SUCCESS, ResponseCode.NO_PERMISSION), (code, answer.remark)
+                refused = await client.invoke(_signed(send_v2(send("Secret", b"x")), PUBLISHER))
+                assert refused.code == ResponseCode.NO_PERMISSION, refused.remark
+            java_batch = await client.invoke(_signed(send_batch("Allowed", [b"j1", b"j2"]), PUBLISHER))
+            assert java_batch.code == ResponseCode.SUCCESS, java_batch.remark
+            assert b.store.max_offset("Secret", 0) == 1  # the admin's message alone
+            got = [m.body for m in records((await client.invoke(_signed(pull("Secret", 0), ADMIN))).body)]
+            assert got == [b"admin's"]
+    run(main())
