@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from acl.acl_exception import AclException
 from acl.plain_access_validator import PlainAccessValidator
-from filters import FilterParseError, MessageFilter
+from filters import MessageFilter
 from remoting import RemotingClient, RemotingCommand, RemotingServer, RequestCode, ResponseCode
 from remoting.admin_bodies import ConsumeStats, MessageQueue, OffsetWrapper, TopicOffset, TopicStatsTable
 from remoting.broker_headers import send_fields
@@ -37,6 +37,7 @@ from .pull_request_hold_service import PullRequestHoldService
 from .request_fields import BadRequest
 from .request_fields import int_field as _int_field
 from .schedule_message_service import PROPERTY_DELAY, ScheduleMessageService
+from .selector_cache import SelectorCache
 from .subscription_group_manager import SubscriptionGroupManager
 from .topic_validator import refuse_illegal_queue, refuse_not_allowed_send_topic
 from .transactional_message_service import (
@@ -114,6 +115,7 @@ class Broker:
         self.groups: dict[str, dict[str, _Client]] = {}  # consumer group -> client id -> client
         self._offsets: dict[str, OffsetStore] = {}
         self.hold = PullRequestHoldService(self.store)
+        self.selectors = SelectorCache()
         self._stopping = False
         self._min_offsets: dict[tuple[str, int], tuple[int, float]] = {}  # queue -> (min offset, when read)
         self.client_expiry_s = client_expiry_s
@@ -605,17 +607,24 @@ class Broker:
 
     # -- PullMessageProcessor ------------------------------------------------------------------------------------
 
-    def _message_filter(self, ext: dict, group: str, topic: str, sys_flag: int) -> tuple[Optional[MessageFilter], bool]:
+    async def _message_filter(self, ext: dict, group: str, topic: str,
+                              sys_flag: int) -> tuple[Optional[MessageFilter], bool]:
         """The subscription's filter, and whether it is SQL92 (decided on the record's properties; a TAG
         filter is decided on the consume queue's tag codes alone, as RocketMQ's broker does: clients re-check
-        the tag of what they receive)."""
-        message_filter, sql = self._subscription_filter(ext, group, topic, sys_flag)
-        return message_filter, sql
+        the tag of what they receive); built once per subscription version, off the event loop."""
+        kind, expression, version = self._subscription(ext, group, topic, sys_flag)
+        if kind != "TAG" and not self.broker_config.enablePropertyFilter:
+            raise BadRequest(f"The broker does not support consumer to filter message by {kind} "
+                             "(enablePropertyFilter is false)", ResponseCode.SYSTEM_ERROR)
+        if kind not in ("TAG", "SQL92"):
+            raise BadRequest(f"expressionType {kind} is not supported", ResponseCode.SUBSCRIPTION_PARSE_FAILED)
+        return await self.selectors.get(group, topic, kind, expression, version)
 
-    def _subscription_filter(self, ext: dict, group: str, topic: str,
-                             sys_flag: int) -> tuple[Optional[MessageFilter], bool]:
+    def _subscription(self, ext: dict, group: str, topic: str, sys_flag: int) -> tuple[str, str, int]:
+        """(expression type, expression, version) of the pull's subscription, or of the last heartbeat's."""
         if sys_flag & FLAG_SUBSCRIPTION:
             expression, kind = ext.get("subscription") or "*", (ext.get("expressionType") or "TAG").upper()
+            return kind, expression, _int_field(ext, "subVersion", 0)
         else:
             client_sub = next((c.subscriptions.get(topic) for c in self.groups.get(group, {}).values()
                                if topic in c.subscriptions), None)
@@ -630,20 +639,8 @@ class Broker:
                 raise BadRequest(f"the consumer's subscription of {topic} in group {group} is not the latest (the "
                                  "pull names a newer one than the last heartbeat)",
                                  ResponseCode.SUBSCRIPTION_NOT_LATEST)
-            expression = client_sub.get("subString") or "*"
-            kind = (client_sub.get("expressionType") or "TAG").upper()
-        if kind != "TAG" and not self.broker_config.enablePropertyFilter:
-            raise BadRequest(f"The broker does not support consumer to filter message by {kind} "
-                             "(enablePropertyFilter is false)", ResponseCode.SYSTEM_ERROR)
-        try:
-            if kind == "SQL92":
-                return MessageFilter.by_sql(expression), True
-            if kind != "TAG":
-                raise BadRequest(f"expressionType {kind} is not supported", ResponseCode.SUBSCRIPTION_PARSE_FAILED)
-            return (None if expression.strip() in ("", "*") else MessageFilter.by_tags(expression)), False
-        except FilterParseError as e:
-            raise BadRequest(f"parse the consumer's subscription failed: {e}",
-                             ResponseCode.SUBSCRIPTION_PARSE_FAILED) from None
+            return str(client_sub.get("expressionType") or "TAG").upper(), str(client_sub.get("subString") or "*"), \
+                latest
 
     async def _pull(self, cmd: RemotingCommand, channel) -> RemotingCommand:
         ext = cmd.ext_fields
@@ -654,7 +651,7 @@ class Broker:
         self._group_config(group)
         self._check_queue(topic, queue_id)
         self._check_permission(topic, PERM_READ, "pulling")
-        message_filter, sql = self._message_filter(ext, group, topic, sys_flag)
+        message_filter, sql = await self._message_filter(ext, group, topic, sys_flag)
         if sys_flag & FLAG_COMMIT_OFFSET:
             commit = _int_field(ext, "commitOffset", -1)
             if commit >= 0:

@@ -12,6 +12,7 @@ from broker_testkit import pull, records, send, send_batch, send_v2, serve_proce
 from acl import AclClientRPCHook, SessionCredentials
 from broker import Broker, NameServer
 from broker.broker_config import BrokerConfig
+from broker.selector_cache import MAX_SELECTOR_CHARS
 from broker.topic_validator import NOT_ALLOWED_SEND_TOPICS
 from remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from rmq_client.pull_consumer import AsyncPullConsumer, Subscription
@@ -203,4 +204,44 @@ def test_the_acl_and_the_broker_read_one_topic_from_a_v2_or_batch_header(tmp_pat
             assert java_batch.code == ResponseCode.SUCCESS, java_batch.remark
             got = [m.body for m in records((await client.invoke(_signed(pull("Secret", 0), ADMIN))).body)]
             assert got == [b"admin's"]
+    run(main())
+
+
+def test_selectors_are_bounded_parsed_once_and_never_hold_other_clients(tmp_path):
+    """A 1M-tag selector and a SQL92 OR-chain past the bounds are refused SUBSCRIPTION_PARSE_FAILED with a remark
+    naming the bound; a selector within them is built once per (group, topic, expression, version), off the event
+    loop: another client's GET_MAX_OFFSET sent while it builds is answered first."""
+    async def main():
+        async with Broker(tmp_path / "s", "127.0.0.1:0") as b, RemotingClient(b.address) as client, \
+                RemotingClient(b.address) as other:
+            assert (await client.invoke(send("T", b"x", tags="Tag7", a="7"))).code == ResponseCode.SUCCESS
+            huge = " || ".join(f"Tag{i}" for i in range(1_000_000))
+            nested = "(" * 40 + "a = 1" + ")" * 40
+            chain = " or ".join(f"a = {i}" for i in range(100_000))
+            for selector, kind, words in ((huge, "TAG", str(MAX_SELECTOR_CHARS)), (chain, "SQL92", "characters"),
+                                          (" or ".join(f"a = {i}" for i in range(300)), "SQL92", "AND/OR/NOT"),
+                                          (nested, "SQL92", "parentheses 40 deep")):
+                answer = await client.invoke(pull("T", 0, selector, kind))
+                assert answer.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED, (kind, answer.code, answer.remark)
+                assert words in answer.remark, answer.remark
+            large = " or ".join(f"a = {i}" for i in range(120))
+            order = []
+
+            async def timed(name, c, cmd):
+                answer = await c.invoke(cmd)
+                order.append(name)
+                return answer
+            built = b.selectors.built
+            found, _ = await asyncio.gather(
+                timed("pull", client, pull("T", 0, large, "SQL92")),
+                timed("max", other, RemotingCommand.request(RequestCode.GET_MAX_OFFSET, {"topic": "T", "queueId": 0})))
+            assert found.code == ResponseCode.SUCCESS and [m.body for m in records(found.body)] == [b"x"]
+            assert order == ["max", "pull"]
+            for _ in range(5):
+                assert (await client.invoke(pull("T", 0, large, "SQL92"))).code == ResponseCode.SUCCESS
+            assert b.selectors.built == built + 1
+            newer = pull("T", 0, large, "SQL92")
+            newer.ext_fields["subVersion"] = "2"
+            assert (await client.invoke(newer)).code == ResponseCode.SUCCESS
+            assert b.selectors.built == built + 2
     run(main())
