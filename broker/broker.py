@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from acl.acl_exception import AclException
+from acl.permission import SUB
 from acl.plain_access_validator import PlainAccessValidator
 from filters import MessageFilter
 from remoting import RemotingClient, RemotingCommand, RemotingServer, RequestCode, ResponseCode
@@ -260,6 +261,13 @@ class Broker:
             return None
         log.info("refused request code %d from %s: %s", cmd.code, channel.remote_address, why)
         return cmd.response(ResponseCode.NO_PERMISSION, why)
+
+    def _check_message_access(self, cmd: RemotingCommand, channel: Channel, topic: str) -> None:
+        """aclEnable: the account may read the topic of a message it names by offset (NO_PERMISSION if not)."""
+        why = None if self.acl is None else self.acl.refusal_for(cmd, channel.remote_address, topic, SUB)
+        if why is not None:
+            log.info("refused request code %d from %s: %s", cmd.code, channel.remote_address, why)
+            raise BadRequest(why, ResponseCode.NO_PERMISSION)
 
     def _answering(self, processor):
         async def run(cmd: RemotingCommand, channel):
@@ -523,6 +531,7 @@ class Broker:
             msg = codec.decode_record(view, offset - base, limit=len(view))
         except codec.RecordFormatError as e:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"no message at offset {offset}: {e}")
+        self._check_message_access(cmd, channel, msg.topic)
         return cmd.response(ResponseCode.SUCCESS, body=bytes(view[offset - base:offset - base + msg.store_size]))
 
     def _lock_body(self, cmd: RemotingCommand) -> tuple[str, str, list]:
@@ -580,6 +589,7 @@ class Broker:
             msg = codec.decode_record(view, offset - base, limit=len(view))
         except codec.RecordFormatError as e:
             raise BadRequest(f"the message at offset {offset}: {e}") from None
+        self._check_message_access(cmd, channel, msg.topic)
         props = dict(msg.properties)
         props.setdefault(PROPERTY_RETRY_TOPIC, msg.topic)
         props[PROPERTY_ORIGIN_MESSAGE_ID] = ext.get("originMsgId") or props.get(codec.PROPERTY_UNIQ_KEY, "")

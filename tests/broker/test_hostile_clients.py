@@ -4,6 +4,7 @@ stops a broker service (issue 32)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import time
 
@@ -244,4 +245,49 @@ def test_selectors_are_bounded_parsed_once_and_never_hold_other_clients(tmp_path
             newer.ext_fields["subVersion"] = "2"
             assert (await client.invoke(newer)).code == ResponseCode.SUCCESS
             assert b.selectors.built == built + 2
+    run(main())
+
+
+def test_a_sub_only_account_reads_no_other_topic_through_offsets_retry_sends_or_producer_groups(tmp_path):
+    """Holes of RocketMQ 4.x closed: CONSUMER_SEND_MSG_BACK and VIEW_MESSAGE_BY_ID name a message by offset, and
+    its topic is checked against the account; a send to %RETRY%<group> needs that group; a heartbeat registering
+    a producer group (whose halves are checked back with it) needs the group."""
+    def offset_of(answer):
+        return int(answer.ext_fields["msgId"][-16:], 16)
+
+    async def main():
+        async with _acl_broker(tmp_path) as b, RemotingClient(b.address) as client:
+            secret = offset_of(await client.invoke(_signed(send("Secret", b"secret"), ADMIN)))
+            readable = offset_of(await client.invoke(_signed(send("Readable", b"mine"), ADMIN)))
+
+            def view(offset):
+                return _signed(RemotingCommand.request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": offset}), READER)
+
+            def back(offset):
+                return _signed(RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, {
+                    "group": "gA", "offset": offset, "delayLevel": 0, "originMsgId": "", "originTopic": "",
+                    "maxReconsumeTimes": 16}), READER)
+            answer = await client.invoke(view(secret))
+            assert answer.code == ResponseCode.NO_PERMISSION and "topic:Secret" in answer.remark, answer.remark
+            assert answer.body in (b"", None)
+            assert (await client.invoke(view(readable))).code == ResponseCode.SUCCESS
+            answer = await client.invoke(back(secret))
+            assert answer.code == ResponseCode.NO_PERMISSION and "topic:Secret" in answer.remark, answer.remark
+            assert not b.store.has_topic("SCHEDULE_TOPIC_XXXX")  # nothing on its way to %RETRY%gA
+            assert (await client.invoke(back(readable))).code == ResponseCode.SUCCESS
+
+            retry = send("%RETRY%victimG", b"forged")
+            answer = await client.invoke(_signed(retry, READER))
+            assert answer.code == ResponseCode.NO_PERMISSION and "group:victimG" in answer.remark, answer.remark
+            own = await client.invoke(_signed(send("%RETRY%gA", b"own"), READER))
+            assert own.code == ResponseCode.SUCCESS, own.remark
+
+            def heartbeat(producer_group):
+                return _signed(RemotingCommand.request(RequestCode.HEART_BEAT, body=json.dumps({
+                    "clientID": "thief", "consumerDataSet": [],
+                    "producerDataSet": [{"groupName": "CLIENT_INNER_PRODUCER"},
+                                        {"groupName": producer_group}]}).encode()), READER)
+            answer = await client.invoke(heartbeat("victimPG"))
+            assert answer.code == ResponseCode.NO_PERMISSION and "group:victimPG" in answer.remark, answer.remark
+            assert (await client.invoke(heartbeat("gA"))).code == ResponseCode.SUCCESS
     run(main())
