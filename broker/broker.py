@@ -303,7 +303,10 @@ class Broker:
         if not self.broker_config.autoCreateTopicEnable:
             raise BadRequest(f"topic[{topic}] not exist, apply first please! (autoCreateTopicEnable is false on "
                              f"broker {self.broker_name})", ResponseCode.TOPIC_NOT_EXIST)
-        queues = min(_int_field(ext, "defaultTopicQueueNums", self.default_topic_queues), 1024)
+        # at most TBW102's queues, as createTopicInSendMessageMethod caps the producer's defaultTopicQueueNums
+        most = len(self.store.queues(DEFAULT_TOPIC)) if self.store.has_topic(DEFAULT_TOPIC) else \
+            self.default_topic_queues
+        queues = min(_int_field(ext, "defaultTopicQueueNums", self.default_topic_queues), most)
         self.store.create_topic(topic, max(1, queues))
         if self._namesrv_client is not None:
             await self.register(topic)
@@ -324,6 +327,10 @@ class Broker:
         writes = _int_field(ext, "writeQueueNums", 0)
         if not 0 < writes <= 1024 or reads != writes:
             raise BadRequest(f"readQueueNums {reads} and writeQueueNums {writes}: give the same number, 1..1024")
+        existing = self.store.topic_config.table.get(topic)
+        perm = _int_field(ext, "perm", PERM_READ | PERM_WRITE if existing is None else existing.perm)
+        if not 0 <= perm <= (PERM_READ | PERM_WRITE | PERM_INHERIT):
+            raise BadRequest(f"perm {perm}: give PermName's bits, 0..7 (4 readable, 2 writeable, 1 inherit)")
         if self.store.has_topic(topic):
             have = len(self.store.queues(topic))
             if have != writes:
@@ -331,8 +338,12 @@ class Broker:
                                  f"broker does not change a topic's queue numbers")
         else:
             self.store.create_topic(topic, writes)
-            if self._namesrv_client is not None:
-                await self.register(topic)
+        cfg = self.store.topic_config.table[topic]
+        if cfg.perm != perm:  # the topic's perm as the request gives it (TopicConfig.perm), read by every pull
+            cfg.perm = perm
+            self.store.topic_config.persist()
+        if self._namesrv_client is not None:
+            await self.register(topic)
         return cmd.response(ResponseCode.SUCCESS)
 
     def _group_config(self, group: str) -> dict:
@@ -387,6 +398,10 @@ class Broker:
         refuse_illegal_queue(topic, queue_id, len(self.store.queues(topic)))
         properties = parse_properties(ext.get("properties"))
         sys_flag = _int_field(ext, "sysFlag", 0) & ~codec.RESERVED_SYS_FLAGS & ~codec.TRANSACTION_TYPE_MASK
+        undecompressable = codec.body_decompress_error(cmd.body, sys_flag)
+        if undecompressable is not None:  # stored, it would stop every read of its queue
+            raise BadRequest(f"the body does not decompress as its sysFlag {sys_flag} says: {undecompressable}",
+                             ResponseCode.MESSAGE_ILLEGAL)
         put_args = dict(flag=_int_field(ext, "flag", 0), sys_flag=sys_flag,
                         born_timestamp=_int_field(ext, "bornTimestamp", int(time.time() * 1000)),
                         born_host=channel.remote_address, reconsume_times=_int_field(ext, "reconsumeTimes", 0))
@@ -822,8 +837,11 @@ class Broker:
         ext = cmd.ext_fields
         group, topic, queue_id = ext.get("consumerGroup") or "", ext.get("topic") or "", _int_field(ext, "queueId")
         self._check_queue(topic, queue_id)
+        commit = _int_field(ext, "commitOffset")
+        if commit < 0:
+            raise BadRequest(f"commitOffset {commit} is negative: a queue offset is 0 or more")
         offsets = self._offset_store(group)
-        offsets.update_offset((topic, queue_id), _int_field(ext, "commitOffset"))
+        offsets.update_offset((topic, queue_id), commit)
         offsets.persist_all()
         return cmd.response(ResponseCode.SUCCESS)
 

@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import os
 import signal
+import subprocess
+import sys
 import time
+import zlib
 
-from broker_testkit import pull, records, send, send_batch, send_v2, serve_process, stop_process
+from broker_testkit import ROOT, pull, records, send, send_batch, send_v2, serve_process, stop_process
 
 from acl import AclClientRPCHook, SessionCredentials
 from broker import Broker, NameServer
@@ -291,3 +296,59 @@ def test_a_sub_only_account_reads_no_other_topic_through_offsets_retry_sends_or_
             assert answer.code == ResponseCode.NO_PERMISSION and "group:victimPG" in answer.remark, answer.remark
             assert (await client.invoke(heartbeat("gA"))).code == ResponseCode.SUCCESS
     run(main())
+
+
+def test_smaller_holes_queue_counts_perm_negative_offsets_compressed_bodies_and_numbers(tmp_path, caplog):
+    """A producer's defaultTopicQueueNums is capped at TBW102's queues; UPDATE_AND_CREATE_TOPIC's perm is the
+    topic's; a negative commit offset is refused with a remark and no traceback; a compressed send whose body is
+    not zlib is refused MESSAGE_ILLEGAL (and `rmq check` reports one already stored); "1_0" and " 3" are not
+    numbers."""
+    async def main():
+        async with Broker(tmp_path / "s", "127.0.0.1:0") as b, RemotingClient(b.address) as client:
+            many = send("Many", b"x")
+            many.ext_fields["defaultTopicQueueNums"] = "1000"
+            assert (await client.invoke(many)).code == ResponseCode.SUCCESS
+            assert len(b.store.queues("Many")) == len(b.store.queues("TBW102")) == 8
+
+            create = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+                "topic": "WriteOnly", "readQueueNums": 4, "writeQueueNums": 4, "perm": 2,
+                "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False})
+            assert (await client.invoke(create)).code == ResponseCode.SUCCESS
+            assert (await client.invoke(send("WriteOnly", b"w"))).code == ResponseCode.SUCCESS
+            refused = await client.invoke(pull("WriteOnly", 0))
+            assert refused.code == ResponseCode.NO_PERMISSION, refused.remark
+            create.ext_fields["perm"] = "6"
+            assert (await client.invoke(create)).code == ResponseCode.SUCCESS
+            assert (await client.invoke(pull("WriteOnly", 0))).code == ResponseCode.SUCCESS
+
+            caplog.clear()
+            with caplog.at_level(logging.INFO):
+                negative = await client.invoke(RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, {
+                    "consumerGroup": "g", "topic": "Many", "queueId": 0, "commitOffset": -5}))
+            assert negative.code == ResponseCode.SYSTEM_ERROR and "commitOffset -5 is negative" in negative.remark
+            assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
+
+            junk = send("Z", b"junk", queue_id=0)
+            junk.ext_fields["sysFlag"] = "1"
+            answer = await client.invoke(junk)
+            assert answer.code == ResponseCode.MESSAGE_ILLEGAL and "does not decompress" in answer.remark
+            assert b.store.max_offset("Z", 0) == 0
+            packed = send("Z", zlib.compress(b"fine" * 100), queue_id=0)
+            packed.ext_fields["sysFlag"] = "1"
+            assert (await client.invoke(packed)).code == ResponseCode.SUCCESS
+            assert [m.body for m in records((await client.invoke(pull("Z", 0))).body)] == [b"fine" * 100]
+
+            for field, value in (("queueOffset", "1_0"), ("queueId", " 3"), ("maxMsgNums", "3 ")):
+                bad = pull("Many", 0)
+                bad.ext_fields[field] = value
+                answer = await client.invoke(bad)
+                assert answer.code == ResponseCode.SYSTEM_ERROR, (field, answer.code)
+                assert f"{field} is {value!r}, not an integer" in answer.remark, answer.remark
+    run(main())
+
+    with MessageStore(tmp_path / "s") as store:  # what a broker before the check stored
+        store.put("Z", b"junk", queue_id=0, sys_flag=1)
+    check = subprocess.run([sys.executable, "-m", "rmq_cli", "-s", str(tmp_path / "s"), "check"], timeout=120,
+                           capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert check.returncode == 1, check.stdout + check.stderr
+    assert "does not decompress" in check.stdout, check.stdout
