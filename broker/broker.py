@@ -216,7 +216,7 @@ class Broker:
         exist yet (perm 7: inherit, read, write); the first send then creates the topic here."""
         if not self.broker_config.autoCreateTopicEnable or self.store.has_topic(DEFAULT_TOPIC):
             return
-        cfg = self.store.create_topic(DEFAULT_TOPIC, 8)
+        cfg = self.store.create_topic(DEFAULT_TOPIC, self.default_topic_queues)
         cfg.perm = PERM_INHERIT | PERM_READ | PERM_WRITE
         self.store.topic_config.persist()
 
