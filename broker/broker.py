@@ -200,6 +200,7 @@ class Broker:
         self.hold.release_all()  # held pulls are answered (PULL_NOT_FOUND) before the connections close
         await self.server.stop(grace_s=2.0)
         await self.schedule.stop()
+        self.selectors.close()
         self.end_transaction.close()
         for offsets in self._offsets.values():
             offsets.persist_all()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from typing import Optional
 
 import numpy as np
@@ -71,6 +72,12 @@ class SelectorCache:
         self.max_entries = max_entries
         self.built = 0  # selectors built (each key once while it stays cached)
         self._entries: OrderedDict[tuple, asyncio.Future] = OrderedDict()
+        # one build at a time: a client sending selector after selector competes with the event loop through one
+        # thread, never through a pool of them
+        self._builder = ThreadPoolExecutor(1, thread_name_prefix="selector-build")
+
+    def close(self) -> None:
+        self._builder.shutdown(wait=False, cancel_futures=True)
 
     async def get(self, group: str, topic: str, kind: str, expression: str, version: int) -> Built:
         if kind == "TAG" and expression.strip() in ("", "*"):
@@ -80,7 +87,7 @@ class SelectorCache:
         if entry is None:
             self.built += 1
             entry = self._entries[key] = asyncio.get_running_loop().run_in_executor(
-                None, build_selector, kind, expression)
+                self._builder, build_selector, kind, expression)
             while len(self._entries) > self.max_entries:
                 self._entries.popitem(last=False)
         else:
