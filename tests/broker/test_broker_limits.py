@@ -16,6 +16,7 @@ import time
 
 import pytest
 from broker_testkit import ROOT, records, send
+from test_transactions import COMMIT, end
 
 from broker import Broker, NameServer
 from broker.broker_config import BrokerConfig
@@ -98,6 +99,12 @@ def _view(offset: int) -> RemotingCommand:
 def _stored(store_path, topic: str) -> int:
     with MessageStore(store_path, read_only=True) as s:
         return sum(s.max_offset(topic, q) for q in s.queues(topic)) if s.has_topic(topic) else 0
+
+
+def half(body: bytes, group: str) -> RemotingCommand:
+    cmd = send("T", body, TRAN_MSG="true", PGROUP=group)
+    cmd.ext_fields["sysFlag"] = "4"  # TRANSACTION_PREPARED_TYPE
+    return cmd
 
 
 def test_a_client_that_does_not_read_its_answers_costs_bounded_memory(tmp_path):
@@ -203,11 +210,6 @@ def test_a_member_that_does_not_read_delays_no_other_member_and_no_check_back(tm
                 "subscriptionDataSet": [{"topic": "T", "subString": "*", "tagsSet": [], "codeSet": [],
                                          "subVersion": 0, "expressionType": "TAG"}]}]}).encode())
 
-    def half(body, group):
-        cmd = send("T", body, TRAN_MSG="true", PGROUP=group)
-        cmd.ext_fields["sysFlag"] = "4"
-        return cmd
-
     async def main():
         async with Broker(tmp_path / "s", "127.0.0.1:0", broker_config=config) as b:
             async with RemotingClient(b.address) as other, RemotingClient(b.address) as producer:
@@ -247,29 +249,31 @@ def test_a_member_that_does_not_read_delays_no_other_member_and_no_check_back(tm
 
 
 def test_requests_received_before_the_client_leaves_are_processed(tmp_path):
-    """3,000 oneway sends written at once, then the connection closed: every one is stored (those not done half a
-    second after the close were cancelled)."""
-    n = 3000
+    """A producer writes 2,000 oneway sends and its 300 oneway END_TRANSACTION commits (as RocketMQ's producer
+    sends them) at once, then closes: every send is stored and every half committed (what was not done half a
+    second after the close was cancelled: commits waiting for an END thread never ran)."""
+    halves, sends = 300, 2000
 
     async def main():
         async with Broker(tmp_path / "s", "127.0.0.1:0") as b:
             async with RemotingClient(b.address) as c:
-                assert (await c.invoke(send("T", b"first", queue_id=0))).code == ResponseCode.SUCCESS
+                assert (await c.invoke(send("T", b"first", queue_id=0), timeout=60)).code == ResponseCode.SUCCESS
+                answers = await asyncio.gather(*(c.invoke(half(b"h%d" % i, "pg"), timeout=60) for i in range(halves)))
             frames = b"".join(RemotingCommand.request(RequestCode.SEND_MESSAGE, send("T", b"m%d" % i).ext_fields,
-                                                      body=b"m%d" % i, oneway=True).encode() for i in range(n))
+                                                      body=b"m%d" % i, oneway=True).encode() for i in range(sends))
+            frames += b"".join(end(a, COMMIT, oneway=True).encode() for a in answers)
             host, port = b.address.rsplit(":", 1)
             _, writer = await asyncio.open_connection(host, int(port))
             writer.write(frames)
             await writer.drain()
             writer.close()
-            deadline, last, stable = time.monotonic() + 60, -1, 0
-            while time.monotonic() < deadline and stable < 10:
+            deadline = time.monotonic() + 60
+            while True:
+                got = sum(b.store.max_offset("T", q) for q in b.store.queues("T")), b.transactions.undecided_count()
+                if got == (1 + halves + sends, 0) or time.monotonic() > deadline:
+                    return got
                 await asyncio.sleep(0.2)
-                now = sum(b.store.max_offset("T", q) for q in b.store.queues("T"))
-                stable = stable + 1 if now == last else 0
-                last = now
-            return last
-    assert asyncio.run(main()) == n + 1
+    assert asyncio.run(main()) == (1 + halves + sends, 0)
 
 
 def test_overload_is_answered_system_busy_and_counted_in_the_log(tmp_path):
