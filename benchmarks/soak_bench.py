@@ -29,6 +29,7 @@ from store import MessageStore  # noqa: E402
 from store import message_codec as codec  # noqa: E402
 
 PRODUCERS, CONSUMERS, QUEUES = 100, 100, 8
+KINDS = ("slowloris", "unread", "selector", "half_frame")
 CONF = "serverChannelMaxIdleTimeSeconds = {idle}\n"
 
 
@@ -122,8 +123,8 @@ def _count(body: bytes) -> int:
     return n
 
 
-def hostile(address: str, seconds: float, big_offset: int) -> None:
-    """20 threads, each a bad client that reconnects when the broker closes it."""
+def hostile(address: str, seconds: float, big_offset: int, kinds: list[str]) -> None:
+    """5 threads of each kind, each a bad client that reconnects when the broker closes it."""
     host, port = address.rsplit(":", 1)
     end = time.monotonic() + seconds
 
@@ -173,15 +174,15 @@ def hostile(address: str, seconds: float, big_offset: int) -> None:
         while time.monotonic() < end:
             time.sleep(1)
 
-    threads = [threading.Thread(target=forever, args=(act,), daemon=True)
-               for act in (slowloris, unread, selector, half_frame) for _ in range(5)]
+    acts = {"slowloris": slowloris, "unread": unread, "selector": selector, "half_frame": half_frame}
+    threads = [threading.Thread(target=forever, args=(acts[kind],), daemon=True) for kind in kinds for _ in range(5)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(max(0.0, end - time.monotonic()) + 5)
 
 
-def phase(workdir: str, name: str, seconds: float, with_hostile: bool, idle: int) -> dict:
+def phase(workdir: str, name: str, seconds: float, kinds: list[str], idle: int) -> dict:
     store = os.path.join(workdir, name)
     proc, address = serve(store, idle)
     peak = [rss(proc.pid)]
@@ -197,14 +198,14 @@ def phase(workdir: str, name: str, seconds: float, with_hostile: bool, idle: int
     sampler.start()
     bad = None
     try:
-        if with_hostile:
+        if kinds:
             async def big() -> int:
                 async with RemotingClient(address) as c:
                     r = await c.invoke(send("Big", b"x" * (1 << 20), 0), timeout=60)
                     return codec.decode_message_id(r.ext_fields["msgId"])[2]
             offset = asyncio.run(big())
             bad = subprocess.Popen([sys.executable, __file__, "--hostile", address, "--seconds", str(seconds),
-                                    "--offset", str(offset)])
+                                    "--offset", str(offset), "--kinds", ",".join(kinds)])
         rtts, acked, received = asyncio.run(good_clients(address, seconds))
     finally:
         stop.set()
@@ -236,18 +237,25 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--minutes", type=float, default=5.0, help="both phases together (default 5)")
     ap.add_argument("--idle", type=int, default=30, help="the broker's serverChannelMaxIdleTimeSeconds (default 30)")
+    ap.add_argument("--kinds", default=",".join(KINDS),
+                    help=f"hostile kinds, 5 clients each (default {','.join(KINDS)})")
     ap.add_argument("--hostile", help=argparse.SUPPRESS)
     ap.add_argument("--seconds", type=float, help=argparse.SUPPRESS)
     ap.add_argument("--offset", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.hostile:
-        hostile(args.hostile, args.seconds, args.offset)
+        hostile(args.hostile, args.seconds, args.offset, args.kinds.split(","))
         return
+    kinds = args.kinds.split(",")
+    unknown = set(kinds) - set(KINDS)
+    if unknown:
+        ap.error(f"--kinds: unknown {', '.join(sorted(unknown))}; give some of {','.join(KINDS)}")
     seconds = args.minutes * 60 / 2
     with tempfile.TemporaryDirectory(prefix="soak-") as workdir:
-        alone = phase(workdir, "alone", seconds, False, args.idle)
-        besieged = phase(workdir, "besieged", seconds, True, args.idle)
-    print(json.dumps({"minutes": args.minutes, "idle_timeout_s": args.idle, "alone": alone, "hostile": besieged,
+        alone = phase(workdir, "alone", seconds, [], args.idle)
+        besieged = phase(workdir, "besieged", seconds, kinds, args.idle)
+    print(json.dumps({"minutes": args.minutes, "idle_timeout_s": args.idle, "hostile_kinds": kinds,
+                      "alone": alone, "hostile": besieged,
                       "p99_ratio": round(besieged["p99_ms"] / alone["p99_ms"], 2),
                       "lost": alone["lost"] + besieged["lost"]}))
 
