@@ -249,10 +249,10 @@ def test_a_member_that_does_not_read_delays_no_other_member_and_no_check_back(tm
 
 
 def test_requests_received_before_the_client_leaves_are_processed(tmp_path):
-    """A producer writes 2,000 oneway sends and its 300 oneway END_TRANSACTION commits (as RocketMQ's producer
+    """A producer writes 500 oneway sends and its 100 oneway END_TRANSACTION commits (as RocketMQ's producer
     sends them) at once, then closes: every send is stored and every half committed (what was not done half a
     second after the close was cancelled: commits waiting for an END thread never ran)."""
-    halves, sends = 300, 2000
+    halves, sends = 100, 500
 
     async def main():
         async with Broker(tmp_path / "s", "127.0.0.1:0") as b:
@@ -267,7 +267,7 @@ def test_requests_received_before_the_client_leaves_are_processed(tmp_path):
             writer.write(frames)
             await writer.drain()
             writer.close()
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + 120
             while True:
                 got = sum(b.store.max_offset("T", q) for q in b.store.queues("T")), b.transactions.undecided_count()
                 if got == (1 + halves + sends, 0) or time.monotonic() > deadline:
