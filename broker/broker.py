@@ -109,7 +109,7 @@ class Broker:
             listen = f"{config.brokerIP1 or '127.0.0.1'}:{config.listenPort}"
         host, _, port = listen.rpartition(":")
         self.store = MessageStore(store_path, config)
-        self.server = RemotingServer(host or "127.0.0.1", int(port))
+        self.server = RemotingServer(host or "127.0.0.1", int(port), limits=bc.server_limits())
         self.namesrv, self.broker_name, self.cluster = bc.namesrvAddr or None, bc.brokerName, bc.brokerClusterName
         self.register_interval_s = register_interval_s
         self.default_topic_queues = bc.defaultTopicQueueNums
@@ -701,7 +701,8 @@ class Broker:
             remaining = deadline - time.monotonic()
             if not waiting or remaining <= 0 or channel.closed.is_set() or self._stopping:
                 break
-            await self.hold.suspend(topic, queue_id, offset, remaining)
+            with channel.holding():  # not counted among the connection's busy requests while it waits
+                await self.hold.suspend(topic, queue_id, offset, remaining)
         if scanned and result.status != GetMessageStatus.FOUND:
             result.status, result.next_begin_offset = GetMessageStatus.NO_MATCHED_MESSAGE, offset
         code = _PULL_STATUS[result.status]
@@ -899,10 +900,7 @@ class Broker:
         for client in list(self.groups.get(group, {}).values()):
             note = RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group},
                                            oneway=True)
-            try:
-                await client.channel.send(note)
-            except ConnectionError:
-                pass
+            client.channel.send_oneway_best_effort(note)  # never waits for a member that does not read
 
     async def _expire_clients(self) -> None:
         """A client that has not sent a heartbeat for CLIENT_EXPIRY_S leaves its groups (ClientHousekeeping)."""
