@@ -671,7 +671,8 @@ class Broker:
                 if offset < result.max_offset:
                     continue
                 status = GetMessageStatus.OFFSET_OVERFLOW_ONE
-            waiting = status in (GetMessageStatus.NO_MESSAGE_IN_QUEUE, GetMessageStatus.OFFSET_OVERFLOW_ONE)
+            waiting = status == GetMessageStatus.OFFSET_OVERFLOW_ONE or (
+                status == GetMessageStatus.NO_MESSAGE_IN_QUEUE and offset == 0)
             remaining = deadline - time.monotonic()
             if not waiting or remaining <= 0 or channel.closed.is_set() or self._stopping:
                 break
@@ -679,6 +680,8 @@ class Broker:
         if scanned and result.status != GetMessageStatus.FOUND:
             result.status, result.next_begin_offset = GetMessageStatus.NO_MATCHED_MESSAGE, offset
         code = _PULL_STATUS[result.status]
+        if result.status == GetMessageStatus.NO_MESSAGE_IN_QUEUE and offset != 0:
+            code = ResponseCode.PULL_OFFSET_MOVED  # past the end of an empty queue: moved to 0, as RocketMQ does
         if result.status != GetMessageStatus.FOUND:
             body = b""
         return cmd.response(code, remark=str(result.status), body=body, ext_fields={

@@ -724,7 +724,7 @@ class _Consumer:
                         return False
             self.positions[qid] = r.next_begin_offset
             return r.next_begin_offset < r.max_offset
-        if r.status == S.OFFSET_OVERFLOW_BADLY:
+        if r.status == S.OFFSET_OVERFLOW_BADLY or (r.status == S.NO_MESSAGE_IN_QUEUE and pos > r.max_offset):
             print(f"rmq: warning: offset {pos} is past the end of {self.args.topic}/{qid} (max offset "
                   f"{r.max_offset})", file=sys.stderr)
             self.positions[qid] = r.max_offset
@@ -973,8 +973,11 @@ def cmd_recover(args) -> int:
     from store.message_store import MessageStore
     path = _store_path(args, must_exist=True)
     with MessageStore(path, _config(args), recover_truncate=args.truncate) as store:
+        rebuilt = store.rebuild_consume_queues()
         end = store.commit_log_max_offset()
         total = sum(store.max_offset(t, q) - store.min_offset(t, q) for t in store.topics() for q in store.queues(t))
+    if rebuilt:
+        print(f"rebuilt {_plural(rebuilt, 'consume-queue unit')} below the queues' first files from the commitlog")
     print(f"store {path} recovered: commitlog ends at offset {end}; {_plural(total, 'message')} in the consume "
           "queues")
     return EXIT_OK
