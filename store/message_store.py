@@ -15,9 +15,8 @@ from typing import Iterator, Optional, Sequence
 import numpy as np
 import pyarrow as pa
 
-from . import file_sizes
+from . import file_sizes, record_encoder
 from . import message_codec as codec
-from . import record_encoder
 from .commit_log import CommitLog, WalkedRecord
 from .consume_queue import CQ_STORE_UNIT_SIZE, UNIT_DTYPE, ConsumeQueue, UnitWrites
 from .errors import (
