@@ -79,7 +79,7 @@ async def _serve(args, config, broker_config) -> None:
             broker = Broker(args.store, args.listen, namesrv=address, config=config, broker_config=broker_config,
                             broker_name=args.broker_name, cluster=args.cluster)
         except ValueError as e:  # a setting of broker.conf (or its plain_acl.yml) that cannot be served
-            raise UsageError(f"--config {args.config}: {e}") from None
+            raise UsageError(f"--config {args.config}: {e}" if args.config else str(e)) from None
         async with broker as b:
             _warn_if_wide(b.address, "the broker", b.acl is not None)
             stop = _stop_on_signals()
