@@ -26,7 +26,7 @@ from remoting.broker_headers import send_fields
 from remoting.remoting_server import LARGE_BODY, Channel
 from store import GetMessageResult, GetMessageStatus, MessageStore, OffsetStore, ReadOffsetType, StoreError, native
 from store import message_codec as codec
-from store.errors import CorruptRecordError
+from store.errors import CorruptRecordError, DiskFullError
 from store.message_properties import PropertiesText, parse_properties
 from store.offset_store import check_group
 from store.store_config import StoreConfig
@@ -161,8 +161,11 @@ class Broker:
         return self.server.address
 
     async def start(self) -> "Broker":
-        self._default_topic()
-        self.transactions.create_topics()  # registered with the others: admin tools read them through routes
+        try:
+            self._default_topic()
+            self.transactions.create_topics()  # registered with the others: admin tools read them through routes
+        except DiskFullError as e:  # a full disk refuses writes, not reads: serve what is stored
+            log.warning("%s: starting without them; writes are refused until there is room", e)
         await self.server.start()
         # STOREHOST of every record this broker stores: clients send a message back to the broker it names
         host = self.server.host if self.server.host not in ("0.0.0.0", "::", "") else codec.local_host_address()

@@ -8,7 +8,7 @@ import re
 import tempfile
 from typing import Optional
 
-from .errors import ConfigFileError, disk_full_named
+from .errors import ConfigFileError, DiskFullError, disk_full_named
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +83,18 @@ def atomic_write_json(path: str, data, keep_backup: bool = True, indent: Optiona
     """Write a temporary file, fsync, keep the previous version as .bak, rename over the original."""
     with disk_full_named(path, os.path.basename(path)):
         _atomic_write_json(path, data, keep_backup, indent)
+
+
+def persist_config_json(path: str, data, indent: Optional[int] = 4) -> bool:
+    """RocketMQ's ConfigManager.persist: write a config/ file (atomic_write_json); on a full disk say so in the
+    log and go on with the table in memory (the caller writes it again with its next change), so that a broker
+    on a full disk still serves reads and new consumer groups. False when it was not written."""
+    try:
+        atomic_write_json(path, data, indent=indent)
+    except DiskFullError as e:
+        log.warning("%s; kept in memory, written with the next change once there is room", e)
+        return False
+    return True
 
 
 def _atomic_write_json(path: str, data, keep_backup: bool, indent: Optional[int]) -> None:

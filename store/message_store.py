@@ -270,8 +270,9 @@ class MessageStore:
             cfg = TopicConfig(topicName=name, readQueueNums=queues, writeQueueNums=queues)
             # Its queue directories at once: until topics.json is rewritten (within the persist window) they are
             # how other processes find the topic and its queue count, even while it has no message.
-            for q in range(queues):
-                os.makedirs(os.path.join(self.path, "consumequeue", name, str(q)), exist_ok=True)
+            with disk_full_named(os.path.join(self.path, "consumequeue", name), f"topic {name}'s queue directories"):
+                for q in range(queues):
+                    os.makedirs(os.path.join(self.path, "consumequeue", name, str(q)), exist_ok=True)
             self.topic_config.add(cfg)
         return cfg
 

@@ -139,3 +139,12 @@ def test_a_lost_head_after_retention_is_rebuilt_with_pre_blank_units_by_recover(
         lo = s.min_offset("T", 0)
         assert 0 < lo < 100 and _bodies(s)[0] == b"m%03d" % lo + b"x" * 100
     assert _rmq(tmp_path, "check").returncode == 0
+
+
+def test_serve_starts_on_a_store_whose_first_consume_queue_file_was_cut(tmp_path):
+    from test_config_file_damage import serve
+    os.truncate(_issue_store(tmp_path), 40)
+    started, err, code = serve(tmp_path)
+    assert started is not None and code == 0, err
+    assert "was short (40 bytes); rebuilt units 2..299" in err
+    assert check_store(str(tmp_path)).ok
