@@ -73,7 +73,7 @@ async def _serve(args, config, broker_config) -> None:
     if address is None:
         namesrv = await NameServer(args.namesrv_listen).start()
         address = namesrv.address
-    from .cli import UsageError
+    from .common import UsageError
     try:
         try:
             broker = Broker(args.store, args.listen, namesrv=address, config=config, broker_config=broker_config,
@@ -95,8 +95,8 @@ async def _serve(args, config, broker_config) -> None:
 def cmd_serve(args) -> int:
     from broker.broker_config import load_broker_conf
 
-    from .cli import UsageError, _store_path
-    _store_path(args, must_exist=False)
+    from .common import UsageError, store_path
+    store_path(args, must_exist=False)
     _logging()  # before the file is read: its ignored keys are logged
     try:
         broker_config, config = load_broker_conf(args.config)
