@@ -201,7 +201,10 @@ class Broker:
         await self.schedule.stop()
         self.end_transaction.close()
         for offsets in self._offsets.values():
-            offsets.persist_all()
+            try:
+                offsets.persist_all()
+            except DiskFullError as e:  # the store is still closed cleanly
+                log.error("%s: offsets committed since the disk filled are lost", e)
         self.store.close()
 
     async def __aenter__(self) -> "Broker":

@@ -92,6 +92,9 @@ def test_serve_on_a_full_disk_starts_serves_reads_and_a_new_groups_pull_and_refu
         ns = json.loads(line)["namesrv"]
         consume = _rmq("consume", "--namesrv", ns, "-t", "T", "-g", "a-new-group", "--max", "50")
         assert consume.returncode == 0 and consume.stdout.count(b"\n") == 50, consume.stderr
+        commit = _rmq("consume", "--namesrv", ns, "-t", "T", "-g", "g2", "--max", "5", "--commit")
+        assert commit.returncode == 1 and b"no space left on the device writing consumerOffset.json" in \
+            commit.stderr, commit.stderr  # committing offsets is a write: refused, and the broker goes on
         produce = _rmq("produce", "--namesrv", ns, "-t", "T", "more")
         assert produce.returncode == 1 and b"no space left on the device writing the commitlog" in produce.stderr, \
             produce.stderr
