@@ -27,7 +27,7 @@ from remoting.broker_headers import send_fields
 from remoting.remoting_server import LARGE_BODY, Channel
 from store import GetMessageResult, GetMessageStatus, MessageStore, OffsetStore, ReadOffsetType, StoreError, native
 from store import message_codec as codec
-from store.errors import CorruptRecordError
+from store.errors import CorruptRecordError, DiskFullError
 from store.message_properties import PropertiesText, parse_properties
 from store.offset_store import check_group
 from store.store_config import StoreConfig
@@ -167,8 +167,11 @@ class Broker:
         return self.server.address
 
     async def start(self) -> "Broker":
-        self._default_topic()
-        self.transactions.create_topics()  # registered with the others: admin tools read them through routes
+        try:
+            self._default_topic()
+            self.transactions.create_topics()  # registered with the others: admin tools read them through routes
+        except DiskFullError as e:  # a full disk refuses writes, not reads: serve what is stored
+            log.warning("%s: starting without them; writes are refused until there is room", e)
         await self.server.start()
         # STOREHOST of every record this broker stores: clients send a message back to the broker it names
         host = self.server.host if self.server.host not in ("0.0.0.0", "::", "") else codec.local_host_address()
@@ -205,7 +208,10 @@ class Broker:
         self.selectors.close()
         self.end_transaction.close()
         for offsets in self._offsets.values():
-            offsets.persist_all()
+            try:
+                offsets.persist_all()
+            except DiskFullError as e:  # the store is still closed cleanly
+                log.error("%s: offsets committed since the disk filled are lost", e)
         self.store.close()
 
     async def __aenter__(self) -> "Broker":
@@ -699,7 +705,8 @@ class Broker:
                 if offset < result.max_offset:
                     continue
                 status = GetMessageStatus.OFFSET_OVERFLOW_ONE
-            waiting = status in (GetMessageStatus.NO_MESSAGE_IN_QUEUE, GetMessageStatus.OFFSET_OVERFLOW_ONE)
+            waiting = status == GetMessageStatus.OFFSET_OVERFLOW_ONE or (
+                status == GetMessageStatus.NO_MESSAGE_IN_QUEUE and offset == 0)
             remaining = deadline - time.monotonic()
             if not waiting or remaining <= 0 or channel.closed.is_set() or self._stopping:
                 break
@@ -708,6 +715,8 @@ class Broker:
         if scanned and result.status != GetMessageStatus.FOUND:
             result.status, result.next_begin_offset = GetMessageStatus.NO_MATCHED_MESSAGE, offset
         code = _PULL_STATUS[result.status]
+        if result.status == GetMessageStatus.NO_MESSAGE_IN_QUEUE and offset != 0:
+            code = ResponseCode.PULL_OFFSET_MOVED  # past the end of an empty queue: moved to 0, as RocketMQ does
         if result.status != GetMessageStatus.FOUND:
             body = b""
         return cmd.response(code, remark=str(result.status), body=body, ext_fields={
