@@ -149,7 +149,7 @@ class SourceOptions:
     max_messages_per_trigger: Optional[int] = None
     max_bytes_per_trigger: Optional[int] = None
     min_messages_per_trigger: Optional[int] = None
-    max_trigger_delay_ms: int = 15 * 60_000
+    max_trigger_delay_ms: int = K.DEFAULT_MAX_TRIGGER_DELAY_MS
     consumer_group: str = ""
     commit_offsets: bool = True
     fail_on_data_loss: bool = True
@@ -158,9 +158,9 @@ class SourceOptions:
     read_only: bool = False
     metrics_path: Optional[str] = None
     namesrv_addr: Optional[str] = None  # over the wire: path is "" then
-    pull_batch_size: int = 1024
-    pulls_in_flight: int = 4
-    broker_timeout_ms: int = 60_000
+    pull_batch_size: int = K.DEFAULT_PULL_BATCH_SIZE
+    pulls_in_flight: int = K.DEFAULT_PULLS_IN_FLIGHT
+    broker_timeout_ms: int = K.DEFAULT_BROKER_TIMEOUT_MS
     credentials: Optional[SessionCredentials] = None  # accessKey / secretKey: every request to the brokers signed
     include_properties: bool = True
     raw: dict = field(default_factory=dict, compare=False)  # the options as given, secretKey left out
@@ -224,9 +224,9 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         read_only=read_only,
         metrics_path=opts.get(K.METRICS_PATH),
         namesrv_addr=namesrv,
-        pull_batch_size=int_option(opts, K.PULL_BATCH_SIZE, 1024, minimum=1),
-        pulls_in_flight=int_option(opts, K.PULLS_IN_FLIGHT, 4, minimum=1),
-        broker_timeout_ms=int_option(opts, K.BROKER_TIMEOUT_MS, 60_000, minimum=0),
+        pull_batch_size=int_option(opts, K.PULL_BATCH_SIZE, K.DEFAULT_PULL_BATCH_SIZE, minimum=1),
+        pulls_in_flight=int_option(opts, K.PULLS_IN_FLIGHT, K.DEFAULT_PULLS_IN_FLIGHT, minimum=1),
+        broker_timeout_ms=int_option(opts, K.BROKER_TIMEOUT_MS, K.DEFAULT_BROKER_TIMEOUT_MS, minimum=0),
         credentials=credentials_option(opts) if namesrv else None,
         include_properties=_bool(opts, K.INCLUDE_PROPERTIES, True),
         raw={k: v for k, v in opts.items() if k != K.SECRET_KEY},
@@ -307,7 +307,7 @@ def _ending_offsets(opts: dict) -> EndingOffsets:
 def _trigger_limits(opts: dict) -> tuple[Optional[int], Optional[int], int]:
     """(maxMessagesPerTrigger, minMessagesPerTrigger, maxTriggerDelay in ms)."""
     delay = opts.get(K.MAX_TRIGGER_DELAY)
-    delay_ms = 15 * 60_000
+    delay_ms = K.DEFAULT_MAX_TRIGGER_DELAY_MS
     if delay is not None:
         m = _DURATION.fullmatch(delay)
         if not m:

@@ -165,42 +165,87 @@ class WireStore:
         mq = MessageQueue(topic, q.broker_name, q.queue_id)
         return self._retry(lambda: self.consumer.query_offset(mq), f"group offset of {topic}/{q}")
 
-    def commit_offsets(self, positions: dict) -> None:
-        """UPDATE_CONSUMER_OFFSET of each queue, to the broker that holds it (RemoteBrokerOffsetStore)."""
+    def commit_offsets(self, positions: dict) -> dict[str, MQClientError]:
+        """UPDATE_CONSUMER_OFFSET of each queue, to the broker that holds it (RemoteBrokerOffsetStore), asked once:
+        {broker name: its error} for the brokers that could not be reached (the rest of their queues are not
+        tried). A refusal (a response code) raises."""
+        failed: dict[str, MQClientError] = {}
         for (t, q), off in sorted(positions.items()):
-            mq = MessageQueue(t, q.broker_name, q.queue_id)
-            self._retry(lambda: self.consumer.commit_offset(mq, int(off)), f"offset commit of {t}/{q}")
+            if q.broker_name in failed:
+                continue
+            try:
+                self.consumer.commit_offset(MessageQueue(t, q.broker_name, q.queue_id), int(off))
+            except MQClientError as e:
+                if not e.unreachable:
+                    raise refused_by_acl(e, f"offset commit of {t}/{q}") from None
+                failed[q.broker_name] = e
+        return failed
 
 
 class WireOffsetCommitter:
-    """The group's offsets to the brokers after each microbatch: only the queues that moved."""
+    """The group's offsets to the brokers after each microbatch: only the queues that moved. They are a report for
+    outside tools (the checkpoint is the truth), so a broker that cannot be reached never stops the query: the
+    failure is logged once per broker and failure spell, with the lag it leaves, and its queues are sent again with
+    the next commit."""
 
     def __init__(self, group: str):
         self.group = group
         self.last: Optional[dict] = None
+        self._pending: dict = {}                    # positions not yet on their broker
+        self._held: dict = {}                       # what each queue's broker holds from us
+        self._failing: dict[str, float] = {}        # broker name -> when its failure spell began
 
     def commit(self, positions: dict, store: WireStore) -> None:
         moved = {mq: off for mq, off in positions.items() if self.last is None or self.last.get(mq) != off}
-        if not moved:
+        if not moved and not self.pending:
             return
         self.commit_moved(moved, store)
         self.last = dict(positions)
 
+    @property
+    def pending(self) -> bool:
+        """Positions wait for a broker that could not be reached: the next commit sends them even if none moved."""
+        return bool(self._pending)
+
     def commit_moved(self, moved: dict, store: WireStore) -> None:
-        """Commit the positions of the queues that moved (the caller knows which)."""
-        store.commit_offsets(moved)
+        """Commit the positions of the queues that moved (the caller knows which), and any left from a failure."""
+        todo = {**self._pending, **moved}
+        failed = store.commit_offsets(todo)
+        self._pending = {mq: off for mq, off in todo.items() if mq[1].broker_name in failed}
+        self._held.update({mq: off for mq, off in todo.items() if mq not in self._pending})
+        for broker in sorted(set(self._failing) - set(failed)):
+            log.warning("offset commits of group %s to broker %r work again (after %.0f s); the group's offsets "
+                        "there are the query's again", self.group, broker, time.monotonic() - self._failing.pop(broker))
+        for broker, e in sorted(failed.items()):
+            if broker not in self._failing:
+                self._failing[broker] = time.monotonic()
+                log.warning("offset commit of group %s to broker %r failed (%s): %s; the query goes on (its checkpoint "
+                            "is the truth) and the commit is tried again with each microbatch", self.group, broker, e,
+                            self._lag(broker))
         if self.last is not None:
             self.last.update(moved)
-        log.info("committed offsets of group %s to the brokers: %d queue(s) moved", self.group, len(moved))
+        log.info("committed offsets of group %s to the brokers: %d queue(s) moved%s", self.group, len(moved),
+                 f", {len(self._pending)} waiting for broker(s) {', '.join(sorted(failed))}" if failed else "")
+
+    def _lag(self, broker: str) -> str:
+        """What a broker's group offsets miss: messages behind the query where it holds our earlier commit."""
+        queues = [(mq, off) for mq, off in self._pending.items() if mq[1].broker_name == broker]
+        known = [off - self._held[mq] for mq, off in queues if mq in self._held]
+        text = f"its {len(queues)} queue(s) keep older offsets"
+        if known:
+            text += f", {sum(known)} message(s) behind the query"
+        if len(known) < len(queues):
+            text += f" ({len(queues) - len(known)} never committed by this query)"
+        return text
 
 
 class WireRange(InputPartition):
     """One queue's [start, end) on one broker, and everything an executor needs to pull it."""
 
     def __init__(self, namesrv: str, group: str, topic: str, queue: BrokerQueue, start: int, end: int,
-                 subscription: Subscription, client_filter=None, residual=None, fail_on_data_loss: bool = True,
-                 pull_batch_size: int = 1024, in_flight: int = 4, timeout_ms: int = 60_000,
-                 selection: Selection = FULL, credentials: Optional[SessionCredentials] = None):
+                 subscription: Subscription, client_filter, residual, fail_on_data_loss: bool, pull_batch_size: int,
+                 in_flight: int, timeout_ms: int, selection: Selection = FULL,
+                 credentials: Optional[SessionCredentials] = None):
         """credentials: pickled without a secret that came from RMQ_SECRET_KEY (the executor reads its own)."""
         super().__init__((topic, str(queue), start, end))
         self.credentials = credentials
@@ -216,7 +261,9 @@ class WireRange(InputPartition):
         return f"WireRange({self.topic}/{self.queue[0]}:{self.queue[1]} [{self.start}, {self.end}))"
 
 
-def read_wire_partition(p: WireRange) -> Iterator[pa.RecordBatch]:
+def read_wire_partition(p: InputPartition) -> Iterator[pa.RecordBatch]:
+    if not isinstance(p, WireRange):
+        return  # a plan with no ranges: Spark still runs one partition of its own, which holds nothing
     consumer = consumer_for(p.namesrv, p.group, p.credentials)
     broker, qid = p.queue
     mq = MessageQueue(p.topic, broker, qid)

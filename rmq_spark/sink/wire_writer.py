@@ -97,8 +97,9 @@ def wire_options(options, stream: bool) -> WireSinkOptions:
     if sink_id is None:
         sink_id = default_stream_sink_id(checkpoint) if checkpoint else "write"
     group = opts.get(K.PRODUCER_GROUP) or "rmq-sink-" + hashlib.sha1(sink_id.encode()).hexdigest()[:12]
-    return WireSinkOptions(namesrv, topic, sink_id, checkpoint, group, guarantee == EXACTLY_ONCE,
-                           int_option(opts, K.BROKER_TIMEOUT_MS, 60_000, minimum=0), credentials_option(opts))
+    timeout_ms = int_option(opts, K.BROKER_TIMEOUT_MS, K.DEFAULT_BROKER_TIMEOUT_MS, minimum=0)
+    return WireSinkOptions(namesrv, topic, sink_id, checkpoint, group, guarantee == EXACTLY_ONCE, timeout_ms,
+                           credentials_option(opts))
 
 
 @dataclass
@@ -241,7 +242,7 @@ class _WireWriting:
         sent = [d for d in done if isinstance(d, HalfBatch)]
         if failed:
             if sent:
-                await _end_all(producer, sent, TransactionState.ROLLBACK_MESSAGE)
+                await _end_all(producer, sent, TransactionState.ROLLBACK_MESSAGE, self.options.timeout_ms)
             raise failed[0]
         return sent
 
@@ -289,7 +290,7 @@ class _WireWriting:
 
 
 async def _end_all(producer: AsyncTransactionProducer, halves: list[HalfBatch], state: TransactionState,
-                   timeout_ms: int = 60_000) -> list[EndOutcome]:
+                   timeout_ms: int) -> list[EndOutcome]:
     """END_TRANSACTION for every half batch, several in flight, each retried while its broker cannot be reached
     (up to timeout_ms)."""
     gate = asyncio.Semaphore(ENDS_IN_FLIGHT)

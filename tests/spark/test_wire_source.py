@@ -176,7 +176,7 @@ def test_a_partition_whose_broker_stays_away_fails_naming_it_and_reads_all_once_
     with WireCluster(tmp_path, brokers=BROKERS) as c:
         sent = _send(c.namesrv, "Away")
         part = WireRange(c.namesrv, "away-g", "Away", BrokerQueue("broker-b", 1), 0, PER_QUEUE, Subscription(),
-                         pull_batch_size=16, timeout_ms=1500)
+                         None, None, fail_on_data_loss=True, pull_batch_size=16, in_flight=4, timeout_ms=1500)
         c.kill("broker-b")
         with pytest.raises(BrokerUnavailableError, match="broker-b.*brokerTimeoutMs=1500"):
             list(read_wire_partition(part))
