@@ -4,6 +4,7 @@ how an executor reads one. backend_for picks the implementation once, from the o
 picks one KafkaOffsetReader); nothing else asks which one it is."""
 from __future__ import annotations
 
+import logging
 from typing import Any, Iterator, Protocol
 
 import pyarrow as pa
@@ -13,6 +14,8 @@ from .offsets import OffsetCommitter, Positions, open_store
 from .options import SourceOptions
 from .read_store import ReadStore
 from .schema import Selection
+
+log = logging.getLogger(__name__)
 
 
 class Committer(Protocol):
@@ -48,6 +51,9 @@ class SourceBackend:
 
     def committer(self) -> Committer:
         raise NotImplementedError
+
+    def note_batch_plan(self, queues: list) -> None:
+        """A batch read's queues are known: say where they come from when that may surprise."""
 
     def partitions(self, ranges: list, scan_filter, client_filter, residual, selection: Selection) -> list:
         """The InputPartitions of (topic, queue, start, end) ranges. scan_filter: what a directory's scan applies
@@ -114,6 +120,14 @@ class WireBackend(SourceBackend):
     def committer(self) -> Committer:
         from .wire import WireOffsetCommitter
         return WireOffsetCommitter(self.opts.consumer_group)
+
+    def note_batch_plan(self, queues: list) -> None:
+        by_broker: dict = {}
+        for _, q in queues:
+            by_broker[q.broker_name] = by_broker.get(q.broker_name, 0) + 1
+        log.warning("batch read through %s: the route lists broker(s) %s; a stopped broker's queues are not in the "
+                    "read", self.describe(), ", ".join(f"{b} ({n} queue(s))" for b, n in sorted(by_broker.items()))
+                    or "none")
 
     def partitions(self, ranges: list, scan_filter, client_filter, residual, selection: Selection) -> list:
         from .wire import wire_ranges

@@ -33,6 +33,7 @@ class RmqBatchReader(DataSourceReader):
     def planned_ranges(self) -> list:
         with self.backend.open() as store:
             queues = subscribed_queues(store, self.opts.subscription)
+            self.backend.note_batch_plan(queues)
             queues = self._prune_queues(queues)
             starts = starting_positions(self.backend, store, queues, default=EarliestOffsets(), streaming=False)
             ends = ending_positions(store, self.opts, queues, starts)

@@ -98,6 +98,8 @@ KAFKA_ONLY = {
     "groupIdPrefix": "name the group with consumerGroup (committed offsets are reports; progress is in the "
                      "checkpoint)",
     "startingOffsetsByTimestampStrategy": "a timestamp past a queue's last message starts at its end",
-    "fetchOffset.numRetries": "no fetch retries: the store is local",
-    "fetchOffset.retryIntervalMs": "no fetch retries: the store is local",
+    "fetchOffset.numRetries": "a store directory is read locally; through brokers, brokerTimeoutMs says how long "
+                              "a broker that does not answer is retried",
+    "fetchOffset.retryIntervalMs": "a store directory is read locally; through brokers, brokerTimeoutMs says how "
+                                   "long a broker that does not answer is retried",
 }

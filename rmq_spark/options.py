@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 OPTION_NAMES = K.SOURCE_OPTIONS  # as users spell them (Spark hands them to us lower-cased)
 
 EARLIEST, LATEST = -2, -1
+_HOST = re.compile(r"[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\]")  # a name, an IPv4 address or a bracketed IPv6 one
 _GROUP_NAME = re.compile(r"[%|a-zA-Z0-9_-]{1,255}")
 _DURATION = re.compile(r"\s*(\d+)\s*(ms|s|m|min|h|d)?\s*", re.IGNORECASE)
 _DURATION_MS = {None: 1, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -261,8 +262,11 @@ def namesrv_addr_option(opts: dict) -> Optional[str]:
         raise RmqOptionError(K.NAMESRV_ADDR, "no name server given; expected host:port;host2:port")
     for a in addrs:
         host, sep, port = a.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise RmqOptionError(K.NAMESRV_ADDR, f"{a!r} is not host:port")
+        if "://" in a:
+            raise RmqOptionError(K.NAMESRV_ADDR, f"{a!r} is not host:port: name servers take no scheme (write "
+                                                 f"{a.split('://', 1)[1]!r})")
+        if not sep or not _HOST.fullmatch(host) or not port.isdigit() or not 0 < int(port) < 65536:
+            raise RmqOptionError(K.NAMESRV_ADDR, f"{a!r} is not host:port (e.g. 127.0.0.1:9876;host2:9876)")
     for name in (K.READ_ONLY, K.METRICS_PATH, K.MAX_BYTES_PER_TRIGGER):
         if name in opts:
             raise RmqOptionError(name, "only for a store directory (path), not with namesrvAddr (use "

@@ -87,12 +87,28 @@ def test_offsets_json_names_queues_by_broker(spark, cluster):
     ({"startingOffsets": '{"Orders": {"broker-z:0": 1}}'}, "queue broker-z:0 does not exist"),
     ({"path": "/tmp"}, "option 'namesrvAddr': give a store directory .* or name servers"),
     ({"maxBytesPerTrigger": "100"}, "option 'maxBytesPerTrigger'"),
-    ({"topic": "NoSuchTopic"}, "option 'topic': unknown topic 'NoSuchTopic'"),
+    ({"topic": "NoSuchTopic"}, "option 'topic': unknown topic 'NoSuchTopic'; the cluster of name server"),
+    ({"namesrvAddr": "http://127.0.0.1:9876"}, "option 'namesrvAddr': 'http://127.0.0.1:9876' is not host:port: "
+                                               "name servers take no scheme"),
+    ({"namesrvAddr": "127.0.0.1:9876;bad host:1"}, "option 'namesrvAddr': 'bad host:1' is not host:port"),
 ])
 def test_bad_options_fail_at_load_naming_the_option(spark, cluster, options, fragment):
     opts = {"topic": "Orders", **options}
     with pytest.raises(Exception, match=fragment):
         _read(spark, cluster, **opts).collect()
+
+
+def test_a_name_server_refusing_connections_fails_the_read_at_once_naming_it(spark):
+    import socket
+    import time
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        addr = f"127.0.0.1:{s.getsockname()[1]}"
+    began = time.monotonic()
+    with pytest.raises(Exception, match=f"option 'namesrvAddr': no name server listens at {addr}"):
+        spark.read.format("rmq").option("namesrvAddr", addr).option("topic", "T").load().collect()
+    assert time.monotonic() - began < 30  # brokerTimeoutMs is 60 s: not waited for
 
 
 def test_a_stream_commits_the_group_offsets_to_each_broker_and_resumes_from_them(spark, cluster, tmp_path):
