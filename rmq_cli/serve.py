@@ -133,11 +133,13 @@ async def _namesrv(args) -> None:
     from broker import NameServer
     with _binding("--listen"):
         ns = await NameServer(args.listen).start()
-    async with ns:
+    try:
         _warn_if_wide(ns.address)
         stop = _stop_on_signals()
         print(json.dumps({"namesrv": ns.address}), flush=True)
         await stop.wait()
+    finally:
+        await ns.stop()
 
 
 def cmd_namesrv(args) -> int:

@@ -27,7 +27,7 @@ from acl import SessionCredentials
 from rmq_client import AsyncTransactionProducer, EndOutcome, HalfBatch, MessageQueue, MQClientError, TransactionState
 from rmq_client.event_loop import run_blocking, run_in_background
 from rmq_client.message_batch import encode_message_batch, properties_text
-from rmq_client.producer import AsyncProducer
+from rmq_client.producer import DEFAULT_TOPIC_QUEUE_NUMS, AsyncProducer
 from rmq_client.transaction_producer import (
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_TRANSACTION_BATCH,
@@ -250,7 +250,7 @@ class _WireWriting:
         queues = await producer.api.queues(topic, readable=False)
         if not queues:  # a new topic: created on every broker that allows it, as a producer's first send does
             maker = AsyncProducer(self.options.namesrv, self.options.group, api=producer.api)
-            await maker.create_topic(topic, 8)
+            await maker.create_topic(topic, maker.default_topic_queue_nums)
             queues = await producer.api.queues(topic, readable=False)
             if not queues:
                 raise MQClientError(17, f"topic {topic!r} has no write queues after its creation",
@@ -276,8 +276,8 @@ class _WireWriting:
                     return await producer.send_halves(mq, body, n, txn)
                 await producer.api.send(mq, {
                     "producerGroup": self.options.group, "topic": mq.topic, "defaultTopic": "TBW102",
-                    "defaultTopicQueueNums": 8, "queueId": mq.queue_id, "sysFlag": 0, "bornTimestamp": 0,
-                    "flag": 0, "reconsumeTimes": 0, "unitMode": False, "batch": True}, body, True)
+                    "defaultTopicQueueNums": DEFAULT_TOPIC_QUEUE_NUMS, "queueId": mq.queue_id, "sysFlag": 0,
+                    "bornTimestamp": 0, "flag": 0, "reconsumeTimes": 0, "unitMode": False, "batch": True}, body, True)
                 return None
             except MQClientError as e:
                 if not e.unreachable or asyncio.get_running_loop().time() >= deadline:
