@@ -71,7 +71,7 @@ def test_a_stream_goes_on_while_a_broker_is_stopped_and_its_output_is_complete_w
         sent = _send(c.namesrv, "Away", "broker-a", 0, create=True) | _send(c.namesrv, "Away", "broker-b", 0)
         q = _stream(spark, c, tmp_path, 60_000)
         try:
-            wait_until(lambda: set(_bodies(spark, tmp_path)) == sent, 90, "the first messages")
+            wait_until(lambda: set(_bodies(spark, tmp_path)) == sent, 240, "the first messages")
             c.kill("broker-b", signal.SIGTERM)
             more = _send(c.namesrv, "Away", "broker-a", 100)
             sent |= more
@@ -98,7 +98,7 @@ def test_a_stream_whose_broker_stays_away_fails_naming_it_after_broker_timeout(s
         sent = _send(c.namesrv, "Away", "broker-a", 0, create=True) | _send(c.namesrv, "Away", "broker-b", 0)
         q = _stream(spark, c, tmp_path, 4000)
         try:
-            wait_until(lambda: set(_bodies(spark, tmp_path)) == sent, 90, "the first messages")
+            wait_until(lambda: set(_bodies(spark, tmp_path)) == sent, 240, "the first messages")
             c.kill("broker-b", signal.SIGTERM)
             with pytest.raises(Exception, match=r"broker 'broker-b'.*brokerTimeoutMs=4000"):
                 q.awaitTermination(60)
