@@ -114,12 +114,19 @@ class BrokerConfig:
         return path
 
 
+# What `rmq serve` ships where broker.conf is silent: pulls large enough for Spark (RocketMQ's defaults, 32 messages
+# and 256 KiB, cap a Spark read at about a fifth of the speed). The cost: a pull's answer is built in memory, up to
+# 8 MiB per pull in flight (a Spark partition keeps pullsInFlight=4 of them).
+SERVE_PULL_LIMITS = {"maxTransferCountOnMessageInMemory": 4096, "maxTransferBytesOnMessageInMemory": 8 << 20}
+
+
 def load_broker_conf(path: Optional[str | os.PathLike]) -> tuple[BrokerConfig, StoreConfig]:
     """A broker.conf as RocketMQ's BrokerStartup reads it: the broker's keys here, the store's in StoreConfig,
-    every other key RocketMQ defines logged once as ignored, and any other key refused by name."""
+    every other key RocketMQ defines logged once as ignored, and any other key refused by name. The pull limits
+    default to SERVE_PULL_LIMITS."""
     if path is None:
-        return BrokerConfig(), StoreConfig()
-    values = read_conf_file(path)
+        return BrokerConfig(), StoreConfig().replace(**SERVE_PULL_LIMITS)
+    values = {**SERVE_PULL_LIMITS, **read_conf_file(path)}
     store_config = StoreConfig.from_dict(values, source=str(path), other_keys=BrokerConfig.keys())
     # defaultTopicQueueNums is the store's key too (the queues of topics it creates): one value for both
     broker_config = BrokerConfig.from_dict(values, source=str(path))

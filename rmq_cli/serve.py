@@ -4,6 +4,8 @@ Ctrl-C stops it cleanly (held pulls answered, offsets persisted, unregistered, s
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import json
 import logging
 import signal
@@ -66,12 +68,27 @@ def _warn_if_wide(address: str, what: str = "the name server", acl: bool = False
         log.warning("listening on %s: anyone who reaches it can read every topic's route", address)
 
 
+@contextlib.contextmanager
+def _binding(flag: str):
+    """An address that cannot be listened on (taken, not this host's, a privileged port) as a usage error naming
+    the flag that sets it."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
+            raise
+        from .cli import UsageError
+        raise UsageError(f"{flag}: cannot listen there ({e.strerror or e}: {e}); give a free address, e.g. {flag} "
+                         f"127.0.0.1:0 (port 0 picks a free port; the JSON line says which)") from None
+
+
 async def _serve(args, config, broker_config) -> None:
     from broker import Broker, NameServer
     namesrv: Optional[NameServer] = None
     address = args.namesrv or broker_config.namesrvAddr.split(";")[0] or None
     if address is None:
-        namesrv = await NameServer(args.namesrv_listen).start()
+        with _binding("--namesrv-listen"):
+            namesrv = await NameServer(args.namesrv_listen).start()
         address = namesrv.address
     from .common import UsageError
     try:
@@ -80,13 +97,17 @@ async def _serve(args, config, broker_config) -> None:
                             broker_name=args.broker_name, cluster=args.cluster)
         except ValueError as e:  # a setting of broker.conf (or its plain_acl.yml) that cannot be served
             raise UsageError(f"--config {args.config}: {e}" if args.config else str(e)) from None
-        async with broker as b:
+        with _binding("--listen"):
+            b = await broker.start()
+        try:
             _warn_if_wide(b.address, "the broker", b.acl is not None)
             stop = _stop_on_signals()
             print(json.dumps({"namesrv": address, "broker": b.address, "brokerName": b.broker_name}),
                   flush=True)
             await stop.wait()
             log.info("stopping")
+        finally:
+            await broker.stop()
     finally:
         if namesrv is not None:
             await namesrv.stop()
@@ -110,11 +131,15 @@ def cmd_serve(args) -> int:
 
 async def _namesrv(args) -> None:
     from broker import NameServer
-    async with NameServer(args.listen) as ns:
+    with _binding("--listen"):
+        ns = await NameServer(args.listen).start()
+    try:
         _warn_if_wide(ns.address)
         stop = _stop_on_signals()
         print(json.dumps({"namesrv": ns.address}), flush=True)
         await stop.wait()
+    finally:
+        await ns.stop()
 
 
 def cmd_namesrv(args) -> int:

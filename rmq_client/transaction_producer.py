@@ -19,6 +19,7 @@ from remoting.broker_headers import SendMessageResponseHeader, v2_send_fields
 from store import message_codec as codec
 
 from .mq_client_api import MessageQueue, MQClientAPI, MQClientError
+from .producer import DEFAULT_TOPIC_QUEUE_NUMS
 
 log = logging.getLogger(__name__)
 
@@ -109,10 +110,10 @@ class AsyncTransactionProducer:
         as halves to mq."""
         addr = await self.api.broker_addr(mq.topic, mq.broker_name)
         header = v2_send_fields({
-            "producerGroup": self.group, "topic": mq.topic, "defaultTopic": "TBW102", "defaultTopicQueueNums": 4,
-            "queueId": mq.queue_id, "sysFlag": TRANSACTION_PREPARED_TYPE,
-            "bornTimestamp": born_timestamp or int(time.time() * 1000), "flag": 0, "reconsumeTimes": 0,
-            "unitMode": False, "batch": True})
+            "producerGroup": self.group, "topic": mq.topic, "defaultTopic": "TBW102",
+            "defaultTopicQueueNums": DEFAULT_TOPIC_QUEUE_NUMS, "queueId": mq.queue_id,
+            "sysFlag": TRANSACTION_PREPARED_TYPE, "bornTimestamp": born_timestamp or int(time.time() * 1000),
+            "flag": 0, "reconsumeTimes": 0, "unitMode": False, "batch": True})
         resp = await self.api.checked(addr, RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, header,
                                                                      body=body),
                                        f"half messages to {mq.topic}/{mq.broker_name}/{mq.queue_id}")
