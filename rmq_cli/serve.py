@@ -77,7 +77,7 @@ def _binding(flag: str):
     except OSError as e:
         if e.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
             raise
-        from .cli import UsageError
+        from .common import UsageError
         raise UsageError(f"{flag}: cannot listen there ({e.strerror or e}: {e}); give a free address, e.g. {flag} "
                          f"127.0.0.1:0 (port 0 picks a free port; the JSON line says which)") from None
 
