@@ -1,0 +1,149 @@
+"""Brokers, clients and Spark on separate test hosts (network namespaces made here, see netns_hosts.py): a name
+server on host A; brokers on hosts B and C listening on 0.0.0.0 with nothing else said about their address; the
+Spark job on host D (local[2]: a local-cluster's executor JVMs started in a namespace cost ~30 s more); the Apache
+RocketMQ C++ producer (PyPI rocketmq 0.4.4) on host E. Nothing here runs on the machine's own network: what a
+client gets is what a client on another machine would get."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from netns_hosts import TestHosts, rmq, wait_for, why_not
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+HOSTS = ["a", "b", "c", "d", "e"]
+# fast registration and expiry, so that a broker's link down for 4 s is seen by the name server
+BROKER_CONF = ("registerNameServerPeriod = 500\nbrokerNotActiveTimeoutMillis = 2000\n"
+               "maxTransferCountOnMessageInMemory = 4096\nmaxTransferBytesOnMessageInMemory = 8388608\n")
+
+CPP_PRODUCER = """
+import sys
+import time
+from rocketmq.client import Message, Producer
+from rocketmq.exceptions import ProducerSendSyncFailed
+p = Producer("cpp-hosts-%s" % sys.argv[2])
+p.set_namesrv_addr(sys.argv[1])
+p.start()
+for i in range(int(sys.argv[2]), int(sys.argv[3])):
+    m = Message("Hosts")
+    m.set_tags("TagA" if i % 4 == 0 else "TagB")
+    m.set_property("seq", str(i))
+    m.set_body("cpp-%d" % i)
+    for attempt in range(10):
+        try:
+            p.send_sync(m)
+            break
+        except ProducerSendSyncFailed as e:
+            # only a failed route lookup is retried: nothing was sent then, so a retry cannot duplicate
+            if "No route info" not in str(e) or attempt == 9:
+                raise
+            time.sleep(1)
+p.shutdown()
+"""
+
+
+@pytest.fixture(scope="module")
+def hosts():
+    reason = why_not()
+    if reason is not None:
+        pytest.fail(reason)
+    with TestHosts(HOSTS) as h:
+        yield h
+
+
+@pytest.fixture(scope="module")
+def cluster(hosts, tmp_path_factory):
+    root = tmp_path_factory.mktemp("hosts")
+    conf = root / "broker.conf"
+    conf.write_text(BROKER_CONF)
+    _, ns = rmq(hosts, "a", ["namesrv", "--listen", "0.0.0.0:9876", "--scan-interval", "200"],
+                str(root / "namesrv.log"))
+    brokers = {}
+    for host, name in (("b", "broker-b"), ("c", "broker-c")):
+        _, out = rmq(hosts, host, ["-s", str(root / name), "serve", "--config", str(conf), "--listen",
+                                   "0.0.0.0:10911", "--namesrv", ns["namesrv"], "--broker-name", name],
+                     str(root / f"{name}.log"))
+        brokers[host] = out
+    return {"root": root, "namesrv": ns, "brokers": brokers}
+
+
+def test_listening_on_every_interface_advertises_the_hosts_address(hosts, cluster):
+    ns = cluster["namesrv"]
+    assert ns == {"namesrv": f"{hosts.ip4('a')}:9876", "listen": "0.0.0.0:9876"}
+    for host, out in cluster["brokers"].items():
+        assert out["broker"] == f"{hosts.ip4(host)}:10911" and out["listen"] == "0.0.0.0:10911", out
+        log = (cluster["root"] / f"{out['brokerName']}.log").read_text()
+        assert f"advertises {hosts.ip4(host)}:10911 (the host has only private IPv4 addresses" in log, log
+    # what the name server hands a client on another host: the brokers' own addresses
+    r = hosts.run("e", [sys.executable, "-m", "rmq_cli", "produce", "--namesrv", ns["namesrv"], "--topic",
+                        "Hello", "one"], timeout=60)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert re.search(rf"{re.escape(hosts.ip4('b'))}:10911|{re.escape(hosts.ip4('c'))}:10911", r.stdout + r.stderr) \
+        or "broker-" in r.stdout, r.stdout
+
+
+def _cpp(hosts: TestHosts, namesrv: str, first: int, end: int, home) -> None:
+    r = hosts.run("e", [sys.executable, "-c", textwrap.dedent(CPP_PRODUCER), namesrv, str(first), str(end)],
+                  timeout=180, env=dict(os.environ, HOME=str(home)))
+    assert r.returncode == 0, r.stderr[-3000:]
+
+
+def _ask(child: subprocess.Popen, command: str) -> dict:
+    assert child.stdin is not None and child.stdout is not None
+    child.stdin.write(command + "\n")
+    child.stdin.flush()
+    while True:
+        line = child.stdout.readline()
+        if not line:
+            raise AssertionError(f"the Spark job on host d ended on {command!r}; see its log")
+        if line.startswith("{"):
+            return json.loads(line)
+
+
+def test_spark_on_another_host_reads_and_writes_exactly_once_through_a_brokers_link_down_and_up(
+        hosts, cluster, tmp_path):
+    pytest.importorskip("rocketmq.client", reason="the rocketmq==0.4.4 test extra (the Apache RocketMQ C++ client)")
+    namesrv = cluster["namesrv"]["namesrv"]
+    c_addr = cluster["brokers"]["c"]["broker"]
+    ns_log = cluster["root"] / "namesrv.log"
+    with open(tmp_path / "spark.log", "wb") as log:
+        child = hosts.popen("d", [sys.executable, os.path.join(HERE, "spark_host_child.py"), str(tmp_path / "out")],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
+                            env=dict(os.environ, SPARK_LOCAL_IP=hosts.ip4("d"), RMQ_HOSTS_TOTAL="800",
+                                     SPARK_AUTH_SOCKET_TIMEOUT="120"))
+    try:
+        assert _ask(child, f"start {namesrv}")["started"]
+        _cpp(hosts, namesrv, 0, 400, tmp_path)
+        assert _ask(child, "wait 400")["rows"] >= 400
+
+        # host C's link down for longer than its registration may be silent: the name server drops it while
+        # the streams run on; sends go to B meanwhile
+        hosts.link("c", up=False)
+        wait_for(lambda: f"broker {c_addr} has not registered" in ns_log.read_text(), 30, "host C dropped")
+        _cpp(hosts, namesrv, 400, 600, tmp_path)
+        time.sleep(1)
+        hosts.link("c", up=True)
+        wait_for(lambda: ns_log.read_text().count(f"registered at {c_addr} from") >= 2, 30, "host C re-added")
+        _cpp(hosts, namesrv, 600, 800, tmp_path)
+        assert _ask(child, "wait 800")["rows"] >= 800
+        out = _ask(child, "finish")
+    finally:
+        TestHosts.stop(child)
+    stores = sorted(f"{hosts.ip4(h)}:10911" for h in ("b", "c"))
+    for name, rows in (("all", 800), ("tags", 200), ("sql", 100)):
+        r = out[name]
+        assert (r["rows"], r["duplicates"], r["lost"], r["extra"], r["wrong_tags"]) == (rows, 0, 0, 0, 0), (name, r)
+        assert r["store_hosts"] == stores, (name, r)  # both brokers' messages, stamped with their addresses
+        assert r["born_hosts"] == [hosts.ip4("e")], (name, r)  # the producer's real source address
+    sink = out["sink"]
+    assert (sink["rows"], sink["duplicates"], sink["lost"]) == (800, 0, 0), sink
+    # the wire sink's transactional producer named itself by its connection's source address (clientIP)
+    logs = "".join((cluster["root"] / f"{b}.log").read_text() for b in ("broker-b", "broker-c"))
+    assert re.search(rf"producer {re.escape(hosts.ip4('d'))}@\w+ of group \S+ connected from "
+                     rf"{re.escape(hosts.ip4('d'))}:", logs), logs[-3000:]
