@@ -42,6 +42,8 @@ def main(root: str) -> None:
     spark = (SparkSession.builder.master(os.environ.get("RMQ_HOSTS_MASTER", "local[2]")).appName("rmq-hosts")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "2")
+             # Python workers start slowly on a loaded 2-core machine: more than the default 15 s to connect back
+             .config("spark.python.authenticate.socketTimeout", "120s")
              .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable).getOrCreate())
     queries: dict = {}
     namesrv = ""
