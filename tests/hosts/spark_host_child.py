@@ -2,7 +2,7 @@
 Commands on stdin, one JSON line answered on stdout for each:
   start NAMESRV          topics Hosts (on every broker) and HostsOut; a stream of Hosts into Parquet; answers once it
                          runs
-  wait COUNT             until the stream has written COUNT rows (or 300 s)
+  wait COUNT             until the stream has written COUNT rows (or 180 s)
   finish                 stops the stream and reports its output (rows, duplicates, lost, store and born hosts);
                          reads Hosts with a tag filter and a SQL92 filter (batch queries) and reports them alike;
                          then the wire sink writes Hosts to HostsOut (availableNow) and a pull reads HostsOut back
@@ -104,7 +104,7 @@ def main(root: str) -> None:
                 answer({"started": True})
             elif cmd[0] == "wait":
                 want = int(cmd[1])
-                deadline = time.monotonic() + 300
+                deadline = time.monotonic() + 180
                 n = count("all")
                 while n < want and time.monotonic() < deadline:
                     error = queries["all"].exception()
