@@ -139,7 +139,9 @@ def test_spark_on_another_host_reads_and_writes_exactly_once_through_a_brokers_l
     for name, rows in (("all", 800), ("tags", 200), ("sql", 100)):
         r = out[name]
         assert (r["rows"], r["duplicates"], r["lost"], r["extra"], r["wrong_tags"]) == (rows, 0, 0, 0, 0), (name, r)
-        assert r["store_hosts"] == stores, (name, r)  # both brokers' messages, stamped with their addresses
+        # stamped with the brokers' advertised addresses; TagA (every 4th message) all went to one queue of B,
+        # as the producer's round robin over 4 queues puts them
+        assert r["store_hosts"] == (stores if name != "tags" else stores[:1]), (name, r)
         assert r["born_hosts"] == [hosts.ip4("e")], (name, r)  # the producer's real source address
     sink = out["sink"]
     assert (sink["rows"], sink["duplicates"], sink["lost"]) == (800, 0, 0), sink
