@@ -24,6 +24,7 @@ from filters import MessageFilter
 from remoting import RemotingClient, RemotingCommand, RemotingServer, RequestCode, ResponseCode
 from remoting.admin_bodies import ConsumeStats, MessageQueue, OffsetWrapper, TopicOffset, TopicStatsTable
 from remoting.broker_headers import send_fields
+from remoting.local_address import advertised_host, join_address, split_address
 from remoting.remoting_server import LARGE_BODY, Channel
 from store import GetMessageResult, GetMessageStatus, MessageStore, OffsetStore, ReadOffsetType, StoreError, native
 from store import message_codec as codec
@@ -89,10 +90,12 @@ class Broker:
     def __init__(self, store_path, listen: Optional[str] = None, namesrv: Optional[str] = None,
                  broker_name: Optional[str] = None, cluster: Optional[str] = None,
                  config: Optional[StoreConfig] = None, broker_config: Optional[BrokerConfig] = None,
-                 register_interval_s: float = 30.0, client_expiry_s: float = 120.0,
+                 register_interval_s: Optional[float] = None, client_expiry_s: float = 120.0,
                  message_delay_level: Optional[str] = None, max_reconsume_times: Optional[int] = None,
-                 default_topic_queues: Optional[int] = None):
-        """broker_config holds broker.conf's broker keys (load_broker_conf reads a file into both configs); the
+                 default_topic_queues: Optional[int] = None, advertise: Optional[str] = None):
+        """advertise: the host registered with the name server and handed to clients (brokerIP1 of the store's
+        config otherwise; listening on a wildcard without either, the host's first non-loopback address).
+        broker_config holds broker.conf's broker keys (load_broker_conf reads a file into both configs); the
         keyword arguments override single keys of it, for tests and notebooks."""
         self.broker_config = bc = (broker_config or BrokerConfig()).replace(
             brokerName=broker_name, brokerClusterName=cluster, namesrvAddr=namesrv,
@@ -109,11 +112,16 @@ class Broker:
             config = config.replace(messageDelayLevel=bc.messageDelayLevel)
         if listen is None:
             listen = f"{config.brokerIP1 or '127.0.0.1'}:{config.listenPort}"
-        host, _, port = listen.rpartition(":")
+        host, port = split_address(listen)
+        host = host or "127.0.0.1"
+        try:
+            self._advertised = advertised_host(host, advertise or config.brokerIP1)
+        except ValueError as e:
+            raise ValueError(f"brokerIP1 (--advertise) {e}") from None
         self.store = MessageStore(store_path, config)
-        self.server = RemotingServer(host or "127.0.0.1", int(port), limits=bc.server_limits())
+        self.server = RemotingServer(host, port, limits=bc.server_limits())
         self.namesrv, self.broker_name, self.cluster = bc.namesrvAddr or None, bc.brokerName, bc.brokerClusterName
-        self.register_interval_s = register_interval_s
+        self.register_interval_s = register_interval_s or bc.registerNameServerPeriod / 1000
         self.default_topic_queues = bc.defaultTopicQueueNums
         self.groups: dict[str, dict[str, _Client]] = {}  # consumer group -> client id -> client
         self._offsets: dict[str, OffsetStore] = {}
@@ -164,6 +172,11 @@ class Broker:
 
     @property
     def address(self) -> str:
+        """The address registered with the name server and handed to clients (RocketMQ's brokerIP1:listenPort)."""
+        return join_address(self._advertised[0], self.server.port)
+
+    @property
+    def listen_address(self) -> str:
         return self.server.address
 
     async def start(self) -> "Broker":
@@ -174,8 +187,13 @@ class Broker:
             log.warning("%s: starting without them; writes are refused until there is room", e)
         await self.server.start()
         # STOREHOST of every record this broker stores: clients send a message back to the broker it names
-        host = self.server.host if self.server.host not in ("0.0.0.0", "::", "") else codec.local_host_address()
-        self.store.store_host = codec.parse_host((host, self.server.port))
+        self.store.store_host = codec.parse_host((self._advertised[0], self.server.port))
+        _, why, warning = self._advertised
+        if why is not None:
+            log.info("broker %s advertises %s (%s) while listening on %s", self.broker_name, self.address, why,
+                     self.listen_address)
+        if warning is not None:
+            log.warning("%s: set brokerIP1 in broker.conf (or --advertise) to an address they can reach", warning)
         self._background.add(asyncio.ensure_future(self._expire_clients()))
         self._background.add(asyncio.ensure_future(self.hold.watch_other_writers()))
         self._background.add(asyncio.ensure_future(self.transaction_check.run()))
@@ -186,7 +204,7 @@ class Broker:
             self._namesrv_client = await RemotingClient(self.namesrv).connect()
             await self.register()
             self._registering = asyncio.ensure_future(self._register_periodically())
-        log.info("broker %s listening on %s", self.broker_name, self.address)
+        log.info("broker %s listening on %s", self.broker_name, self.listen_address)
         return self
 
     async def stop(self) -> None:
@@ -245,9 +263,12 @@ class Broker:
         body = json.dumps({"topicConfigSerializeWrapper": {"topicConfigTable": table,
                                                            "dataVersion": self.store.topic_config.data_version},
                            "filterServerList": []}).encode()
-        answer = await self._namesrv_client.invoke(RemotingCommand.request(RequestCode.REGISTER_BROKER, {
-            "brokerName": self.broker_name, "brokerAddr": self.address, "clusterName": self.cluster,
-            "haServerAddr": self.address, "brokerId": 0, "compressed": "false"}, body=body))
+        header = {"brokerName": self.broker_name, "brokerAddr": self.address, "clusterName": self.cluster,
+                  "haServerAddr": self.address, "brokerId": 0, "compressed": "false"}
+        if self.broker_config.brokerNotActiveTimeoutMillis:
+            header["heartbeatTimeoutMillis"] = self.broker_config.brokerNotActiveTimeoutMillis
+        answer = await self._namesrv_client.invoke(RemotingCommand.request(RequestCode.REGISTER_BROKER, header,
+                                                                           body=body))
         if answer.code != ResponseCode.SUCCESS:
             log.warning("the name server %s refused the registration: %s", self.namesrv, answer.remark)
 

@@ -41,6 +41,12 @@ class BrokerConfig:
     transactionTimeOut: int = 6000
     transactionCheckMax: int = 15
     transactionCheckInterval: int = 60000
+    # the name server registration is repeated every registerNameServerPeriod ms (RocketMQ: 30000, held to 10000..
+    # 60000; any value >= 100 here, so that tests can see a broker dropped and re-added in seconds)
+    registerNameServerPeriod: int = 30000
+    # sent with each registration as heartbeatTimeoutMillis (the name server drops the broker after this much
+    # silence; RocketMQ 5 sends it only with enableSlaveActingMaster); 0: not sent, the name server's 120 s hold
+    brokerNotActiveTimeoutMillis: int = 0
     # what one client may cost (README, "Reliability"): a connection that completes no request and reads none of
     # its answers for this long is closed (RocketMQ's name and default; 0: never)
     serverChannelMaxIdleTimeSeconds: int = 120
@@ -65,6 +71,10 @@ class BrokerConfig:
                              "replication to slaves")
         if not 0 < self.maxReconsumeTimes <= 1000:
             raise ValueError(f"maxReconsumeTimes must be 1..1000, got {self.maxReconsumeTimes}")
+        if self.registerNameServerPeriod < 100:
+            raise ValueError(f"registerNameServerPeriod must be >= 100 (ms), got {self.registerNameServerPeriod}")
+        if self.brokerNotActiveTimeoutMillis < 0:
+            raise ValueError(f"brokerNotActiveTimeoutMillis must be >= 0, got {self.brokerNotActiveTimeoutMillis}")
         for key in ("transactionTimeOut", "transactionCheckMax", "transactionCheckInterval"):
             if getattr(self, key) <= 0:
                 raise ValueError(f"{key} must be > 0, got {getattr(self, key)}")

@@ -12,6 +12,8 @@ import signal
 import sys
 from typing import Optional
 
+from remoting.local_address import is_wildcard
+
 log = logging.getLogger("rmq.serve")
 
 DEFAULT_BROKER = "127.0.0.1:10911"
@@ -25,8 +27,12 @@ def add_serve_commands(sub, common) -> None:
                                    "name server: --namesrv names one; without it one runs in this process. Prints "
                                    '{"namesrv": ..., "broker": ..., "brokerName": ...} once both accept.')
     p.add_argument("--listen", metavar="HOST:PORT",
-                   help=f"the broker's address (default {DEFAULT_BROKER}, or brokerIP1 and listenPort from --config; "
-                        "port 0 picks a free one)")
+                   help=f"the address the broker is bound to (default {DEFAULT_BROKER}, or brokerIP1 and listenPort "
+                        "from --config; 0.0.0.0 for every interface; port 0 picks a free one)")
+    p.add_argument("--advertise", metavar="HOST",
+                   help="the address registered with the name server and handed to clients (RocketMQ's brokerIP1; "
+                        "default: brokerIP1 from --config, else the --listen host, or, listening on 0.0.0.0, the "
+                        "host's first non-loopback address); the in-process name server's printed address too")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--namesrv", metavar="HOST:PORT",
                        help="register with this name server (default: namesrvAddr from --config, else one runs here)")
@@ -39,7 +45,15 @@ def add_serve_commands(sub, common) -> None:
     p = sub.add_parser("namesrv", help="run a RocketMQ name server alone",
                        description='A name server several brokers register with. Prints {"namesrv": ...}.')
     p.add_argument("--listen", default=DEFAULT_NAMESRV, metavar="HOST:PORT",
-                   help=f"its address (default {DEFAULT_NAMESRV}; port 0 picks a free one)")
+                   help=f"its address (default {DEFAULT_NAMESRV}; 0.0.0.0 for every interface; port 0 picks a free "
+                        "one)")
+    p.add_argument("--advertise", metavar="HOST",
+                   help="the address printed for clients and brokers (default: the --listen host, or, listening on "
+                        "0.0.0.0, the host's first non-loopback address)")
+    p.add_argument("--scan-interval", type=int, default=5000, metavar="MS",
+                   help="how often brokers silent too long are dropped from the routes (RocketMQ's "
+                        "scanNotActiveBrokerInterval; default 5000); a broker is silent too long after its "
+                        "brokerNotActiveTimeoutMillis, else 120 s")
     p.set_defaults(run=cmd_namesrv)
 
 
@@ -86,24 +100,31 @@ async def _serve(args, config, broker_config) -> None:
     from broker import Broker, NameServer
     namesrv: Optional[NameServer] = None
     address = args.namesrv or broker_config.namesrvAddr.split(";")[0] or None
+    from .common import UsageError
+    if args.advertise is not None and is_wildcard(args.advertise):
+        raise UsageError(f"--advertise {args.advertise}: a wildcard is not an address a client can connect to; "
+                         "give one of this host's addresses, or leave --advertise out to advertise the first "
+                         "non-loopback one")
     if address is None:
         with _binding("--namesrv-listen"):
-            namesrv = await NameServer(args.namesrv_listen).start()
+            namesrv = await NameServer(args.namesrv_listen, advertise=args.advertise).start()
         address = namesrv.address
-    from .common import UsageError
     try:
         try:
             broker = Broker(args.store, args.listen, namesrv=address, config=config, broker_config=broker_config,
-                            broker_name=args.broker_name, cluster=args.cluster)
+                            broker_name=args.broker_name, cluster=args.cluster, advertise=args.advertise)
         except ValueError as e:  # a setting of broker.conf (or its plain_acl.yml) that cannot be served
             raise UsageError(f"--config {args.config}: {e}" if args.config else str(e)) from None
         with _binding("--listen"):
             b = await broker.start()
         try:
-            _warn_if_wide(b.address, "the broker", b.acl is not None)
+            _warn_if_wide(b.listen_address, "the broker", b.acl is not None)
             stop = _stop_on_signals()
-            print(json.dumps({"namesrv": address, "broker": b.address, "brokerName": b.broker_name}),
-                  flush=True)
+            ready = {"namesrv": address, "broker": b.address, "brokerName": b.broker_name,
+                     "listen": b.listen_address}
+            if namesrv is not None:
+                ready["namesrvListen"] = namesrv.listen_address
+            print(json.dumps(ready), flush=True)
             await stop.wait()
             log.info("stopping")
         finally:
@@ -131,12 +152,18 @@ def cmd_serve(args) -> int:
 
 async def _namesrv(args) -> None:
     from broker import NameServer
-    with _binding("--listen"):
-        ns = await NameServer(args.listen).start()
+
+    from .common import UsageError
     try:
-        _warn_if_wide(ns.address)
+        ns = NameServer(args.listen, advertise=args.advertise, scan_interval_s=args.scan_interval / 1000)
+    except ValueError as e:
+        raise UsageError(f"--advertise {args.advertise}: {e}") from None
+    with _binding("--listen"):
+        await ns.start()
+    try:
+        _warn_if_wide(ns.listen_address)
         stop = _stop_on_signals()
-        print(json.dumps({"namesrv": ns.address}), flush=True)
+        print(json.dumps({"namesrv": ns.address, "listen": ns.listen_address}), flush=True)
         await stop.wait()
     finally:
         await ns.stop()
