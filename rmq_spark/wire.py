@@ -91,6 +91,7 @@ class WireStore:
         self.namesrv, self.group, self.timeout_ms = namesrv, group, timeout_ms
         self.consumer = consumer_for(namesrv, group, credentials)
         self._bounds: dict[str, tuple[float, dict]] = {}
+        self._registered: set[str] = set()  # topics whose brokers had the group's heartbeat
 
     def _retry(self, call: Callable[[], T], what: str) -> T:
         return with_retry(call, self.timeout_ms, what)
@@ -166,7 +167,12 @@ class WireStore:
         return self._retry(lambda: self.consumer.query_offset(mq), f"group offset of {topic}/{q}")
 
     def commit_offsets(self, positions: dict) -> None:
-        """UPDATE_CONSUMER_OFFSET of each queue, to the broker that holds it (RemoteBrokerOffsetStore)."""
+        """UPDATE_CONSUMER_OFFSET of each queue, to the broker that holds it (RemoteBrokerOffsetStore); the group is
+        registered with the topics' brokers first (once per topic), so that RocketMQ's admin tools see it."""
+        new_topics = sorted({t for t, _ in positions} - self._registered)
+        if new_topics:
+            self._retry(lambda: self.consumer.register_group(new_topics), f"heartbeat of group {self.group}")
+            self._registered.update(new_topics)
         for (t, q), off in sorted(positions.items()):
             mq = MessageQueue(t, q.broker_name, q.queue_id)
             self._retry(lambda: self.consumer.commit_offset(mq, int(off)), f"offset commit of {t}/{q}")
