@@ -18,8 +18,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from acl.acl_exception import AclException
+from acl.permission import SUB
 from acl.plain_access_validator import PlainAccessValidator
-from filters import FilterParseError, MessageFilter
+from filters import MessageFilter
 from remoting import RemotingClient, RemotingCommand, RemotingServer, RequestCode, ResponseCode
 from remoting.admin_bodies import ConsumeStats, MessageQueue, OffsetWrapper, TopicOffset, TopicStatsTable
 from remoting.broker_headers import send_fields
@@ -37,7 +38,9 @@ from .pull_request_hold_service import PullRequestHoldService
 from .request_fields import BadRequest
 from .request_fields import int_field as _int_field
 from .schedule_message_service import PROPERTY_DELAY, ScheduleMessageService
+from .selector_cache import SelectorCache
 from .subscription_group_manager import SubscriptionGroupManager
+from .topic_validator import refuse_illegal_queue, refuse_not_allowed_send_topic
 from .transactional_message_service import (
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_TRANSACTION_BATCH,
@@ -102,17 +105,20 @@ class Broker:
             except AclException as e:
                 raise ValueError(f"aclEnable=true: {e}") from None
         config = config or StoreConfig()
+        if config.messageDelayLevel != bc.messageDelayLevel:  # the store dates delayed messages' units with it
+            config = config.replace(messageDelayLevel=bc.messageDelayLevel)
         if listen is None:
             listen = f"{config.brokerIP1 or '127.0.0.1'}:{config.listenPort}"
         host, _, port = listen.rpartition(":")
         self.store = MessageStore(store_path, config)
-        self.server = RemotingServer(host or "127.0.0.1", int(port))
+        self.server = RemotingServer(host or "127.0.0.1", int(port), limits=bc.server_limits())
         self.namesrv, self.broker_name, self.cluster = bc.namesrvAddr or None, bc.brokerName, bc.brokerClusterName
         self.register_interval_s = register_interval_s
         self.default_topic_queues = bc.defaultTopicQueueNums
         self.groups: dict[str, dict[str, _Client]] = {}  # consumer group -> client id -> client
         self._offsets: dict[str, OffsetStore] = {}
         self.hold = PullRequestHoldService(self.store)
+        self.selectors = SelectorCache()
         self._stopping = False
         self._min_offsets: dict[tuple[str, int], tuple[int, float]] = {}  # queue -> (min offset, when read)
         self.client_expiry_s = client_expiry_s
@@ -196,6 +202,7 @@ class Broker:
         self.hold.release_all()  # held pulls are answered (PULL_NOT_FOUND) before the connections close
         await self.server.stop(grace_s=2.0)
         await self.schedule.stop()
+        self.selectors.close()
         self.end_transaction.close()
         for offsets in self._offsets.values():
             offsets.persist_all()
@@ -212,7 +219,7 @@ class Broker:
         exist yet (perm 7: inherit, read, write); the first send then creates the topic here."""
         if not self.broker_config.autoCreateTopicEnable or self.store.has_topic(DEFAULT_TOPIC):
             return
-        cfg = self.store.create_topic(DEFAULT_TOPIC, 8)
+        cfg = self.store.create_topic(DEFAULT_TOPIC, self.default_topic_queues)
         cfg.perm = PERM_INHERIT | PERM_READ | PERM_WRITE
         self.store.topic_config.persist()
 
@@ -258,6 +265,13 @@ class Broker:
         log.info("refused request code %d from %s: %s", cmd.code, channel.remote_address, why)
         return cmd.response(ResponseCode.NO_PERMISSION, why)
 
+    def _check_message_access(self, cmd: RemotingCommand, channel: Channel, topic: str) -> None:
+        """aclEnable: the account may read the topic of a message it names by offset (NO_PERMISSION if not)."""
+        why = None if self.acl is None else self.acl.refusal_for(cmd, channel.remote_address, topic, SUB)
+        if why is not None:
+            log.info("refused request code %d from %s: %s", cmd.code, channel.remote_address, why)
+            raise BadRequest(why, ResponseCode.NO_PERMISSION)
+
     def _answering(self, processor):
         async def run(cmd: RemotingCommand, channel):
             try:
@@ -285,13 +299,17 @@ class Broker:
             codec.check_topic(topic)
         except ValueError as e:
             raise BadRequest(str(e), ResponseCode.MESSAGE_ILLEGAL) from None
+        refuse_not_allowed_send_topic(topic)
         if self.store.has_topic(topic):
             self._check_permission(topic, PERM_WRITE, "sending")
             return
         if not self.broker_config.autoCreateTopicEnable:
             raise BadRequest(f"topic[{topic}] not exist, apply first please! (autoCreateTopicEnable is false on "
                              f"broker {self.broker_name})", ResponseCode.TOPIC_NOT_EXIST)
-        queues = min(_int_field(ext, "defaultTopicQueueNums", self.default_topic_queues), 1024)
+        # at most TBW102's queues, as createTopicInSendMessageMethod caps the producer's defaultTopicQueueNums
+        most = len(self.store.queues(DEFAULT_TOPIC)) if self.store.has_topic(DEFAULT_TOPIC) else \
+            self.default_topic_queues
+        queues = min(_int_field(ext, "defaultTopicQueueNums", self.default_topic_queues), most)
         self.store.create_topic(topic, max(1, queues))
         if self._namesrv_client is not None:
             await self.register(topic)
@@ -312,6 +330,10 @@ class Broker:
         writes = _int_field(ext, "writeQueueNums", 0)
         if not 0 < writes <= 1024 or reads != writes:
             raise BadRequest(f"readQueueNums {reads} and writeQueueNums {writes}: give the same number, 1..1024")
+        existing = self.store.topic_config.table.get(topic)
+        perm = _int_field(ext, "perm", PERM_READ | PERM_WRITE if existing is None else existing.perm)
+        if not 0 <= perm <= (PERM_READ | PERM_WRITE | PERM_INHERIT):
+            raise BadRequest(f"perm {perm}: give PermName's bits, 0..7 (4 readable, 2 writeable, 1 inherit)")
         if self.store.has_topic(topic):
             have = len(self.store.queues(topic))
             if have != writes:
@@ -319,8 +341,12 @@ class Broker:
                                  f"broker does not change a topic's queue numbers")
         else:
             self.store.create_topic(topic, writes)
-            if self._namesrv_client is not None:
-                await self.register(topic)
+        cfg = self.store.topic_config.table[topic]
+        if cfg.perm != perm:  # the topic's perm as the request gives it (TopicConfig.perm), read by every pull
+            cfg.perm = perm
+            self.store.topic_config.persist()
+        if self._namesrv_client is not None:
+            await self.register(topic)
         return cmd.response(ResponseCode.SUCCESS)
 
     def _group_config(self, group: str) -> dict:
@@ -372,8 +398,13 @@ class Broker:
         topic = ext.get("topic") or ""
         await self._topic_for_send(topic, ext)
         queue_id = _int_field(ext, "queueId", -1)
+        refuse_illegal_queue(topic, queue_id, len(self.store.queues(topic)))
         properties = parse_properties(ext.get("properties"))
         sys_flag = _int_field(ext, "sysFlag", 0) & ~codec.RESERVED_SYS_FLAGS & ~codec.TRANSACTION_TYPE_MASK
+        undecompressable = codec.body_decompress_error(cmd.body, sys_flag)
+        if undecompressable is not None:  # stored, it would stop every read of its queue
+            raise BadRequest(f"the body does not decompress as its sysFlag {sys_flag} says: {undecompressable}",
+                             ResponseCode.MESSAGE_ILLEGAL)
         put_args = dict(flag=_int_field(ext, "flag", 0), sys_flag=sys_flag,
                         born_timestamp=_int_field(ext, "bornTimestamp", int(time.time() * 1000)),
                         born_host=channel.remote_address, reconsume_times=_int_field(ext, "reconsumeTimes", 0))
@@ -518,6 +549,7 @@ class Broker:
             msg = codec.decode_record(view, offset - base, limit=len(view))
         except codec.RecordFormatError as e:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"no message at offset {offset}: {e}")
+        self._check_message_access(cmd, channel, msg.topic)
         return cmd.response(ResponseCode.SUCCESS, body=bytes(view[offset - base:offset - base + msg.store_size]))
 
     def _lock_body(self, cmd: RemotingCommand) -> tuple[str, str, list]:
@@ -575,6 +607,7 @@ class Broker:
             msg = codec.decode_record(view, offset - base, limit=len(view))
         except codec.RecordFormatError as e:
             raise BadRequest(f"the message at offset {offset}: {e}") from None
+        self._check_message_access(cmd, channel, msg.topic)
         props = dict(msg.properties)
         props.setdefault(PROPERTY_RETRY_TOPIC, msg.topic)
         props[PROPERTY_ORIGIN_MESSAGE_ID] = ext.get("originMsgId") or props.get(codec.PROPERTY_UNIQ_KEY, "")
@@ -602,17 +635,24 @@ class Broker:
 
     # -- PullMessageProcessor ------------------------------------------------------------------------------------
 
-    def _message_filter(self, ext: dict, group: str, topic: str, sys_flag: int) -> tuple[Optional[MessageFilter], bool]:
+    async def _message_filter(self, ext: dict, group: str, topic: str,
+                              sys_flag: int) -> tuple[Optional[MessageFilter], bool]:
         """The subscription's filter, and whether it is SQL92 (decided on the record's properties; a TAG
         filter is decided on the consume queue's tag codes alone, as RocketMQ's broker does: clients re-check
-        the tag of what they receive)."""
-        message_filter, sql = self._subscription_filter(ext, group, topic, sys_flag)
-        return message_filter, sql
+        the tag of what they receive); built once per subscription version, off the event loop."""
+        kind, expression, version = self._subscription(ext, group, topic, sys_flag)
+        if kind != "TAG" and not self.broker_config.enablePropertyFilter:
+            raise BadRequest(f"The broker does not support consumer to filter message by {kind} "
+                             "(enablePropertyFilter is false)", ResponseCode.SYSTEM_ERROR)
+        if kind not in ("TAG", "SQL92"):
+            raise BadRequest(f"expressionType {kind} is not supported", ResponseCode.SUBSCRIPTION_PARSE_FAILED)
+        return await self.selectors.get(group, topic, kind, expression, version)
 
-    def _subscription_filter(self, ext: dict, group: str, topic: str,
-                             sys_flag: int) -> tuple[Optional[MessageFilter], bool]:
+    def _subscription(self, ext: dict, group: str, topic: str, sys_flag: int) -> tuple[str, str, int]:
+        """(expression type, expression, version) of the pull's subscription, or of the last heartbeat's."""
         if sys_flag & FLAG_SUBSCRIPTION:
             expression, kind = ext.get("subscription") or "*", (ext.get("expressionType") or "TAG").upper()
+            return kind, expression, _int_field(ext, "subVersion", 0)
         else:
             client_sub = next((c.subscriptions.get(topic) for c in self.groups.get(group, {}).values()
                                if topic in c.subscriptions), None)
@@ -627,20 +667,8 @@ class Broker:
                 raise BadRequest(f"the consumer's subscription of {topic} in group {group} is not the latest (the "
                                  "pull names a newer one than the last heartbeat)",
                                  ResponseCode.SUBSCRIPTION_NOT_LATEST)
-            expression = client_sub.get("subString") or "*"
-            kind = (client_sub.get("expressionType") or "TAG").upper()
-        if kind != "TAG" and not self.broker_config.enablePropertyFilter:
-            raise BadRequest(f"The broker does not support consumer to filter message by {kind} "
-                             "(enablePropertyFilter is false)", ResponseCode.SYSTEM_ERROR)
-        try:
-            if kind == "SQL92":
-                return MessageFilter.by_sql(expression), True
-            if kind != "TAG":
-                raise BadRequest(f"expressionType {kind} is not supported", ResponseCode.SUBSCRIPTION_PARSE_FAILED)
-            return (None if expression.strip() in ("", "*") else MessageFilter.by_tags(expression)), False
-        except FilterParseError as e:
-            raise BadRequest(f"parse the consumer's subscription failed: {e}",
-                             ResponseCode.SUBSCRIPTION_PARSE_FAILED) from None
+            return str(client_sub.get("expressionType") or "TAG").upper(), str(client_sub.get("subString") or "*"), \
+                latest
 
     async def _pull(self, cmd: RemotingCommand, channel) -> RemotingCommand:
         ext = cmd.ext_fields
@@ -651,7 +679,7 @@ class Broker:
         self._group_config(group)
         self._check_queue(topic, queue_id)
         self._check_permission(topic, PERM_READ, "pulling")
-        message_filter, sql = self._message_filter(ext, group, topic, sys_flag)
+        message_filter, sql = await self._message_filter(ext, group, topic, sys_flag)
         if sys_flag & FLAG_COMMIT_OFFSET:
             commit = _int_field(ext, "commitOffset", -1)
             if commit >= 0:
@@ -675,7 +703,8 @@ class Broker:
             remaining = deadline - time.monotonic()
             if not waiting or remaining <= 0 or channel.closed.is_set() or self._stopping:
                 break
-            await self.hold.suspend(topic, queue_id, offset, remaining)
+            with channel.holding():  # not counted among the connection's busy requests while it waits
+                await self.hold.suspend(topic, queue_id, offset, remaining)
         if scanned and result.status != GetMessageStatus.FOUND:
             result.status, result.next_begin_offset = GetMessageStatus.NO_MATCHED_MESSAGE, offset
         code = _PULL_STATUS[result.status]
@@ -700,11 +729,13 @@ class Broker:
         """The store's getMessage, and the found records' bytes as they lie in the commitlog."""
         return self._pull_records(topic, queue_id, offset, max_msgs, message_filter, sql)
 
-    def _sql_matches(self, topic: str, queue_id: int, offset: int, candidates: np.ndarray, want: int,
-                     message_filter: MessageFilter) -> tuple[np.ndarray, int]:
+    def _sql_matches(self, topic: str, queue_id: int, offset: int, candidates: np.ndarray, examined: int,
+                     want: int, message_filter: MessageFilter) -> tuple[np.ndarray, int]:
         """(unit indexes among candidates whose records' properties match the SQL92 filter, at most `want`; how
         many units were decided): the store's vectorised scan, a chunk of units at a time, stops once enough
-        matched, so a selective filter reads few records per match and an unselective one few records in all."""
+        matched, so a selective filter reads few records per match and an unselective one few records in all.
+        Units past the last candidate were refused by their tag codes: decided too, out of `examined`, so the
+        next pull starts past them (getMessage moves past every unit it examined, matched or not)."""
         matched: list[np.ndarray] = []
         found = 0
         end = offset + (int(candidates[-1]) + 1 if len(candidates) else 0)
@@ -716,7 +747,7 @@ class Broker:
                 found += batch.num_rows
             pos, chunk = pos + chunk, chunk * 4
         taken = np.concatenate(matched)[:want] if matched else np.zeros(0, dtype=np.int64)
-        return taken, (int(taken[-1]) + 1 if found >= want and len(taken) else end - offset)
+        return taken, (int(taken[-1]) + 1 if found >= want and len(taken) else examined)
 
     def _pull_records(self, topic: str, queue_id: int, offset: int, max_msgs: int,
                       message_filter: Optional[MessageFilter], sql: bool = False) -> tuple[GetMessageResult, bytes]:
@@ -756,7 +787,8 @@ class Broker:
         max_msgs = min(max_msgs, self.store.config.maxTransferCountOnMessageInMemory)
         decided = len(units)
         if sql and message_filter is not None:
-            taken, decided = self._sql_matches(topic, queue_id, offset, np.flatnonzero(keep), max_msgs, message_filter)
+            taken, decided = self._sql_matches(topic, queue_id, offset, np.flatnonzero(keep), len(units),
+                                               max_msgs, message_filter)
             units, sizes = units[:decided], sizes[:decided]
         else:
             taken = np.flatnonzero(keep)[:max_msgs]
@@ -809,8 +841,11 @@ class Broker:
         ext = cmd.ext_fields
         group, topic, queue_id = ext.get("consumerGroup") or "", ext.get("topic") or "", _int_field(ext, "queueId")
         self._check_queue(topic, queue_id)
+        commit = _int_field(ext, "commitOffset")
+        if commit < 0:
+            raise BadRequest(f"commitOffset {commit} is negative: a queue offset is 0 or more")
         offsets = self._offset_store(group)
-        offsets.update_offset((topic, queue_id), _int_field(ext, "commitOffset"))
+        offsets.update_offset((topic, queue_id), commit)
         offsets.persist_all()
         return cmd.response(ResponseCode.SUCCESS)
 
@@ -867,10 +902,7 @@ class Broker:
         for client in list(self.groups.get(group, {}).values()):
             note = RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group},
                                            oneway=True)
-            try:
-                await client.channel.send(note)
-            except ConnectionError:
-                pass
+            client.channel.send_oneway_best_effort(note)  # never waits for a member that does not read
 
     async def _expire_clients(self) -> None:
         """A client that has not sent a heartbeat for CLIENT_EXPIRY_S leaves its groups (ClientHousekeeping)."""

@@ -1,9 +1,9 @@
 """RocketMQ's ScheduleMessageService: delayed messages wait in SCHEDULE_TOPIC_XXXX (queue = delay level - 1) and
 are delivered to their real topic and queue when due; each level's progress is kept in config/delayOffset.json.
 
-A message is due at its store time plus its level's delay (messageDelayLevel). RocketMQ keeps that time in the
-consume-queue unit's tagsCode; here the unit keeps the tag hash like any other, and the due time is computed from
-the record, so the service reads each waiting record's header once it reaches the head of its level.
+A message is due at its store time plus its level's delay (messageDelayLevel). The store keeps that time in the
+consume-queue unit's tagsCode, as RocketMQ does (store/delay_levels.py); this service computes it from the record,
+reading each waiting record's header once it reaches the head of its level.
 """
 from __future__ import annotations
 
@@ -14,29 +14,16 @@ import time
 from typing import Optional
 
 from store import GetMessageStatus, MessageStore
+from store.delay_levels import DEFAULT_DELAY_LEVELS, SCHEDULE_TOPIC, parse_delay_levels
 from store.json_file import atomic_write_json, load_rocketmq_json
+from store.message_codec import check_topic
 
 log = logging.getLogger(__name__)
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 PROPERTY_DELAY = "DELAY"
 PROPERTY_REAL_TOPIC = "REAL_TOPIC"
 PROPERTY_REAL_QUEUE_ID = "REAL_QID"
-DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
-_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-
-
-def parse_delay_levels(text: str) -> list[int]:
-    """messageDelayLevel ("1s 5s ... 2h") -> the delay of each level in ms (level 1 first)."""
-    levels = []
-    for word in text.split():
-        unit = word[-1]
-        if unit not in _UNITS_MS or not word[:-1].isdigit():
-            raise ValueError(f"messageDelayLevel: {word!r} is not a number followed by s, m, h or d")
-        levels.append(int(word[:-1]) * _UNITS_MS[unit])
-    if not levels:
-        raise ValueError("messageDelayLevel: no level given")
-    return levels
+MAX_QUEUES = 1024  # a topic's queues, as the broker creates them
 
 
 class ScheduleMessageService:
@@ -79,6 +66,8 @@ class ScheduleMessageService:
                 await self._task
             except asyncio.CancelledError:
                 pass
+            except Exception:  # the progress made so far is still kept
+                log.exception("the schedule service had failed")
         self.persist()
 
     def persist(self) -> None:
@@ -94,7 +83,11 @@ class ScheduleMessageService:
             next_due: Optional[int] = None
             if self.store.has_topic(SCHEDULE_TOPIC):
                 for level in range(1, self.max_level + 1):
-                    self.deliver_due(level)
+                    try:
+                        self.deliver_due(level)
+                    except Exception:  # the store refused a put (disk full...): tried again, other levels go on
+                        log.exception("delivering the delayed messages of level %d failed; trying again", level)
+                        self._head_due[level] = int(time.time() * 1000) + 1000
                     due = self._head_due.get(level)
                     if due is not None and (next_due is None or due < next_due):
                         next_due = due
@@ -131,20 +124,34 @@ class ScheduleMessageService:
                     self._head_due[level] = m.store_timestamp + self.delays_ms[level - 1]
                     self._advance(level, offset)
                     return delivered
-                props = {k: v for k, v in m.properties.items()
-                         if k not in (PROPERTY_DELAY, PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID)}
-                topic = m.properties.get(PROPERTY_REAL_TOPIC, "")
-                qid = int(m.properties.get(PROPERTY_REAL_QUEUE_ID, "0"))
-                if not self.store.has_topic(topic):
-                    self.store.create_topic(topic, max(1, qid + 1))
-                self.store.put(topic, m.body, properties=props or None, queue_id=qid, flag=m.flag,
-                               born_timestamp=m.born_timestamp, reconsume_times=m.reconsume_times)
-                if self.on_deliver is not None:
-                    self.on_deliver(topic, qid)
                 offset = m.queue_offset + 1
-                delivered += 1
+                if self._deliver(m, level):
+                    delivered += 1
         self._advance(level, offset)
         return delivered
+
+    def _deliver(self, m, level: int) -> bool:
+        """Put a due message into its real topic and queue; a message that names none the broker can deliver to
+        is logged and passed over (RocketMQ's messageTimeup drops it) so that it never holds up its level."""
+        props = {k: v for k, v in m.properties.items()
+                 if k not in (PROPERTY_DELAY, PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID)}
+        topic, qid_text = m.properties.get(PROPERTY_REAL_TOPIC, ""), m.properties.get(PROPERTY_REAL_QUEUE_ID, "0")
+        try:
+            check_topic(topic)
+            qid = int(qid_text) if qid_text.isdigit() and qid_text.isascii() else -1
+            if not 0 <= qid < MAX_QUEUES:
+                raise ValueError(f"{PROPERTY_REAL_QUEUE_ID} {qid_text!r} is not a queue id")
+            if not self.store.has_topic(topic):
+                self.store.create_topic(topic, qid + 1)
+            self.store.put(topic, m.body, properties=props or None, queue_id=qid, flag=m.flag,
+                           born_timestamp=m.born_timestamp, reconsume_times=m.reconsume_times)
+        except ValueError as e:
+            log.error("the delayed message at %s/%d@%d cannot be delivered (%s): dropped", SCHEDULE_TOPIC, level - 1,
+                      m.queue_offset, e)
+            return False
+        if self.on_deliver is not None:
+            self.on_deliver(topic, qid)
+        return True
 
     def _advance(self, level: int, offset: int) -> None:
         if self.offsets.get(level, 0) != offset:

@@ -19,6 +19,7 @@ from . import message_codec as codec
 from . import record_encoder
 from .commit_log import CommitLog, WalkedRecord
 from .consume_queue import CQ_STORE_UNIT_SIZE, UNIT_DTYPE, ConsumeQueue, UnitWrites
+from .delay_levels import SCHEDULE_TOPIC, deliver_times, parse_delay_levels
 from .errors import (
     CorruptRecordError,
     MissingFileError,
@@ -96,6 +97,7 @@ class MessageStore:
         if self.config.brokerIP1:
             self.store_host = codec.parse_host((self.config.brokerIP1, self.config.listenPort))
         self._memory_limit = _total_memory() * self.config.accessMessageInMemoryMaxRatio // 100
+        self._delays_ms = parse_delay_levels(self.config.messageDelayLevel)
         self.stats = {"consume_queue_units_scanned": 0, "commit_log_records_read": 0}
         self.checkpoint = StoreCheckpoint(os.path.join(self.path, "checkpoint"), writable=not read_only)
         self._last_checkpoint_flush = 0.0
@@ -426,6 +428,8 @@ class MessageStore:
         # Dispatch ("reput"): consume-queue units after the commitlog bytes, so a reader never sees a unit first.
         queues, writes = [], UnitWrites(placed.units)
         for topic, qid, start, a, b in placed.runs:
+            if topic == SCHEDULE_TOPIC:
+                placed.units["tags_code"][a:b] = deliver_times(qid, store_ts, self._delays_ms)
             cq = self.consume_queue(topic, qid)
             writes.add(cq, start, a, b - a)
             queues.append((cq, start + b - a))
@@ -605,9 +609,16 @@ class MessageStore:
         units = np.zeros(len(found), dtype=UNIT_DTYPE)
         units["offset"] = [r.offset for r in found]
         units["size"] = [r.size for r in found]
-        units["tags_code"] = [tags_hash_code(r.tags) for r in found]
+        units["tags_code"] = self._tags_codes(found)
         cq.put_units(lo, units)
         self._dirty_queues.add(cq)
+
+    def _tags_codes(self, recs: Sequence[WalkedRecord]) -> np.ndarray:
+        """The units' tagsCodes of records of one queue, as dispatch writes them: the tag hash, or for a delayed
+        message (SCHEDULE_TOPIC_XXXX) the time it is due."""
+        if recs and recs[0].topic == SCHEDULE_TOPIC:
+            return deliver_times([r.queue_id for r in recs], [r.store_timestamp for r in recs], self._delays_ms)
+        return np.array([tags_hash_code(r.tags) for r in recs], dtype=np.int64)
 
     def _dispatched_tail(self) -> tuple[int, Optional[str]]:
         """The dispatched end (_dispatched_end), and what is wrong with the record each queue's last unit
@@ -819,7 +830,7 @@ class MessageStore:
         units = np.zeros(len(recs), dtype=UNIT_DTYPE)
         units["offset"] = [r.offset for r in recs]
         units["size"] = [r.size for r in recs]
-        units["tags_code"] = [tags_hash_code(r.tags) for r in recs]
+        units["tags_code"] = self._tags_codes(recs)
         log.info("store %s: re-dispatching %d record(s) into %s/%d from %d", self.path, len(recs), topic, qid,
                  start)
         cq.put_units(start, units)
