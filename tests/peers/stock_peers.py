@@ -11,6 +11,7 @@ import random
 import signal
 import socket
 import subprocess
+import sys
 import time
 from typing import Iterable, Iterator, Optional
 
@@ -60,6 +61,11 @@ _LOGBACK = """<configuration>
 """
 
 _live: set[subprocess.Popen] = set()
+
+
+# A SIGTERM to the test run (CI's timeout, `timeout`) would skip atexit and leave the JVMs running: exit instead.
+if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
 
 @atexit.register
