@@ -51,7 +51,7 @@ class Load:
     def __init__(self, version: str):
         self.cp = classpath(version, compiled(version, BENCH_JAVA))
 
-    def run(self, namesrv: str, *args, timeout: float = 900) -> dict:
+    def run(self, namesrv: str, *args, timeout: float = 300) -> dict:
         cmd = ["java", *JVM_FLAGS, "-Xmx1g", "-Drocketmq.client.logLevel=ERROR", "-cp", self.cp, "PeerLoad",
                args[0], namesrv, *map(str, args[1:])]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
