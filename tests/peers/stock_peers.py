@@ -369,16 +369,17 @@ def _decoded(data) -> str:
     return data.decode("utf-8", "replace") if isinstance(data, bytes) else data
 
 
-def _sources() -> Iterator[str]:
-    for name in sorted(os.listdir(JAVA_SOURCES)):
+def _sources(folder: str) -> Iterator[str]:
+    for name in sorted(os.listdir(folder)):
         if name.endswith(".java"):
-            yield os.path.join(JAVA_SOURCES, name)
+            yield os.path.join(folder, name)
 
 
-def compiled(version: str) -> str:
-    """javac the client programs against `version`'s jars once: the classes are cached in .peers/classes keyed by
-    the version and the sources' hash (javac takes 5-30 s here)."""
-    sources = list(_sources())
+def compiled(version: str, folder: str = JAVA_SOURCES) -> str:
+    """javac the Java programs of `folder` (the client programs of tests/peers/java by default) against `version`'s
+    jars once: the classes are cached in .peers/classes keyed by the version and the sources' hash (javac takes
+    5-30 s here)."""
+    sources = list(_sources(folder))
     digest = hashlib.sha256(b"".join(open(p, "rb").read() for p in sources)).hexdigest()[:16]
     out = os.path.join(PEERS_DIR, "classes", f"{version}-{digest}")
     if os.path.exists(os.path.join(out, ".complete")):
@@ -387,7 +388,7 @@ def compiled(version: str) -> str:
     done = subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "-d", tmp, "-cp", classpath(version), *sources],
                           capture_output=True, text=True, timeout=300)
     if done.returncode != 0:
-        raise AssertionError(f"javac of tests/peers/java against RocketMQ {version} failed:\n{done.stderr[-3000:]}")
+        raise AssertionError(f"javac of {folder} against RocketMQ {version} failed:\n{done.stderr[-3000:]}")
     open(os.path.join(tmp, ".complete"), "w").close()
     try:
         os.rename(tmp, out)
