@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
-from remoting.namesrv_bodies import ClusterInfo, TopicConfig
+from remoting.namesrv_bodies import ClusterInfo, RegisteredTopicConfig
 from remoting.namesrv_headers import RegisterBrokerResponseHeader
 from remoting.route_data import MASTER_ID, BrokerData, QueueData, TopicRouteData
 
@@ -32,7 +32,7 @@ class RouteInfoManager:
         self.broker_live_table: dict[str, _Live] = {}
 
     def register_broker(self, cluster: str, broker_addr: str, broker_name: str, broker_id: int, ha_server_addr: str,
-                        topic_configs: dict[str, TopicConfig], channel=None) -> RegisterBrokerResponseHeader:
+                        topic_configs: dict[str, RegisteredTopicConfig], channel=None) -> RegisterBrokerResponseHeader:
         """A broker's (re-)registration with its topics; a slave's answer names its master."""
         self.cluster_addr_table.setdefault(cluster, set()).add(broker_name)
         data = self.broker_addr_table.setdefault(broker_name, BrokerData(cluster, broker_name))

@@ -105,6 +105,15 @@ class CommandHeader:
             values[f.attr] = _read(cls.__name__, f, value)
         return cls(**values)
 
+    def required(self, attr: str) -> Any:
+        """An optional field's value where the request needs it (an empty text counts as missing): HeaderFieldError
+        naming it otherwise, as for a field the header always requires."""
+        value = getattr(self, attr)
+        if value is None or value == "":
+            wire = next(f.wire for f in _spec(type(self)) if f.attr == attr)
+            raise HeaderFieldError(type(self).__name__, wire, value, "empty" if value == "" else "")
+        return value
+
     def to_ext_fields(self) -> dict[str, str]:
         out = {}
         for f in _spec(type(self)):

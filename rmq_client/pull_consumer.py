@@ -182,7 +182,7 @@ class AsyncPullConsumer:
         out = {}
         for name, table in zip(names, tables):
             for mq, o in table.offsetTable.items():
-                out[MessageQueue(mq.topic, name, mq.queueId)] = (o.minOffset, o.maxOffset)
+                out[MessageQueue(mq.topic, name, mq.queue_id)] = (o.minOffset, o.maxOffset)
         return out
 
 

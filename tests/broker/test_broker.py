@@ -610,7 +610,7 @@ def test_cpp_consumers_of_one_group_share_the_queues_as_members_come_and_go(tmp_
                 await asyncio.sleep(4)
                 await produce("three", 200)
                 results = [await first, await second, await third]
-                return sent, results, b.groups
+                return sent, results, b.consumers.groups
     sent, results, _ = asyncio.run(main())
     delivered, per_consumer = [], []
     for rc, out, err in results:
