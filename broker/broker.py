@@ -16,6 +16,8 @@ import os
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Optional
 
+import pyarrow as pa
+
 from acl.acl_exception import AclException
 from acl.plain_access_validator import PlainAccessValidator
 from remoting import HeaderFieldError, RemotingClient, RemotingCommand, RemotingServer, RequestCode, ResponseCode
@@ -122,6 +124,9 @@ class Broker:
         return self.server.address
 
     async def start(self) -> "Broker":
+        # pyarrow imports pandas (when installed) on its first array built from a list: seconds on a busy machine,
+        # spent here rather than in the first send, which a client would time out and send again
+        pa.array([b""], pa.binary())
         self.topics.create_default_topic()
         self.transactions.create_topics()  # registered with the others: admin tools read them through routes
         await self.server.start()
