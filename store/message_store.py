@@ -27,6 +27,7 @@ from .errors import (
     UnknownTopicError,
     disk_full_named,
 )
+from .get_message import get_message_records
 from .get_message_result import GetMessageResult, PutResult
 from .put_batch import PutBatchResult, build_batch, incomplete_atomic_start
 from .store_checkpoint import StoreCheckpoint
@@ -900,7 +901,6 @@ class MessageStore:
         back as they lie in the commitlog (None unless FOUND). A tag filter is decided on the consume queue's tag
         codes alone, as RocketMQ's broker does (clients re-check the tag of what they receive); by_properties
         (SQL92) decides it on the records' properties. maxTransferCount/BytesOnMessageInMemory bound it."""
-        from .get_message import get_message_records
         return get_message_records(self, topic, queue_id, offset, max_msgs, message_filter, by_properties)
 
     def record_sizes(self, topic: str, queue_id: int, start: int, end: int) -> np.ndarray:
