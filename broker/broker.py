@@ -74,7 +74,7 @@ class Broker:
             listen = f"{config.brokerIP1 or '127.0.0.1'}:{config.listenPort}"
         host, _, port = listen.rpartition(":")
         self.store = MessageStore(store_path, config)
-        self.server = RemotingServer(host or "127.0.0.1", int(port))
+        self.server = RemotingServer(host or "127.0.0.1", int(port), limits=bc.server_limits())
         self.namesrv, self.broker_name, self.cluster = bc.namesrvAddr or None, bc.brokerName, bc.brokerClusterName
         self.register_interval_s = register_interval_s
         self.client_expiry_s = client_expiry_s

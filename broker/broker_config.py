@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass, fields
 from typing import Optional
 
+from remoting.server_limits import ServerLimits
 from store.store_config import StoreConfig, read_conf_file
 
 from .schedule_message_service import DEFAULT_DELAY_LEVELS, parse_delay_levels
@@ -41,6 +42,23 @@ class BrokerConfig:
     transactionTimeOut: int = 6000
     transactionCheckMax: int = 15
     transactionCheckInterval: int = 60000
+    # what one client may cost (README, "Reliability"): a connection that completes no request and reads none of
+    # its answers for this long is closed (RocketMQ's name and default; 0: never)
+    serverChannelMaxIdleTimeSeconds: int = 120
+    # answers unread by one client: past the high mark its requests are not read until it has read them down to
+    # the low mark (RocketMQ's names; its default is Netty's 64 KiB / 32 KiB)
+    writeBufferHighWaterMark: int = 4 << 20
+    writeBufferLowWaterMark: int = 1 << 20
+    # largest request frame (RocketMQ: -Dcom.rocketmq.remoting.frameMaxLength); a longer one closes the connection
+    frameMaxLength: int = 16 << 20
+    # ours: bytes of unfinished request frames across connections; past it, connections wait unread
+    serverUnfinishedFramesMaxBytes: int = 64 << 20
+    # ours: requests of one connection processed at once (held pulls not counted); past it the connection waits
+    # unread
+    serverChannelMaxBusyRequests: int = 16
+    # ours: requests processed at once across connections; past it a request is answered SYSTEM_BUSY (RocketMQ:
+    # its processors' queue capacities, e.g. sendThreadPoolQueueCapacity 10000)
+    serverMaxBusyRequests: int = 10000
 
     def __post_init__(self) -> None:
         if self.brokerId != 0:
@@ -53,6 +71,7 @@ class BrokerConfig:
                 raise ValueError(f"{key} must be > 0, got {getattr(self, key)}")
         if not 1 <= self.defaultTopicQueueNums <= 1024:
             raise ValueError(f"defaultTopicQueueNums must be 1..1024, got {self.defaultTopicQueueNums}")
+        self.server_limits()  # refuses bad connection limits, naming the key
         try:
             parse_delay_levels(self.messageDelayLevel)
         except ValueError as e:
@@ -73,6 +92,14 @@ class BrokerConfig:
 
     def replace(self, **changes) -> "BrokerConfig":
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    def server_limits(self) -> ServerLimits:
+        return ServerLimits(max_frame=self.frameMaxLength,
+                            max_unfinished_frame_bytes=self.serverUnfinishedFramesMaxBytes,
+                            write_high_water=self.writeBufferHighWaterMark,
+                            write_low_water=self.writeBufferLowWaterMark,
+                            max_channel_busy=self.serverChannelMaxBusyRequests, max_busy=self.serverMaxBusyRequests,
+                            idle_timeout_s=float(self.serverChannelMaxIdleTimeSeconds))
 
     def acl_file(self) -> str:
         """The plain_acl.yml in force when aclEnable; ValueError naming aclFilePath when there is none."""

@@ -12,13 +12,14 @@ from typing import Optional
 
 from remoting import RemotingCommand, RequestCode
 from remoting.broker_headers import ConsumerGroupRequestHeader
+from remoting.remoting_server import Channel
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class ClientChannelInfo:
-    channel: object
+    channel: Channel
     last_heartbeat: float
     subscriptions: dict = field(default_factory=dict)  # topic -> subscription data (as the heartbeat sent it)
 
@@ -61,10 +62,7 @@ class ConsumerManager:
         fields = ConsumerGroupRequestHeader(group).to_ext_fields()
         for client in list(self.groups.get(group, {}).values()):
             note = RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, fields, oneway=True)
-            try:
-                await client.channel.send(note)  # type: ignore[attr-defined]
-            except ConnectionError:
-                pass
+            client.channel.send_oneway_best_effort(note)  # never waits for a member that does not read
 
     def channel_closed(self, channel) -> None:
         for group, clients in list(self.groups.items()):

@@ -56,7 +56,5 @@ class TransactionalMessageCheckService:
                 half.count if half.count > 1 else None)
             request = RemotingCommand.request(RequestCode.CHECK_TRANSACTION_STATE, header.to_ext_fields(),
                                               body=self.service.record_bytes(half.offset), oneway=True)
-            try:
-                await channel.send(request)
-            except ConnectionError:
-                self.producers.channel_closed(channel)
+            # best effort, never waiting: a producer that does not read delays no other group's checks
+            channel.send_oneway_best_effort(request)

@@ -16,6 +16,17 @@ HIGH_WATER = 4 << 20
 
 async def read_frame(reader: asyncio.StreamReader, max_frame: int) -> Optional[bytes]:
     """The next frame's payload; None at a clean end of stream; FrameError for a length out of range."""
+    length = await read_length(reader, max_frame)
+    if length is None:
+        return None
+    try:
+        return await reader.readexactly(length)
+    except asyncio.IncompleteReadError:
+        raise FrameError("the connection ended inside a frame") from None
+
+
+async def read_length(reader: asyncio.StreamReader, max_frame: int) -> Optional[int]:
+    """The next frame's length; None at a clean end of stream; FrameError for a length out of range."""
     try:
         head = await reader.readexactly(4)
     except asyncio.IncompleteReadError as e:
@@ -25,10 +36,7 @@ async def read_frame(reader: asyncio.StreamReader, max_frame: int) -> Optional[b
     (length,) = struct.unpack(">i", head)
     if length < 4 or length > max_frame:
         raise FrameError(f"frame length {length} is outside 4..{max_frame}")
-    try:
-        return await reader.readexactly(length)
-    except asyncio.IncompleteReadError:
-        raise FrameError("the connection ended inside a frame") from None
+    return length
 
 
 class FrameWriter:

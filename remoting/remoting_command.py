@@ -107,7 +107,7 @@ class RemotingCommand:
     # -- decoding ------------------------------------------------------------------------------------------------
 
     @classmethod
-    def decode(cls, payload: bytes) -> "RemotingCommand":
+    def decode(cls, payload: bytes | bytearray) -> "RemotingCommand":
         """A frame's payload (what follows the 4-byte length)."""
         if len(payload) < 4:
             raise FrameError(f"a frame of {len(payload)} bytes has no header length")
@@ -115,7 +115,7 @@ class RemotingCommand:
         kind, header_len = mark >> 24, mark & 0xFFFFFF
         if 4 + header_len > len(payload):
             raise FrameError(f"header length {header_len} runs past the frame ({len(payload)} bytes)")
-        header = payload[4:4 + header_len]
+        header = bytes(payload[4:4 + header_len])
         body = bytes(payload[4 + header_len:])
         if kind == SerializeType.JSON:
             cmd = cls._from_json(header)

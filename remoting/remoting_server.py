@@ -4,20 +4,26 @@ SYSTEM_ERROR with a remark; an unknown code answers REQUEST_CODE_NOT_SUPPORTED n
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import logging
 import struct
-from typing import Awaitable, Callable, Optional
+import time
+from typing import Awaitable, Callable, Iterator, Optional
 
 from .codes import RequestCode, ResponseCode
 from .command_header import HeaderFieldError
-from .frame_io import FrameWriter, read_frame
-from .remoting_command import DEFAULT_MAX_FRAME, FrameError, RemotingCommand
+from .frame_io import FrameWriter, read_length
+from .remoting_command import FrameError, RemotingCommand
 from .remoting_serializable import BodyError
+from .server_limits import SMALL_FRAME, FrameBudget, ServerLimits
 
 log = logging.getLogger(__name__)
 
 EOF_GRACE_S = 0.5
 LARGE_BODY = 64 << 10
+# RocketMQ's remark when a request finds its processor's queue full (NettyRemotingAbstract)
+OVERLOAD_REMARK = "[OVERLOAD]system busy, start flow control for a while"
 
 Processor = Callable[[RemotingCommand, "Channel"], Awaitable[Optional[RemotingCommand]]]
 # RocketMQ's RPCHook.doBeforeRequest: sees every request before its processor; an answer it returns is the answer
@@ -28,34 +34,120 @@ BeforeRequest = Callable[[RemotingCommand, "Channel"], Optional[RemotingCommand]
 class Channel:
     """One client connection, as processors see it: where to write, and who it is."""
 
-    def __init__(self, writer: asyncio.StreamWriter):
+    def __init__(self, writer: asyncio.StreamWriter, server: Optional["RemotingServer"] = None):
         self.writer = writer
         self.frames = FrameWriter(writer)
+        self.server = server
+        self.limits = server.limits if server is not None else ServerLimits()
+        writer.transport.set_write_buffer_limits(high=self.limits.write_high_water, low=self.limits.write_low_water)
         peer = writer.get_extra_info("peername")
         self.remote_address = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.closed = asyncio.Event()
-        self.tasks: set[asyncio.Task] = set()  # requests of this connection being processed
+        self.tasks: set[asyncio.Task] = set()  # requests of this connection being processed or held
+        self.busy = 0  # requests being processed (not held)
+        self.held: set[asyncio.Task] = set()  # requests held (a long-polling pull waiting for messages)
+        self.frames_in = 0
+        self.bytes_out = 0
+        self.notes_dropped = 0  # best-effort oneway requests not sent: the client was not reading
+        self._changed = asyncio.Event()  # busy or held went down
+
+    def buffered(self) -> int:
+        """Bytes of answers written and not yet taken by the client."""
+        return self.writer.transport.get_write_buffer_size()
 
     async def send(self, cmd: RemotingCommand) -> None:
+        """Write cmd, first waiting while the client has more than the high-water mark of answers unread."""
         if self.closed.is_set():
             return
+        while self.buffered() > self.limits.write_high_water:
+            await self.writer.drain()  # returns at the low-water mark; ConnectionError when the client is gone
+            if self.writer.transport.is_closing():
+                return
         if len(cmd.body) < LARGE_BODY:
-            await self.frames.write(cmd.encode())
+            self._write(cmd.encode())
         else:  # the body handed to the transport as it is: no copy into one frame buffer
-            head = cmd.encode_head()
-            self.writer.write(head)
-            await self.frames.write(cmd.body)
+            self._write(cmd.encode_head())
+            self._write(cmd.body)
+
+    def send_oneway_best_effort(self, cmd: RemotingCommand) -> bool:
+        """Write a oneway request the server sends on its own (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE)
+        now, or drop it when the client has more than the high-water mark of answers unread: never waits, so one
+        client that does not read delays nobody. False when dropped (the client learns it at its next periodic
+        rebalance or check)."""
+        if self.closed.is_set() or self.writer.transport.is_closing() \
+                or self.buffered() > self.limits.write_high_water:
+            self.notes_dropped += 1
+            log.debug("%s is not reading: request code %d not sent", self.remote_address, cmd.code)
+            return False
+        self._write(cmd.encode())
+        return True
+
+    @contextlib.contextmanager
+    def holding(self) -> Iterator[None]:
+        """The current request waits here for something other than this server's work (a long-polling pull for a
+        message): it is not counted among the connection's busy requests meanwhile, and is dropped when the
+        connection closes."""
+        task = asyncio.current_task()
+        assert task is not None
+        self._set_busy(-1)
+        self.held.add(task)
+        try:
+            yield
+        finally:
+            self.held.discard(task)
+            self._set_busy(+1)
+
+    def _write(self, data: bytes) -> None:
+        self.writer.write(data)
+        self.bytes_out += len(data)
+
+    def _set_busy(self, delta: int) -> None:
+        self.busy += delta
+        if self.server is not None:
+            self.server.busy += delta
+        if delta < 0:
+            self._changed.set()
+
+    def _done(self, task: asyncio.Task) -> None:
+        self.tasks.discard(task)
+        self._set_busy(-1)
+
+    async def readable(self) -> None:
+        """Return when the next request may be read: the client has read its answers below the high-water mark,
+        and the connection has fewer requests busy and held than allowed."""
+        limits = self.limits
+        while True:
+            if self.buffered() > limits.write_high_water:
+                await self.writer.drain()
+            elif self.busy >= limits.max_channel_busy or len(self.held) >= limits.max_channel_held:
+                self._changed.clear()
+                await self._changed.wait()
+            else:
+                return
 
 
 class RemotingServer:
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, max_frame: int = DEFAULT_MAX_FRAME):
-        self.host, self.port, self.max_frame = host, port, max_frame
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, max_frame: Optional[int] = None,
+                 limits: Optional[ServerLimits] = None):
+        limits = limits or ServerLimits()
+        if max_frame is not None:
+            limits = dataclasses.replace(limits, max_frame=max_frame,
+                                         max_unfinished_frame_bytes=max(limits.max_unfinished_frame_bytes, max_frame))
+        self.host, self.port, self.limits = host, port, limits
+        self.max_frame = limits.max_frame
         self.processors: dict[int, Processor] = {}
         self.channels: set[Channel] = set()
         self.on_close: list[Callable[[Channel], None]] = []
         self.before_request: list[BeforeRequest] = []
+        self.busy = 0  # requests being processed across connections
+        self.refused_busy = 0  # requests answered SYSTEM_BUSY, since start
+        self.idle_closed = 0  # connections closed for idleness, since start
+        self.frame_budget = FrameBudget(limits.max_unfinished_frame_bytes)
+        self._refused_logged = (0.0, 0)  # when the last overload warning was logged, and the count then
         self._server: Optional[asyncio.base_events.Server] = None
         self._tasks: set[asyncio.Task] = set()
+        self._readers: dict[Channel, asyncio.Task] = {}
+        self._idle_watch: Optional[asyncio.Task] = None
 
     def register(self, code: int, processor: Processor) -> None:
         self.processors[int(code)] = processor
@@ -67,10 +159,15 @@ class RemotingServer:
     async def start(self) -> "RemotingServer":
         self._server = await asyncio.start_server(self._serve, self.host, self.port)
         self.port = self._server.sockets[0].getsockname()[1]
+        if self.limits.idle_timeout_s > 0:
+            self._idle_watch = asyncio.ensure_future(self._close_idle())
         return self
 
     async def stop(self, grace_s: float = 0.0) -> None:
         """Stop accepting; give requests being processed up to grace_s to be answered; close every connection."""
+        if self._idle_watch is not None:
+            self._idle_watch.cancel()
+            self._idle_watch = None
         if self._server is not None:
             self._server.close()
             pending = [t for t in self._tasks if not t.done()]
@@ -90,25 +187,35 @@ class RemotingServer:
         await self.stop()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        channel = Channel(writer)
+        channel = Channel(writer, self)
         self.channels.add(channel)
+        me = asyncio.current_task()
+        if me is not None:
+            self._readers[channel] = me
         try:
             while True:
-                payload = await read_frame(reader, self.max_frame)
+                await channel.readable()
+                payload = await self._read_frame(reader)
                 if payload is None:
-                    # the client is done sending: what it asked is still answered if that is quick (a held pull
-                    # is not; it is dropped)
-                    if channel.tasks:
-                        await asyncio.wait(set(channel.tasks), timeout=EOF_GRACE_S)
+                    # the client is done sending: what it asked is still answered if that is quick; what it asked
+                    # is processed whatever happens (its answer dropped); a held pull is dropped
+                    busy = channel.tasks - channel.held
+                    if busy:
+                        await asyncio.wait(busy, timeout=EOF_GRACE_S)
                     break
+                channel.frames_in += 1
                 cmd = RemotingCommand.decode(payload)
                 if cmd.is_response:
                     continue  # answers to requests this server sent (NOTIFY_CONSUMER_IDS_CHANGED is oneway)
+                if self.busy >= self.limits.max_busy:
+                    self._refuse_busy(cmd, channel)
+                    continue
                 task = asyncio.ensure_future(self._dispatch(cmd, channel))
+                channel._set_busy(+1)
                 self._tasks.add(task)
                 channel.tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
-                task.add_done_callback(channel.tasks.discard)
+                task.add_done_callback(channel._done)
         except FrameError as e:
             log.warning("closing %s: %s", channel.remote_address, e)
         except (ConnectionError, asyncio.CancelledError):
@@ -116,13 +223,74 @@ class RemotingServer:
         except Exception:  # a bug here closes this connection only
             log.exception("closing %s", channel.remote_address)
         finally:
+            self._readers.pop(channel, None)
             channel.closed.set()
-            for task in list(channel.tasks):  # requests still held (a long-polling pull): nobody to answer
+            for task in list(channel.held):  # held pulls: nobody to answer
                 task.cancel()
             self.channels.discard(channel)
             for callback in self.on_close:
                 callback(channel)
             channel.frames.close()
+
+    async def _read_frame(self, reader: asyncio.StreamReader) -> Optional[bytes | bytearray]:
+        """The next frame's payload (None at a clean end of stream); a long one read in chunks, each counted in the
+        budget of unfinished frames across connections and waiting for room in it."""
+        length = await read_length(reader, self.max_frame)
+        if length is None:
+            return None
+        if length <= SMALL_FRAME:
+            try:
+                return await reader.readexactly(length)
+            except asyncio.IncompleteReadError:
+                raise FrameError("the connection ended inside a frame") from None
+        payload = bytearray()
+        taken = 0
+        try:
+            while len(payload) < length:
+                chunk = await reader.read(min(SMALL_FRAME, length - len(payload)))
+                if not chunk:
+                    raise FrameError("the connection ended inside a frame")
+                await self.frame_budget.take(len(chunk))
+                taken += len(chunk)
+                payload += chunk
+        finally:
+            self.frame_budget.give_back(taken)
+        return payload
+
+    def _refuse_busy(self, cmd: RemotingCommand, channel: Channel) -> None:
+        """RocketMQ's answer when its request queue is full: SYSTEM_BUSY, counted, logged at most every 10 s."""
+        self.refused_busy += 1
+        if not cmd.is_oneway and not channel.writer.transport.is_closing():
+            channel._write(cmd.response(ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK).encode())
+        now = time.monotonic()
+        last, count = self._refused_logged
+        if now - last >= 10.0:
+            log.warning("overload: %d requests refused with SYSTEM_BUSY (%d since start; more than %d requests "
+                        "being processed)", self.refused_busy - count, self.refused_busy, self.limits.max_busy)
+            self._refused_logged = (now, self.refused_busy)
+
+    async def _close_idle(self) -> None:
+        """Close connections that completed no request and took no byte of their answers for idle_timeout_s
+        (a client that sends a byte a second, or never reads, is no longer served forever)."""
+        timeout = self.limits.idle_timeout_s
+        seen: dict[Channel, tuple[int, int, float]] = {}  # channel -> (frames in, bytes taken, when they moved)
+        while True:
+            await asyncio.sleep(min(1.0, timeout / 4))
+            now = time.monotonic()
+            for ch in list(self.channels):
+                progress = (ch.frames_in, ch.bytes_out - ch.buffered())
+                before = seen.get(ch)
+                if before is None or before[:2] != progress:
+                    seen[ch] = (*progress, now)
+                elif now - before[2] >= timeout:
+                    self.idle_closed += 1
+                    log.info("closing %s: no request and no answer taken for %.0f s", ch.remote_address, timeout)
+                    ch.writer.transport.abort()
+                    reading = self._readers.get(ch)
+                    if reading is not None:
+                        reading.cancel()  # it may wait for room, not for the socket
+            for ch in [c for c in seen if c not in self.channels]:
+                del seen[ch]
 
     def _failed(self, cmd: RemotingCommand, channel: Channel, e: Exception) -> RemotingCommand:
         if isinstance(e, (HeaderFieldError, BodyError)):  # the client's mistake: RocketMQ answers SYSTEM_ERROR too

@@ -98,7 +98,8 @@ class PullMessageProcessor(RequestProcessor):
             if wait_s is None or channel.closed.is_set() or self.broker.stopping:
                 break
             if wait_s:
-                await self.hold.suspend(topic, queue_id, held.offset, wait_s)
+                with channel.holding():  # not counted among the connection's busy requests while it waits
+                    await self.hold.suspend(topic, queue_id, held.offset, wait_s)
         result = held.answer(result)
         if result.status != GetMessageStatus.FOUND or body is None:
             data = b""
