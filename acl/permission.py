@@ -47,6 +47,8 @@ def parse_perm_from_string(text, where: str) -> int:
 def perm_text(perm: int) -> str:
     if perm & DENY:
         return "DENY"
+    if perm & ANY:
+        return "PUB or SUB"
     return "|".join(name for name, bit in (("PUB", PUB), ("SUB", SUB)) if perm & bit) or "none"
 
 

@@ -12,11 +12,12 @@ from remoting.codes import RequestCode
 
 from .acl_exception import AclException
 from .acl_utils import combine_request_content
-from .permission import PUB, SUB
+from .permission import ANY, PUB, SUB
 from .session_credentials import ACCESS_KEY, SECURITY_TOKEN, SIGNATURE
 
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 RMQ_SYS_TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
+CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"  # every Java client's heartbeat names it (MixAll)
 UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"
 # requests of clients up to 4.9.3 (MQVersion.Version.V4_9_3 is 399) are checked without _UNIQUE_KEY_QUERY, as
 # RocketMQ 5 checks them (its 4.9 broker always left the flag out)
@@ -55,9 +56,11 @@ class PlainAccessResource:
 
 
 def _send_resource(resource: PlainAccessResource, topic: Optional[str], group: Optional[str]) -> None:
-    # a consumer sending to its group's retry topic needs the group (SUB), not the topic
+    # a consumer sending to its group's retry topic needs the group (SUB), not the topic: the group the retry topic
+    # names, whatever group the header claims (RocketMQ 4.x checks only the header's, and nothing without one)
     if is_retry_topic(topic):
         resource.add(retry_topic(group), SUB)
+        resource.add(topic, SUB)
     else:
         resource.add(topic, PUB)
 
@@ -103,9 +106,15 @@ def parse(cmd, remote_address: Optional[str]) -> PlainAccessResource:
 
 
 def _heartbeat_resources(resource: PlainAccessResource, body) -> None:
-    """Every consumer group of the heartbeat (SUB) and every topic its members subscribe to (SUB)."""
+    """Every consumer group of the heartbeat (SUB), every topic its members subscribe to (SUB), and every producer
+    group it registers (PUB or SUB: a producer group receives its transactions' check-backs, which RocketMQ 4.x
+    hands to any client claiming the group)."""
     try:
         data = json.loads(bytes(body)) if body else {}
+        for producer in data.get("producerDataSet") or []:
+            group = str(producer["groupName"])
+            if group != CLIENT_INNER_PRODUCER_GROUP:
+                resource.add(retry_topic(group), ANY)
         for consumer in data.get("consumerDataSet") or []:
             resource.add(retry_topic(str(consumer["groupName"])), SUB)
             for sub in consumer.get("subscriptionDataSet") or []:

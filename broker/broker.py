@@ -3,10 +3,8 @@ registers each processor for its request codes (register_processor, optionally w
 stops the background services, and registers with a name server.
 
 `async with Broker(store_path, listen="127.0.0.1:0", namesrv=ns.address) as broker:`. Processors run on the
-event loop and call the store directly (an append or a pull of up to 32 messages takes well under a
-millisecond); the END_TRANSACTION processor has its own threads. A new request code goes into the processor of
-its family (broker/processor/), as a method marked `@handles(code, header=...)`: see README, "How the code is
-laid out"."""
+event loop and call the store directly (a pull of up to 32 messages takes well under a millisecond); the
+END_TRANSACTION processor has its own threads. A new request code: README, "How the code is laid out"."""
 from __future__ import annotations
 
 import asyncio
@@ -19,6 +17,7 @@ from typing import Optional
 import pyarrow as pa
 
 from acl.acl_exception import AclException
+from acl.permission import SUB
 from acl.plain_access_validator import PlainAccessValidator
 from remoting import HeaderFieldError, RemotingClient, RemotingCommand, RemotingServer, RequestCode, ResponseCode
 from remoting.namesrv_headers import RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader
@@ -42,6 +41,7 @@ from .processor.send_message import SendMessageProcessor
 from .producer_manager import ProducerManager
 from .rebalance_lock_manager import RebalanceLockManager
 from .schedule_message_service import ScheduleMessageService
+from .selector_cache import SelectorCache
 from .subscription_group_manager import SubscriptionGroupManager
 from .topic_service import TopicService
 from .transactional_message_check_service import TransactionalMessageCheckService
@@ -93,6 +93,7 @@ class Broker:
         self.locks = RebalanceLockManager()
         self.subscription_groups = SubscriptionGroupManager(self.store.path, bc.autoCreateSubscriptionGroup,
                                                             bc.maxReconsumeTimes)
+        self.selectors = SelectorCache()  # subscriptions' filters, built off the event loop
         self.schedule = ScheduleMessageService(self.store, bc.messageDelayLevel, on_deliver=self.arrived)
         self.transactions = TransactionalMessageService(self.store)
         # processors (BrokerController.registerProcessor)
@@ -161,6 +162,7 @@ class Broker:
         self.hold.release_all()  # held pulls are answered (PULL_NOT_FOUND) before the connections close
         await self.server.stop(grace_s=2.0)
         await self.schedule.stop()
+        self.selectors.close()
         for executor in self._executors:  # the ends under way finish before the store closes
             executor.shutdown(wait=True)
         self.offsets.persist_all()
@@ -222,6 +224,13 @@ class Broker:
             return None
         log.info("refused request code %d from %s: %s", cmd.code, channel.remote_address, why)
         return cmd.response(ResponseCode.NO_PERMISSION, why)
+
+    def check_message_access(self, cmd: RemotingCommand, channel: Channel, topic: str) -> None:
+        """aclEnable: the account may read the topic of a message it names by offset (NO_PERMISSION if not)."""
+        why = None if self.acl is None else self.acl.refusal_for(cmd, channel.remote_address, topic, SUB)
+        if why is not None:
+            log.info("refused request code %d from %s: %s", cmd.code, channel.remote_address, why)
+            raise BadRequest(why, ResponseCode.NO_PERMISSION)
 
     def _answering(self, processor: RequestProcessor):
         async def run(cmd: RemotingCommand, channel):

@@ -15,6 +15,7 @@ from typing import Optional
 
 from store import GetMessageStatus, MessageStore
 from store.json_file import atomic_write_json, load_rocketmq_json
+from store.message_codec import check_topic
 
 log = logging.getLogger(__name__)
 
@@ -23,6 +24,7 @@ PROPERTY_DELAY = "DELAY"
 PROPERTY_REAL_TOPIC = "REAL_TOPIC"
 PROPERTY_REAL_QUEUE_ID = "REAL_QID"
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+MAX_QUEUES = 1024  # a topic's queues, as the broker creates them
 _UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
@@ -79,6 +81,8 @@ class ScheduleMessageService:
                 await self._task
             except asyncio.CancelledError:
                 pass
+            except Exception:  # the progress made so far is still kept
+                log.exception("the schedule service had failed")
         self.persist()
 
     def persist(self) -> None:
@@ -94,7 +98,11 @@ class ScheduleMessageService:
             next_due: Optional[int] = None
             if self.store.has_topic(SCHEDULE_TOPIC):
                 for level in range(1, self.max_level + 1):
-                    self.deliver_due(level)
+                    try:
+                        self.deliver_due(level)
+                    except Exception:  # the store refused a put (disk full...): tried again, other levels go on
+                        log.exception("delivering the delayed messages of level %d failed; trying again", level)
+                        self._head_due[level] = int(time.time() * 1000) + 1000
                     due = self._head_due.get(level)
                     if due is not None and (next_due is None or due < next_due):
                         next_due = due
@@ -131,20 +139,34 @@ class ScheduleMessageService:
                     self._head_due[level] = m.store_timestamp + self.delays_ms[level - 1]
                     self._advance(level, offset)
                     return delivered
-                props = {k: v for k, v in m.properties.items()
-                         if k not in (PROPERTY_DELAY, PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID)}
-                topic = m.properties.get(PROPERTY_REAL_TOPIC, "")
-                qid = int(m.properties.get(PROPERTY_REAL_QUEUE_ID, "0"))
-                if not self.store.has_topic(topic):
-                    self.store.create_topic(topic, max(1, qid + 1))
-                self.store.put(topic, m.body, properties=props or None, queue_id=qid, flag=m.flag,
-                               born_timestamp=m.born_timestamp, reconsume_times=m.reconsume_times)
-                if self.on_deliver is not None:
-                    self.on_deliver(topic, qid)
                 offset = m.queue_offset + 1
-                delivered += 1
+                if self._deliver(m, level):
+                    delivered += 1
         self._advance(level, offset)
         return delivered
+
+    def _deliver(self, m, level: int) -> bool:
+        """Put a due message into its real topic and queue; a message that names none the broker can deliver to
+        is logged and passed over (RocketMQ's messageTimeup drops it) so that it never holds up its level."""
+        props = {k: v for k, v in m.properties.items()
+                 if k not in (PROPERTY_DELAY, PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID)}
+        topic, qid_text = m.properties.get(PROPERTY_REAL_TOPIC, ""), m.properties.get(PROPERTY_REAL_QUEUE_ID, "0")
+        try:
+            check_topic(topic)
+            qid = int(qid_text) if qid_text.isdigit() and qid_text.isascii() else -1
+            if not 0 <= qid < MAX_QUEUES:
+                raise ValueError(f"{PROPERTY_REAL_QUEUE_ID} {qid_text!r} is not a queue id")
+            if not self.store.has_topic(topic):
+                self.store.create_topic(topic, qid + 1)
+            self.store.put(topic, m.body, properties=props or None, queue_id=qid, flag=m.flag,
+                           born_timestamp=m.born_timestamp, reconsume_times=m.reconsume_times)
+        except ValueError as e:
+            log.error("the delayed message at %s/%d@%d cannot be delivered (%s): dropped", SCHEDULE_TOPIC, level - 1,
+                      m.queue_offset, e)
+            return False
+        if self.on_deliver is not None:
+            self.on_deliver(topic, qid)
+        return True
 
     def _advance(self, level: int, offset: int) -> None:
         if self.offsets.get(level, 0) != offset:

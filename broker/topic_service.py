@@ -12,6 +12,7 @@ from store import message_codec as codec
 
 from .bad_request import BadRequest
 from .broker_config import BrokerConfig
+from .topic_validator import refuse_not_allowed_send_topic
 
 DEFAULT_TOPIC = "TBW102"
 PERM_INHERIT = 0x1  # PermName
@@ -29,7 +30,7 @@ class TopicService:
         exist yet (perm 7: inherit, read, write); the first send then creates the topic here."""
         if not self.config.autoCreateTopicEnable or self.store.has_topic(DEFAULT_TOPIC):
             return
-        cfg = self.store.create_topic(DEFAULT_TOPIC, 8)
+        cfg = self.store.create_topic(DEFAULT_TOPIC, self.config.defaultTopicQueueNums)
         cfg.perm = PERM_INHERIT | PERM_READ | PERM_WRITE
         self.store.topic_config.persist()
 
@@ -55,13 +56,17 @@ class TopicService:
             codec.check_topic(topic)
         except ValueError as e:
             raise BadRequest(str(e), ResponseCode.MESSAGE_ILLEGAL) from None
+        refuse_not_allowed_send_topic(topic)
         if self.store.has_topic(topic):
             self.check_permission(topic, PERM_WRITE, "sending")
             return
         if not self.config.autoCreateTopicEnable:
             raise BadRequest(f"topic[{topic}] not exist, apply first please! (autoCreateTopicEnable is false on "
                              f"broker {self.config.brokerName})", ResponseCode.TOPIC_NOT_EXIST)
-        queues = min(self.config.defaultTopicQueueNums if default_queues is None else default_queues, MAX_QUEUES)
+        # at most TBW102's queues, as createTopicInSendMessageMethod caps the producer's defaultTopicQueueNums
+        most = len(self.store.queues(DEFAULT_TOPIC)) if self.store.has_topic(DEFAULT_TOPIC) else \
+            self.config.defaultTopicQueueNums
+        queues = min(self.config.defaultTopicQueueNums if default_queues is None else default_queues, most)
         self.store.create_topic(topic, max(1, queues))
         await self.on_created(topic)
 
@@ -73,9 +78,10 @@ class TopicService:
         await self.on_created(topic)
         return True
 
-    async def create_topic(self, topic: str, reads: int, writes: int) -> None:
-        """UPDATE_AND_CREATE_TOPIC: the topic with `writes` queues. An existing topic keeps its queues: asking for
-        other numbers is refused (the store does not resize a topic)."""
+    async def create_topic(self, topic: str, reads: int, writes: int, perm: Optional[int]) -> None:
+        """UPDATE_AND_CREATE_TOPIC: the topic with `writes` queues and `perm` (PermName's bits; None: read and
+        write for a new topic, unchanged for an existing one). An existing topic keeps its queues: asking for other
+        numbers is refused (the store does not resize a topic)."""
         try:
             codec.check_topic(topic)
         except ValueError as e:
@@ -85,6 +91,11 @@ class TopicService:
         if not 0 < writes <= MAX_QUEUES or reads != writes:
             raise BadRequest(f"readQueueNums {reads} and writeQueueNums {writes}: give the same number, "
                              f"1..{MAX_QUEUES}")
+        existing = self.store.topic_config.table.get(topic)
+        if perm is None:
+            perm = PERM_READ | PERM_WRITE if existing is None else existing.perm
+        if not 0 <= perm <= (PERM_READ | PERM_WRITE | PERM_INHERIT):
+            raise BadRequest(f"perm {perm}: give PermName's bits, 0..7 (4 readable, 2 writeable, 1 inherit)")
         if self.store.has_topic(topic):
             have = len(self.store.queues(topic))
             if have != writes:
@@ -92,4 +103,8 @@ class TopicService:
                                  "this broker does not change a topic's queue numbers")
         else:
             self.store.create_topic(topic, writes)
-            await self.on_created(topic)
+        cfg = self.store.topic_config.table[topic]
+        if cfg.perm != perm:  # the topic's perm as the request gives it (TopicConfig.perm), read by every pull
+            cfg.perm = perm
+            self.store.topic_config.persist()
+        await self.on_created(topic)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import re
 import threading
 from dataclasses import dataclass
 from typing import Optional
@@ -52,6 +53,7 @@ _STATES = {v: k for k, v in STATE_NAMES.items()}
 _DONE = {TRANSACTION_COMMIT_TYPE: "committed", TRANSACTION_ROLLBACK_TYPE: "rolled back"}
 # what an op message's body may list (its body must stay far below maxMessageSize)
 MAX_HALVES_PER_END = 65536
+_OP_BODY = re.compile(rb"[0-9]{1,18}(,[0-9]{1,18})*")
 
 
 class Decisions:
@@ -126,6 +128,13 @@ def _offsets_text(offsets: np.ndarray) -> bytes:
                           ",")[0].as_py().encode()
 
 
+def _op_offsets(body: Optional[bytes]) -> Optional[np.ndarray]:
+    """An op message's half queue offsets, sorted; None when the body is not decimal offsets, comma-separated."""
+    if not body or not _OP_BODY.fullmatch(body):
+        return None
+    return np.sort(np.array(body.split(b",")).astype(np.int64))
+
+
 @dataclass(frozen=True)
 class EndResult:
     code: int        # a ResponseCode
@@ -171,9 +180,10 @@ class TransactionalMessageService:
         for rb in self.store.scan(OP_TOPIC, 0, start, None, columns=("body", "properties")):
             states = map_lookup(rb.column(1), PROPERTY_TRANSACTION_STATE).to_pylist()
             for body, state in zip(rb.column(0).to_pylist(), states):
-                if not body:
+                offsets = _op_offsets(body)
+                if offsets is None:  # not the broker's (fillOpRemoveMap skips what does not parse)
+                    log.warning("an op message in %s lists no half offsets (%r): skipped", OP_TOPIC, body[:40])
                     continue
-                offsets = np.sort(np.array(body.split(b",")).astype(np.int64))
                 breaks = np.flatnonzero(np.diff(offsets) != 1) + 1
                 for run in np.split(offsets, breaks):
                     self.decisions.add(int(run[0]), int(run[-1]) + 1,

@@ -57,6 +57,12 @@ class SendMessageRequestHeaderV2(CommandHeader):
                    v1.max_reconsume_times, v1.batch)
 
 
+# SendMessageRequestHeaderV2's short names -> SendMessageRequestHeader's (for a client writing the V2 form)
+V2_SEND_FIELDS = {"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums", "e": "queueId",
+                  "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties", "j": "reconsumeTimes",
+                  "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch"}
+
+
 def read_send_header(code: int, ext: Mapping[str, str]) -> SendMessageRequestHeader:
     """A send's header under SendMessageRequestHeader's names, read one way for the broker and the ACL.
     SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE come with the short V2 names from RocketMQ's clients (the Java client

@@ -120,11 +120,13 @@ def queue_min_offset(store, cq, fresh: bool = False) -> int:
     return cached[0]
 
 
-def _property_matches(store, topic: str, queue_id: int, offset: int, candidates: np.ndarray, want: int,
-                      message_filter) -> tuple[np.ndarray, int]:
+def _property_matches(store, topic: str, queue_id: int, offset: int, candidates: np.ndarray, examined: int,
+                      want: int, message_filter) -> tuple[np.ndarray, int]:
     """(unit indexes among candidates whose records' properties match the filter, at most `want`; how many units
     were decided): the vectorised scan, a chunk of units at a time, stops once enough matched, so a selective
-    filter reads few records per match and an unselective one few records in all."""
+    filter reads few records per match and an unselective one few records in all. Units past the last candidate
+    were refused by their tag codes: decided too, out of `examined`, so the next pull starts past them
+    (getMessage moves past every unit it examined, matched or not)."""
     matched: list[np.ndarray] = []
     found = 0
     end = offset + (int(candidates[-1]) + 1 if len(candidates) else 0)
@@ -136,7 +138,7 @@ def _property_matches(store, topic: str, queue_id: int, offset: int, candidates:
             found += batch.num_rows
         pos, chunk = pos + chunk, chunk * 4
     taken = np.concatenate(matched)[:want] if matched else np.zeros(0, dtype=np.int64)
-    return taken, (int(taken[-1]) + 1 if found >= want and len(taken) else end - offset)
+    return taken, (int(taken[-1]) + 1 if found >= want and len(taken) else examined)
 
 
 def get_message_records(store, topic: str, queue_id: int, offset: int, max_msgs: int, message_filter=None,
@@ -176,8 +178,8 @@ def get_message_records(store, topic: str, queue_id: int, offset: int, max_msgs:
     max_msgs = min(max_msgs, store.config.maxTransferCountOnMessageInMemory)
     decided = len(units)
     if by_properties and message_filter is not None:
-        taken, decided = _property_matches(store, topic, queue_id, offset, np.flatnonzero(keep), max_msgs,
-                                           message_filter)
+        taken, decided = _property_matches(store, topic, queue_id, offset, np.flatnonzero(keep), len(units),
+                                           max_msgs, message_filter)
         units, sizes = units[:decided], sizes[:decided]
     else:
         taken = np.flatnonzero(keep)[:max_msgs]

@@ -226,6 +226,27 @@ def decompress_body(body: bytes, sys_flag: int) -> bytes:
         return stream.read()
 
 
+def body_decompress_error(body, sys_flag: int) -> Optional[str]:
+    """Why a body whose SYSFLAG says compressed does not decompress (None if it does, or is not compressed). zlib
+    is checked a chunk at a time, its output dropped, so a large expansion costs time but not memory."""
+    if not sys_flag & COMPRESSED_FLAG:
+        return None
+    try:
+        if sys_flag & COMPRESSION_TYPE_MASK not in (0, COMPRESSION_ZLIB):
+            decompress_body(body, sys_flag)
+            return None
+        stream = zlib.decompressobj()
+        pending = bytes(body)
+        while not stream.eof:
+            out = stream.decompress(pending, 1 << 20)
+            pending = stream.unconsumed_tail
+            if not out and not pending:
+                break
+        return None if stream.eof else "the zlib stream is truncated"
+    except Exception as e:  # zlib.error, ValueError, ArrowInvalid...
+        return f"{type(e).__name__}: {e}"
+
+
 def compress_body(body: bytes, kind: int) -> bytes:
     if kind in (0, COMPRESSION_ZLIB):
         return zlib.compress(body)

@@ -352,6 +352,12 @@ class StoreCheck:
         for i, c in zip(wrong.tolist(), (computed[computed != body_crc[ok]]).tolist()):
             self._bad(f, int(rel[i]), f"body CRC mismatch: BODYCRC {int(body_crc[i])}, computed {c}")
         valid[wrong] = False
+        # a body its SYSFLAG says is compressed must decompress: every read of its queue fails at it otherwise
+        compressed = ok[(sys_flag[ok] & codec.COMPRESSED_FLAG) != 0]
+        for i in compressed[np.isin(compressed, wrong, invert=True)].tolist():
+            why = codec.body_decompress_error(mv[int(body_at[i]):int(body_end[i])], int(sys_flag[i]))
+            if why is not None:
+                self._bad(f, int(rel[i]), f"the body does not decompress as SYSFLAG {int(sys_flag[i])} says: {why}")
         # TOPIC and PROPERTIES text, gathered as Arrow arrays.
         topic_idx = np.full(len(rel), -1, dtype=np.int64)
         tags_code = np.zeros(len(rel), dtype=np.int64)

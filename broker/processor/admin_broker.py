@@ -128,5 +128,5 @@ class AdminBrokerProcessor(RequestProcessor):
     async def create_topic(self, h: CreateTopicRequestHeader, cmd: RemotingCommand, channel) -> RemotingCommand:
         """mqadmin updateTopic, DefaultMQProducer.createTopic: the topic with writeQueueNums queues, registered with
         the name server at once."""
-        await self.broker.topics.create_topic(h.topic, h.read_queue_nums or 0, h.write_queue_nums or 0)
+        await self.broker.topics.create_topic(h.topic, h.read_queue_nums or 0, h.write_queue_nums or 0, h.perm)
         return cmd.response(ResponseCode.SUCCESS)

@@ -12,6 +12,7 @@ from remoting.broker_headers import (
 )
 from store import ReadOffsetType
 
+from ..bad_request import BadRequest
 from .request_processor import RequestProcessor, handles
 
 
@@ -32,6 +33,8 @@ class ConsumerManageProcessor(RequestProcessor):
     async def update_offset(self, h: UpdateConsumerOffsetRequestHeader, cmd: RemotingCommand,
                             channel) -> RemotingCommand:
         self.broker.topics.check_queue(h.topic, h.queue_id)
+        if h.commit_offset < 0:
+            raise BadRequest(f"commitOffset {h.commit_offset} is negative: a queue offset is 0 or more")
         self.broker.offsets.commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset, persist=True)
         return cmd.response(ResponseCode.SUCCESS)
 

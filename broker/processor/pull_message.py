@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from filters import FilterParseError, MessageFilter
+from filters import MessageFilter
 from remoting import RemotingCommand, RequestCode, ResponseCode
 from remoting.broker_headers import PullMessageRequestHeader, PullMessageResponseHeader
 from remoting.remoting_server import LARGE_BODY
@@ -43,39 +43,35 @@ class PullMessageProcessor(RequestProcessor):
         self.store = broker.store
         self.hold = broker.store.pull_request_hold
 
-    def _message_filter(self, h: PullMessageRequestHeader) -> tuple[Optional[MessageFilter], bool]:
+    async def _message_filter(self, h: PullMessageRequestHeader) -> tuple[Optional[MessageFilter], bool]:
         """The subscription's filter, and whether it is SQL92 (decided on the records' properties): the one the
-        pull carries (FLAG_SUBSCRIPTION), else the one its group's members sent in their heartbeats."""
-        group, topic = h.consumer_group, h.topic
-        if h.sys_flag & FLAG_SUBSCRIPTION:
-            expression, kind = h.subscription or "*", (h.expression_type or "TAG").upper()
-        else:
-            client_sub = self.broker.consumers.subscription(group, topic)
-            if client_sub is None:
-                raise BadRequest(f"the consumer's subscription of {topic} in group {group} does not exist",
-                                 ResponseCode.SUBSCRIPTION_NOT_EXIST)
-            try:
-                latest = int(client_sub.get("subVersion") or 0)
-            except (TypeError, ValueError):
-                latest = 0
-            if latest < h.sub_version:
-                raise BadRequest(f"the consumer's subscription of {topic} in group {group} is not the latest (the "
-                                 "pull names a newer one than the last heartbeat)",
-                                 ResponseCode.SUBSCRIPTION_NOT_LATEST)
-            expression = client_sub.get("subString") or "*"
-            kind = (client_sub.get("expressionType") or "TAG").upper()
+        pull carries (FLAG_SUBSCRIPTION), else the one its group's members sent in their heartbeats; built once
+        per subscription version, off the event loop (the broker's SelectorCache)."""
+        kind, expression, version = self._subscription(h)
         if kind != "TAG" and not self.broker.broker_config.enablePropertyFilter:
             raise BadRequest(f"The broker does not support consumer to filter message by {kind} "
                              "(enablePropertyFilter is false)", ResponseCode.SYSTEM_ERROR)
+        if kind not in ("TAG", "SQL92"):
+            raise BadRequest(f"expressionType {kind} is not supported", ResponseCode.SUBSCRIPTION_PARSE_FAILED)
+        return await self.broker.selectors.get(h.consumer_group, h.topic, kind, expression, version)
+
+    def _subscription(self, h: PullMessageRequestHeader) -> tuple[str, str, int]:
+        """(expression type, expression, version) of the pull's subscription, or of the last heartbeat's."""
+        group, topic = h.consumer_group, h.topic
+        if h.sys_flag & FLAG_SUBSCRIPTION:
+            return (h.expression_type or "TAG").upper(), h.subscription or "*", h.sub_version
+        client_sub = self.broker.consumers.subscription(group, topic)
+        if client_sub is None:
+            raise BadRequest(f"the consumer's subscription of {topic} in group {group} does not exist",
+                             ResponseCode.SUBSCRIPTION_NOT_EXIST)
         try:
-            if kind == "SQL92":
-                return MessageFilter.by_sql(expression), True
-            if kind != "TAG":
-                raise BadRequest(f"expressionType {kind} is not supported", ResponseCode.SUBSCRIPTION_PARSE_FAILED)
-            return (None if expression.strip() in ("", "*") else MessageFilter.by_tags(expression)), False
-        except FilterParseError as e:
-            raise BadRequest(f"parse the consumer's subscription failed: {e}",
-                             ResponseCode.SUBSCRIPTION_PARSE_FAILED) from None
+            latest = int(client_sub.get("subVersion") or 0)
+        except (TypeError, ValueError):
+            latest = 0
+        if latest < h.sub_version:
+            raise BadRequest(f"the consumer's subscription of {topic} in group {group} is not the latest (the pull "
+                             "names a newer one than the last heartbeat)", ResponseCode.SUBSCRIPTION_NOT_LATEST)
+        return str(client_sub.get("expressionType") or "TAG").upper(), str(client_sub.get("subString") or "*"), latest
 
     @handles(RequestCode.PULL_MESSAGE, header=PullMessageRequestHeader)
     async def pull(self, h: PullMessageRequestHeader, cmd: RemotingCommand, channel) -> RemotingCommand:
@@ -84,7 +80,7 @@ class PullMessageProcessor(RequestProcessor):
         self.broker.subscription_groups.consumable(group)
         self.broker.topics.check_queue(topic, queue_id)
         self.broker.topics.check_permission(topic, PERM_READ, "pulling")
-        message_filter, sql = self._message_filter(h)
+        message_filter, sql = await self._message_filter(h)
         if h.sys_flag & FLAG_COMMIT_OFFSET and h.commit_offset >= 0:
             self.broker.offsets.commit_offset(group, topic, queue_id, h.commit_offset)
         suspend_ms = h.suspend_timeout_millis if h.sys_flag & FLAG_SUSPEND else 0

@@ -11,6 +11,7 @@ from .request_processor import RequestProcessor, handles
 class QueryMessageProcessor(RequestProcessor):
     def __init__(self, broker):
         super().__init__()
+        self.broker = broker
         self.store = broker.store
 
     @handles(RequestCode.VIEW_MESSAGE_BY_ID, header=ViewMessageRequestHeader)
@@ -21,4 +22,5 @@ class QueryMessageProcessor(RequestProcessor):
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"no message at offset {h.offset}: {e}")
         if found is None:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"no message at offset {h.offset}")
+        self.broker.check_message_access(cmd, channel, found[0].topic)
         return cmd.response(ResponseCode.SUCCESS, body=found[1])

@@ -24,6 +24,7 @@ from store.message_properties import PropertiesText, parse_properties
 
 from ..bad_request import BadRequest
 from ..schedule_message_service import PROPERTY_DELAY
+from ..topic_validator import refuse_illegal_queue
 from ..transactional_message_service import (
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_TRANSACTION_BATCH,
@@ -60,8 +61,13 @@ class SendMessageProcessor(RequestProcessor):
         topic = h.topic
         await self.broker.topics.topic_for_send(topic, h.default_topic_queue_nums)
         queue_id = _or(h.queue_id, -1)
+        refuse_illegal_queue(topic, queue_id, len(self.store.queues(topic)))
         properties = parse_properties(h.properties)
         sys_flag = _or(h.sys_flag, 0) & ~codec.RESERVED_SYS_FLAGS & ~codec.TRANSACTION_TYPE_MASK
+        undecompressable = codec.body_decompress_error(cmd.body, sys_flag)
+        if undecompressable is not None:  # stored, it would stop every read of its queue
+            raise BadRequest(f"the body does not decompress as its sysFlag {sys_flag} says: {undecompressable}",
+                             ResponseCode.MESSAGE_ILLEGAL)
         put_args = dict(flag=_or(h.flag, 0), sys_flag=sys_flag,
                         born_timestamp=_or(h.born_timestamp, int(time.time() * 1000)),
                         born_host=channel.remote_address, reconsume_times=_or(h.reconsume_times, 0))
@@ -153,6 +159,7 @@ class SendMessageProcessor(RequestProcessor):
         if found is None:
             raise BadRequest(f"look message by offset failed, {h.offset}")
         msg = found[0]
+        self.broker.check_message_access(cmd, channel, msg.topic)
         props = dict(msg.properties)
         props.setdefault(PROPERTY_RETRY_TOPIC, msg.topic)
         props[PROPERTY_ORIGIN_MESSAGE_ID] = h.origin_msg_id or props.get(codec.PROPERTY_UNIQ_KEY, "")

@@ -2,12 +2,16 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import subprocess
 import sys
 import textwrap
 import time
 
 from remoting import RemotingCommand, RequestCode
+from remoting.broker_headers import V2_SEND_FIELDS
+from rmq_client.producer import encode_batch
 from store import message_codec as codec
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -22,6 +26,20 @@ def send(topic, body: bytes, tags=None, keys=None, queue_id=0, **props):
         "producerGroup": "p", "topic": topic, "defaultTopic": "TBW102", "defaultTopicQueueNums": 4,
         "queueId": queue_id, "sysFlag": 0, "bornTimestamp": int(time.time() * 1000), "flag": 0,
         "properties": codec.properties_to_string(props), "reconsumeTimes": 0, "unitMode": False}, body=body)
+
+
+def send_v2(cmd: RemotingCommand, code: int = RequestCode.SEND_MESSAGE_V2) -> RemotingCommand:
+    """A SEND_MESSAGE request as the Java client sends it: SendMessageRequestHeaderV2's short field names."""
+    short = {v: k for k, v in V2_SEND_FIELDS.items()}
+    return RemotingCommand.request(code, {short.get(k, k): v for k, v in cmd.ext_fields.items()}, body=cmd.body)
+
+
+def send_batch(topic, bodies, queue_id=0, **props) -> RemotingCommand:
+    """SEND_BATCH_MESSAGE as the Java client sends every batch: the V2 header, a MessageBatch body."""
+    header = send(topic, b"", queue_id=queue_id)
+    return send_v2(RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, header.ext_fields,
+                                           body=encode_batch(bodies, [props] * len(bodies))),
+                   RequestCode.SEND_BATCH_MESSAGE)
 
 
 def pull(topic, offset, subscription="*", kind="TAG", queue_id=0, suspend_ms=0, group="g", commit=-1):
@@ -54,3 +72,24 @@ async def _child(code: str, *args, home, timeout=90):
             proc.kill()
             await proc.wait()
     return proc.returncode, out.decode(), err.decode()
+
+
+def serve_process(tmp_path, conf: str) -> tuple[subprocess.Popen, dict]:
+    """`rmq serve --config broker.conf` on the store tmp_path/s, and the addresses it printed."""
+    (tmp_path / "broker.conf").write_text(conf)
+    proc = subprocess.Popen([sys.executable, "-m", "rmq_cli", "-s", str(tmp_path / "s"), "serve", "--config",
+                             str(tmp_path / "broker.conf"), "--listen", "127.0.0.1:0", "--namesrv-listen",
+                             "127.0.0.1:0"], env=dict(os.environ, PYTHONPATH=ROOT), stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    line = proc.stdout.readline() if proc.stdout else ""
+    if not line:
+        proc.kill()
+        proc.wait()
+        raise AssertionError("rmq serve did not start")
+    return proc, json.loads(line)
+
+
+def stop_process(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()

@@ -4,44 +4,20 @@ consumed), a client that disconnects while its pull is held (nothing left behind
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import resource
 import signal
 import struct
-import subprocess
-import sys
 
-from broker_testkit import ROOT, pull, records, send
+from broker_testkit import pull, records, send, serve_process, stop_process
 
 from broker import Broker
 from remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from store import MessageStore
 
 
-def _serve(tmp_path, conf: str) -> tuple[subprocess.Popen, dict]:
-    (tmp_path / "broker.conf").write_text(conf)
-    proc = subprocess.Popen([sys.executable, "-m", "rmq_cli", "-s", str(tmp_path / "s"), "serve", "--config",
-                             str(tmp_path / "broker.conf"), "--listen", "127.0.0.1:0", "--namesrv-listen",
-                             "127.0.0.1:0"], env=dict(os.environ, PYTHONPATH=ROOT), stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
-    line = proc.stdout.readline() if proc.stdout else ""
-    if not line:
-        proc.kill()
-        proc.wait()
-        raise AssertionError("rmq serve did not start")
-    return proc, json.loads(line)
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait()
-
-
 def test_every_send_ok_survives_a_sigkill_under_sync_flush(tmp_path):
     acked: list[bytes] = []
-    proc, addresses = _serve(tmp_path, "flushDiskType = SYNC_FLUSH\n")
+    proc, addresses = serve_process(tmp_path, "flushDiskType = SYNC_FLUSH\n")
     try:
         async def senders() -> None:
             async def one(sender: int) -> None:
@@ -62,10 +38,10 @@ def test_every_send_ok_survives_a_sigkill_under_sync_flush(tmp_path):
             await asyncio.gather(*(one(s) for s in range(4)), kill_soon())
         asyncio.run(senders())
     finally:
-        _stop(proc)
+        stop_process(proc)
     assert proc.returncode == -signal.SIGKILL and len(acked) >= 1500
 
-    proc, addresses = _serve(tmp_path, "flushDiskType = SYNC_FLUSH\n")  # the restart recovers the store
+    proc, addresses = serve_process(tmp_path, "flushDiskType = SYNC_FLUSH\n")  # the restart recovers the store
     try:
         async def consume() -> list[bytes]:
             got: list[bytes] = []
@@ -83,7 +59,7 @@ def test_every_send_ok_survives_a_sigkill_under_sync_flush(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-        _stop(proc)
+        stop_process(proc)
     missing = set(acked) - set(consumed)
     assert not missing, f"{len(missing)} acknowledged sends lost, e.g. {sorted(missing)[:3]}"
     assert len(consumed) == len(set(consumed))  # nothing twice
@@ -117,7 +93,7 @@ def test_a_thousand_idle_connections_do_not_stop_the_others_being_served(tmp_pat
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < 1200:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
-    proc, addresses = _serve(tmp_path, "")
+    proc, addresses = serve_process(tmp_path, "")
     try:
         async def main():
             host, _, port = addresses["broker"].rpartition(":")
@@ -142,6 +118,6 @@ def test_a_thousand_idle_connections_do_not_stop_the_others_being_served(tmp_pat
     finally:
         proc.terminate()
         assert proc.wait(timeout=30) == 0
-        _stop(proc)
+        stop_process(proc)
     with MessageStore(tmp_path / "s", read_only=True) as s:
         assert s.max_offset("T", 0) == 200
