@@ -6,7 +6,7 @@ PY := $(abspath $(VENV))/bin/python
 export PYSPARK_PYTHON := $(PY)
 export PYSPARK_DRIVER_PYTHON := $(PY)
 
-.PHONY: venv test demo notebooks bench clean
+.PHONY: venv peers test demo notebooks bench clean
 
 # The venv also gets the notebooks' Jupyter kernel "rmq-spark" (ipykernel install --sys-prefix): Jupyter and
 # tests/test_notebooks.py then run notebooks with this interpreter.
@@ -22,8 +22,13 @@ $(VENV)/.installed: setup.cfg pyproject.toml setup.py store/_native.c store/_enc
 
 venv: $(VENV)/.installed
 
+# Stock Apache RocketMQ jars (peers/versions) fetched with Maven into .peers/ for the tests in tests/peers;
+# a no-op once fetched.
+peers:
+	peers/fetch.sh
+
 # Lint and types first (ruff, mypy: settings in pyproject.toml), then the suite.
-test: venv
+test: venv peers
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 	$(PY) -m pytest -q

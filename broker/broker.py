@@ -24,6 +24,7 @@ from remoting.namesrv_headers import RegisterBrokerRequestHeader, UnRegisterBrok
 from remoting.remoting_server import Channel
 from store import MessageStore, StoreError
 from store import message_codec as codec
+from store.errors import DiskFullError
 from store.store_config import StoreConfig
 
 from .bad_request import BadRequest
@@ -70,6 +71,8 @@ class Broker:
             except AclException as e:
                 raise ValueError(f"aclEnable=true: {e}") from None
         config = config or StoreConfig()
+        if config.messageDelayLevel != bc.messageDelayLevel:  # the store dates delayed messages' units with it
+            config = config.replace(messageDelayLevel=bc.messageDelayLevel)
         if listen is None:
             listen = f"{config.brokerIP1 or '127.0.0.1'}:{config.listenPort}"
         host, _, port = listen.rpartition(":")
@@ -128,8 +131,11 @@ class Broker:
         # pyarrow imports pandas (when installed) on its first array built from a list: seconds on a busy machine,
         # spent here rather than in the first send, which a client would time out and send again
         pa.array([b""], pa.binary())
-        self.topics.create_default_topic()
-        self.transactions.create_topics()  # registered with the others: admin tools read them through routes
+        try:
+            self.topics.create_default_topic()
+            self.transactions.create_topics()  # registered with the others: admin tools read them through routes
+        except DiskFullError as e:  # a full disk refuses writes, not reads: serve what is stored
+            log.warning("%s: starting without them; writes are refused until there is room", e)
         await self.server.start()
         # STOREHOST of every record this broker stores: clients send a message back to the broker it names
         host = self.server.host if self.server.host not in ("0.0.0.0", "::", "") else codec.local_host_address()

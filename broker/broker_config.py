@@ -8,9 +8,8 @@ from dataclasses import dataclass, fields
 from typing import Optional
 
 from remoting.server_limits import ServerLimits
+from store.delay_levels import DEFAULT_DELAY_LEVELS, parse_delay_levels
 from store.store_config import StoreConfig, read_conf_file
-
-from .schedule_message_service import DEFAULT_DELAY_LEVELS, parse_delay_levels
 
 
 @dataclass

@@ -2,9 +2,14 @@
 source read them (the store's per-group offset files, RocketMQ's consumerOffset.json layout)."""
 from __future__ import annotations
 
+import logging
+
 from store import MessageStore, OffsetStore
+from store.errors import DiskFullError
 
 from .bad_request import BadRequest
+
+log = logging.getLogger(__name__)
 
 
 class ConsumerOffsetManager:
@@ -31,4 +36,7 @@ class ConsumerOffsetManager:
 
     def persist_all(self) -> None:
         for offsets in self._groups.values():
-            offsets.persist_all()
+            try:
+                offsets.persist_all()
+            except DiskFullError as e:  # at stop: the store is still closed cleanly
+                log.error("%s: offsets committed since the disk filled are lost", e)

@@ -1,9 +1,9 @@
 """RocketMQ's ScheduleMessageService: delayed messages wait in SCHEDULE_TOPIC_XXXX (queue = delay level - 1) and
 are delivered to their real topic and queue when due; each level's progress is kept in config/delayOffset.json.
 
-A message is due at its store time plus its level's delay (messageDelayLevel). RocketMQ keeps that time in the
-consume-queue unit's tagsCode; here the unit keeps the tag hash like any other, and the due time is computed from
-the record, so the service reads each waiting record's header once it reaches the head of its level.
+A message is due at its store time plus its level's delay (messageDelayLevel). The store keeps that time in the
+consume-queue unit's tagsCode, as RocketMQ does (store/delay_levels.py); this service computes it from the record,
+reading each waiting record's header once it reaches the head of its level.
 """
 from __future__ import annotations
 
@@ -14,31 +14,16 @@ import time
 from typing import Optional
 
 from store import GetMessageStatus, MessageStore
+from store.delay_levels import DEFAULT_DELAY_LEVELS, SCHEDULE_TOPIC, parse_delay_levels
 from store.json_file import atomic_write_json, load_rocketmq_json
 from store.message_codec import check_topic
 
 log = logging.getLogger(__name__)
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 PROPERTY_DELAY = "DELAY"
 PROPERTY_REAL_TOPIC = "REAL_TOPIC"
 PROPERTY_REAL_QUEUE_ID = "REAL_QID"
-DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 MAX_QUEUES = 1024  # a topic's queues, as the broker creates them
-_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-
-
-def parse_delay_levels(text: str) -> list[int]:
-    """messageDelayLevel ("1s 5s ... 2h") -> the delay of each level in ms (level 1 first)."""
-    levels = []
-    for word in text.split():
-        unit = word[-1]
-        if unit not in _UNITS_MS or not word[:-1].isdigit():
-            raise ValueError(f"messageDelayLevel: {word!r} is not a number followed by s, m, h or d")
-        levels.append(int(word[:-1]) * _UNITS_MS[unit])
-    if not levels:
-        raise ValueError("messageDelayLevel: no level given")
-    return levels
 
 
 class ScheduleMessageService:

@@ -9,7 +9,7 @@ import time
 from typing import Optional
 
 from remoting import ResponseCode
-from store.json_file import atomic_write_json, load_rocketmq_json
+from store.json_file import load_rocketmq_json, persist_config_json
 from store.offset_store import check_group
 
 from .bad_request import BadRequest
@@ -54,4 +54,4 @@ class SubscriptionGroupManager:
     def persist(self) -> None:
         self.data_version = {"timestamp": int(time.time() * 1000),
                              "counter": int(self.data_version.get("counter", 0)) + 1}
-        atomic_write_json(self.path, {"subscriptionGroupTable": self.table, "dataVersion": self.data_version})
+        persist_config_json(self.path, {"subscriptionGroupTable": self.table, "dataVersion": self.data_version})

@@ -73,13 +73,13 @@ async def _serve(args, config, broker_config) -> None:
     if address is None:
         namesrv = await NameServer(args.namesrv_listen).start()
         address = namesrv.address
-    from .cli import UsageError
+    from .common import UsageError
     try:
         try:
             broker = Broker(args.store, args.listen, namesrv=address, config=config, broker_config=broker_config,
                             broker_name=args.broker_name, cluster=args.cluster)
         except ValueError as e:  # a setting of broker.conf (or its plain_acl.yml) that cannot be served
-            raise UsageError(f"--config {args.config}: {e}") from None
+            raise UsageError(f"--config {args.config}: {e}" if args.config else str(e)) from None
         async with broker as b:
             _warn_if_wide(b.address, "the broker", b.acl is not None)
             stop = _stop_on_signals()
@@ -95,8 +95,8 @@ async def _serve(args, config, broker_config) -> None:
 def cmd_serve(args) -> int:
     from broker.broker_config import load_broker_conf
 
-    from .cli import UsageError, _store_path
-    _store_path(args, must_exist=False)
+    from .common import UsageError, store_path
+    store_path(args, must_exist=False)
     _logging()  # before the file is read: its ignored keys are logged
     try:
         broker_config, config = load_broker_conf(args.config)

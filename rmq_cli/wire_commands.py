@@ -8,7 +8,7 @@ from typing import Optional
 from acl import SessionCredentials
 from rmq_client import MQClientError, Producer, PullConsumer, PullStatus, Subscription
 
-DEFAULT_GROUP = "rmq-cli"
+from .common import DEFAULT_GROUP, message_text, message_to_json, plural, print_topics, table, write_json
 
 
 def credentials(args) -> Optional[SessionCredentials]:
@@ -22,7 +22,7 @@ def _subscription(args) -> Subscription:
     return Subscription(args.tags or "*", "TAG")
 
 
-def produce(args, props: Optional[dict], write_json, plural) -> None:
+def produce(args, props: Optional[dict]) -> None:
     with Producer(args.namesrv, credentials=credentials(args)) as p:
         for body in args.bodies:
             r = p.send(args.topic, body.encode("utf-8", "surrogateescape"), tags=args.tags, keys=args.keys,
@@ -34,7 +34,7 @@ def produce(args, props: Optional[dict], write_json, plural) -> None:
                 print(f"SEND_OK {args.topic}/{r.queue.key()}@{r.queue_offset} msg_id={r.msg_id}")
 
 
-def consume(args, start, write_json, message_text, message_to_json) -> None:
+def consume(args, start) -> None:
     """Every queue of the topic in turn (or --queue's id on every broker), printed as the store's consume does."""
     group = args.group or DEFAULT_GROUP
     sub = _subscription(args)
@@ -98,7 +98,7 @@ class _Row:
             setattr(self, name, int(row[name].timestamp() * 1000))
 
 
-def topics(args, write_json, table) -> None:
+def topics(args) -> None:
     with PullConsumer(args.namesrv, DEFAULT_GROUP, credentials=credentials(args)) as c:
         rows = []
         for topic in c.topics():
@@ -107,15 +107,10 @@ def topics(args, write_json, table) -> None:
                 continue
             rows.append({"topic": topic, "queues": len(bounds), "brokers": sorted({q.broker_name for q in bounds}),
                          "messages": sum(mx - mn for mn, mx in bounds.values())})
-    if args.json:
-        write_json(rows)
-    elif not rows:
-        print("no topics")
-    else:
-        print(table([[r["topic"], r["queues"], r["messages"]] for r in rows], ["TOPIC", "QUEUES", "MESSAGES"]))
+    print_topics(rows, args.json)
 
 
-def stat(args, write_json, table, plural) -> None:
+def stat(args) -> None:
     """Per queue of every broker: offsets, and with --group the committed offset and lag as the brokers keep them
     (QUERY_CONSUMER_OFFSET, the lag a RocketMQ admin sees with consumerProgress)."""
     with PullConsumer(args.namesrv, args.group or DEFAULT_GROUP, credentials=credentials(args)) as c:

@@ -10,14 +10,24 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable, Optional
 
 from acl import AclClientRPCHook, SessionCredentials
-from remoting import RemotingClient, RemotingCommand, RemotingTimeoutError, RequestCode, ResponseCode
+from remoting import (
+    BodyError,
+    LanguageCode,
+    RemotingClient,
+    RemotingCommand,
+    RemotingTimeoutError,
+    RequestCode,
+    ResponseCode,
+)
+from remoting import remoting_serializable as rs
 from remoting.admin_bodies import ConsumeStats, MessageQueue, TopicStatsTable
 from remoting.broker_headers import (
     OffsetResponseHeader,
     PullMessageResponseHeader,
     SendMessageResponseHeader,
+    v2_send_fields,
 )
-from remoting.namesrv_bodies import TopicList
+from remoting.namesrv_bodies import ClusterInfo, TopicList
 from remoting.route_data import TopicRouteData
 
 log = logging.getLogger(__name__)
@@ -58,6 +68,17 @@ class SendResult:
     msg_id: str
     queue: MessageQueue
     queue_offset: int
+
+
+@dataclass(frozen=True)
+class BrokerKind:
+    address: str
+    language: str           # of the broker's implementation, as its responses say (JAVA: Apache RocketMQ's)
+    version: Optional[str]  # brokerVersionDesc, e.g. V4_9_7, when the broker reports one
+
+    @property
+    def is_apache_rocketmq(self) -> bool:
+        return self.language == "JAVA"
 
 
 class MQClientAPI:
@@ -177,6 +198,28 @@ class MQClientAPI:
                                    "topic list")
         return sorted(TopicList.decode(resp.body).topic_list)
 
+    async def cluster_info(self) -> ClusterInfo:
+        resp = await self._namesrv(lambda: RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO), "cluster info")
+        return ClusterInfo.decode(resp.body)
+
+    async def broker_kind(self, address: str) -> BrokerKind:
+        """What answers at address: every RocketMQ response names its implementation's language (a stock broker's
+        JAVA), and a stock broker's GET_BROKER_RUNTIME_INFO names its version (brokerVersionDesc)."""
+        resp = await self.invoke(address, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO),
+                                 "runtime info of a broker")
+        version = None
+        if resp.code == ResponseCode.SUCCESS and resp.body:
+            try:
+                table = rs.as_object(rs.decode(resp.body), "runtime info").get("table")
+                version = str(table.get("brokerVersionDesc")) if isinstance(table, dict) else None
+            except BodyError:
+                pass
+        try:
+            language = LanguageCode(resp.language).name
+        except ValueError:
+            language = str(resp.language)
+        return BrokerKind(address, language, version)
+
     async def queues(self, topic: str, readable: bool = True) -> list[MessageQueue]:
         """The topic's read (or write) queues on every master broker of its route."""
         route = await self.route(topic)
@@ -282,6 +325,8 @@ class MQClientAPI:
         """route_topic: whose route names the broker (the default topic's, for a topic the broker will create)."""
         addr = await self.broker_addr(route_topic or mq.topic, mq.broker_name)
         code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE
+        if batch:
+            header = v2_send_fields(header)
         resp = await self.checked(addr, RemotingCommand.request(code, header, body=body),
                                    f"send to {mq.topic}/{mq.broker_name}/{mq.queue_id}")
         h = SendMessageResponseHeader.from_ext_fields(resp.ext_fields)

@@ -15,7 +15,7 @@ from typing import Awaitable, Callable, Optional, Sequence
 
 from acl import SessionCredentials
 from remoting import RemotingCommand, RequestCode, ResponseCode
-from remoting.broker_headers import SendMessageResponseHeader
+from remoting.broker_headers import SendMessageResponseHeader, v2_send_fields
 from store import message_codec as codec
 
 from .mq_client_api import MessageQueue, MQClientAPI, MQClientError
@@ -108,10 +108,11 @@ class AsyncTransactionProducer:
         """A MessageBatch body (its messages already carry TRAN_MSG, PGROUP and TRAN_BATCH=transaction_id) sent
         as halves to mq."""
         addr = await self.api.broker_addr(mq.topic, mq.broker_name)
-        header = {"producerGroup": self.group, "topic": mq.topic, "defaultTopic": "TBW102",
-                  "defaultTopicQueueNums": 4, "queueId": mq.queue_id, "sysFlag": TRANSACTION_PREPARED_TYPE,
-                  "bornTimestamp": born_timestamp or int(time.time() * 1000), "flag": 0, "reconsumeTimes": 0,
-                  "unitMode": False, "batch": True}
+        header = v2_send_fields({
+            "producerGroup": self.group, "topic": mq.topic, "defaultTopic": "TBW102", "defaultTopicQueueNums": 4,
+            "queueId": mq.queue_id, "sysFlag": TRANSACTION_PREPARED_TYPE,
+            "bornTimestamp": born_timestamp or int(time.time() * 1000), "flag": 0, "reconsumeTimes": 0,
+            "unitMode": False, "batch": True})
         resp = await self.api.checked(addr, RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, header,
                                                                      body=body),
                                        f"half messages to {mq.topic}/{mq.broker_name}/{mq.queue_id}")

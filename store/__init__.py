@@ -1,6 +1,7 @@
 """An embedded message store in Apache RocketMQ 4.x's on-disk format (CommitLog + ConsumeQueue)."""
 from .clean_expired import CleanSummary
 from .errors import (
+    ConfigFileError,
     CorruptRecordError,
     DiskFullError,
     InvalidMessageError,
@@ -23,6 +24,6 @@ __all__ = [
     "MessageStore", "StoreConfig", "ASYNC_FLUSH", "SYNC_FLUSH", "GetMessageStatus", "GetMessageResult",
     "PutResult", "PutBatchResult", "PutMessageStatus", "MessageExt", "SCAN_SCHEMA", "StoreError",
     "CorruptRecordError", "InvalidMessageError", "UnknownTopicError", "ReadOnlyStoreError", "StoreRecoveryError",
-    "MissingFileError", "DiskFullError", "TopicConfigError", "TopicConfigWarning",
+    "MissingFileError", "DiskFullError", "ConfigFileError", "TopicConfigError", "TopicConfigWarning",
     "OffsetStore", "ReadOffsetType", "CleanSummary",
 ]

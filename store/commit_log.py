@@ -77,22 +77,24 @@ class CommitLog:
 
     # -- reading ---------------------------------------------------------------------------------------------
 
-    def view_at(self, offset: int):
+    def view_at(self, offset: int, *, unit: bool = False):
         """(mmap of the file holding offset, file start) or (None, None) when the file is gone by retention
         (below the first file) or not written yet (past the last); MissingFileError for a file missing between
-        others, whose messages are lost."""
+        others, whose messages are lost. unit=True: a consume-queue unit points at offset, and units are
+        written after their records, so a file past the last one is missing too (MissingFileError), not
+        unwritten."""
         f = self.files.find(offset)
         if f is None:
             self.files.refresh()
             f = self.files.find(offset)
             if f is None:
-                self._check_not_a_gap(offset)
+                self._check_not_a_gap(offset, unit)
                 return None, None
         try:
             return f.view(), f.file_from_offset
         except FileNotFoundError:  # deleted by retention in another process since we listed it
             self.files.refresh()
-            self._check_not_a_gap(offset)
+            self._check_not_a_gap(offset, unit)
             return None, None
 
     def read_records(self, offsets: np.ndarray, sizes: np.ndarray) -> Optional[np.ndarray]:
@@ -111,7 +113,7 @@ class CommitLog:
             runs = list(zip([0, *cuts], [*cuts, len(offsets)]))
         at = 0
         for a, b in runs:
-            view, base = self.view_at(int(offsets[a]))
+            view, base = self.view_at(int(offsets[a]), unit=True)
             if view is None:
                 if a == 0:
                     return None
@@ -131,8 +133,15 @@ class CommitLog:
     def _file_path(self, offset: int) -> str:
         return os.path.join(self.directory, f"{self.file_start(offset):020d}")
 
-    def _check_not_a_gap(self, offset: int) -> None:
+    def _check_not_a_gap(self, offset: int, unit: bool = False) -> None:
         files = self.files.files
+        if unit and (not files or offset >= files[-1].file_from_offset):
+            end = files[-1].file_from_offset + os.path.getsize(files[-1].path) if files else 0
+            newest = f"the newest is {files[-1].file_name}" if files else "the commitlog has no file"
+            raise MissingFileError(
+                f"commitlog file {self.file_start(offset):020d} is missing ({newest}): a consume-queue unit points "
+                f"at commitlog offset {offset}, past the end of the log's files at offset {end}; the messages "
+                f"from there on are lost", self.path_of(offset), offset)
         if files and files[0].file_from_offset <= offset and files[-1].file_from_offset > offset:
             raise MissingFileError(
                 f"commitlog file {self.file_start(offset):020d} is missing between {files[0].file_name} and "
@@ -141,7 +150,7 @@ class CommitLog:
 
     def read_message(self, offset: int, size: int, *, decompress: bool = True) -> Optional[codec.MessageExt]:
         """The validated record at offset, None if its file was deleted; CorruptRecordError if it is bad."""
-        view, base = self.view_at(offset)
+        view, base = self.view_at(offset, unit=True)
         if view is None:
             return None
         pos = offset - base

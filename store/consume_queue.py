@@ -78,13 +78,16 @@ class UnitWrites:
 
 
 class ConsumeQueue:
-    def __init__(self, root: str, topic: str, queue_id: int, file_size: int, writable: bool):
+    def __init__(self, root: str, topic: str, queue_id: int, file_size: int, writable: bool,
+                 size_known: bool = False):
+        """size_known: file_size is the store's own (recorded, or shown by its file names); else it is taken
+        from the first file found on disk, for a store that could tell neither."""
         self.topic = topic
         self.queue_id = queue_id
         self.directory = os.path.join(root, "consumequeue", topic, str(queue_id))
         self._file_size = file_size
         self.files = MappedFileQueue(self.directory, file_size, writable)
-        self._size_known = False
+        self._size_known = size_known
         self._known_max = 0  # a hint: units below it are known written
 
     @property

@@ -54,6 +54,15 @@ class StoreRecoveryError(StoreError):
         self.messages = messages
 
 
+class ConfigFileError(StoreError):
+    """A file under config/ and its .bak copy are both unreadable: names the file and what is wrong with it."""
+
+    def __init__(self, path: str, problem: str):
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
+
+
 class DiskFullError(StoreError, OSError):
     """ENOSPC while writing: names what was being written; the write was not acknowledged."""
 

@@ -15,10 +15,11 @@ from typing import Iterator, Optional, Sequence
 import numpy as np
 import pyarrow as pa
 
+from . import file_sizes, record_encoder
 from . import message_codec as codec
-from . import record_encoder
 from .commit_log import CommitLog, WalkedRecord
 from .consume_queue import CQ_STORE_UNIT_SIZE, UNIT_DTYPE, ConsumeQueue, UnitWrites
+from .delay_levels import SCHEDULE_TOPIC, deliver_times, parse_delay_levels
 from .errors import (
     CorruptRecordError,
     MissingFileError,
@@ -27,6 +28,7 @@ from .errors import (
     UnknownTopicError,
     disk_full_named,
 )
+from .file_sizes import STORE_MARKER
 from .get_message import get_message_records
 from .get_message_result import GetMessageResult, PutResult
 from .put_batch import PutBatchResult, build_batch, incomplete_atomic_start
@@ -37,7 +39,6 @@ from .topic_config import TopicConfig, TopicConfigManager, discover_consume_queu
 
 log = logging.getLogger(__name__)
 
-STORE_MARKER = ".rmq-spark"  # present in stores this project created; absent in a broker's
 
 
 def _total_memory() -> int:
@@ -97,6 +98,7 @@ class MessageStore:
         if self.config.brokerIP1:
             self.store_host = codec.parse_host((self.config.brokerIP1, self.config.listenPort))
         self._memory_limit = _total_memory() * self.config.accessMessageInMemoryMaxRatio // 100
+        self._delays_ms = parse_delay_levels(self.config.messageDelayLevel)
         self.stats = {"consume_queue_units_scanned": 0, "commit_log_records_read": 0}
         self.checkpoint = StoreCheckpoint(os.path.join(self.path, "checkpoint"), writable=not read_only)
         self._last_checkpoint_flush = 0.0
@@ -131,26 +133,22 @@ class MessageStore:
     # -- lifecycle -------------------------------------------------------------------------------------------
 
     def _adopt_file_sizes(self, config: StoreConfig) -> StoreConfig:
-        """An existing store keeps the file sizes it was written with, whatever the config says."""
-        changes = {}
-        cl_dir = os.path.join(self.path, "commitlog")
-        names = sorted(n for n in (os.listdir(cl_dir) if os.path.isdir(cl_dir) else []) if n.isdigit())
-        if names:
-            size = os.path.getsize(os.path.join(cl_dir, names[0]))
-            if size and size != config.mappedFileSizeCommitLog:
-                changes["mappedFileSizeCommitLog"] = size
-        cq_root = os.path.join(self.path, "consumequeue")
-        for topic in (os.listdir(cq_root) if os.path.isdir(cq_root) else []):
-            tdir = os.path.join(cq_root, topic)
-            for q in (os.listdir(tdir) if os.path.isdir(tdir) else []):
-                files = sorted(f for f in os.listdir(os.path.join(tdir, q)) if f.isdigit())
-                if files:
-                    size = os.path.getsize(os.path.join(tdir, q, files[0]))
-                    if size and size % CQ_STORE_UNIT_SIZE == 0 and size != config.mappedFileSizeConsumeQueue:
-                        changes["mappedFileSizeConsumeQueue"] = size
-                    break
-            if "mappedFileSizeConsumeQueue" in changes or files:
-                break
+        """An existing store keeps the file sizes it was written with, whatever the config says: those recorded
+        in its marker, else those its file names show (store/file_sizes.py); never a damaged file's length. A
+        store nothing was written to yet records the config's."""
+        has_log = bool(os.path.isdir(os.path.join(self.path, "commitlog")) and
+                       any(n.isdigit() for n in os.listdir(os.path.join(self.path, "commitlog"))))
+        if not has_log and not self.read_only:
+            file_sizes.record_sizes(self.path, config)
+            self._sizes_known = True
+            return config
+        known = file_sizes.recorded_sizes(self.path)
+        self._sizes_known = file_sizes.SIZE_KEYS[1] in known
+        if not self._sizes_known:
+            found = file_sizes.inferred_sizes(self.path)
+            known = {**found, **known}
+            self._sizes_known = file_sizes.SIZE_KEYS[1] in found
+        changes = {k: v for k, v in known.items() if v != getattr(config, k)}
         if changes:
             log.info("store %s keeps its existing file sizes %s", self.path, changes)
             return config.replace(**changes)
@@ -276,8 +274,9 @@ class MessageStore:
             cfg = TopicConfig(topicName=name, readQueueNums=queues, writeQueueNums=queues)
             # Its queue directories at once: until topics.json is rewritten (within the persist window) they are
             # how other processes find the topic and its queue count, even while it has no message.
-            for q in range(queues):
-                os.makedirs(os.path.join(self.path, "consumequeue", name, str(q)), exist_ok=True)
+            with disk_full_named(os.path.join(self.path, "consumequeue", name), f"topic {name}'s queue directories"):
+                for q in range(queues):
+                    os.makedirs(os.path.join(self.path, "consumequeue", name, str(q)), exist_ok=True)
             self.topic_config.add(cfg)
         return cfg
 
@@ -286,7 +285,7 @@ class MessageStore:
         cq = self._queues.get(key)
         if cq is None:
             cq = ConsumeQueue(self.path, topic, queue_id, self.config.mappedFileSizeConsumeQueue,
-                              writable=not self.read_only)
+                              writable=not self.read_only, size_known=self._sizes_known)
             self._queues[key] = cq
         return cq
 
@@ -428,6 +427,8 @@ class MessageStore:
         # Dispatch ("reput"): consume-queue units after the commitlog bytes, so a reader never sees a unit first.
         queues, writes = [], UnitWrites(placed.units)
         for topic, qid, start, a, b in placed.runs:
+            if topic == SCHEDULE_TOPIC:
+                placed.units["tags_code"][a:b] = deliver_times(qid, store_ts, self._delays_ms)
             cq = self.consume_queue(topic, qid)
             writes.add(cq, start, a, b - a)
             queues.append((cq, start + b - a))
@@ -556,6 +557,8 @@ class MessageStore:
         for topic, queue_ids in self.consume_queue_ids().items():
             for qid in queue_ids:
                 self._repair_consume_queue(self.consume_queue(topic, qid))
+        if self.commit_log.min_offset() == 0:  # no file ever expired: a queue not starting at 0 lost its head
+            self._rebuild_lost_heads()
         dispatched, damaged = self._dispatched_tail()
         if abnormal:
             log.warning("store %s was not closed cleanly (abort file present): recovering", self.path)
@@ -580,6 +583,78 @@ class MessageStore:
         if cq.repair_short_last_file():
             log.warning("store %s: %s/%d: the last consume-queue file was short (a torn write); its lost units "
                         "are re-dispatched from the commitlog", self.path, cq.topic, cq.queue_id)
+
+    def rebuild_consume_queues(self) -> int:
+        """`rmq recover`: rebuild what recovery rebuilds on every open (units between a queue's files, a torn
+        last file), and also the consume-queue files missing or emptied before a queue's first file while the
+        commitlog still holds their records, which an open looks for only in a store whose commitlog never
+        expired a file (elsewhere that takes a walk from the commitlog's first file). Returns how many units
+        were rebuilt below the queues' first files."""
+        with self.write_lock():
+            for topic, queue_ids in self.consume_queue_ids().items():
+                for qid in queue_ids:
+                    self._repair_consume_queue(self.consume_queue(topic, qid))
+            return self._rebuild_lost_heads()
+
+    def _rebuild_lost_heads(self) -> int:
+        """Units below each queue's first consume-queue file whose records are still in the commitlog: the
+        file was deleted or emptied, not expired (retention deletes a consume-queue file only once every unit
+        in it points below the commitlog's first file). One walk from the commitlog's first record to the
+        furthest first unit of such queues; each queue's run must end right below its first file."""
+        cl_min = self.commit_log.min_offset()
+        heads: dict[tuple[str, int], int] = {}
+        stop: Optional[int] = 0
+        for topic, queue_ids in self.consume_queue_ids().items():
+            for qid in queue_ids:
+                cq = self.consume_queue(topic, qid)
+                first = cq.first_unit_offset()
+                if first == 0:
+                    continue
+                unit = cq.units(first, first + 1)
+                at = int(unit["offset"][0]) if len(unit) and unit["size"][0] > 0 else None
+                if at is not None and at <= cl_min:
+                    continue  # nothing of the queue can lie below it in the commitlog
+                heads[(topic, qid)] = first
+                stop = None if stop is None or at is None else max(stop, at)
+        if not heads:
+            return 0
+        found: dict[tuple[str, int], list[WalkedRecord]] = {}
+        for rec in self.commit_log.walk(cl_min, check_crc=False):
+            if stop is not None and rec.offset >= stop:
+                break
+            key = (rec.topic, rec.queue_id)
+            if key in heads and rec.queue_offset < heads[key] and codec.is_dispatched(rec.sys_flag):
+                found.setdefault(key, []).append(rec)
+        rebuilt = 0
+        for key, recs in sorted(found.items()):
+            rebuilt += self._rebuild_head(self.consume_queue(*key), heads[key], recs, cl_min)
+        return rebuilt
+
+    def _rebuild_head(self, cq: ConsumeQueue, first: int, recs: list, cl_min: int) -> int:
+        lo = recs[0].queue_offset
+        where = f"consume-queue files of {cq.topic}/{cq.queue_id} before {first * CQ_STORE_UNIT_SIZE:020d}"
+        if [r.queue_offset for r in recs] != list(range(lo, first)) or (cl_min == 0 and lo != 0):
+            log.error("store %s: %s are missing or empty; the commitlog holds %d of their records but not queue "
+                      "offsets %d..%d in order, so they stay missing and `rmq check` reports them", self.path,
+                      where, len(recs), 0 if cl_min == 0 else lo, first - 1)
+            return 0
+        # Units below the first record still in the commitlog, in the same file: RocketMQ's pre-blank units
+        # (offset 0, size 2^31-1), which readers skip as expired.
+        start = lo - lo % cq.units_per_file
+        units = np.zeros(first - start, dtype=UNIT_DTYPE)
+        units["size"][:lo - start] = 0x7FFFFFFF
+        units["offset"][lo - start:] = [r.offset for r in recs]
+        units["size"][lo - start:] = [r.size for r in recs]
+        units["tags_code"][lo - start:] = [tags_hash_code(r.tags) for r in recs]
+        for file_start in range(start, first, cq.units_per_file):
+            path = os.path.join(cq.directory, f"{file_start * CQ_STORE_UNIT_SIZE:020d}")
+            if os.path.exists(path):  # emptied: given its full size again before the units go in
+                cq.extend_short_file(path, os.path.getsize(path))
+        cq.put_units(start, units)
+        self._dirty_queues.add(cq)
+        log.warning("store %s: %s were missing or empty; rebuilt units %d..%d from the commitlog", self.path,
+                    where, lo, first - 1)
+        return first - lo
 
     def _fill_hole(self, cq: ConsumeQueue, lo: int, hi: int, path: str, size: int) -> None:
         before = cq.units(lo - 1, lo) if lo > cq.first_unit_offset() else None
@@ -607,9 +682,16 @@ class MessageStore:
         units = np.zeros(len(found), dtype=UNIT_DTYPE)
         units["offset"] = [r.offset for r in found]
         units["size"] = [r.size for r in found]
-        units["tags_code"] = [tags_hash_code(r.tags) for r in found]
+        units["tags_code"] = self._tags_codes(found)
         cq.put_units(lo, units)
         self._dirty_queues.add(cq)
+
+    def _tags_codes(self, recs: Sequence[WalkedRecord]) -> np.ndarray:
+        """The units' tagsCodes of records of one queue, as dispatch writes them: the tag hash, or for a delayed
+        message (SCHEDULE_TOPIC_XXXX) the time it is due."""
+        if recs and recs[0].topic == SCHEDULE_TOPIC:
+            return deliver_times([r.queue_id for r in recs], [r.store_timestamp for r in recs], self._delays_ms)
+        return np.array([tags_hash_code(r.tags) for r in recs], dtype=np.int64)
 
     def _dispatched_tail(self) -> tuple[int, Optional[str]]:
         """The dispatched end (_dispatched_end), and what is wrong with the record each queue's last unit
@@ -821,7 +903,7 @@ class MessageStore:
         units = np.zeros(len(recs), dtype=UNIT_DTYPE)
         units["offset"] = [r.offset for r in recs]
         units["size"] = [r.size for r in recs]
-        units["tags_code"] = [tags_hash_code(r.tags) for r in recs]
+        units["tags_code"] = self._tags_codes(recs)
         log.info("store %s: re-dispatching %d record(s) into %s/%d from %d", self.path, len(recs), topic, qid,
                  start)
         cq.put_units(start, units)

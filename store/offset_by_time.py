@@ -15,7 +15,7 @@ _HEAD = struct.Struct(">iIiiiqqi")  # TOTALSIZE .. SYSFLAG
 
 def _store_timestamp(store, offset: int, size: int):
     """STORETIMESTAMP of the record at offset, or None when its file was deleted (it is older than any kept)."""
-    view, base = store.commit_log.view_at(offset)
+    view, base = store.commit_log.view_at(offset, unit=True)
     if view is None:
         return None
     rel = offset - base

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import enum
 import fcntl
-import json
 import os
 import re
 import threading
 import warnings
 from typing import Iterable, Optional
 
-from .json_file import atomic_write_json, parse_rocketmq_json
+from .json_file import MISSING, atomic_write_json, read_json_object, unreadable
 
 CONSUMER_OFFSET_FILE = os.path.join("config", "consumerOffset.json")
 _GROUP_PATTERN = re.compile(r"[%|a-zA-Z0-9_-]+")
@@ -81,42 +80,21 @@ class OffsetStore:
         return f"{topic}@{self.group}"
 
     def _read_file(self) -> dict:
-        """The parsed file; the .bak (with a warning) when the main file is missing, empty or corrupt."""
-        main = self._parse(self.path)
-        if isinstance(main, dict):
+        """The parsed file; the .bak (with a warning) when the main file is missing, empty or corrupt;
+        ConfigFileError naming the file and what is wrong when neither can be used (starting with no committed
+        offsets would send every group back to where it starts)."""
+        main, problem = _read_offsets(self.path)
+        if main is not None:
             return main
         bak_path = self.path + ".bak"
-        bak = self._parse(bak_path)
-        if main is None and bak is None:
-            return {}  # a fresh store: nothing committed yet
-        problem = {None: "is missing or empty", False: "is corrupt"}[main]
+        bak, bak_problem = _read_offsets(bak_path)
         if isinstance(bak, dict):
             warnings.warn(f"{self.path} {problem}; loaded consumer offsets from {bak_path}", OffsetFileWarning,
                           stacklevel=3)
             return bak
-        warnings.warn(f"{self.path} {problem} and {bak_path} is unusable; starting with no committed offsets",
-                      OffsetFileWarning, stacklevel=3)
-        return {}
-
-    @staticmethod
-    def _parse(path: str):
-        """dict, None (missing or empty), or False (corrupt)."""
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except FileNotFoundError:
-            return None
-        except (OSError, UnicodeDecodeError):
-            return False
-        if not text.strip():
-            return None
-        try:
-            data = parse_rocketmq_json(text)
-        except (json.JSONDecodeError, ValueError):
-            return False
-        if not isinstance(data, dict) or not isinstance(data.get("offsetTable", {}), dict):
-            return False
-        return data
+        if problem == MISSING and bak_problem == MISSING:
+            return {}  # a fresh store: nothing committed yet
+        raise unreadable(self.path, problem, bak_problem)
 
     def _group_offsets(self, data: dict) -> dict[tuple[str, int], int]:
         out = {}
@@ -246,3 +224,10 @@ class OffsetStore:
 
     def __repr__(self):
         return f"OffsetStore({self.store_path!r}, group={self.group!r})"
+
+
+def _read_offsets(path: str) -> tuple[Optional[dict], str]:
+    data, problem = read_json_object(path)
+    if data is not None and not isinstance(data.get("offsetTable", {}), dict):
+        return None, "has an offsetTable that is not an object"
+    return data, problem

@@ -96,7 +96,7 @@ def scan(store, topic: str, queue_id: int, start: int, end: Optional[int], messa
         file_ids = offsets // file_size
         cuts = np.flatnonzero(np.diff(file_ids)) + 1
         for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(offsets)]):
-            view, base = store.commit_log.view_at(int(offsets[a]))
+            view, base = store.commit_log.view_at(int(offsets[a]), unit=True)
             if view is None:
                 continue  # the file was removed by retention while we read: those messages are gone
             lo, hi = int(offsets[a] - base), int(offsets[b - 1] + sizes[b - 1] - base)

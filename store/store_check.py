@@ -639,10 +639,14 @@ class StoreCheck:
         first_unit = files[0].file_from_offset // CQ_STORE_UNIT_SIZE if files else 0
         below = int(np.searchsorted(member_qoff, first_unit))
         if below:
+            # Retention deletes a consume-queue file only once its every unit points below the commitlog's first
+            # file, so records still walked here had their file deleted or emptied: readers skip them.
             off = int(rec.offset[members[0]])
-            self.problem(WARNING, self.store.commit_log.path_of(off), off - self.store.commit_log.file_start(off),
-                         f"{below} records of {topic}/{qid} below queue offset {first_unit} have no consume-queue "
-                         f"file (deleted)")
+            self.problem(ERROR, self.store.commit_log.path_of(off), off - self.store.commit_log.file_start(off),
+                         f"{below} records of {topic}/{qid} below queue offset {first_unit} (queue offsets "
+                         f"{int(member_qoff[0])}..{int(member_qoff[below - 1])}) are in the commitlog but in no "
+                         f"consume-queue file: the queue's files before {files[0].file_name if files else 'its first'}"
+                         f" are missing or empty, and readers skip these messages (`rmq recover` rebuilds them)")
 
     def _topic_name(self, idx: int) -> str:
         return self.records.topics[idx] if 0 <= idx < len(self.records.topics) else "?"
@@ -652,6 +656,12 @@ class StoreCheck:
             if start <= offset < stop:
                 return (f"points at commitlog offset {offset}, in the part of "
                         f"{os.path.basename(self.store.commit_log.path_of(start))} the walk could not read")
+        cl = self.store.commit_log
+        files = cl.files.files
+        files_end = files[-1].file_from_offset + cl.file_size if files else 0
+        if offset >= files_end:
+            return (f"points at commitlog offset {offset}, in commitlog file {cl.file_start(offset):020d}, which is "
+                    f"missing (the log's files end at offset {files_end}, its records at {self.log_end})")
         if offset >= self.log_end:
             return f"points at commitlog offset {offset}, past the end of the log ({self.log_end})"
         return f"points at commitlog offset {offset}, which is not the start of a record"

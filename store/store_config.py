@@ -8,6 +8,7 @@ import os
 from collections.abc import Collection
 from dataclasses import dataclass, fields
 
+from .delay_levels import DEFAULT_DELAY_LEVELS, parse_delay_levels
 from .rocketmq_config_keys import ROCKETMQ_CONFIG_KEYS
 
 log = logging.getLogger("rmq.config")
@@ -35,6 +36,8 @@ class StoreConfig:
     checkCRCOnRecover: bool = True
     brokerIP1: str = ""
     listenPort: int = 10911
+    # delayed messages' levels: their consume-queue units keep the time they are due (store/delay_levels.py)
+    messageDelayLevel: str = DEFAULT_DELAY_LEVELS
 
     def __post_init__(self):
         self.validate()
@@ -53,6 +56,7 @@ class StoreConfig:
             raise ValueError(f"defaultTopicQueueNums must be 1..1024, got {self.defaultTopicQueueNums}")
         if self.maxMessageSize <= 0:
             raise ValueError(f"maxMessageSize must be positive, got {self.maxMessageSize}")
+        parse_delay_levels(self.messageDelayLevel)  # its ValueError names messageDelayLevel
         if not 10 <= self.diskMaxUsedSpaceRatio <= 95:
             raise ValueError(f"diskMaxUsedSpaceRatio must be 10..95, got {self.diskMaxUsedSpaceRatio}")
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .errors import StoreError
-from .json_file import atomic_write_json, parse_rocketmq_json
+from .json_file import parse_rocketmq_json, persist_config_json
 
 PERM_READ_WRITE = 6
 
@@ -189,13 +189,15 @@ class TopicConfigManager:
         self.changes += 1  # a caller may have changed a config in place (a queue count raised)
         self.data_version = {"counter": int(self.data_version.get("counter", 0)) + 1,
                              "timestamp": int(time.time() * 1000)}
-        atomic_write_json(self.path, {
+        written = persist_config_json(self.path, {
             "dataVersion": self.data_version,
             "topicConfigTable": {name: cfg.to_json() for name, cfg in sorted(self.table.items())},
         }, indent=4 if len(self.table) <= 1000 else None)
+        self._last_persist = time.monotonic()
+        if not written:  # a full disk: the topics' queue directories say they exist until a later write
+            return
         self._file_stamp = _stamp(self.path)
         self._unpersisted.clear()
-        self._last_persist = time.monotonic()
         self._window = min(self.PERSIST_WINDOW_MAX_S, max(self.PERSIST_WINDOW_S, 20 * (self._last_persist - started)))
 
 

@@ -1,4 +1,6 @@
-"""The packages form one-way layers: a lower one never imports a higher one, and no two import each other."""
+"""The packages form one-way layers: a lower one never imports a higher one, and no two import each other; inside a
+package, no modules import each other in a cycle (a lazy import inside a function counts: it hides a cycle, it
+does not remove it)."""
 from __future__ import annotations
 
 import ast
@@ -55,6 +57,94 @@ def test_a_package_imports_only_the_layers_below_it(package):
 def test_no_two_packages_import_each_other():
     edges = {(p, q) for p in ALLOWED for q in _imports(p)}
     assert not [(p, q) for p, q in edges if (q, p) in edges]
+
+
+def _module_imports(root: str, package: str) -> dict[str, set[str]]:
+    """{module: the modules of the same package it imports} (relative, absolute and function-level imports; a
+    name imported from a package counts as its submodule when there is one)."""
+    paths = {}
+    for d, _, files in os.walk(os.path.join(root, package)):
+        for name in files:
+            if name.endswith(".py"):
+                dotted = os.path.relpath(os.path.join(d, name), root)[:-3].replace(os.sep, ".")
+                paths[dotted.removesuffix(".__init__")] = os.path.join(d, name)
+    graph: dict[str, set[str]] = {}
+    for module, path in paths.items():
+        here = module if path.endswith("__init__.py") else module.rpartition(".")[0]
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(open(path, encoding="utf-8").read(), path)):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = ".".join(here.split(".")[:len(here.split(".")) - node.level + 1]) if node.level else ""
+                source = ".".join(p for p in (base, node.module or "") if p)
+                subs = [f"{source}.{a.name}" for a in node.names if f"{source}.{a.name}" in paths]
+                targets = subs or ([] if _extension_modules(root, source, node.names) else [source])
+            else:
+                continue
+            for target in targets:
+                while target and target not in paths:  # a name inside a module: the module
+                    target = target.rpartition(".")[0]
+                if target and target != module:
+                    found.add(target)
+        graph[module] = found
+    return graph
+
+
+def _extension_modules(root: str, package: str, names) -> bool:
+    """Whether every name imported from `package` is a compiled module beside its sources (no .py file)."""
+    folder = os.path.join(root, *package.split("."))
+    return os.path.isdir(folder) and all(
+        any(f.startswith(a.name + ".") and not f.endswith(".py") for f in os.listdir(folder)) for a in names)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                out.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_no_modules_of_a_package_import_each_other_in_a_cycle(package):
+    assert _cycles(_module_imports(ROOT, package)) == []
+
+
+def test_the_cycle_check_finds_a_cycle_hidden_in_a_function_and_passes_the_same_modules_without_it(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("from .cli import main\n")
+    (pkg / "cli.py").write_text("from .serve import serve\n\ndef main():\n    serve()\n")
+    (pkg / "serve.py").write_text("def serve():\n    from .cli import main\n    return main\n")
+    (pkg / "common.py").write_text("X = 1\n")
+    assert _cycles(_module_imports(str(tmp_path), "pkg")) == [["pkg.cli", "pkg.serve"]]
+    (pkg / "serve.py").write_text("def serve():\n    from pkg import common\n    return common.X\n")
+    assert _cycles(_module_imports(str(tmp_path), "pkg")) == []
 
 
 def test_the_store_starts_without_the_filter_library_or_its_parser():

@@ -90,17 +90,22 @@ class PullMessageProcessor(RequestProcessor):
         while True:
             result, body = self.store.get_message_records(topic, queue_id, held.offset, max_msgs, message_filter,
                                                           by_properties=sql)
-            wait_s = held.wait_s(result) if suspend_ms else None
+            # an empty queue is waited on from offset 0 only: past it the answer is PULL_OFFSET_MOVED (to 0)
+            empty_past = result.status == GetMessageStatus.NO_MESSAGE_IN_QUEUE and held.offset != 0
+            wait_s = held.wait_s(result) if suspend_ms and not empty_past else None
             if wait_s is None or channel.closed.is_set() or self.broker.stopping:
                 break
             if wait_s:
                 with channel.holding():  # not counted among the connection's busy requests while it waits
                     await self.hold.suspend(topic, queue_id, held.offset, wait_s)
         result = held.answer(result)
+        code = _PULL_STATUS[result.status]
+        if result.status == GetMessageStatus.NO_MESSAGE_IN_QUEUE and held.offset != 0:
+            code = ResponseCode.PULL_OFFSET_MOVED  # past the end of an empty queue: moved to 0, as RocketMQ does
         if result.status != GetMessageStatus.FOUND or body is None:
             data = b""
         else:
             data = body.tobytes() if len(body) < LARGE_BODY else body.data
         answer = PullMessageResponseHeader(0, result.next_begin_offset, result.min_offset, result.max_offset)
-        return cmd.response(_PULL_STATUS[result.status], remark=str(result.status), body=data,
+        return cmd.response(code, remark=str(result.status), body=data,
                             ext_fields=answer.to_ext_fields())

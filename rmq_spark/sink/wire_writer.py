@@ -453,12 +453,49 @@ class WireBatchWriter(_WireWriting, DataSourceArrowWriter):
             abort_halves(self.options, messages)
 
 
+async def _apache_brokers(api, topic: Optional[str]) -> list:
+    """The master brokers the sink may write to (the topic's route, else the whole cluster) that are Apache
+    RocketMQ's own (BrokerKind); one that cannot be reached now is left to the sends to report."""
+    route = await api.route(topic) if topic else None
+    if route is not None:
+        addrs = sorted({str(b.master_addr()) for b in route.broker_datas if b.master_addr()})
+    else:
+        info = await api.cluster_info()
+        addrs = sorted({str(b.master_addr()) for b in info.broker_addr_table.values() if b.master_addr()})
+    found = []
+    for addr in addrs:
+        try:
+            kind = await api.broker_kind(addr)
+        except MQClientError as e:
+            log.info("broker %s did not answer (%s); its sends will say more", addr, e)
+            continue
+        if kind.is_apache_rocketmq:
+            found.append(kind)
+    return found
+
+
+def refuse_exactly_once_on_apache_brokers(opts: WireSinkOptions) -> None:
+    """exactly_once sends each task's rows as transactional half batches (SEND_BATCH_MESSAGE with the prepared
+    flag) and ends each with one END_TRANSACTION: rmq serve's protocol. Apache RocketMQ's brokers refuse a
+    transactional batch (MESSAGE_ILLEGAL), so against them the query is refused before anything is sent."""
+    stock = run_blocking(_apache_brokers, _producer(opts).api, opts.topic)
+    if stock:
+        names = ", ".join(f"{k.address} ({k.version or 'version not reported'})" for k in stock)
+        raise RmqOptionError(K.DELIVERY_GUARANTEE, f"exactly_once is not available on Apache RocketMQ brokers "
+                             f"({names}): it sends transactional half batches, which only rmq serve accepts "
+                             f"(a stock broker refuses a transactional SEND_BATCH_MESSAGE as MESSAGE_ILLEGAL); "
+                             f"set deliveryGuarantee=at_least_once (a task retried or a query restarted may "
+                             f"then send rows again)")
+
+
 def make_wire_writer(options, columns: dict, stream: bool):
     if "born_timestamp" in columns:
         raise RmqOptionError(K.NAMESRV_ADDR, "the born_timestamp column is not sent through brokers (a batch "
                                              "frame carries one born timestamp for all its messages); drop the "
                                              "column or write to a store directory")
     opts = wire_options(options, stream)
+    if opts.exactly_once:
+        refuse_exactly_once_on_apache_brokers(opts)
     if stream and opts.exactly_once:
         os.makedirs(TransactionLog(opts.checkpoint or "").dir, exist_ok=True)
     return (WireStreamWriter if stream else WireBatchWriter)(opts, columns)

@@ -79,3 +79,19 @@ def test_the_cli_signs_with_access_key_and_secret_key_or_the_environment(tmp_pat
         assert half.returncode == 2 and "--secret-key is given without --access-key" in half.stderr
     log = (tmp_path / "broker-a.log").read_text()
     assert f"ACL: {tmp_path / 'plain_acl.yml'} in force (1 accounts" in log and ACL_SECRET not in log
+
+
+def test_a_start_past_the_end_of_an_empty_queue_is_clamped_through_brokers_as_in_a_store(tmp_path):
+    """RocketMQ's PullMessageProcessor answers PULL_OFFSET_MOVED to a pull past the end of an empty queue (not
+    PULL_NOT_FOUND, which left the CLI committing the offset asked for): the group's offset is the queue's end."""
+    with WireCluster(tmp_path) as c:
+        ns = c.namesrv
+        rmq("produce", "--namesrv", ns, "-t", "Empty", "a")
+        out = rmq("consume", "--namesrv", ns, "-t", "Empty", "--from", "99999", "-g", "g", "--commit")
+        stat = json.loads(rmq("stat", "--namesrv", ns, "-t", "Empty", "-g", "g", "--json").stdout)["queues"]
+        assert len(stat) > 1 and sum(q["max_offset"] for q in stat) == 1  # queues that are empty, and one that is not
+        assert out.stderr.count("is outside Empty/broker-a:") == len(stat), out.stderr
+        assert [q["committed_offset"] for q in stat] == [q["max_offset"] for q in stat]
+        rmq("produce", "--namesrv", ns, "-t", "Empty", *[f"later{i}" for i in range(8)])
+        got = rmq("consume", "--namesrv", ns, "-t", "Empty", "-g", "g", "--json").stdout.splitlines()
+        assert sorted(json.loads(x)["body"] for x in got) == [f"later{i}" for i in range(8)]

@@ -75,3 +75,16 @@ def test_a_group_offset_past_the_end_is_never_committed(path):
         OffsetCommitter(path, "g").commit({("T", 0): 100000})
     with MessageStore(path, read_only=True):
         assert OffsetStore(path, "g").read_offset(("T", 0)) in (None, -1)
+
+
+def test_an_offset_past_an_empty_queue_is_refused_as_past_a_non_empty_one(tmp_path):
+    path = str(tmp_path / "e")
+    with MessageStore(path) as s:
+        s.create_topic("E", 2)
+        s.put("E", b"a", queue_id=1)
+    with pytest.raises(DataLossError, match="offset 99999 of group 'g' for topic 'E' queue 0: the queue ends at 0"):
+        OffsetCommitter(path, "g").commit({("E", 0): 99999})
+    with pytest.raises(DataLossError, match="offset 99999 of group 'g' for topic 'E' queue 1: the queue ends at 1"):
+        OffsetCommitter(path, "g").commit({("E", 1): 99999})
+    OffsetCommitter(path, "g").commit({("E", 0): 0, ("E", 1): 1})
+    assert OffsetStore(path, "g").read_offset(("E", 0)) == 0

@@ -345,3 +345,14 @@ def test_stat_shows_a_dash_for_queues_a_group_never_committed(rmq):
     rows = [line.split() for line in rmq("stat", "--group", "g").stdout.splitlines() if line.startswith("T ")]
     assert rows[0][-2:] == ["1", "0"]  # queue 0: committed 1, lag 0
     assert rows[1][-2:] == ["-", "-"]  # queue 1: never committed
+
+
+def test_a_start_past_the_end_of_an_empty_queue_is_clamped_with_a_warning_as_for_a_non_empty_one(rmq):
+    rmq("produce", "--topic", "T", "--queue", "1", "a")
+    for qid, end in ((0, 0), (1, 1)):  # queue 0 is empty, queue 1 is not: the same warning, the same clamp
+        out = rmq("consume", "--topic", "T", "--queue", str(qid), "--from", "99999", "--group", "g", "--commit")
+        assert f"rmq: warning: offset 99999 is past the end of T/{qid} (max offset {end})" in out.stderr
+        assert OffsetStore(rmq.store, "g").read_offset(("T", qid)) == end
+    rmq("produce", "--topic", "T", "--queue", "0", "later")
+    got = lines(rmq("consume", "--topic", "T", "--queue", "0", "--group", "g", "--json"))
+    assert [m["body"] for m in got] == ["later"]  # the group does not skip what comes to the empty queue

@@ -77,3 +77,74 @@ def test_a_short_last_file_reads_what_is_there_and_a_writer_repairs_it(tmp_path)
         assert _bodies(s) == [b"m%03d" % i for i in range(300)]
         assert s.put("T", b"next", queue_id=0).queue_offset == 300
     assert check_store(str(tmp_path)).ok
+
+
+def _issue_store(path):
+    """The issue's reproduction: one queue, 700 messages, 6,000-byte consume-queue files (300 units each)."""
+    with MessageStore(path, StoreConfig(mappedFileSizeConsumeQueue=6000)) as s:
+        s.put_batch("T", [b"m%03d" % i for i in range(700)], queue_id=0)
+    return path / CQ / f"{0:020d}"
+
+
+@pytest.mark.parametrize("damage", ["emptied", "deleted"])
+def test_a_first_file_emptied_or_deleted_is_reported_and_rebuilt_by_recover(tmp_path, damage):
+    first = _issue_store(tmp_path)
+    os.truncate(first, 0) if damage == "emptied" else os.remove(first)
+    check = _rmq(tmp_path, "check")
+    assert check.returncode == 1 and b"300 records of T/0 below queue offset 300 (queue offsets 0..299) are in " \
+        b"the commitlog but in no consume-queue file" in check.stdout, check.stdout
+    recover = _rmq(tmp_path, "recover")
+    assert recover.returncode == 0 and b"700 messages in the consume queues" in recover.stdout, recover.stderr
+    assert b"rebuilt units 0..299 from the commitlog" in recover.stderr
+    assert _rmq(tmp_path, "check").returncode == 0
+    with MessageStore(tmp_path, read_only=True) as s:
+        assert _bodies(s) == [b"m%03d" % i for i in range(700)]
+
+
+def test_a_first_file_cut_to_40_bytes_keeps_the_stores_file_size_and_is_rebuilt(tmp_path):
+    first = _issue_store(tmp_path)
+    os.truncate(first, 40)
+    check = _rmq(tmp_path, "check")
+    assert check.returncode == 1 and b"file is 40 bytes; the store's consume-queue files are 6000" in check.stdout
+    assert check.stdout.count(b"ERROR") == 1, check.stdout  # the other files are not blamed for the cut one
+    recover = _rmq(tmp_path, "recover")
+    assert recover.returncode == 0 and b"700 messages" in recover.stdout, recover.stderr
+    assert b"was short (40 bytes); rebuilt units 2..299" in recover.stderr
+    assert _rmq(tmp_path, "check").returncode == 0
+
+
+def test_a_store_without_its_recorded_sizes_takes_them_from_the_file_names(tmp_path):
+    first = _issue_store(tmp_path)
+    (tmp_path / ".rmq-spark").write_text("")  # a store written before the sizes were recorded (or a broker's)
+    os.truncate(first, 40)
+    with MessageStore(tmp_path, read_only=True) as s:
+        assert s.config.mappedFileSizeConsumeQueue == 6000
+    with MessageStore(tmp_path) as s:
+        assert _bodies(s) == [b"m%03d" % i for i in range(700)]
+
+
+def test_a_lost_head_after_retention_is_rebuilt_with_pre_blank_units_by_recover(tmp_path):
+    cfg = StoreConfig(mappedFileSizeCommitLog=8192, mappedFileSizeConsumeQueue=2000)
+    with MessageStore(tmp_path, cfg) as s:
+        s.put_batch("T", [b"m%03d" % i + b"x" * 100 for i in range(400)], queue_id=0)
+    os.remove(tmp_path / "commitlog" / f"{0:020d}")  # as retention removes the oldest file: the log starts later
+    os.remove(tmp_path / CQ / f"{2000:020d}")  # units 100..199: still in the commitlog, their file lost
+    os.remove(tmp_path / CQ / f"{0:020d}")
+    check = _rmq(tmp_path, "check")
+    assert check.returncode == 1 and b"in no consume-queue file" in check.stdout
+    with MessageStore(tmp_path) as s:
+        min_before = s.min_offset("T", 0)
+        assert min_before == 200  # an open alone does not walk a log that expired files
+        assert s.rebuild_consume_queues() > 0
+        lo = s.min_offset("T", 0)
+        assert 0 < lo < 100 and _bodies(s)[0] == b"m%03d" % lo + b"x" * 100
+    assert _rmq(tmp_path, "check").returncode == 0
+
+
+def test_serve_starts_on_a_store_whose_first_consume_queue_file_was_cut(tmp_path):
+    from test_config_file_damage import serve
+    os.truncate(_issue_store(tmp_path), 40)
+    started, err, code = serve(tmp_path)
+    assert started is not None and code == 0, err
+    assert "was short (40 bytes); rebuilt units 2..299" in err
+    assert check_store(str(tmp_path)).ok

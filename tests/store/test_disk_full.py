@@ -57,3 +57,55 @@ def test_a_full_disk_is_a_clear_error_and_the_store_stays_readable(small_fs):
     (path / "abort").touch()  # and a crash recovery on the full disk
     with MessageStore(path) as s:
         assert s.max_offset("T", 0) == acked
+
+
+def _fill_up(path, small_fs) -> int:
+    """A store that filled the disk, then every byte left taken: how many messages were acknowledged."""
+    acked = 0
+    with MessageStore(path) as s:
+        with pytest.raises(DiskFullError):
+            while True:
+                s.put_batch("T", [b"x" * 1000] * 100, queue_id=0)
+                acked += 100
+    with open(small_fs / "filler", "wb") as f:
+        try:
+            while True:
+                f.write(bytes(65536))
+                f.flush()
+        except OSError:
+            pass
+    return acked
+
+
+def test_serve_on_a_full_disk_starts_serves_reads_and_a_new_groups_pull_and_refuses_writes(small_fs):
+    import json
+    import signal
+    path = small_fs / "s"
+    acked = _fill_up(path, small_fs)
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    proc = subprocess.Popen([sys.executable, "-m", "rmq_cli", "-s", str(path), "serve", "--listen", "127.0.0.1:0",
+                             "--namesrv-listen", "127.0.0.1:0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        assert line, proc.communicate(timeout=60)[1]
+        ns = json.loads(line)["namesrv"]
+        consume = _rmq("consume", "--namesrv", ns, "-t", "T", "-g", "a-new-group", "--max", "50")
+        assert consume.returncode == 0 and consume.stdout.count(b"\n") == 50, consume.stderr
+        commit = _rmq("consume", "--namesrv", ns, "-t", "T", "-g", "g2", "--max", "5", "--commit")
+        assert commit.returncode == 1 and b"no space left on the device writing consumerOffset.json" in \
+            commit.stderr, commit.stderr  # committing offsets is a write: refused, and the broker goes on
+        produce = _rmq("produce", "--namesrv", ns, "-t", "T", "more")
+        assert produce.returncode == 1 and b"no space left on the device writing the commitlog" in produce.stderr, \
+            produce.stderr
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "no space left on the device writing" in err and "kept in memory" in err  # said, not fatal
+    os.remove(small_fs / "filler")
+    with MessageStore(path, read_only=True) as s:
+        assert s.max_offset("T", 0) == acked

@@ -49,3 +49,31 @@ def test_a_writer_refuses_to_open_over_the_gap(path):
     (path / "abort").touch()
     with pytest.raises(StoreRecoveryError, match="still validate"):
         MessageStore(path, CFG)
+
+
+@pytest.fixture
+def last_gone(tmp_path):
+    """The issue's reproduction: 240 messages of 1 KiB over 64 KiB files, the newest file removed."""
+    with MessageStore(tmp_path, CFG) as s:
+        s.put_batch("T", [b"%04d" % i + b"x" * 1000 for i in range(240)], queue_id=0)
+    newest = sorted(os.listdir(tmp_path / "commitlog"))[-1]
+    os.remove(tmp_path / "commitlog" / newest)
+    return tmp_path, newest
+
+
+def test_a_missing_last_file_is_an_error_naming_it_and_the_offsets_not_the_end_of_data(last_gone):
+    path, newest = last_gone
+    with MessageStore(path, read_only=True) as s:
+        with pytest.raises(MissingFileError, match=f"commitlog file {newest} is missing .*points at commitlog "
+                                                   f"offset {int(newest)}, past the end of the log's files"):
+            offset = 160
+            while offset < s.max_offset("T", 0):
+                offset = s.get_message("g", "T", 0, offset, 100).next_begin_offset
+        with pytest.raises(MissingFileError, match=newest):
+            sum(b.num_rows for b in s.scan("T", 0, 0))
+    consume = subprocess.run([sys.executable, "-m", "rmq_cli", "-s", str(path), "consume", "--topic", "T"],
+                             capture_output=True, timeout=120, env=dict(os.environ, PYTHONPATH=os.getcwd()))
+    assert consume.returncode == 1 and f"commitlog file {newest} is missing".encode() in consume.stderr
+    check = subprocess.run([sys.executable, "-m", "rmq_cli", "-s", str(path), "check"], capture_output=True,
+                           timeout=120, env=dict(os.environ, PYTHONPATH=os.getcwd()))
+    assert check.returncode == 1 and f"in commitlog file {newest}, which is missing".encode() in check.stdout

@@ -1,0 +1,216 @@
+"""What every `rmq` command shares: exit codes and the errors that set them, the argument parser and option
+types, opening the store, and printing (tables, JSON lines, messages)."""
+from __future__ import annotations
+
+import argparse
+import base64
+import datetime
+import difflib
+import json
+import os
+import sys
+from typing import Optional
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+DEFAULT_GROUP = "rmq-cli"
+
+
+class UsageError(Exception):
+    """Bad options, values or input: exit code 2."""
+
+
+class Failure(Exception):
+    """The command ran and failed (corruption found, a store error): exit code 1."""
+
+
+ARGV: list[str] = []  # the command line being parsed, for naming a misspelled option
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse's own usage errors: exit 2 with the usage line, as it does
+        # a misspelled option first: argparse would blame a required option it then misses, or say nothing near
+        message = _misspelled_option(self) or message
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _misspelled_option(parser: argparse.ArgumentParser) -> Optional[str]:
+    """'unrecognized argument --topik; did you mean --topic?' for the first long option on the command line
+    that the command does not have (the top-level parser hands unknown arguments up: look in the command's)."""
+    command = parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            command = next((action.choices[t] for t in ARGV if t in action.choices), parser)
+    known = [o for o in command._option_string_actions if o.startswith("--")]
+    for token in ARGV:
+        if token == "--":
+            break
+        name = token.split("=", 1)[0]
+        if name.startswith("--") and len(name) > 2 and not any(k.startswith(name) for k in known):
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+            return f"unrecognized argument {name}" + (f"; did you mean {close[0]}?" if close else "")
+    return None
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return value
+
+
+def positive(text: str) -> int:
+    value = non_negative(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
+
+
+def add_namesrv_options(p) -> None:
+    p.add_argument("--namesrv", metavar="HOST:PORT", help="work through RocketMQ brokers found through this name "
+                                                          "server (host:port;host2:port) instead of a store directory")
+    p.add_argument("--access-key", metavar="KEY", help="with --namesrv: sign every request as this account of the "
+                                                       "brokers' plain_acl.yml (default: $RMQ_ACCESS_KEY)")
+    p.add_argument("--secret-key", metavar="SECRET", help="with --namesrv: the account's secret key (default: "
+                                                          "$RMQ_SECRET_KEY, which other users cannot see in the "
+                                                          "process list: prefer it)")
+
+
+def over_the_wire(run) -> int:
+    """A --namesrv command; a broker's refusal or silence is exit 1 with its code and remark."""
+    from rmq_client import MQClientError
+    try:
+        run()
+    except MQClientError as e:
+        print(f"rmq: error: {e}", file=sys.stderr)
+        return EXIT_FAILURE
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    return EXIT_OK
+
+
+def store_path(args, must_exist: bool) -> str:
+    if not args.store:
+        raise UsageError("no store given: use --store PATH (or set RMQ_STORE)")
+    if os.path.exists(args.store) and not os.path.isdir(args.store):
+        raise UsageError(f"--store {args.store}: is a file, not a store directory")
+    if must_exist and not os.path.isdir(args.store):
+        raise UsageError(f"--store {args.store}: no such store directory")
+    return args.store
+
+
+def store_config(args):
+    from store.store_config import StoreConfig
+    if args.config is None:
+        return None
+    try:
+        return StoreConfig.from_file(args.config)
+    except FileNotFoundError:
+        raise UsageError(f"--config {args.config}: no such file") from None
+    except ValueError as e:
+        raise UsageError(f"--config {args.config}: {e}") from None
+
+
+def open_store(args, read_only: bool):
+    from store.message_store import MessageStore
+    path = store_path(args, must_exist=read_only)
+    config = store_config(args)
+    try:
+        return MessageStore(path, config, read_only=read_only)
+    except NotADirectoryError as e:
+        raise UsageError(f"--store: {e}") from None
+    except ValueError as e:
+        raise UsageError(f"--config {args.config}: {e}" if args.config else str(e)) from None
+
+
+def show_progress(args) -> bool:
+    return bool(getattr(args, "progress", False)) or sys.stderr.isatty()
+
+
+def write_json(obj) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False, separators=(", ", ": ")) + "\n")
+
+
+def check_topic_name(topic: str, option: str = "--topic") -> None:
+    from store.message_codec import check_topic
+    try:
+        check_topic(topic)
+    except ValueError as e:
+        raise UsageError(f"{option}: {e}") from None
+
+
+def require_topic(store, topic: str) -> list[int]:
+    from store.errors import UnknownTopicError
+    try:
+        return store.queues(topic)
+    except UnknownTopicError as e:
+        raise UsageError(f"--topic: {e}") from None
+
+
+def table(rows: list[list], header: list[str]) -> str:
+    cells = [header] + [["-" if v is None else str(v) for v in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    lines = []
+    for r in cells:
+        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _body_fields(body: bytes) -> dict:
+    try:
+        return {"body": body.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"body": base64.b64encode(body).decode("ascii"), "body_base64": True}
+
+
+def message_to_json(m) -> dict:
+    out = {"topic": m.topic, "queue_id": m.queue_id, "queue_offset": m.queue_offset, "msg_id": m.msg_id,
+           "tags": m.tags, "keys": list(m.keys), "properties": dict(m.properties)}
+    out.update(_body_fields(m.body))
+    out.update({"born_timestamp": m.born_timestamp, "store_timestamp": m.store_timestamp,
+                "born_host": m.born_host, "store_host": m.store_host, "commit_log_offset": m.commit_log_offset})
+    return out
+
+
+def message_text(m) -> str:
+    from store.message_codec import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY
+    stamp = datetime.datetime.fromtimestamp(m.store_timestamp / 1000).isoformat(timespec="milliseconds")
+    user = {k: v for k, v in m.properties.items() if k not in (PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY)}
+    fields = _body_fields(m.body)
+    body = ("base64:" + fields["body"]) if fields.get("body_base64") else fields["body"]
+    props = " ".join(f"{k}={v}" for k, v in user.items())
+    return (f"{m.topic}/{m.queue_id}@{m.queue_offset} {stamp} tags={m.tags or '-'} "
+            f"keys={','.join(m.keys) or '-'}{' ' + props if props else ''} | {body}")
+
+
+def group_offsets(args):
+    """The OffsetStore of --group on the store (a bad group name is a usage error naming --group)."""
+    from store.offset_store import OffsetStore
+    try:
+        return OffsetStore(store_path(args, must_exist=True), args.group)
+    except ValueError as e:
+        raise UsageError(f"--group: {e}") from None
+
+
+def print_topics(rows: list[dict], as_json: bool) -> None:
+    """`rmq topics` output, from a store or through brokers."""
+    if as_json:
+        write_json(rows)
+    elif not rows:
+        print("no topics")
+    else:
+        print(table([[r["topic"], r["queues"], r["messages"]] for r in rows], ["TOPIC", "QUEUES", "MESSAGES"]))

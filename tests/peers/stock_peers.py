@@ -1,0 +1,381 @@
+"""Stock Apache RocketMQ as test peers: name servers and brokers of a fetched version (peers/fetch.sh puts the jars
+in .peers/rocketmq-<version>/lib) run as real JVM processes, and small Java programs (tests/peers/java) play the
+stock clients. A cluster is a context manager and stops every process it started, whatever happens."""
+from __future__ import annotations
+
+import atexit
+import hashlib
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import time
+from typing import Iterable, Iterator, Optional
+
+from remoting.blocking_client import BlockingRemotingClient
+from remoting.codes import RequestCode, ResponseCode
+from remoting.namesrv_bodies import ClusterInfo
+from remoting.remoting_command import RemotingCommand
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PEERS_DIR = os.environ.get("RMQ_PEERS_DIR", os.path.join(ROOT, ".peers"))
+JAVA_SOURCES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "java")
+VERSIONS = [v.strip() for v in open(os.path.join(ROOT, "peers", "versions")) if v.strip() and v[0] != "#"]
+STOCK_4, STOCK_5 = VERSIONS[0], VERSIONS[-1]
+CLUSTER = "StockCluster"
+
+# A light JVM for 2 shared cores: small heap, the serial collector, C1 only (start-up is mostly class loading and
+# interpretation). The 4.9 store unmaps files through DirectByteBuffer's cleaner, which Java 17 hides unless opened.
+JVM_FLAGS = ["-Xms64m", "-Xmx512m", "-XX:MaxDirectMemorySize=256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+             "-XX:-UsePerfData", "-Djava.net.preferIPv4Stack=true",
+             "--add-opens=java.base/java.nio=ALL-UNNAMED", "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+             "--add-opens=java.base/jdk.internal.ref=ALL-UNNAMED", "--add-opens=java.base/java.lang=ALL-UNNAMED",
+             "--add-opens=java.base/java.util=ALL-UNNAMED"]
+START_TIMEOUT = float(os.environ.get("RMQ_PEERS_START_TIMEOUT", "180"))  # 5.x brokers boot in 20-70 s here
+
+# Small store files (the defaults are 1 GiB of CommitLog and 6 MB of ConsumeQueue per file), SQL92 filtering on,
+# the 5.x timer wheel (hundreds of MB of mapped files) off.
+BROKER_DEFAULTS = {
+    "brokerClusterName": CLUSTER,
+    "brokerId": "0",
+    "brokerIP1": "127.0.0.1",
+    "mappedFileSizeCommitLog": str(16 * 1024 * 1024),
+    "mappedFileSizeConsumeQueue": str(20 * 6000),
+    "enablePropertyFilter": "true",
+    "autoCreateTopicEnable": "true",
+    "autoCreateSubscriptionGroup": "true",
+    "flushDiskType": "ASYNC_FLUSH",
+    "timerWheelEnable": "false",
+}
+
+_LOGBACK = """<configuration>
+  <appender name="FILE" class="{p}ch.qos.logback.core.FileAppender">
+    <file>${{user.home}}/{name}.log</file>
+    <encoder><pattern>%d{{HH:mm:ss.SSS}} %-5level %logger{{0}} - %msg%n</pattern></encoder>
+  </appender>
+  <root level="INFO"><appender-ref ref="FILE"/></root>
+</configuration>
+"""
+
+_live: set[subprocess.Popen] = set()
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    for proc in list(_live):
+        _kill_group(proc, signal.SIGKILL)
+
+
+def _kill_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class PeerMissing(AssertionError):
+    pass
+
+
+def lib(version: str) -> str:
+    """The folder of a fetched version's jars; a clear failure (never a skip) when it is not there."""
+    path = os.path.join(PEERS_DIR, f"rocketmq-{version}", "lib")
+    if not os.path.exists(os.path.join(path, ".complete")):
+        raise PeerMissing(f"stock Apache RocketMQ {version} is not fetched into {path}: run `make peers` "
+                          "(peers/fetch.sh, Maven from Maven Central)")
+    return path
+
+
+def classpath(version: str, *extra: str) -> str:
+    return os.pathsep.join([*extra, os.path.join(lib(version), "*")])
+
+
+def _logback_home(version: str, name: str) -> tuple[list[str], str]:
+    """JVM properties giving `name`'s logs a small config of ours (one INFO file) and its ROCKETMQ_HOME.
+    4.9 reads $ROCKETMQ_HOME/conf/logback_<name>.xml; 5.x a shaded logback's rmq.logback.configurationFile."""
+    home = os.path.join(PEERS_DIR, f"rocketmq-{version}", "home")
+    conf = os.path.join(home, "conf")
+    os.makedirs(conf, exist_ok=True)
+    shaded = "" if version.startswith("4.") else "org.apache.rocketmq.logging."
+    path = os.path.join(conf, f"logback_{name}.xml")
+    text = _LOGBACK.format(p=shaded, name=name)
+    if not os.path.exists(path) or open(path).read() != text:
+        with open(path + ".tmp", "w") as f:
+            f.write(text)
+        os.replace(path + ".tmp", path)
+    return [f"-Drocketmq.home.dir={home}", f"-Drmq.logback.configurationFile={path}"], home
+
+
+_taken: set[int] = set()
+
+
+def _free_port(spread: Iterable[int] = (0,)) -> int:
+    """A port p with p+d free for every d in `spread` (a broker also listens on p-2 and p+1), below the ephemeral
+    range (a JVM booting for a minute must not find its port taken by some client's outgoing connection) and never
+    handed out twice by this process."""
+    rng = random.Random()
+    for _ in range(500):
+        port = rng.randrange(12000, 32000)
+        ports = [port + d for d in spread]
+        if not _taken.intersection(ports) and all(_bindable(p) for p in ports):
+            _taken.update(ports)
+            return port
+    raise AssertionError("no free port found")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("0.0.0.0", port))
+            return True
+        except OSError:
+            return False
+
+
+def _tail(path: str, n: int = 30) -> str:
+    try:
+        with open(path, "rb") as f:
+            return b"".join(f.readlines()[-n:]).decode("utf-8", "replace")
+    except OSError:
+        return "(no log)"
+
+
+class StockCluster:
+    """A stock name server and brokers of `version`: each broker with its own store and broker.conf under `root`
+    (`conf` adds or overrides broker.conf lines for all of them). The same surface as tests' WireCluster:
+    .namesrv, .addresses, .start(name), .kill(name), .stop(), .store(name)."""
+
+    def __init__(self, version: str, root, brokers=("broker-a", "broker-b"), conf: Optional[dict] = None):
+        self.version, self.root = version, str(root)
+        self.names = list(brokers)
+        self.conf = {**BROKER_DEFAULTS, **(conf or {})}
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.addresses: dict[str, str] = {}
+        self.namesrv = ""
+        self.start_seconds: dict[str, float] = {}
+        os.makedirs(self.root, exist_ok=True)
+
+    def __enter__(self) -> "StockCluster":
+        try:
+            lib(self.version)
+            self.start_namesrv()
+            procs = {name: self._spawn_broker(name) for name in self.names}  # boot together: 2 cores, slow JVMs
+            for name in self.names:
+                self._wait_registered(name, procs[name])
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def store(self, name: str) -> str:
+        return os.path.join(self.root, name, "store")
+
+    def log(self, name: str) -> str:
+        return os.path.join(self.root, name, f"{name}.out")
+
+    def _java(self, name: str, main: str, args: list[str], kind: str) -> subprocess.Popen:
+        props, _ = _logback_home(self.version, kind)
+        node = os.path.join(self.root, name)
+        os.makedirs(node, exist_ok=True)
+        out = open(self.log(name), "ab")
+        try:
+            # user.home: where 4.9's name server keeps kvConfig.json and both lines put their other logs
+            proc = subprocess.Popen(["java", *JVM_FLAGS, f"-Duser.home={node}", *props, "-cp", classpath(self.version),
+                                     main, *args], stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True, cwd=node)
+        finally:
+            out.close()
+        _live.add(proc)
+        self.procs[name] = proc
+        return proc
+
+    def start_namesrv(self) -> str:
+        port = _free_port()
+        conf = os.path.join(self.root, "namesrv.conf")
+        with open(conf, "w") as f:
+            f.write(f"listenPort={port}\n")
+        t0 = time.monotonic()
+        proc = self._java("namesrv", "org.apache.rocketmq.namesrv.NamesrvStartup", ["-c", conf], "namesrv")
+        self.namesrv = f"127.0.0.1:{port}"
+        self._wait(lambda: self._cluster_info() is not None, proc, "namesrv")
+        self.start_seconds["namesrv"] = time.monotonic() - t0
+        return self.namesrv
+
+    def _spawn_broker(self, name: str) -> subprocess.Popen:
+        port = int(self.addresses[name].rsplit(":", 1)[1]) if name in self.addresses else _free_port((-2, 0, 1))
+        self.addresses[name] = f"127.0.0.1:{port}"
+        store = self.store(name)
+        conf = {**self.conf, "brokerName": name, "namesrvAddr": self.namesrv, "listenPort": str(port),
+                "storePathRootDir": store, "storePathCommitLog": os.path.join(store, "commitlog")}
+        path = os.path.join(self.root, f"{name}.conf")
+        with open(path, "w") as f:
+            f.writelines(f"{k}={v}\n" for k, v in conf.items())
+        self.start_seconds[name] = time.monotonic()
+        return self._java(name, "org.apache.rocketmq.broker.BrokerStartup", ["-c", path], "broker")
+
+    def start(self, name: str) -> str:
+        """Start (or start again, on its former address and store) the broker `name`; returns when the name server
+        lists it."""
+        self._wait_registered(name, self._spawn_broker(name))
+        return self.addresses[name]
+
+    def _wait_registered(self, name: str, proc: subprocess.Popen) -> None:
+        addr = self.addresses[name]
+
+        def registered() -> bool:
+            info = self._cluster_info()
+            return bool(info and info.broker_addr_table.get(name)
+                        and info.broker_addr_table[name].broker_addrs.get(0) == addr)
+        self._wait(registered, proc, name)
+        self.start_seconds[name] = time.monotonic() - self.start_seconds[name]
+
+    def _wait(self, check, proc: subprocess.Popen, name: str) -> None:
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise AssertionError(f"stock {name} ({self.version}) exited with {proc.returncode}:\n"
+                                     f"{_tail(self.log(name))}")
+            try:
+                if check():
+                    return
+            except (OSError, TimeoutError):
+                pass
+            time.sleep(0.3)
+        raise AssertionError(f"stock {name} ({self.version}) not ready within {START_TIMEOUT} s:\n"
+                             f"{_tail(self.log(name))}")
+
+    def _cluster_info(self) -> Optional[ClusterInfo]:
+        with BlockingRemotingClient(self.namesrv, connect_timeout=2) as client:
+            answer = client.invoke(RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO), 3)
+        return ClusterInfo.decode(answer.body) if answer.code == ResponseCode.SUCCESS else None
+
+    def kill(self, name: str, sig: int = signal.SIGKILL, timeout: float = 30) -> None:
+        """Signal a node's process group and wait for it (SIGTERM lets the broker flush and unregister; a SIGKILL
+        follows after `timeout`)."""
+        proc = self.procs.pop(name, None)
+        if proc is None:
+            return
+        if proc.poll() is None:
+            _kill_group(proc, sig)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc, signal.SIGKILL)
+                proc.wait(10)
+        _live.discard(proc)
+
+    def stop(self, graceful: bool = False) -> None:
+        sig = signal.SIGTERM if graceful else signal.SIGKILL
+        for name in [n for n in self.procs if n != "namesrv"] + ["namesrv"]:
+            self.kill(name, sig)
+
+    def java(self) -> "StockClients":
+        return StockClients(self.version, self.namesrv, self.root)
+
+
+class StockClients:
+    """The stock Java client programs of tests/peers/java, compiled once per version and source hash into
+    .peers/classes/<version>-<hash>, run as child processes with timeouts."""
+
+    def __init__(self, version: str, namesrv: str, root):
+        self.version, self.namesrv = version, namesrv
+        self.home = os.path.join(str(root), "java-clients")
+        os.makedirs(self.home, exist_ok=True)
+        self.classes = compiled(version)
+
+    def command(self, main: str, *args: str) -> list[str]:
+        props, _ = _logback_home(self.version, "client")
+        # the 4.9 client logs through its own logger to ${user.home}/logs; 5.x through the shaded logback
+        return ["java", *JVM_FLAGS, f"-Duser.home={self.home}", *props, "-Drocketmq.client.logLevel=WARN",
+                "-cp", classpath(self.version, self.classes), main, *args]
+
+    def run(self, main: str, *args: str, input_lines: Iterable[dict] = (), timeout: float = 120) -> list[dict]:
+        """Run a program to its end; its stdout's JSON lines. A non-zero exit or a timeout fails with its output."""
+        stdin = "".join(json.dumps(x) + "\n" for x in input_lines)
+        try:
+            done = subprocess.run(self.command(main, *args), input=stdin, capture_output=True, text=True,
+                                  timeout=timeout, start_new_session=True)
+        except subprocess.TimeoutExpired as e:
+            raise AssertionError(f"{main} {' '.join(args)} did not finish within {timeout} s; stderr:\n"
+                                 f"{_decoded(e.stderr)[-3000:]}") from None
+        if done.returncode != 0:
+            raise AssertionError(f"{main} {' '.join(args)} exited with {done.returncode}:\n{done.stderr[-3000:]}")
+        return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+    def start(self, main: str, *args: str) -> subprocess.Popen:
+        """Start a program in the background (stdin and stdout pipes); stop it with stop()."""
+        proc = subprocess.Popen(self.command(main, *args), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+        _live.add(proc)
+        return proc
+
+    @staticmethod
+    def stop(proc: subprocess.Popen) -> None:
+        if proc.poll() is None:
+            _kill_group(proc, signal.SIGKILL)
+            proc.wait(10)
+        _live.discard(proc)
+
+    def produce(self, messages: Iterable[dict], group: str = "stock-producer", timeout: float = 120) -> list[dict]:
+        """Send with DefaultMQProducer: each item a message ({"topic", "tags", "keys", "props", "body"}) for
+        send(Message) or {"batch": [messages]} for send(Collection<Message>); the SendResults, in order."""
+        items = list(messages)
+        results = self.run("StockProducer", self.namesrv, group, input_lines=items, timeout=timeout)
+        errors = [r for r in results if "error" in r]
+        assert not errors and len(results) == len(items), f"stock producer: {errors[:3] or results[-3:]}"
+        return results
+
+    def consume(self, topic: str, count: int, group: str, selector: str = "tag", expression: str = "*",
+                timeout: float = 60, from_where: str = "first") -> list[dict]:
+        """Receive with DefaultMQPushConsumer until `count` messages came or `timeout` s passed; the messages."""
+        out = self.run("StockPushConsumer", self.namesrv, group, topic, selector, expression, str(count),
+                       str(int(timeout)), from_where, timeout=timeout + 90)
+        assert out and "done" in out[-1], f"stock consumer ended without its summary: {out[-3:]}"
+        return out[:-1]
+
+    def admin(self, *args: str, timeout: float = 90) -> list[dict]:
+        return self.run("StockAdmin", self.namesrv, *args, timeout=timeout)
+
+    def create_topic(self, topic: str, queues: int, cluster: str = CLUSTER) -> list[dict]:
+        return self.admin("createTopic", cluster, topic, str(queues))
+
+    def consume_stats(self, group: str, topic: Optional[str] = None) -> list[dict]:
+        return self.admin("consumeStats", group, *([topic] if topic else []))
+
+
+def _decoded(data) -> str:
+    if data is None:
+        return ""
+    return data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+
+
+def _sources() -> Iterator[str]:
+    for name in sorted(os.listdir(JAVA_SOURCES)):
+        if name.endswith(".java"):
+            yield os.path.join(JAVA_SOURCES, name)
+
+
+def compiled(version: str) -> str:
+    """javac the client programs against `version`'s jars once: the classes are cached in .peers/classes keyed by
+    the version and the sources' hash (javac takes 5-30 s here)."""
+    sources = list(_sources())
+    digest = hashlib.sha256(b"".join(open(p, "rb").read() for p in sources)).hexdigest()[:16]
+    out = os.path.join(PEERS_DIR, "classes", f"{version}-{digest}")
+    if os.path.exists(os.path.join(out, ".complete")):
+        return out
+    tmp = f"{out}.{os.getpid()}.tmp"
+    done = subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "-d", tmp, "-cp", classpath(version), *sources],
+                          capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        raise AssertionError(f"javac of tests/peers/java against RocketMQ {version} failed:\n{done.stderr[-3000:]}")
+    open(os.path.join(tmp, ".complete"), "w").close()
+    try:
+        os.rename(tmp, out)
+    except OSError:  # another process compiled the same sources first
+        subprocess.run(["rm", "-rf", tmp])
+    return out

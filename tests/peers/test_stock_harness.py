@@ -1,0 +1,34 @@
+"""The stock peers themselves: a stock cluster of each version starts, registers both brokers, and the stock Java
+producer, push consumers (tag and SQL92 selectors) and admin work against it."""
+import base64
+
+
+def _messages(topic: str, n: int) -> list[dict]:
+    return [{"topic": topic, "tags": "TagA" if i % 2 == 0 else "TagB", "keys": f"k{i} key{i}",
+             "props": {"i": str(i), "color": "red" if i % 3 == 0 else "blue"}, "body": f"body-{i}"} for i in range(n)]
+
+
+def test_a_stock_cluster_serves_the_stock_clients(stock_cluster, stock_java):
+    assert set(stock_cluster.addresses) == {"broker-a", "broker-b"}
+    created = stock_java.create_topic("HarnessTopic", 4)
+    assert {c["broker"] for c in created} == {"broker-a", "broker-b"}
+    msgs = _messages("HarnessTopic", 40)
+    sent = stock_java.produce(msgs[:20] + [{"batch": msgs[20:30]}, {"batch": msgs[30:]}])
+    assert all(r["status"] == "SEND_OK" for r in sent)
+
+    tagged = stock_java.consume("HarnessTopic", 40, "harness-tag", "tag", "TagA || TagB")
+    assert sorted(int(m["properties"]["i"]) for m in tagged) == list(range(40))
+    for m in tagged:
+        i = int(m["properties"]["i"])
+        assert (m["tags"], m["keys"], base64.b64decode(m["bodyBase64"]).decode()) == (msgs[i]["tags"],
+                                                                                        f"k{i} key{i}", f"body-{i}")
+        assert m["properties"]["color"] == msgs[i]["props"]["color"]
+
+    sql = stock_java.consume("HarnessTopic", 14, "harness-sql", "sql", "color = 'red'")
+    assert sorted(int(m["properties"]["i"]) for m in sql) == list(range(0, 40, 3))
+
+    stats = stock_java.consume_stats("harness-tag")
+    assert {(s["broker"], s["queueId"]) for s in stats} == {(b, q) for b in ("broker-a", "broker-b") for q in range(4)}
+    assert sum(s["brokerOffset"] for s in stats) == 40
+    # every message consumed: the group's offsets are the queue ends (the client persists them at shutdown)
+    assert [s["consumerOffset"] for s in stats] == [s["brokerOffset"] for s in stats]
