@@ -8,7 +8,9 @@ as ratios to references measured in the same run:
   plus: a 1%-selective tag filter >= 5x faster than unfiltered, a 10%-selective SQL92 filter >= 2x faster.
   (w) the same stream over the wire: `rmq serve` on the same store, format("rmq").option("namesrvAddr", ...)
       (one local broker, pulls of 4,096 messages), target w/a >= 0.8; wtag / wsql: the tag and SQL92 filters over
-      the wire, targets >= 5x and >= 2x faster than w.
+      the wire, targets >= 5x and >= 2x faster than w. (wstock) the same against a copy of the store behind a
+      broker with RocketMQ's pull limits (32 messages, 256 KiB): w/wstock says what `rmq serve`'s shipped limits
+      (4,096, 8 MiB) bring (issue 34).
 
 Fewer columns (issue 21: Spark prunes no columns of a Python source, so a query asks for them itself):
   (d) our stream with includeProperties=false (no keys, no properties)
@@ -203,10 +205,18 @@ def main() -> None:
 
     cases = set(args.cases.split(",")) | {"a"}
     broker = _serve(store_path, args.dir) if cases & {"w", "wtag", "wsql"} else None
+    stock = None
+    if "wstock" in cases:  # a copy of the store behind a broker with RocketMQ's pull limits (32, 256 KiB)
+        import shutil
+        copy = os.path.join(args.dir, "stock-limits-store")
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(store_path, copy)
+        stock = _serve(copy, os.path.join(args.dir, "stock"), STOCK_PULL_LIMITS)
 
-    def wire(**opts):
-        assert broker is not None
-        r = (spark.readStream.format("rmq").option("namesrvAddr", broker[1]).option("topic", TOPIC)
+    def wire(server=None, **opts):
+        server = server or broker
+        assert server is not None
+        r = (spark.readStream.format("rmq").option("namesrvAddr", server[1]).option("topic", TOPIC)
              .option("startingOffsets", "earliest").option("pullBatchSize", "4096"))
         for k, v in opts.items():
             r = r.option(k, v)
@@ -221,6 +231,7 @@ def main() -> None:
         return (r if schema is None else r.schema(schema)).load()
 
     runs = {"w": lambda: run_stream(spark, wire(), tmp),
+            "wstock": lambda: run_stream(spark, wire(stock), tmp),
             "wtag": lambda: run_stream(spark, wire(tags=RARE_TAG), tmp),
             "wsql": lambda: run_stream(spark, wire(sql=SQL_10PCT), tmp),
             "a": lambda: run_stream(spark, ours(), tmp),
@@ -290,18 +301,32 @@ def main() -> None:
                 print(f"over the wire, {what} ({rows / n:.1%} selective): {t:.2f} s, {w_t / t:.1f}x faster than "
                       f"unfiltered over the wire (target >= {target}x: {'met' if w_t / t >= target else 'MISSED'})",
                       flush=True)
+    if "wstock" in got:
+        s_t, s_rows = got["wstock"]
+        assert s_rows == n, (s_rows, n)
+        print(f"(wstock) the same over the wire, RocketMQ's pull limits (32, 256 KiB) {n / s_t:>12,.0f} rows/s  "
+              f"({s_t:.2f} s)")
+        if "w" in got:
+            print(f"w/wstock = {s_t / got['w'][0]:.2f}  (`rmq serve`'s shipped limits against RocketMQ's defaults)",
+                  flush=True)
     spark.stop()
-    if broker is not None:
-        broker[0].terminate()
-        broker[0].wait(30)
+    for server in (broker, stock):
+        if server is not None:
+            server[0].terminate()
+            server[0].wait(30)
 
 
-def _serve(store_path: str, workdir: str):
-    """`rmq serve` on the bench store (its own name server), with pulls of up to 4,096 messages / 8 MiB."""
+STOCK_PULL_LIMITS = "maxTransferCountOnMessageInMemory = 32\nmaxTransferBytesOnMessageInMemory = 262144\n"
+
+
+def _serve(store_path: str, workdir: str, conf_text: str = ""):
+    """`rmq serve` on the bench store (its own name server): its shipped pull limits (4,096 messages / 8 MiB)
+    unless conf_text sets others."""
     import subprocess
+    os.makedirs(workdir, exist_ok=True)
     conf = os.path.join(workdir, "broker.conf")
     with open(conf, "w") as f:
-        f.write("maxTransferCountOnMessageInMemory = 4096\nmaxTransferBytesOnMessageInMemory = 8388608\n")
+        f.write(conf_text)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     proc = subprocess.Popen([sys.executable, "-m", "rmq_cli", "-s", store_path, "serve", "--config", conf,
                              "--listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0"],

@@ -8,7 +8,6 @@ END_TRANSACTION processor has its own threads. A new request code: README, "How 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -19,8 +18,8 @@ import pyarrow as pa
 from acl.acl_exception import AclException
 from acl.permission import SUB
 from acl.plain_access_validator import PlainAccessValidator
-from remoting import HeaderFieldError, RemotingClient, RemotingCommand, RemotingServer, RequestCode, ResponseCode
-from remoting.namesrv_headers import RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader
+from remoting import HeaderFieldError, RemotingCommand, RemotingServer, ResponseCode
+from remoting.local_address import advertised_host, join_address, split_address
 from remoting.remoting_server import Channel
 from store import MessageStore, StoreError
 from store import message_codec as codec
@@ -29,6 +28,7 @@ from store.store_config import StoreConfig
 
 from .bad_request import BadRequest
 from .broker_config import BrokerConfig
+from .broker_outer_api import BrokerOuterAPI
 from .consumer_manager import ConsumerManager
 from .consumer_offset_manager import ConsumerOffsetManager
 from .processor.admin_broker import AdminBrokerProcessor
@@ -55,10 +55,12 @@ class Broker:
     def __init__(self, store_path, listen: Optional[str] = None, namesrv: Optional[str] = None,
                  broker_name: Optional[str] = None, cluster: Optional[str] = None,
                  config: Optional[StoreConfig] = None, broker_config: Optional[BrokerConfig] = None,
-                 register_interval_s: float = 30.0, client_expiry_s: float = 120.0,
+                 register_interval_s: Optional[float] = None, client_expiry_s: float = 120.0,
                  message_delay_level: Optional[str] = None, max_reconsume_times: Optional[int] = None,
-                 default_topic_queues: Optional[int] = None):
-        """broker_config holds broker.conf's broker keys (load_broker_conf reads a file into both configs); the
+                 default_topic_queues: Optional[int] = None, advertise: Optional[str] = None):
+        """advertise: the host registered with the name server and handed to clients (brokerIP1 of the store's
+        config otherwise; listening on a wildcard without either, the host's first non-loopback address).
+        broker_config holds broker.conf's broker keys (load_broker_conf reads a file into both configs); the
         keyword arguments override single keys of it, for tests and notebooks."""
         self.broker_config = bc = (broker_config or BrokerConfig()).replace(
             brokerName=broker_name, brokerClusterName=cluster, namesrvAddr=namesrv,
@@ -75,16 +77,23 @@ class Broker:
             config = config.replace(messageDelayLevel=bc.messageDelayLevel)
         if listen is None:
             listen = f"{config.brokerIP1 or '127.0.0.1'}:{config.listenPort}"
-        host, _, port = listen.rpartition(":")
+        host, port = split_address(listen)
+        host = host or "127.0.0.1"
+        try:
+            self._advertised = advertised_host(host, advertise or config.brokerIP1)
+        except ValueError as e:
+            raise ValueError(f"brokerIP1 (--advertise) {e}") from None
         self.store = MessageStore(store_path, config)
-        self.server = RemotingServer(host or "127.0.0.1", int(port), limits=bc.server_limits())
+        self.server = RemotingServer(host, port, limits=bc.server_limits())
         self.namesrv, self.broker_name, self.cluster = bc.namesrvAddr or None, bc.brokerName, bc.brokerClusterName
-        self.register_interval_s = register_interval_s
+        self.register_interval_s = register_interval_s or bc.registerNameServerPeriod / 1000
         self.client_expiry_s = client_expiry_s
         self.stopping = False
         self._registering: Optional[asyncio.Task] = None
         self._background: set[asyncio.Task] = set()
-        self._namesrv_client: Optional[RemotingClient] = None
+        self.outer_api: Optional[BrokerOuterAPI] = None if not self.namesrv else BrokerOuterAPI(
+            self.namesrv, self.store, self.broker_name, self.cluster, lambda: self.address,
+            bc.brokerNotActiveTimeoutMillis)
         self._executors: list[Executor] = []
         self.processors: dict[int, RequestProcessor] = {}  # request code -> its processor
         # managers: the state the processors share
@@ -125,6 +134,11 @@ class Broker:
 
     @property
     def address(self) -> str:
+        """The address registered with the name server and handed to clients (RocketMQ's brokerIP1:listenPort)."""
+        return join_address(self._advertised[0], self.server.port)
+
+    @property
+    def listen_address(self) -> str:
         return self.server.address
 
     async def start(self) -> "Broker":
@@ -138,32 +152,31 @@ class Broker:
             log.warning("%s: starting without them; writes are refused until there is room", e)
         await self.server.start()
         # STOREHOST of every record this broker stores: clients send a message back to the broker it names
-        host = self.server.host if self.server.host not in ("0.0.0.0", "::", "") else codec.local_host_address()
-        self.store.store_host = codec.parse_host((host, self.server.port))
+        self.store.store_host = codec.parse_host((self._advertised[0], self.server.port))
+        _, why, warning = self._advertised
+        if why is not None:
+            log.info("broker %s advertises %s (%s) while listening on %s", self.broker_name, self.address, why,
+                     self.listen_address)
+        if warning is not None:
+            log.warning("%s: set brokerIP1 in broker.conf (or --advertise) to an address they can reach", warning)
         for service in (self._expire_clients(), self.hold.watch_other_writers(), self.transaction_check.run()):
             self._background.add(asyncio.ensure_future(service))
         self.schedule.start()
         if self.acl is not None:
             self._background.add(asyncio.ensure_future(self.acl.manager.watch()))
-        if self.namesrv:
-            self._namesrv_client = await RemotingClient(self.namesrv).connect()
+        if self.outer_api is not None:
+            await self.outer_api.connect()
             await self.register()
             self._registering = asyncio.ensure_future(self._register_periodically())
-        log.info("broker %s listening on %s", self.broker_name, self.address)
+        log.info("broker %s listening on %s", self.broker_name, self.listen_address)
         return self
 
     async def stop(self) -> None:
         for task in [self._registering, *self._background]:
             if task is not None:
                 task.cancel()
-        if self._namesrv_client is not None:
-            header = UnRegisterBrokerRequestHeader(self.broker_name, self.address, self.cluster, 0)
-            try:
-                await self._namesrv_client.invoke(RemotingCommand.request(RequestCode.UNREGISTER_BROKER,
-                                                                          header.to_ext_fields()), timeout=3)
-            except (ConnectionError, TimeoutError):
-                pass
-            await self._namesrv_client.close()
+        if self.outer_api is not None:
+            await self.outer_api.unregister_and_close()
         self.stopping = True
         self.hold.release_all()  # held pulls are answered (PULL_NOT_FOUND) before the connections close
         await self.server.stop(grace_s=2.0)
@@ -183,25 +196,9 @@ class Broker:
     # -- name server -------------------------------------------------------------------------------------------
 
     async def register(self, only: Optional[str] = None) -> None:
-        """REGISTER_BROKER with every topic's queue counts (what RocketMQ's BrokerOuterAPI sends), or with the one
-        topic just created (registerIncrementBrokerData: the name server merges it), so that creating a topic
-        does not cost a message the size of the whole table."""
-        assert self._namesrv_client is not None
-        topics = self.store.topic_config
-        topics.refresh()  # topics another process (rmq produce --store, a Spark sink) created since
-        chosen = {only: topics.table[only]} if only is not None and only in topics.table else topics.table
-        table = {name: {"topicName": name, "readQueueNums": cfg.readQueueNums, "writeQueueNums": cfg.writeQueueNums,
-                        "perm": cfg.perm, "topicFilterType": cfg.topicFilterType, "topicSysFlag": cfg.topicSysFlag,
-                        "order": cfg.order} for name, cfg in chosen.items()}
-        body = json.dumps({"topicConfigSerializeWrapper": {"topicConfigTable": table,
-                                                           "dataVersion": self.store.topic_config.data_version},
-                           "filterServerList": []}).encode()
-        header = RegisterBrokerRequestHeader(self.broker_name, self.address, self.cluster, self.address, 0)
-        fields = {k: v for k, v in header.to_ext_fields().items() if k != "bodyCrc32"}  # 0: not checked anyway
-        answer = await self._namesrv_client.invoke(RemotingCommand.request(RequestCode.REGISTER_BROKER, fields,
-                                                                           body=body))
-        if answer.code != ResponseCode.SUCCESS:
-            log.warning("the name server %s refused the registration: %s", self.namesrv, answer.remark)
+        """REGISTER_BROKER now: every topic, or the one just created (BrokerOuterAPI.register)."""
+        assert self.outer_api is not None
+        await self.outer_api.register(only)
 
     async def _register_periodically(self) -> None:
         while True:
@@ -212,7 +209,7 @@ class Broker:
                 log.warning("registration with %s failed: %s", self.namesrv, e)
 
     async def _topic_created(self, topic: str) -> None:
-        if self._namesrv_client is not None:
+        if self.outer_api is not None and self.outer_api.connected:
             await self.register(topic)
 
     # -- plumbing ----------------------------------------------------------------------------------------------

@@ -41,6 +41,12 @@ class BrokerConfig:
     transactionTimeOut: int = 6000
     transactionCheckMax: int = 15
     transactionCheckInterval: int = 60000
+    # the name server registration is repeated every registerNameServerPeriod ms (RocketMQ: 30000, held to 10000..
+    # 60000; any value >= 100 here, so that tests can see a broker dropped and re-added in seconds)
+    registerNameServerPeriod: int = 30000
+    # sent with each registration as heartbeatTimeoutMillis (the name server drops the broker after this much
+    # silence; RocketMQ 5 sends it only with enableSlaveActingMaster); 0: not sent, the name server's 120 s hold
+    brokerNotActiveTimeoutMillis: int = 0
     # what one client may cost (README, "Reliability"): a connection that completes no request and reads none of
     # its answers for this long is closed (RocketMQ's name and default; 0: never)
     serverChannelMaxIdleTimeSeconds: int = 120
@@ -65,6 +71,10 @@ class BrokerConfig:
                              "replication to slaves")
         if not 0 < self.maxReconsumeTimes <= 1000:
             raise ValueError(f"maxReconsumeTimes must be 1..1000, got {self.maxReconsumeTimes}")
+        if self.registerNameServerPeriod < 100:
+            raise ValueError(f"registerNameServerPeriod must be >= 100 (ms), got {self.registerNameServerPeriod}")
+        if self.brokerNotActiveTimeoutMillis < 0:
+            raise ValueError(f"brokerNotActiveTimeoutMillis must be >= 0, got {self.brokerNotActiveTimeoutMillis}")
         for key in ("transactionTimeOut", "transactionCheckMax", "transactionCheckInterval"):
             if getattr(self, key) <= 0:
                 raise ValueError(f"{key} must be > 0, got {getattr(self, key)}")
@@ -114,12 +124,19 @@ class BrokerConfig:
         return path
 
 
+# What `rmq serve` ships where broker.conf is silent: pulls large enough for Spark (RocketMQ's defaults, 32 messages
+# and 256 KiB, cap a Spark read at about a fifth of the speed). The cost: a pull's answer is built in memory, up to
+# 8 MiB per pull in flight (a Spark partition keeps pullsInFlight=4 of them).
+SERVE_PULL_LIMITS = {"maxTransferCountOnMessageInMemory": 4096, "maxTransferBytesOnMessageInMemory": 8 << 20}
+
+
 def load_broker_conf(path: Optional[str | os.PathLike]) -> tuple[BrokerConfig, StoreConfig]:
     """A broker.conf as RocketMQ's BrokerStartup reads it: the broker's keys here, the store's in StoreConfig,
-    every other key RocketMQ defines logged once as ignored, and any other key refused by name."""
+    every other key RocketMQ defines logged once as ignored, and any other key refused by name. The pull limits
+    default to SERVE_PULL_LIMITS."""
     if path is None:
-        return BrokerConfig(), StoreConfig()
-    values = read_conf_file(path)
+        return BrokerConfig(), StoreConfig().replace(**SERVE_PULL_LIMITS)
+    values = {**SERVE_PULL_LIMITS, **read_conf_file(path)}
     store_config = StoreConfig.from_dict(values, source=str(path), other_keys=BrokerConfig.keys())
     # defaultTopicQueueNums is the store's key too (the queues of topics it creates): one value for both
     broker_config = BrokerConfig.from_dict(values, source=str(path))

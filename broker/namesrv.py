@@ -13,6 +13,7 @@ from typing import Optional
 
 from remoting import RemotingCommand, RemotingServer, RequestCode, ResponseCode
 from remoting import remoting_serializable as rs
+from remoting.local_address import advertised_host, join_address, split_address
 from remoting.namesrv_bodies import RegisterBrokerBody, TopicList
 from remoting.namesrv_headers import (
     GetRouteInfoRequestHeader,
@@ -29,10 +30,17 @@ STANDARD_JSON_VERSION = 401  # MQVersion.Version.V4_9_4.ordinal()
 
 
 class NameServer:
-    def __init__(self, listen: str = DEFAULT_LISTEN, broker_expiry_s: float = 120.0, scan_interval_s: float = 10.0):
-        host, _, port = listen.rpartition(":")
+    def __init__(self, listen: str = DEFAULT_LISTEN, broker_expiry_s: float = 120.0, scan_interval_s: float = 5.0,
+                 advertise: Optional[str] = None):
+        """broker_expiry_s: a broker silent this long is dropped, unless its registration says otherwise
+        (heartbeatTimeoutMillis); scan_interval_s: how often that is checked (RocketMQ's
+        scanNotActiveBrokerInterval); advertise: the address printed for clients (listening on a wildcard without
+        it: the host's first non-loopback address)."""
+        host, port = split_address(listen)
+        host = host or "127.0.0.1"
+        self._advertised = advertised_host(host, advertise)
         self.routes = RouteInfoManager(expiry_s=broker_expiry_s)
-        self.server = RemotingServer(host or "127.0.0.1", int(port))
+        self.server = RemotingServer(host, port)
         self.scan_interval_s = min(scan_interval_s, max(0.05, broker_expiry_s / 4))
         self.requests: collections.Counter = collections.Counter()  # by request code, for operators and tests
         self._scanner: Optional[asyncio.Task] = None
@@ -46,12 +54,22 @@ class NameServer:
 
     @property
     def address(self) -> str:
+        """The address clients and brokers on other hosts use."""
+        return join_address(self._advertised[0], self.server.port)
+
+    @property
+    def listen_address(self) -> str:
         return self.server.address
 
     async def start(self) -> "NameServer":
         await self.server.start()
         self._scanner = asyncio.ensure_future(self._scan())
-        log.info("name server listening on %s", self.address)
+        log.info("name server listening on %s", self.listen_address)
+        _, why, warning = self._advertised
+        if why is not None:
+            log.info("name server reachable at %s (%s)", self.address, why)
+        if warning is not None:
+            log.warning("%s: give the name server's address with --advertise", warning)
         return self
 
     async def stop(self) -> None:
@@ -74,9 +92,9 @@ class NameServer:
     async def _scan(self) -> None:
         while True:
             await asyncio.sleep(self.scan_interval_s)
+            expiries = {a: live.expiry_s or self.routes.expiry_s for a, live in self.routes.broker_live_table.items()}
             for addr in self.routes.scan_not_active_broker():
-                log.warning("broker %s has not registered for %.0f s: removed from the routes", addr,
-                            self.routes.expiry_s)
+                log.warning("broker %s has not registered for %g s: removed from the routes", addr, expiries[addr])
 
     def _channel_closed(self, channel) -> None:
         addr = self.routes.on_channel_destroy(channel)
@@ -90,9 +108,14 @@ class NameServer:
         if header.body_crc32 and zlib.crc32(cmd.body) & 0x7FFFFFFF != header.body_crc32:
             return cmd.response(ResponseCode.SYSTEM_ERROR, "crc32 not match")
         body = RegisterBrokerBody.decode(cmd.body, header.compressed)
+        if header.broker_addr not in self.routes.broker_live_table:
+            log.info("broker %s (%s) registered at %s from %s", header.broker_name, header.cluster_name,
+                     header.broker_addr, channel.remote_address)
+        expiry = header.heartbeat_timeout_millis / 1000 if header.heartbeat_timeout_millis else None
         answer = self.routes.register_broker(header.cluster_name, header.broker_addr, header.broker_name,
                                              header.broker_id, header.ha_server_addr,
-                                             body.topic_config_serialize_wrapper.topic_config_table, channel)
+                                             body.topic_config_serialize_wrapper.topic_config_table, channel,
+                                             expiry)
         return cmd.response(ResponseCode.SUCCESS, ext_fields=answer.to_ext_fields(),
                             body=rs.encode({"table": {}}))  # the order-topic KV table: none kept here
 

@@ -21,7 +21,10 @@ class ProducerManager:
         self.groups: dict[str, dict[str, _Producer]] = {}
 
     def heartbeat(self, group: str, client_id: str, channel) -> None:
-        self.groups.setdefault(group, {})[client_id] = _Producer(channel, time.monotonic())
+        clients = self.groups.setdefault(group, {})
+        if client_id not in clients:
+            log.info("producer %s of group %s connected from %s", client_id, group, channel.remote_address)
+        clients[client_id] = _Producer(channel, time.monotonic())
 
     def unregister(self, group: str, client_id: str) -> None:
         clients = self.groups.get(group)

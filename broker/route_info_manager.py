@@ -20,6 +20,7 @@ class _Live:
     last_update: float
     ha_server_addr: str
     channel: object = None
+    expiry_s: Optional[float] = None  # the broker's own (heartbeatTimeoutMillis of its registration)
 
 
 class RouteInfoManager:
@@ -32,8 +33,10 @@ class RouteInfoManager:
         self.broker_live_table: dict[str, _Live] = {}
 
     def register_broker(self, cluster: str, broker_addr: str, broker_name: str, broker_id: int, ha_server_addr: str,
-                        topic_configs: dict[str, RegisteredTopicConfig], channel=None) -> RegisterBrokerResponseHeader:
-        """A broker's (re-)registration with its topics; a slave's answer names its master."""
+                        topic_configs: dict[str, RegisteredTopicConfig], channel=None,
+                        expiry_s: Optional[float] = None) -> RegisterBrokerResponseHeader:
+        """A broker's (re-)registration with its topics; a slave's answer names its master. expiry_s: how long
+        it may stay silent (RocketMQ 5's heartbeatTimeoutMillis), else this manager's."""
         self.cluster_addr_table.setdefault(cluster, set()).add(broker_name)
         data = self.broker_addr_table.setdefault(broker_name, BrokerData(cluster, broker_name))
         for bid, addr in list(data.broker_addrs.items()):  # the same address under another id: the old entry goes
@@ -44,7 +47,7 @@ class RouteInfoManager:
             for topic, cfg in topic_configs.items():
                 self.topic_queue_table.setdefault(topic, {})[broker_name] = QueueData(
                     broker_name, cfg.read_queue_nums, cfg.write_queue_nums, cfg.perm, cfg.topic_sys_flag)
-        self.broker_live_table[broker_addr] = _Live(self.clock(), ha_server_addr, channel)
+        self.broker_live_table[broker_addr] = _Live(self.clock(), ha_server_addr, channel, expiry_s)
         master = data.broker_addrs.get(MASTER_ID)
         if broker_id != MASTER_ID and master is not None and master in self.broker_live_table:
             return RegisterBrokerResponseHeader(self.broker_live_table[master].ha_server_addr, master)
@@ -77,7 +80,8 @@ class RouteInfoManager:
     def scan_not_active_broker(self) -> list[str]:
         """Drop brokers silent for longer than the expiry; returns their addresses."""
         now = self.clock()
-        gone = [addr for addr, live in self.broker_live_table.items() if now - live.last_update > self.expiry_s]
+        gone = [addr for addr, live in self.broker_live_table.items()
+                if now - live.last_update > (live.expiry_s or self.expiry_s)]
         for addr in gone:
             self._forget_addr(addr)
         return gone

@@ -21,7 +21,7 @@ def _expire(fut: asyncio.Future, cmd: RemotingCommand, timeout: float, host: str
 class RemotingClient:
     def __init__(self, address: str, max_frame: int = DEFAULT_MAX_FRAME):
         host, _, port = address.rpartition(":")
-        self.host, self.port, self.max_frame = host or "127.0.0.1", int(port), max_frame
+        self.host, self.port, self.max_frame = host.strip("[]") or "127.0.0.1", int(port), max_frame
         self._reader: Optional[asyncio.StreamReader] = None
         self._writer: Optional[asyncio.StreamWriter] = None
         self._frames: Optional[FrameWriter] = None
@@ -34,6 +34,14 @@ class RemotingClient:
         self._frames = FrameWriter(self._writer)
         self._reading = asyncio.ensure_future(self._read_loop())
         return self
+
+    @property
+    def source_host(self) -> Optional[str]:
+        """This end's address on the connection: what the server sees as the client's host."""
+        if self._writer is None:
+            return None
+        name = self._writer.get_extra_info("sockname")
+        return str(name[0]) if isinstance(name, tuple) else None
 
     async def close(self) -> None:
         if self._writer is not None:

@@ -134,6 +134,15 @@ class MQClientAPI:
         finally:
             self._connecting.pop(address, None)
 
+    async def source_host(self, address: str) -> str:
+        """This host's address as `address` sees it: the source address of the connection to it (RocketMQ's
+        clientIP, which names the client in heartbeats); MQClientError(-1) when it cannot be reached."""
+        try:
+            client = await self._client(address)
+        except (OSError, asyncio.TimeoutError) as e:
+            raise MQClientError(-1, None, address, "connect", unreachable=True) from e
+        return client.source_host or "127.0.0.1"
+
     def sign(self, cmd: RemotingCommand) -> RemotingCommand:
         """cmd signed with the credentials, if any (invoke does it; a oneway request sent on a connection directly
         must be signed with this)."""

@@ -10,12 +10,14 @@ import time
 from typing import Mapping, Optional, Sequence
 
 from acl import SessionCredentials
+from remoting import ResponseCode
 from store import message_codec as codec
 
 from .event_loop import run_blocking
 from .mq_client_api import MessageQueue, MQClientAPI, MQClientError, SendResult
 
 DEFAULT_TOPIC = "TBW102"
+DEFAULT_TOPIC_QUEUE_NUMS = 4  # a new topic's queues on each broker (DefaultMQProducer.defaultTopicQueueNums)
 RETRY_TIMES_WHEN_SEND_FAILED = 2
 _NOT_RETRIED = {16, 17, 13}  # NO_PERMISSION, TOPIC_NOT_EXIST, MESSAGE_ILLEGAL: another broker will not differ
 
@@ -52,7 +54,7 @@ def encode_batch(bodies: Sequence[bytes], props: Sequence[dict]) -> bytes:
 
 class AsyncProducer:
     def __init__(self, namesrv_addr: str, group: str = "rmq-producer", timeout: float = 5.0,
-                 default_topic_queue_nums: int = 4, api: Optional[MQClientAPI] = None,
+                 default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS, api: Optional[MQClientAPI] = None,
                  credentials: Optional[SessionCredentials] = None):
         """credentials: sign every request (brokers with aclEnable=true)."""
         self.group = group
@@ -75,6 +77,9 @@ class AsyncProducer:
         return brokers
 
     async def _write_queues(self, topic: str) -> tuple[list[MessageQueue], bool]:
+        """The topic's write queues. A new one is made with default_topic_queue_nums queues on every broker that
+        allows auto-creation (one rule, whoever sends first); an account without the admin right that takes
+        (ACL) has it made by its first send instead, on the broker that send goes to, as RocketMQ's producer does."""
         queues = await self.api.queues(topic, readable=False)
         if queues:
             return queues, False
@@ -82,6 +87,14 @@ class AsyncProducer:
         if not defaults:
             raise MQClientError(17, f"topic {topic!r} has no route and no broker allows auto-creation "
                                     f"({DEFAULT_TOPIC})", ";".join(self.api.namesrv_addrs), "send")
+        try:
+            await self.create_topic(topic, self.default_topic_queue_nums)
+            queues = await self.api.queues(topic, readable=False)
+            if queues:
+                return queues, False
+        except MQClientError as e:
+            if e.code != ResponseCode.NO_PERMISSION:
+                raise
         by_broker: dict[str, list[MessageQueue]] = {}
         for q in defaults:
             by_broker.setdefault(q.broker_name, []).append(q)

@@ -17,7 +17,7 @@ from remoting import ResponseCode
 from store.scan import SCAN_SCHEMA, decode_pulled, scan_schema
 
 from .event_loop import run_blocking
-from .mq_client_api import MessageQueue, MQClientAPI
+from .mq_client_api import MessageQueue, MQClientAPI, MQClientError
 
 TAG, SQL92 = "TAG", "SQL92"
 
@@ -174,16 +174,32 @@ class AsyncPullConsumer:
 
     async def queue_bounds(self, topic: str) -> dict[MessageQueue, tuple[int, int]]:
         """(min, max) offset of every queue of the topic: one GET_TOPIC_STATS_INFO per broker, not one per queue."""
+        out, unreachable = await self.queue_bounds_of_reachable(topic)
+        for e in unreachable.values():
+            raise e
+        return out
+
+    async def queue_bounds_of_reachable(self, topic: str) -> tuple[dict[MessageQueue, tuple[int, int]],
+                                                                   dict[str, MQClientError]]:
+        """queue_bounds of the brokers that answer, and {broker name: its error} of those that cannot be reached
+        (the route is asked again next time: a broker stopped cleanly leaves it). A refusal raises."""
         route = await self.api.route(topic)
         if route is None:
-            return {}
+            return {}, {}
         names = sorted({q.broker_name for q in route.queue_datas})
-        tables = await asyncio.gather(*(self.api.topic_stats(topic, b) for b in names))
-        out = {}
+        tables = await asyncio.gather(*(self.api.topic_stats(topic, b) for b in names), return_exceptions=True)
+        out, unreachable = {}, {}
         for name, table in zip(names, tables):
+            if isinstance(table, MQClientError) and table.unreachable:
+                unreachable[name] = table
+                continue
+            if isinstance(table, BaseException):
+                raise table
             for mq, o in table.offsetTable.items():
                 out[MessageQueue(mq.topic, name, mq.queue_id)] = (o.minOffset, o.maxOffset)
-        return out
+        if unreachable:
+            self.api.forget_route(topic)
+        return out, unreachable
 
 
 class PullConsumer:
@@ -243,6 +259,10 @@ class PullConsumer:
 
     def queue_bounds(self, topic: str) -> dict[MessageQueue, tuple[int, int]]:
         return run_blocking(self.aio.queue_bounds, topic)
+
+    def queue_bounds_of_reachable(self, topic: str) -> tuple[dict[MessageQueue, tuple[int, int]],
+                                                             dict[str, MQClientError]]:
+        return run_blocking(self.aio.queue_bounds_of_reachable, topic)
 
 
 async def _make_async(namesrv_addr: str, group: str, timeout: float,

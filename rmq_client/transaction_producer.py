@@ -16,9 +16,11 @@ from typing import Awaitable, Callable, Optional, Sequence
 from acl import SessionCredentials
 from remoting import RemotingCommand, RequestCode, ResponseCode
 from remoting.broker_headers import SendMessageResponseHeader, v2_send_fields
+from remoting.local_address import local_address
 from store import message_codec as codec
 
 from .mq_client_api import MessageQueue, MQClientAPI, MQClientError
+from .producer import DEFAULT_TOPIC_QUEUE_NUMS
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +86,11 @@ class AsyncTransactionProducer:
         self.group = group
         self.api = api or MQClientAPI(namesrv_addr, timeout, credentials)
         self.checker = checker
-        self.client_id = f"{codec.local_host_address().hex()}@{uuid.uuid4().hex[:12]}"
+        # RocketMQ's clientID, clientIP@instanceName; the IP is the connection's source address, known at the first
+        # heartbeat (until then nothing has named this client to a broker)
+        self._instance = uuid.uuid4().hex[:12]
+        self.client_id = f"{local_address()[0]}@{self._instance}"
+        self._client_ip: Optional[str] = None
         self._beating: Optional[asyncio.Task] = None
         self._beat_addresses: set[str] = set()
         if checker is not None:
@@ -109,10 +115,10 @@ class AsyncTransactionProducer:
         as halves to mq."""
         addr = await self.api.broker_addr(mq.topic, mq.broker_name)
         header = v2_send_fields({
-            "producerGroup": self.group, "topic": mq.topic, "defaultTopic": "TBW102", "defaultTopicQueueNums": 4,
-            "queueId": mq.queue_id, "sysFlag": TRANSACTION_PREPARED_TYPE,
-            "bornTimestamp": born_timestamp or int(time.time() * 1000), "flag": 0, "reconsumeTimes": 0,
-            "unitMode": False, "batch": True})
+            "producerGroup": self.group, "topic": mq.topic, "defaultTopic": "TBW102",
+            "defaultTopicQueueNums": DEFAULT_TOPIC_QUEUE_NUMS, "queueId": mq.queue_id,
+            "sysFlag": TRANSACTION_PREPARED_TYPE, "bornTimestamp": born_timestamp or int(time.time() * 1000),
+            "flag": 0, "reconsumeTimes": 0, "unitMode": False, "batch": True})
         resp = await self.api.checked(addr, RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, header,
                                                                      body=body),
                                        f"half messages to {mq.topic}/{mq.broker_name}/{mq.queue_id}")
@@ -157,6 +163,12 @@ class AsyncTransactionProducer:
             self._beating = asyncio.ensure_future(self._beat_forever())
 
     async def _beat_once(self) -> None:
+        if self._client_ip is None and self._beat_addresses:
+            try:
+                self._client_ip = await self.api.source_host(min(self._beat_addresses))
+                self.client_id = f"{self._client_ip}@{self._instance}"
+            except MQClientError:
+                pass
         body = json.dumps({"clientID": self.client_id, "producerDataSet": [{"groupName": self.group}],
                            "consumerDataSet": []}).encode()
         for addr in sorted(self._beat_addresses):

@@ -12,9 +12,10 @@ from typing import Optional
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from .offsets import ending_positions, open_source_store, starting_positions, subscribed_queues
+from .backend import backend_for
+from .offsets import ending_positions, starting_positions, subscribed_queues
 from .options import EarliestOffsets, SourceOptions
-from .partition import QueueRange, read_partition, split_ranges
+from .partition import split_ranges
 from .pushdown import PushdownResult, translate
 from .schema import FULL, Selection
 
@@ -26,13 +27,15 @@ class RmqBatchReader(DataSourceReader):
         self.opts = opts
         self.message_filter = message_filter
         self.selection = selection
+        self.backend = backend_for(opts)
         self.pushed: Optional[PushdownResult] = None  # once pushFilters ran
 
     def planned_ranges(self) -> list:
-        with open_source_store(self.opts) as store:
+        with self.backend.open() as store:
             queues = subscribed_queues(store, self.opts.subscription)
+            self.backend.note_batch_plan(queues)
             queues = self._prune_queues(queues)
-            starts = starting_positions(store, self.opts, queues, default=EarliestOffsets(), streaming=False)
+            starts = starting_positions(self.backend, store, queues, default=EarliestOffsets(), streaming=False)
             ends = ending_positions(store, self.opts, queues, starts)
             ranges = []
             for q in queues:
@@ -42,21 +45,12 @@ class RmqBatchReader(DataSourceReader):
         return split_ranges(ranges, self.opts.min_partitions)
 
     def partitions(self):
-        ranges = self.planned_ranges()
-        residual = self._residual()
-        if self.opts.namesrv_addr:
-            from .wire import wire_ranges
-            return wire_ranges(self.opts, ranges, None if self.pushed is None else self.pushed.message_filter, residual,
-                               self.selection)
-        return [QueueRange(self.opts.path, t, q, s, e, self._scan_filter(), self.opts.fail_on_data_loss,
-                           self.opts.metrics_path, residual, self.selection)
-                for t, q, s, e in ranges]
+        pushed = None if self.pushed is None else self.pushed.message_filter
+        return self.backend.partitions(self.planned_ranges(), self._scan_filter(), pushed, self._residual(),
+                                       self.selection)
 
     def read(self, partition: InputPartition):
-        from .wire import WireRange, read_wire_partition
-        if isinstance(partition, WireRange):
-            return read_wire_partition(partition)
-        return read_partition(partition)
+        return self.backend.read(partition)
 
     # -- pushdown hooks (no-ops without pushFilters) ---------------------------------------------------------
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Dict, Iterable, Optional
 
-from store import MessageStore, OffsetStore, ReadOffsetType
+from store import MessageStore, OffsetStore
 
 from . import option_keys as K
 from .errors import DataLossError, RmqOptionError
@@ -24,18 +24,11 @@ from .options import (
     Subscription,
     queue_key,
 )
+from .read_store import ReadStore
 
 log = logging.getLogger(__name__)
 
 Positions = Dict[Queue, int]
-
-
-def open_source_store(opts: SourceOptions):
-    """What the readers ask offsets of: the store directory, or (namesrvAddr) the brokers through WireStore."""
-    if opts.namesrv_addr:
-        from .wire import WireStore
-        return WireStore(opts.namesrv_addr, opts.consumer_group, opts.broker_timeout_ms, opts.credentials)
-    return open_store(opts.path)
 
 
 def open_store(path: str) -> MessageStore:
@@ -56,26 +49,27 @@ def from_offset_dict(offsets: Optional[dict]) -> Positions:
             for qid, off in queues.items()}
 
 
-def subscribed_queues(store: MessageStore, sub: Subscription) -> list[Queue]:
+def subscribed_queues(store: ReadStore, sub: Subscription) -> list[Queue]:
     """The queues the subscription names right now (a pattern picks up topics created since the last call)."""
     return sub.queues(store)
 
 
-def check_against_store(opts: SourceOptions, store: MessageStore) -> None:
-    """Everything that needs the store to check: topics and queue ids exist, offsets name subscribed queues."""
+def check_against_store(backend, store) -> None:
+    """Everything that needs the store to check: topics and queue ids exist, offsets name subscribed queues.
+    backend: the SourceBackend the store came from."""
+    opts: SourceOptions = backend.opts
     sub = opts.subscription
-    wire = opts.namesrv_addr is not None
-    _check_queue_keys(opts, wire)
+    _check_queue_keys(opts, backend.wire)
     topics = store.topics()
     if isinstance(sub, Subscribe):
         for t in sub.topics:
             if t not in topics:
-                raise RmqOptionError(sub.option, f"unknown topic {t!r}; the store at {opts.path} has: "
+                raise RmqOptionError(sub.option, f"unknown topic {t!r}; {backend.describe()} has: "
                                                  f"{', '.join(topics) or 'no topics'}")
     elif isinstance(sub, Assign):
         for t, qs in sub.assign:
             if t not in topics:
-                raise RmqOptionError(sub.option, f"unknown topic {t!r}; the store has: "
+                raise RmqOptionError(sub.option, f"unknown topic {t!r}; {backend.describe()} has: "
                                                  f"{', '.join(topics) or 'no topics'}")
             have = store.queues(t)
             ids = {getattr(q, "queue_id", q) for q in have}
@@ -131,19 +125,20 @@ def _check_queue_keys(opts: SourceOptions, wire: bool) -> None:
                                               f"(a store directory's queues are plain ids)")
 
 
-def starting_positions(store: MessageStore, opts: SourceOptions, queues: Iterable[Queue],
-                       default: StartingOffsets, streaming: bool) -> Positions:
+def starting_positions(backend, store, queues: Iterable[Queue], default: StartingOffsets,
+                       streaming: bool) -> Positions:
     """Where a fresh query starts on each queue. Timestamps take precedence, then startingOffsets (else
     `default`); queues an explicit JSON does not name start at earliest. A start past a queue's end is an
     error for batch reads, and for streams unless failOnDataLoss=false, which starts at the end (Kafka's
-    rule)."""
-    positions = _starting_positions(store, opts, list(queues), default)
+    rule). backend: the SourceBackend the store came from (it knows the group's committed offsets)."""
+    opts: SourceOptions = backend.opts
+    positions = _starting_positions(backend, store, list(queues), default)
     option = "startingOffsets=group (committed offset)" if isinstance(opts.starting_offsets, GroupOffsets) \
         else K.STARTING_OFFSETS
     return check_past_end(store, positions, option, streaming=streaming, fail_on_data_loss=opts.fail_on_data_loss)
 
 
-def check_past_end(store: MessageStore, positions: Positions, option: str, *, streaming: bool,
+def check_past_end(store: ReadStore, positions: Positions, option: str, *, streaming: bool,
                    fail_on_data_loss: bool) -> Positions:
     """positions with every offset past its queue's end refused (batch reads; streams with failOnDataLoss)
     or moved to the end with a warning (streams with failOnDataLoss=false)."""
@@ -163,8 +158,8 @@ def check_past_end(store: MessageStore, positions: Positions, option: str, *, st
     return out
 
 
-def _starting_positions(store: MessageStore, opts: SourceOptions, queues: list,
-                        default: StartingOffsets) -> Positions:
+def _starting_positions(backend, store, queues: list, default: StartingOffsets) -> Positions:
+    opts: SourceOptions = backend.opts
     if opts.starting_timestamp is not None or opts.starting_offsets_by_timestamp is not None:
         out = {}
         for t, q in queues:
@@ -176,7 +171,9 @@ def _starting_positions(store: MessageStore, opts: SourceOptions, queues: list,
         return out
     how = opts.starting_offsets if opts.starting_offsets is not None else default
     if isinstance(how, GroupOffsets):
-        return _group_positions(store, opts, queues)
+        committed = backend.committed_offsets(store, queues)
+        return {q: store.min_offset(*q) if committed[q] is None or committed[q] < 0 else int(committed[q])
+                for q in queues}
     out = {}
     for t, q in queues:
         if isinstance(how, SpecificOffsets):
@@ -187,7 +184,7 @@ def _starting_positions(store: MessageStore, opts: SourceOptions, queues: list,
     return out
 
 
-def resolve(store: MessageStore, topic: str, qid: int, off: int) -> int:
+def resolve(store: ReadStore, topic: str, qid: int, off: int) -> int:
     if off == EARLIEST:
         return store.min_offset(topic, qid)
     if off == LATEST:
@@ -195,7 +192,7 @@ def resolve(store: MessageStore, topic: str, qid: int, off: int) -> int:
     return off
 
 
-def ending_positions(store: MessageStore, opts: SourceOptions, queues: Iterable[Queue],
+def ending_positions(store: ReadStore, opts: SourceOptions, queues: Iterable[Queue],
                      starts: Optional[Positions] = None) -> Positions:
     """endingOffsets of a batch read: an explicit offset past the queue's end, or below where the read starts,
     is an error naming the queue."""
@@ -222,22 +219,6 @@ def ending_positions(store: MessageStore, opts: SourceOptions, queues: Iterable[
     return check_past_end(store, out, K.ENDING_OFFSETS, streaming=False, fail_on_data_loss=True)
 
 
-def _group_positions(store, opts: SourceOptions, queues: list) -> Positions:
-    if opts.namesrv_addr:  # QUERY_CONSUMER_OFFSET of each queue, from its broker
-        out = {}
-        for t, q in queues:
-            committed = store.committed_offset(t, q)
-            out[(t, q)] = store.min_offset(t, q) if committed is None or committed < 0 else int(committed)
-        return out
-    offset_store = OffsetStore(store.path, opts.consumer_group)
-    offset_store.load()
-    out = {}
-    for t, q in queues:
-        committed = offset_store.read_offset((t, q), ReadOffsetType.READ_FROM_STORE)
-        out[(t, q)] = store.min_offset(t, q) if committed is None or committed < 0 else int(committed)
-    return out
-
-
 class OffsetCommitter:
     """Writes a consumer group's offsets into the store's config/consumerOffset.json (RocketMQ's
     ConsumerOffsetManager shape), so `rmq stat --group G` and RocketMQ tools see the query's progress."""
@@ -247,6 +228,8 @@ class OffsetCommitter:
         self.group = group
         self._offset_store: Optional[OffsetStore] = None
         self.last: Optional[Positions] = None
+
+    pending = False  # a local commit never waits for anything
 
     def commit(self, positions: Positions, store: Optional[MessageStore] = None) -> None:
         """store: an open store of the same path to check against (the reader's), else one is opened."""
@@ -274,7 +257,7 @@ class OffsetCommitter:
             self.last.update(moved)
         log.info("committed offsets of group %s: %d queue(s) moved", self.group, len(moved))
 
-    def _check(self, moved: Positions, store: MessageStore) -> None:
+    def _check(self, moved: Positions, store: ReadStore) -> None:
         for (t, q), off in moved.items():
             mx = store.max_offset(t, q)
             if off > mx:  # never a group offset past what the queue holds: it would skip what comes next

@@ -47,6 +47,12 @@ BROKER_TIMEOUT_MS = "brokerTimeoutMs"    # how long a query waits for a broker t
 ACCESS_KEY = "accessKey"                 # brokers with aclEnable=true: the plain_acl.yml account (or RMQ_ACCESS_KEY)
 SECRET_KEY = "secretKey"                 # its secret (or RMQ_SECRET_KEY, kept out of every pickle and log)
 
+# Defaults written once: the options' dataclasses and parsers read them from here
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60_000
+DEFAULT_PULL_BATCH_SIZE = 1024
+DEFAULT_PULLS_IN_FLIGHT = 4
+DEFAULT_BROKER_TIMEOUT_MS = 60_000
+
 # Columns
 INCLUDE_PROPERTIES = "includeProperties"
 
@@ -92,6 +98,8 @@ KAFKA_ONLY = {
     "groupIdPrefix": "name the group with consumerGroup (committed offsets are reports; progress is in the "
                      "checkpoint)",
     "startingOffsetsByTimestampStrategy": "a timestamp past a queue's last message starts at its end",
-    "fetchOffset.numRetries": "no fetch retries: the store is local",
-    "fetchOffset.retryIntervalMs": "no fetch retries: the store is local",
+    "fetchOffset.numRetries": "a store directory is read locally; through brokers, brokerTimeoutMs says how long "
+                              "a broker that does not answer is retried",
+    "fetchOffset.retryIntervalMs": "a store directory is read locally; through brokers, brokerTimeoutMs says how "
+                                   "long a broker that does not answer is retried",
 }

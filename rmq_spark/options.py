@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 OPTION_NAMES = K.SOURCE_OPTIONS  # as users spell them (Spark hands them to us lower-cased)
 
 EARLIEST, LATEST = -2, -1
+_HOST = re.compile(r"[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\]")  # a name, an IPv4 address or a bracketed IPv6 one
 _GROUP_NAME = re.compile(r"[%|a-zA-Z0-9_-]{1,255}")
 _DURATION = re.compile(r"\s*(\d+)\s*(ms|s|m|min|h|d)?\s*", re.IGNORECASE)
 _DURATION_MS = {None: 1, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -149,7 +150,7 @@ class SourceOptions:
     max_messages_per_trigger: Optional[int] = None
     max_bytes_per_trigger: Optional[int] = None
     min_messages_per_trigger: Optional[int] = None
-    max_trigger_delay_ms: int = 15 * 60_000
+    max_trigger_delay_ms: int = K.DEFAULT_MAX_TRIGGER_DELAY_MS
     consumer_group: str = ""
     commit_offsets: bool = True
     fail_on_data_loss: bool = True
@@ -158,9 +159,9 @@ class SourceOptions:
     read_only: bool = False
     metrics_path: Optional[str] = None
     namesrv_addr: Optional[str] = None  # over the wire: path is "" then
-    pull_batch_size: int = 1024
-    pulls_in_flight: int = 4
-    broker_timeout_ms: int = 60_000
+    pull_batch_size: int = K.DEFAULT_PULL_BATCH_SIZE
+    pulls_in_flight: int = K.DEFAULT_PULLS_IN_FLIGHT
+    broker_timeout_ms: int = K.DEFAULT_BROKER_TIMEOUT_MS
     credentials: Optional[SessionCredentials] = None  # accessKey / secretKey: every request to the brokers signed
     include_properties: bool = True
     raw: dict = field(default_factory=dict, compare=False)  # the options as given, secretKey left out
@@ -224,9 +225,9 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         read_only=read_only,
         metrics_path=opts.get(K.METRICS_PATH),
         namesrv_addr=namesrv,
-        pull_batch_size=int_option(opts, K.PULL_BATCH_SIZE, 1024, minimum=1),
-        pulls_in_flight=int_option(opts, K.PULLS_IN_FLIGHT, 4, minimum=1),
-        broker_timeout_ms=int_option(opts, K.BROKER_TIMEOUT_MS, 60_000, minimum=0),
+        pull_batch_size=int_option(opts, K.PULL_BATCH_SIZE, K.DEFAULT_PULL_BATCH_SIZE, minimum=1),
+        pulls_in_flight=int_option(opts, K.PULLS_IN_FLIGHT, K.DEFAULT_PULLS_IN_FLIGHT, minimum=1),
+        broker_timeout_ms=int_option(opts, K.BROKER_TIMEOUT_MS, K.DEFAULT_BROKER_TIMEOUT_MS, minimum=0),
         credentials=credentials_option(opts) if namesrv else None,
         include_properties=_bool(opts, K.INCLUDE_PROPERTIES, True),
         raw={k: v for k, v in opts.items() if k != K.SECRET_KEY},
@@ -261,8 +262,11 @@ def namesrv_addr_option(opts: dict) -> Optional[str]:
         raise RmqOptionError(K.NAMESRV_ADDR, "no name server given; expected host:port;host2:port")
     for a in addrs:
         host, sep, port = a.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise RmqOptionError(K.NAMESRV_ADDR, f"{a!r} is not host:port")
+        if "://" in a:
+            raise RmqOptionError(K.NAMESRV_ADDR, f"{a!r} is not host:port: name servers take no scheme (write "
+                                                 f"{a.split('://', 1)[1]!r})")
+        if not sep or not _HOST.fullmatch(host) or not port.isdigit() or not 0 < int(port) < 65536:
+            raise RmqOptionError(K.NAMESRV_ADDR, f"{a!r} is not host:port (e.g. 127.0.0.1:9876;host2:9876)")
     for name in (K.READ_ONLY, K.METRICS_PATH, K.MAX_BYTES_PER_TRIGGER):
         if name in opts:
             raise RmqOptionError(name, "only for a store directory (path), not with namesrvAddr (use "
@@ -307,7 +311,7 @@ def _ending_offsets(opts: dict) -> EndingOffsets:
 def _trigger_limits(opts: dict) -> tuple[Optional[int], Optional[int], int]:
     """(maxMessagesPerTrigger, minMessagesPerTrigger, maxTriggerDelay in ms)."""
     delay = opts.get(K.MAX_TRIGGER_DELAY)
-    delay_ms = 15 * 60_000
+    delay_ms = K.DEFAULT_MAX_TRIGGER_DELAY_MS
     if delay is not None:
         m = _DURATION.fullmatch(delay)
         if not m:

@@ -9,9 +9,10 @@ from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
 from . import option_keys as K
+from .backend import backend_for
 from .batch_reader import RmqBatchReader, RmqPushdownBatchReader
 from .errors import RmqOptionError
-from .offsets import check_against_store, open_source_store
+from .offsets import check_against_store
 from .options import parse_options
 from .schema import default_schema, select
 from .stream_reader import RmqStreamReader
@@ -41,8 +42,9 @@ class RmqDataSource(DataSource):
     def _read_config(self, schema: StructType):
         config = parse_options(self.options)
         selection = select(schema, config.include_properties)
-        with open_source_store(config) as store:
-            check_against_store(config, store)
+        backend = backend_for(config)
+        with backend.open() as store:
+            check_against_store(backend, store)
         return config, _build_filter(config), selection
 
     def reader(self, schema: StructType):

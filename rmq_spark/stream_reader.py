@@ -21,25 +21,22 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from store import MessageStore
-
+from .backend import backend_for
 from .errors import DataLossError
 from .offset_arrays import OffsetDicts, Parsed, QueueLayout, patched
 from .offsets import (
-    OffsetCommitter,
     Positions,
     check_data_loss,
     from_offset_dict,
-    open_source_store,
     starting_positions,
     subscribed_queues,
     to_offset_dict,
 )
 from .options import LatestOffsets, SourceOptions
-from .partition import QueueRange, read_partition, split_ranges
+from .partition import split_ranges
 from .rate_limit import limit_by_bytes, split_by_backlog
+from .read_store import ReadStore
 from .schema import FULL, Selection
-from .wire import WireOffsetCommitter, WireRange, read_wire_partition, wire_ranges
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +48,8 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.opts = opts
         self.message_filter = message_filter
         self.selection = selection
-        self._store: Optional[MessageStore] = None
+        self.backend = backend_for(opts)
+        self._store: Optional[ReadStore] = None
         self._initial: Optional[dict] = None
         # Trigger.AvailableNow: the queues and their ends when it started
         self._target: Optional[tuple[QueueLayout, np.ndarray]] = None
@@ -60,10 +58,7 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._committed: Optional[Parsed] = None       # the offsets last committed to the group
         self._reported: Optional[tuple] = None         # reportLatestOffset's last answer
         self._last_trigger_ms = 0.0                    # for minMessagesPerTrigger / maxTriggerDelay
-        self._committer = None
-        if opts.commit_offsets:
-            self._committer = WireOffsetCommitter(opts.consumer_group) if opts.namesrv_addr else \
-                OffsetCommitter(opts.path, opts.consumer_group)
+        self._committer = self.backend.committer() if opts.commit_offsets else None
 
     def __getstate__(self):
         # Executors get a copy of the reader; the driver-side handles and caches stay behind.
@@ -75,7 +70,7 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     @property
     def store(self):
         if self._store is None:
-            self._store = open_source_store(self.opts)
+            self._store = self.backend.open()
         return self._store
 
     # -- offsets ---------------------------------------------------------------------------------------------
@@ -84,7 +79,7 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # Spark asks more than once; "latest" must not move between the calls.
         if self._initial is None:
             queues = self._layout_now().queues
-            self._initial = to_offset_dict(starting_positions(self.store, self.opts, queues,
+            self._initial = to_offset_dict(starting_positions(self.backend, self.store, queues,
                                                               default=LatestOffsets(), streaming=True))
             log.info("rmq stream starts at %s", self._initial)
         return self._initial
@@ -225,11 +220,7 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             ranges = self._ranges({q: int(s.values[i]) for q, i in zip(queues, moved.tolist()) if s.present[i]},
                                   {q: int(e.values[i]) for q, i in zip(queues, moved.tolist())})
         ranges = split_ranges(ranges, self.opts.min_partitions)
-        if self.opts.namesrv_addr:
-            return wire_ranges(self.opts, ranges, self.message_filter, selection=self.selection)
-        return [QueueRange(self.opts.path, t, qid, s, e, self.message_filter, self.opts.fail_on_data_loss,
-                           self.opts.metrics_path, selection=self.selection)
-                for t, qid, s, e in ranges]
+        return self.backend.partitions(ranges, self.message_filter, self.message_filter, None, self.selection)
 
     def _ranges(self, start_pos: Positions, end_pos: Positions) -> list:
         """(topic, queue, from, to) of each queue whose position moved."""
@@ -251,9 +242,7 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ranges
 
     def read(self, partition: InputPartition):
-        if isinstance(partition, WireRange):
-            return read_wire_partition(partition)
-        return read_partition(partition)
+        return self.backend.read(partition)
 
     def commit(self, end: dict) -> None:
         self._commit(end)
@@ -267,9 +256,9 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         last = self._committed
         if parsed.extra or last is None or last.layout is not parsed.layout or last.extra:
             self._committer.commit(from_offset_dict(offsets), self.store)
-        elif last is not parsed:
+        elif last is not parsed or self._committer.pending:
             moved = np.flatnonzero(parsed.present & (~last.present | (parsed.values != last.values)))
-            if len(moved):
+            if len(moved) or self._committer.pending:
                 queues = parsed.layout.queues
                 self._committer.commit_moved({queues[i]: int(parsed.values[i]) for i in moved.tolist()},
                                              self.store)

@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 BOUNDS_FRESH_S = 0.2  # a trigger asks the bounds a few times in a row: one round of requests serves them all
 RETRY_PAUSE_S = 0.5
+RETRY_LOG_EVERY_S = 5.0  # while a request is retried: one log line this often, not one per attempt
 
 
 class BrokerUnavailableError(RuntimeError):
@@ -53,22 +54,46 @@ def refused_by_acl(e: MQClientError, what: str) -> Exception:
                                   f"{e.remark}")
 
 
-def with_retry(call: Callable[[], T], timeout_ms: int, what: str) -> T:
+class RetryLog:
+    """Retries logged compactly: the first failure, then one line every RETRY_LOG_EVERY_S while they go on."""
+
+    def __init__(self, what: str):
+        self.what, self.attempts, self.first, self.logged = what, 0, 0.0, 0.0
+
+    def failed(self, e: Exception, then: str = "retrying") -> None:
+        now = time.monotonic()
+        self.attempts += 1
+        if self.attempts == 1:
+            self.first = self.logged = now
+            log.warning("%s: %s; %s", self.what, e, then)
+        elif now - self.logged >= RETRY_LOG_EVERY_S:
+            self.logged = now
+            log.warning("%s: still no answer after %.0f s (%d attempts; last: %s); %s", self.what, now - self.first,
+                        self.attempts, e, then)
+
+
+def with_retry(call: Callable[[], T], timeout_ms: int, what: str,
+               refused_at_once: Optional[Callable[[MQClientError], Optional[Exception]]] = None) -> T:
     """call() again while its broker cannot be reached (down, restarting, not yet registered), up to timeout_ms;
     then BrokerUnavailableError naming what was asked. A broker's refusal (a response code) is not retried; an
-    ACL refusal names the option to fix."""
+    ACL refusal names the option to fix. refused_at_once: the error to raise at once for a failure not worth
+    waiting for, if any."""
     deadline = time.monotonic() + timeout_ms / 1000
+    retries = RetryLog(what)
     while True:
         try:
             return call()
         except MQClientError as e:
             if not e.unreachable:
                 raise refused_by_acl(e, what) from None
+            at_once = refused_at_once(e) if refused_at_once is not None else None
+            if at_once is not None:
+                raise at_once from None
             if time.monotonic() >= deadline:
                 raise BrokerUnavailableError(f"{what}: no answer within brokerTimeoutMs={timeout_ms} ({e}); the "
                                              f"query can be restarted from its checkpoint once the broker is back "
                                              f"(nothing is lost or read twice)") from None
-            log.warning("%s: %s; retrying", what, e)
+            retries.failed(e)
             time.sleep(RETRY_PAUSE_S)
 
 
@@ -91,9 +116,25 @@ class WireStore:
         self.namesrv, self.group, self.timeout_ms = namesrv, group, timeout_ms
         self.consumer = consumer_for(namesrv, group, credentials)
         self._bounds: dict[str, tuple[float, dict]] = {}
+        # every queue seen in a topic's offsets, with its last bounds: a broker that leaves the route (stopped,
+        # or not answering) keeps its queues, at those bounds, for brokerTimeoutMs
+        self._seen: dict[str, dict[BrokerQueue, tuple[int, int]]] = {}
+        self._away: dict[str, float] = {}  # broker name -> since when it has been away
+        self._answered = False  # a name server or broker has answered this store
 
     def _retry(self, call: Callable[[], T], what: str) -> T:
-        return with_retry(call, self.timeout_ms, what)
+        answer = with_retry(call, self.timeout_ms, what, self._refused_at_first_lookup)
+        self._answered = True
+        return answer
+
+    def _refused_at_first_lookup(self, e: MQClientError) -> Optional[Exception]:
+        """Name servers that refuse connections before any answer: a wrong namesrvAddr, not one restarting; the
+        query fails at once naming it (a timeout is still waited for: a slow network may answer)."""
+        if self._answered or e.address not in self.namesrv.split(";") or "ConnectionRefused" not in (e.remark or ""):
+            return None
+        return RmqOptionError(K.NAMESRV_ADDR, f"no name server listens at {self.namesrv} (connection refused at "
+                                              f"the first lookup); check the address and that `rmq namesrv` or "
+                                              f"`rmq serve` runs there")
 
     def close(self) -> None:
         pass  # the consumer is shared by the process
@@ -111,8 +152,12 @@ class WireStore:
         return bool(self.queues(topic))
 
     def queues(self, topic: str) -> list[BrokerQueue]:
+        """The queues of the topic's route, and those seen before of brokers that have left it since."""
         mqs = self._retry(lambda: self.consumer.queues(topic), f"route of topic {topic!r}")
-        return [BrokerQueue(q.broker_name, q.queue_id) for q in mqs]
+        listed = [BrokerQueue(q.broker_name, q.queue_id) for q in mqs]
+        brokers = {q.broker_name for q in listed}
+        away = [q for q in self._seen.get(topic, ()) if q.broker_name not in brokers]
+        return sorted(listed + away) if away else listed
 
     def assigned(self, topic: str, queue_ids) -> list[BrokerQueue]:
         """assign's queue ids: that queue of every broker of the topic's route."""
@@ -123,10 +168,38 @@ class WireStore:
         cached = self._bounds.get(topic)
         if cached is not None and time.monotonic() - cached[0] < BOUNDS_FRESH_S:
             return cached[1]
-        table = self._retry(lambda: self.consumer.queue_bounds(topic), f"offsets of topic {topic!r}")
+        table, unreachable = self._retry(lambda: self.consumer.queue_bounds_of_reachable(topic),
+                                         f"offsets of topic {topic!r}")
         bounds = {BrokerQueue(mq.broker_name, mq.queue_id): b for mq, b in table.items()}
+        seen = self._seen.setdefault(topic, {})
+        seen.update(bounds)
+        answered = {q.broker_name for q in bounds}
+        for broker in sorted({q.broker_name for q in seen} - answered):
+            self._broker_away(broker, topic, unreachable.get(broker))
+        for q, b in seen.items():
+            if q.broker_name not in answered:
+                bounds[q] = b
+        for broker in sorted(answered & set(self._away)):
+            log.warning("broker %r answers again (away %.0f s)", broker, time.monotonic() - self._away.pop(broker))
         self._bounds[topic] = (time.monotonic(), bounds)
         return bounds
+
+    def _broker_away(self, broker: str, topic: str, error: Optional[MQClientError]) -> None:
+        """A broker whose queues the query reads is out of the route or not answering: its queues stay at their
+        last offsets (the query goes on with the other brokers) for brokerTimeoutMs, then BrokerUnavailableError.
+        They are never dropped: that would skip what they hold."""
+        now = time.monotonic()
+        why = f"not answering ({error})" if error is not None else "not in the route of the name servers"
+        since = self._away.get(broker)
+        if since is None:
+            self._away[broker] = since = now
+            log.warning("broker %r (topic %r) is %s; its queues keep their offsets and the query goes on with the "
+                        "other brokers, for up to brokerTimeoutMs=%d", broker, topic, why, self.timeout_ms)
+        if now - since >= self.timeout_ms / 1000:
+            raise BrokerUnavailableError(f"broker {broker!r} (topic {topic!r}) has been {why} for more than "
+                                         f"brokerTimeoutMs={self.timeout_ms}; its queues hold unread offsets of the "
+                                         f"query. Restart the query from its checkpoint once the broker is back "
+                                         f"(nothing is lost or read twice)")
 
     def queue_bounds(self, queues) -> dict:
         out = {}
@@ -165,42 +238,87 @@ class WireStore:
         mq = MessageQueue(topic, q.broker_name, q.queue_id)
         return self._retry(lambda: self.consumer.query_offset(mq), f"group offset of {topic}/{q}")
 
-    def commit_offsets(self, positions: dict) -> None:
-        """UPDATE_CONSUMER_OFFSET of each queue, to the broker that holds it (RemoteBrokerOffsetStore)."""
+    def commit_offsets(self, positions: dict) -> dict[str, MQClientError]:
+        """UPDATE_CONSUMER_OFFSET of each queue, to the broker that holds it (RemoteBrokerOffsetStore), asked once:
+        {broker name: its error} for the brokers that could not be reached (the rest of their queues are not
+        tried). A refusal (a response code) raises."""
+        failed: dict[str, MQClientError] = {}
         for (t, q), off in sorted(positions.items()):
-            mq = MessageQueue(t, q.broker_name, q.queue_id)
-            self._retry(lambda: self.consumer.commit_offset(mq, int(off)), f"offset commit of {t}/{q}")
+            if q.broker_name in failed:
+                continue
+            try:
+                self.consumer.commit_offset(MessageQueue(t, q.broker_name, q.queue_id), int(off))
+            except MQClientError as e:
+                if not e.unreachable:
+                    raise refused_by_acl(e, f"offset commit of {t}/{q}") from None
+                failed[q.broker_name] = e
+        return failed
 
 
 class WireOffsetCommitter:
-    """The group's offsets to the brokers after each microbatch: only the queues that moved."""
+    """The group's offsets to the brokers after each microbatch: only the queues that moved. They are a report for
+    outside tools (the checkpoint is the truth), so a broker that cannot be reached never stops the query: the
+    failure is logged once per broker and failure spell, with the lag it leaves, and its queues are sent again with
+    the next commit."""
 
     def __init__(self, group: str):
         self.group = group
         self.last: Optional[dict] = None
+        self._pending: dict = {}                    # positions not yet on their broker
+        self._held: dict = {}                       # what each queue's broker holds from us
+        self._failing: dict[str, float] = {}        # broker name -> when its failure spell began
 
     def commit(self, positions: dict, store: WireStore) -> None:
         moved = {mq: off for mq, off in positions.items() if self.last is None or self.last.get(mq) != off}
-        if not moved:
+        if not moved and not self.pending:
             return
         self.commit_moved(moved, store)
         self.last = dict(positions)
 
+    @property
+    def pending(self) -> bool:
+        """Positions wait for a broker that could not be reached: the next commit sends them even if none moved."""
+        return bool(self._pending)
+
     def commit_moved(self, moved: dict, store: WireStore) -> None:
-        """Commit the positions of the queues that moved (the caller knows which)."""
-        store.commit_offsets(moved)
+        """Commit the positions of the queues that moved (the caller knows which), and any left from a failure."""
+        todo = {**self._pending, **moved}
+        failed = store.commit_offsets(todo)
+        self._pending = {mq: off for mq, off in todo.items() if mq[1].broker_name in failed}
+        self._held.update({mq: off for mq, off in todo.items() if mq not in self._pending})
+        for broker in sorted(set(self._failing) - set(failed)):
+            log.warning("offset commits of group %s to broker %r work again (after %.0f s); the group's offsets "
+                        "there are the query's again", self.group, broker, time.monotonic() - self._failing.pop(broker))
+        for broker, e in sorted(failed.items()):
+            if broker not in self._failing:
+                self._failing[broker] = time.monotonic()
+                log.warning("offset commit of group %s to broker %r failed (%s): %s; the query goes on (its checkpoint "
+                            "is the truth) and the commit is tried again with each microbatch", self.group, broker, e,
+                            self._lag(broker))
         if self.last is not None:
             self.last.update(moved)
-        log.info("committed offsets of group %s to the brokers: %d queue(s) moved", self.group, len(moved))
+        log.info("committed offsets of group %s to the brokers: %d queue(s) moved%s", self.group, len(moved),
+                 f", {len(self._pending)} waiting for broker(s) {', '.join(sorted(failed))}" if failed else "")
+
+    def _lag(self, broker: str) -> str:
+        """What a broker's group offsets miss: messages behind the query where it holds our earlier commit."""
+        queues = [(mq, off) for mq, off in self._pending.items() if mq[1].broker_name == broker]
+        known = [off - self._held[mq] for mq, off in queues if mq in self._held]
+        text = f"its {len(queues)} queue(s) keep older offsets"
+        if known:
+            text += f", {sum(known)} message(s) behind the query"
+        if len(known) < len(queues):
+            text += f" ({len(queues) - len(known)} never committed by this query)"
+        return text
 
 
 class WireRange(InputPartition):
     """One queue's [start, end) on one broker, and everything an executor needs to pull it."""
 
     def __init__(self, namesrv: str, group: str, topic: str, queue: BrokerQueue, start: int, end: int,
-                 subscription: Subscription, client_filter=None, residual=None, fail_on_data_loss: bool = True,
-                 pull_batch_size: int = 1024, in_flight: int = 4, timeout_ms: int = 60_000,
-                 selection: Selection = FULL, credentials: Optional[SessionCredentials] = None):
+                 subscription: Subscription, client_filter, residual, fail_on_data_loss: bool, pull_batch_size: int,
+                 in_flight: int, timeout_ms: int, selection: Selection = FULL,
+                 credentials: Optional[SessionCredentials] = None):
         """credentials: pickled without a secret that came from RMQ_SECRET_KEY (the executor reads its own)."""
         super().__init__((topic, str(queue), start, end))
         self.credentials = credentials
@@ -216,7 +334,9 @@ class WireRange(InputPartition):
         return f"WireRange({self.topic}/{self.queue[0]}:{self.queue[1]} [{self.start}, {self.end}))"
 
 
-def read_wire_partition(p: WireRange) -> Iterator[pa.RecordBatch]:
+def read_wire_partition(p: InputPartition) -> Iterator[pa.RecordBatch]:
+    if not isinstance(p, WireRange):
+        return  # a plan with no ranges: Spark still runs one partition of its own, which holds nothing
     consumer = consumer_for(p.namesrv, p.group, p.credentials)
     broker, qid = p.queue
     mq = MessageQueue(p.topic, broker, qid)
@@ -236,8 +356,10 @@ def read_wire_partition(p: WireRange) -> Iterator[pa.RecordBatch]:
     # only the selected columns are decoded, unless a client-side filter reads others
     columns = None if p.client_filter is not None or p.residual is not None else \
         p.selection.scan_columns("queue_offset")
+    unfiltered = p.subscription.matches_everything
     pos = p.start
     deadline: Optional[float] = None
+    retries = RetryLog(f"pull of {where} from broker {broker!r}")
     while pos < p.end:
         try:
             for batch in consumer.read_range(mq, pos, p.end, p.subscription, p.pull_batch_size, p.in_flight,
@@ -245,6 +367,8 @@ def read_wire_partition(p: WireRange) -> Iterator[pa.RecordBatch]:
                 if batch.num_rows:
                     pos = batch.column("queue_offset")[-1].as_py() + 1
                     deadline = None
+                    if unfiltered and pos < p.end:  # one pull's messages, and the range goes on
+                        _note_capped_pull(broker, batch.num_rows, p.pull_batch_size)
                 if p.client_filter is not None and batch.num_rows:
                     batch = batch.filter(p.client_filter.commit_log_mask(batch))
                 if p.residual is not None and batch.num_rows:
@@ -261,8 +385,23 @@ def read_wire_partition(p: WireRange) -> Iterator[pa.RecordBatch]:
                 raise BrokerUnavailableError(f"{where}: broker {broker!r} gave no answer within brokerTimeoutMs="
                                              f"{p.timeout_ms} ({e}); restart the query from its checkpoint once "
                                              f"it is back") from None
-            log.warning("%s: %s; retrying from offset %d", where, e, pos)
+            retries.failed(e, f"retrying from offset {pos} for up to brokerTimeoutMs={p.timeout_ms}")
             time.sleep(RETRY_PAUSE_S)
+
+
+_CAPPED: set[str] = set()  # brokers whose capped pulls this process has logged
+
+
+def _note_capped_pull(broker: str, got: int, asked: int) -> None:
+    """A pull of every message that came back with far fewer than pullBatchSize, the range going on: the broker
+    caps its pulls (RocketMQ's defaults: 32 messages, 256 KiB). Logged once per broker and process."""
+    if got * 4 > asked or broker in _CAPPED:
+        return
+    _CAPPED.add(broker)
+    log.warning("pulls from broker %r come back with %d messages, far below pullBatchSize=%d: the broker caps them. "
+                "Raise maxTransferCountOnMessageInMemory (e.g. 4096) and maxTransferBytesOnMessageInMemory (e.g. "
+                "8388608) in its broker.conf for a read several times faster (`rmq serve` ships those; a stock "
+                "broker's defaults are 32 and 262144)", broker, got, asked)
 
 
 def broker_subscription(tags: Optional[str], sql: Optional[str]) -> tuple[Subscription, Optional[str]]:

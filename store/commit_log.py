@@ -99,7 +99,8 @@ class CommitLog:
 
     def read_records(self, offsets: np.ndarray, sizes: np.ndarray) -> Optional[np.ndarray]:
         """The stored bytes of the records at these commitlog offsets, back to back, as they lie in the files
-        (for a pull's response body: sent as they are, never re-encoded). Each record's TOTALSIZE and MAGICCODE
+        (for a pull's response body: sent as they are, never re-encoded), the store's reserved SYSFLAG bits
+        cleared. Each record's TOTALSIZE and MAGICCODE
         are checked against what the consume queue said (CorruptRecordError naming the first that differs), so
         nothing torn or overwritten is sent. None when the first record's file is gone by retention."""
         offsets, sizes = np.asarray(offsets, dtype=np.int64), np.asarray(sizes, dtype=np.int64)
@@ -128,6 +129,10 @@ class CommitLog:
                                          f"{head.hex()}, expected TOTALSIZE {int(sizes[i])} and a MAGICCODE)",
                                          self._file_path(int(offsets[i])), int(offsets[i]))
             at += length
+        # the store's own SYSFLAG bits (atomic batches, for recovery) stay in the store: readers see RocketMQ's
+        # flags only. They lie in the high byte of the big-endian SYSFLAG, 36 bytes into each record.
+        starts = np.cumsum(sizes) - sizes
+        out[starts + codec.POS_SYSFLAG] &= np.uint8(~(codec.RESERVED_SYS_FLAGS >> 24) & 0xFF)
         return out
 
     def _file_path(self, offset: int) -> str:

@@ -274,7 +274,7 @@ def decode_records(buf: np.ndarray, starts: np.ndarray, offsets: np.ndarray, siz
         "store_timestamp": lambda: millis(f.store_ts),
         "born_host": lambda: f.born_host,
         "store_host": lambda: f.store_host,
-        "sys_flag": lambda: ints(f.sys_flag),
+        "sys_flag": lambda: ints(f.sys_flag & ~codec.RESERVED_SYS_FLAGS),  # RocketMQ's flags only, not the store's
         "flag": lambda: ints(f.flag),
         "reconsume_times": lambda: ints(f.reconsume),
         "body_crc": lambda: ints(f.crc),

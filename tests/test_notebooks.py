@@ -62,5 +62,7 @@ def test_notebook_runs(path):
     assert not [o for o in outputs if o.output_type == "error"]
     stderr = "".join(o.get("text", "") for o in outputs if o.output_type == "stream" and o.get("name") == "stderr")
     assert "\tat org.apache." not in stderr and "artifacts-" not in stderr, stderr[-2000:]  # no Java trace shown
+    streams = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+    assert "Traceback (most recent call last)" not in streams, streams[-3000:]  # nor a Python one (a worker's)
     if path.name in PLOTS:
         assert any("image/png" in o.get("data", {}) for o in outputs), f"{path.name} drew no plot"

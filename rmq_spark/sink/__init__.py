@@ -40,18 +40,23 @@ def _prepare_store(path: str, config) -> None:
             pass
 
 
-def _through_brokers(options) -> bool:
-    return any(k.lower() == "namesrvaddr" for k in dict(options))
+def _wire_writer(options, schema: StructType, stream: bool):
+    """The sink's one choice of backend: with namesrvAddr the brokers (wire_writer), else None (the store
+    directory's writers below)."""
+    if not any(k.lower() == "namesrvaddr" for k in dict(options)):
+        return None
+    from .wire_writer import make_wire_writer
+    topic = next((v for k, v in dict(options).items() if k.lower() == "topic"), None)
+    return make_wire_writer(options, check_input_schema(schema, topic), stream=stream)
 
 
 def make_stream_writer(options, schema: StructType, overwrite: bool):
     if overwrite:
         raise RmqOptionError("outputMode", "the rmq sink supports append output mode only (a message log cannot "
                                            "replace or update rows already appended); use outputMode(\"append\")")
-    if _through_brokers(options):
-        from .wire_writer import make_wire_writer
-        topic = next((v for k, v in dict(options).items() if k.lower() == "topic"), None)
-        return make_wire_writer(options, check_input_schema(schema, topic), stream=True)
+    wire = _wire_writer(options, schema, stream=True)
+    if wire is not None:
+        return wire
     opts = stream_options(options)
     columns = check_input_schema(schema, opts.topic)
     config = _store_config(opts)
@@ -63,10 +68,9 @@ def make_writer(options, schema: StructType, overwrite: bool):
     if overwrite:
         raise RmqOptionError("mode", "the rmq sink appends only; use mode(\"append\") (overwrite would delete "
                                      "messages other readers may not have consumed)")
-    if _through_brokers(options):
-        from .wire_writer import make_wire_writer
-        topic = next((v for k, v in dict(options).items() if k.lower() == "topic"), None)
-        return make_wire_writer(options, check_input_schema(schema, topic), stream=False)
+    wire = _wire_writer(options, schema, stream=False)
+    if wire is not None:
+        return wire
     fresh = "sinkid" not in {k.lower() for k in dict(options)}
     opts = batch_options(options)
     columns = check_input_schema(schema, opts.topic)

@@ -27,7 +27,7 @@ from acl import SessionCredentials
 from rmq_client import AsyncTransactionProducer, EndOutcome, HalfBatch, MessageQueue, MQClientError, TransactionState
 from rmq_client.event_loop import run_blocking, run_in_background
 from rmq_client.message_batch import encode_message_batch, properties_text
-from rmq_client.producer import AsyncProducer
+from rmq_client.producer import DEFAULT_TOPIC_QUEUE_NUMS, AsyncProducer
 from rmq_client.transaction_producer import (
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_TRANSACTION_BATCH,
@@ -97,8 +97,9 @@ def wire_options(options, stream: bool) -> WireSinkOptions:
     if sink_id is None:
         sink_id = default_stream_sink_id(checkpoint) if checkpoint else "write"
     group = opts.get(K.PRODUCER_GROUP) or "rmq-sink-" + hashlib.sha1(sink_id.encode()).hexdigest()[:12]
-    return WireSinkOptions(namesrv, topic, sink_id, checkpoint, group, guarantee == EXACTLY_ONCE,
-                           int_option(opts, K.BROKER_TIMEOUT_MS, 60_000, minimum=0), credentials_option(opts))
+    timeout_ms = int_option(opts, K.BROKER_TIMEOUT_MS, K.DEFAULT_BROKER_TIMEOUT_MS, minimum=0)
+    return WireSinkOptions(namesrv, topic, sink_id, checkpoint, group, guarantee == EXACTLY_ONCE, timeout_ms,
+                           credentials_option(opts))
 
 
 @dataclass
@@ -241,7 +242,7 @@ class _WireWriting:
         sent = [d for d in done if isinstance(d, HalfBatch)]
         if failed:
             if sent:
-                await _end_all(producer, sent, TransactionState.ROLLBACK_MESSAGE)
+                await _end_all(producer, sent, TransactionState.ROLLBACK_MESSAGE, self.options.timeout_ms)
             raise failed[0]
         return sent
 
@@ -249,7 +250,7 @@ class _WireWriting:
         queues = await producer.api.queues(topic, readable=False)
         if not queues:  # a new topic: created on every broker that allows it, as a producer's first send does
             maker = AsyncProducer(self.options.namesrv, self.options.group, api=producer.api)
-            await maker.create_topic(topic, 8)
+            await maker.create_topic(topic, maker.default_topic_queue_nums)
             queues = await producer.api.queues(topic, readable=False)
             if not queues:
                 raise MQClientError(17, f"topic {topic!r} has no write queues after its creation",
@@ -275,8 +276,8 @@ class _WireWriting:
                     return await producer.send_halves(mq, body, n, txn)
                 await producer.api.send(mq, {
                     "producerGroup": self.options.group, "topic": mq.topic, "defaultTopic": "TBW102",
-                    "defaultTopicQueueNums": 8, "queueId": mq.queue_id, "sysFlag": 0, "bornTimestamp": 0,
-                    "flag": 0, "reconsumeTimes": 0, "unitMode": False, "batch": True}, body, True)
+                    "defaultTopicQueueNums": DEFAULT_TOPIC_QUEUE_NUMS, "queueId": mq.queue_id, "sysFlag": 0,
+                    "bornTimestamp": 0, "flag": 0, "reconsumeTimes": 0, "unitMode": False, "batch": True}, body, True)
                 return None
             except MQClientError as e:
                 if not e.unreachable or asyncio.get_running_loop().time() >= deadline:
@@ -289,7 +290,7 @@ class _WireWriting:
 
 
 async def _end_all(producer: AsyncTransactionProducer, halves: list[HalfBatch], state: TransactionState,
-                   timeout_ms: int = 60_000) -> list[EndOutcome]:
+                   timeout_ms: int) -> list[EndOutcome]:
     """END_TRANSACTION for every half batch, several in flight, each retried while its broker cannot be reached
     (up to timeout_ms)."""
     gate = asyncio.Semaphore(ENDS_IN_FLIGHT)

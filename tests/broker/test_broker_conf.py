@@ -54,7 +54,8 @@ def test_conf_broker_conf_is_the_defaults_each_key_with_a_comment():
         else:
             comment = False
     assert set(BrokerConfig.keys()) <= set(keys), set(BrokerConfig.keys()) - set(keys)
-    assert load_broker_conf(CONF / "broker.conf") == (BrokerConfig(), StoreConfig())
+    served = StoreConfig().replace(maxTransferCountOnMessageInMemory=4096, maxTransferBytesOnMessageInMemory=8 << 20)
+    assert load_broker_conf(CONF / "broker.conf") == (BrokerConfig(), served) == load_broker_conf(None)
     assert BrokerConfig().enablePropertyFilter is True  # ours; RocketMQ's default is false
 
 
@@ -183,3 +184,17 @@ def test_without_long_polling_an_empty_pull_waits_the_short_polling_time(tmp_pat
 def test_keyword_arguments_override_single_keys():
     b = BrokerConfig(brokerName="x").replace(brokerName=None, maxReconsumeTimes=3)
     assert dataclasses.astuple(b) == dataclasses.astuple(BrokerConfig(brokerName="x", maxReconsumeTimes=3))
+
+
+def test_rmq_serve_ships_pull_limits_for_spark_and_a_file_can_lower_them(tmp_path):
+    from wire_cluster import WireCluster
+
+    from rmq_client import MessageQueue, Producer, PullConsumer
+
+    for conf, expected in (("", 1024), ("maxTransferCountOnMessageInMemory = 32\n", 32)):
+        with WireCluster(tmp_path / str(expected), conf=conf) as c:
+            with Producer(c.namesrv) as p:
+                p.create_topic("Big", 1)
+                p.send_batch("Big", [b"x" * 100] * 2000, queue=MessageQueue("Big", "broker-a", 0))
+            with PullConsumer(c.namesrv, "g") as pc:
+                assert pc.pull(MessageQueue("Big", "broker-a", 0), 0, max_nums=1024).messages.num_rows == expected

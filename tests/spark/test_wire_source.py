@@ -90,12 +90,28 @@ def test_offsets_json_names_queues_by_broker(spark, cluster):
     ({"startingOffsets": '{"Orders": {"broker-z:0": 1}}'}, "queue broker-z:0 does not exist"),
     ({"path": "/tmp"}, "option 'namesrvAddr': give a store directory .* or name servers"),
     ({"maxBytesPerTrigger": "100"}, "option 'maxBytesPerTrigger'"),
-    ({"topic": "NoSuchTopic"}, "option 'topic': unknown topic 'NoSuchTopic'"),
+    ({"topic": "NoSuchTopic"}, "option 'topic': unknown topic 'NoSuchTopic'; the cluster of name server"),
+    ({"namesrvAddr": "http://127.0.0.1:9876"}, "option 'namesrvAddr': 'http://127.0.0.1:9876' is not host:port: "
+                                               "name servers take no scheme"),
+    ({"namesrvAddr": "127.0.0.1:9876;bad host:1"}, "option 'namesrvAddr': 'bad host:1' is not host:port"),
 ])
 def test_bad_options_fail_at_load_naming_the_option(spark, cluster, options, fragment):
     opts = {"topic": "Orders", **options}
     with pytest.raises(Exception, match=fragment):
         _read(spark, cluster, **opts).collect()
+
+
+def test_a_name_server_refusing_connections_fails_the_read_at_once_naming_it(spark):
+    import socket
+    import time
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        addr = f"127.0.0.1:{s.getsockname()[1]}"
+    began = time.monotonic()
+    with pytest.raises(Exception, match=f"option 'namesrvAddr': no name server listens at {addr}"):
+        spark.read.format("rmq").option("namesrvAddr", addr).option("topic", "T").load().collect()
+    assert time.monotonic() - began < 30  # brokerTimeoutMs is 60 s: not waited for
 
 
 def test_a_stream_commits_the_group_offsets_to_each_broker_and_resumes_from_them(spark, cluster, tmp_path):
@@ -179,7 +195,7 @@ def test_a_partition_whose_broker_stays_away_fails_naming_it_and_reads_all_once_
     with WireCluster(tmp_path, brokers=BROKERS) as c:
         sent = _send(c.namesrv, "Away")
         part = WireRange(c.namesrv, "away-g", "Away", BrokerQueue("broker-b", 1), 0, PER_QUEUE, Subscription(),
-                         pull_batch_size=16, timeout_ms=1500)
+                         None, None, fail_on_data_loss=True, pull_batch_size=16, in_flight=4, timeout_ms=1500)
         c.kill("broker-b")
         with pytest.raises(BrokerUnavailableError, match="broker-b.*brokerTimeoutMs=1500"):
             list(read_wire_partition(part))
