@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import json
+import time
+import uuid
 from dataclasses import dataclass
 from typing import AsyncIterator, Iterator, Optional, Sequence
 
@@ -13,7 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from acl import SessionCredentials
-from remoting import ResponseCode
+from remoting import RemotingCommand, RequestCode, ResponseCode
+from store import message_codec as codec
 from store.scan import SCAN_SCHEMA, decode_pulled, scan_schema
 
 from .event_loop import run_blocking
@@ -163,6 +167,26 @@ class AsyncPullConsumer:
     async def commit_offset(self, mq: MessageQueue, offset: int) -> None:
         await self.api.update_consumer_offset(mq, self.group, offset)
 
+    async def register_group(self, topics: Sequence[str]) -> None:
+        """One HEART_BEAT with the group as a pull consumer (CONSUME_ACTIVELY) of `topics` to every master of their
+        routes, as RocketMQ's pull consumers send: a broker then keeps the group's subscription config and creates
+        its %RETRY% topic, which RocketMQ's admin (examineConsumeStats, mqadmin consumerProgress) looks up to find
+        the group's brokers. Offsets committed without it are stored but invisible to those tools."""
+        subs = [{"topic": t, "subString": "*", "tagsSet": [], "codeSet": [], "subVersion": int(time.time() * 1000),
+                 "expressionType": "TAG", "classFilterMode": False} for t in topics]
+        body = json.dumps({"clientID": f"{codec.local_host_address().hex()}@{uuid.uuid4().hex[:12]}",
+                           "producerDataSet": [],
+                           "consumerDataSet": [{"groupName": self.group, "consumeType": "CONSUME_ACTIVELY",
+                                                "messageModel": "CLUSTERING",
+                                                "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                                                "subscriptionDataSet": subs, "unitMode": False}]}).encode()
+        addrs = set()
+        for topic in topics:
+            route = await self.api.route(topic)
+            addrs |= {str(b.master_addr()) for b in (route.broker_datas if route else []) if b.master_addr()}
+        for addr in sorted(addrs):
+            await self.api.checked(addr, RemotingCommand.request(RequestCode.HEART_BEAT, body=body), "heartbeat")
+
     async def max_offset(self, mq: MessageQueue) -> int:
         return await self.api.max_offset(mq)
 
@@ -247,6 +271,9 @@ class PullConsumer:
 
     def commit_offset(self, mq: MessageQueue, offset: int) -> None:
         run_blocking(self.aio.commit_offset, mq, offset)
+
+    def register_group(self, topics: Sequence[str]) -> None:
+        run_blocking(self.aio.register_group, list(topics))
 
     def max_offset(self, mq: MessageQueue) -> int:
         return run_blocking(self.aio.max_offset, mq)

@@ -121,6 +121,7 @@ class WireStore:
         self._seen: dict[str, dict[BrokerQueue, tuple[int, int]]] = {}
         self._away: dict[str, float] = {}  # broker name -> since when it has been away
         self._answered = False  # a name server or broker has answered this store
+        self._registered: set[str] = set()  # topics whose brokers had the group's heartbeat
 
     def _retry(self, call: Callable[[], T], what: str) -> T:
         answer = with_retry(call, self.timeout_ms, what, self._refused_at_first_lookup)
@@ -241,8 +242,17 @@ class WireStore:
     def commit_offsets(self, positions: dict) -> dict[str, MQClientError]:
         """UPDATE_CONSUMER_OFFSET of each queue, to the broker that holds it (RemoteBrokerOffsetStore), asked once:
         {broker name: its error} for the brokers that could not be reached (the rest of their queues are not
-        tried). A refusal (a response code) raises."""
+        tried). A refusal (a response code) raises. The group is registered with the topics' brokers first (one
+        heartbeat per topic, again after a broker could not be reached), so that RocketMQ's admin tools see it."""
         failed: dict[str, MQClientError] = {}
+        new_topics = sorted({t for t, _ in positions} - self._registered)
+        if new_topics:
+            try:
+                self.consumer.register_group(new_topics)
+                self._registered.update(new_topics)
+            except MQClientError as e:
+                if not e.unreachable:
+                    raise refused_by_acl(e, f"heartbeat of group {self.group}") from None
         for (t, q), off in sorted(positions.items()):
             if q.broker_name in failed:
                 continue

@@ -11,6 +11,7 @@ import random
 import signal
 import socket
 import subprocess
+import sys
 import time
 from typing import Iterable, Iterator, Optional
 
@@ -60,6 +61,11 @@ _LOGBACK = """<configuration>
 """
 
 _live: set[subprocess.Popen] = set()
+
+
+# A SIGTERM to the test run (CI's timeout, `timeout`) would skip atexit and leave the JVMs running: exit instead.
+if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
 
 @atexit.register
@@ -332,11 +338,20 @@ class StockClients:
 
     def consume(self, topic: str, count: int, group: str, selector: str = "tag", expression: str = "*",
                 timeout: float = 60, from_where: str = "first") -> list[dict]:
-        """Receive with DefaultMQPushConsumer until `count` messages came or `timeout` s passed; the messages."""
-        out = self.run("StockPushConsumer", self.namesrv, group, topic, selector, expression, str(count),
-                       str(int(timeout)), from_where, timeout=timeout + 90)
+        """Receive with a DefaultMQPushConsumer until `count` messages came or `timeout` s passed; the messages."""
+        return self.consume_many(topic, [(group, selector, expression, count)], timeout, from_where)[group]
+
+    def consume_many(self, topic: str, specs: list[tuple[str, str, str, int]], timeout: float = 60,
+                     from_where: str = "first") -> dict[str, list[dict]]:
+        """One DefaultMQPushConsumer per (group, selector "tag" or "sql", expression, count), all in one JVM, until
+        each has its count or `timeout` s passed; {group: messages}."""
+        out = self.run("StockPushConsumer", self.namesrv, topic, str(int(timeout)),
+                       *(f"{g}:{sel}:{n}:{from_where}:{expr}" for g, sel, expr, n in specs), timeout=timeout + 90)
         assert out and "done" in out[-1], f"stock consumer ended without its summary: {out[-3:]}"
-        return out[:-1]
+        got: dict[str, list[dict]] = {g: [] for g, _, _, _ in specs}
+        for m in out[:-1]:
+            got[m["group"]].append(m)
+        return got
 
     def admin(self, *args: str, timeout: float = 90) -> list[dict]:
         return self.run("StockAdmin", self.namesrv, *args, timeout=timeout)
@@ -354,16 +369,17 @@ def _decoded(data) -> str:
     return data.decode("utf-8", "replace") if isinstance(data, bytes) else data
 
 
-def _sources() -> Iterator[str]:
-    for name in sorted(os.listdir(JAVA_SOURCES)):
+def _sources(folder: str) -> Iterator[str]:
+    for name in sorted(os.listdir(folder)):
         if name.endswith(".java"):
-            yield os.path.join(JAVA_SOURCES, name)
+            yield os.path.join(folder, name)
 
 
-def compiled(version: str) -> str:
-    """javac the client programs against `version`'s jars once: the classes are cached in .peers/classes keyed by
-    the version and the sources' hash (javac takes 5-30 s here)."""
-    sources = list(_sources())
+def compiled(version: str, folder: str = JAVA_SOURCES) -> str:
+    """javac the Java programs of `folder` (the client programs of tests/peers/java by default) against `version`'s
+    jars once: the classes are cached in .peers/classes keyed by the version and the sources' hash (javac takes
+    5-30 s here)."""
+    sources = list(_sources(folder))
     digest = hashlib.sha256(b"".join(open(p, "rb").read() for p in sources)).hexdigest()[:16]
     out = os.path.join(PEERS_DIR, "classes", f"{version}-{digest}")
     if os.path.exists(os.path.join(out, ".complete")):
@@ -372,7 +388,7 @@ def compiled(version: str) -> str:
     done = subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "-d", tmp, "-cp", classpath(version), *sources],
                           capture_output=True, text=True, timeout=300)
     if done.returncode != 0:
-        raise AssertionError(f"javac of tests/peers/java against RocketMQ {version} failed:\n{done.stderr[-3000:]}")
+        raise AssertionError(f"javac of {folder} against RocketMQ {version} failed:\n{done.stderr[-3000:]}")
     open(os.path.join(tmp, ".complete"), "w").close()
     try:
         os.rename(tmp, out)

@@ -1,6 +1,8 @@
 import com.alibaba.fastjson.JSON;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
 import java.util.Base64;
+import java.util.List;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -13,11 +15,12 @@ import org.apache.rocketmq.common.message.MessageClientExt;
 import org.apache.rocketmq.common.message.MessageExt;
 
 /**
- * The stock DefaultMQPushConsumer as a test peer. Usage: StockPushConsumer NAMESRV GROUP TOPIC SELECTOR EXPRESSION
- * COUNT TIMEOUT_S [first|last]: SELECTOR is "tag" (EXPRESSION a tag expression such as "a || b" or "*") or "sql"
- * (a SQL92 expression). Each message received is printed as one JSON line (every field the client sees); once COUNT
- * messages have arrived, or TIMEOUT_S seconds have passed, the consumer shuts down (which persists the group's
- * offsets at the broker) and prints {"done": n}.
+ * Stock DefaultMQPushConsumers as test peers, one per group, in one JVM. Usage: StockPushConsumer NAMESRV TOPIC
+ * TIMEOUT_S SPEC...; a SPEC is GROUP:SELECTOR:COUNT:FROM:EXPRESSION, SELECTOR "tag" (EXPRESSION a tag expression
+ * such as "a || b" or "*") or "sql" (a SQL92 expression), FROM "first" or "last" (where a new group starts).
+ * Each message received is printed as one JSON line (every field the client sees, and "group"); once every group
+ * has its COUNT messages, or TIMEOUT_S seconds have passed, the consumers shut down (which persists the groups'
+ * offsets at the brokers) and {"done": {group: n}} is printed.
  */
 public class StockPushConsumer {
     static String hostText(java.net.SocketAddress a) {
@@ -44,6 +47,7 @@ public class StockPushConsumer {
         out.put("bornHost", hostText(m.getBornHost()));
         out.put("storeHost", hostText(m.getStoreHost()));
         out.put("reconsumeTimes", m.getReconsumeTimes());
+        out.put("flag", m.getFlag());
         out.put("sysFlag", m.getSysFlag());
         out.put("bodyCRC", m.getBodyCRC());
         out.put("storeSize", m.getStoreSize());
@@ -52,46 +56,56 @@ public class StockPushConsumer {
     }
 
     public static void main(String[] args) throws Exception {
-        String namesrv = args[0], group = args[1], topic = args[2], selector = args[3], expression = args[4];
-        int count = Integer.parseInt(args[5]);
-        long deadline = System.currentTimeMillis() + Long.parseLong(args[6]) * 1000;
-        boolean fromLast = args.length > 7 && args[7].equals("last");
-        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
-        consumer.setNamesrvAddr(namesrv);
-        consumer.setMqClientApiTimeout(30000);
-        consumer.setInstanceName("stock-consumer-" + ProcessHandle.current().pid());
-        consumer.setConsumeFromWhere(fromLast ? ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
-                                              : ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
-        consumer.setConsumeThreadMin(1);
-        consumer.setConsumeThreadMax(1);
-        if (selector.equals("sql")) {
-            consumer.subscribe(topic, MessageSelector.bySql(expression));
-        } else {
-            consumer.subscribe(topic, MessageSelector.byTag(expression));
-        }
-        AtomicInteger received = new AtomicInteger();
+        String namesrv = args[0], topic = args[1];
+        long deadline = System.currentTimeMillis() + Long.parseLong(args[2]) * 1000;
         Object lock = new Object();
-        consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
-            synchronized (lock) {
-                for (MessageExt m : msgs) {
-                    System.out.println(JSON.toJSONString(json(m)));
-                    received.incrementAndGet();
+        List<DefaultMQPushConsumer> consumers = new ArrayList<>();
+        Map<String, Integer> wanted = new LinkedHashMap<>();
+        Map<String, AtomicInteger> received = new LinkedHashMap<>();
+        for (int i = 3; i < args.length; i++) {
+            String[] spec = args[i].split(":", 5);
+            String group = spec[0];
+            wanted.put(group, Integer.parseInt(spec[2]));
+            AtomicInteger count = new AtomicInteger();
+            received.put(group, count);
+            DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
+            consumer.setNamesrvAddr(namesrv);
+            consumer.setMqClientApiTimeout(30000);
+            consumer.setInstanceName("stock-consumer-" + ProcessHandle.current().pid() + "-" + group);
+            consumer.setConsumeFromWhere(spec[3].equals("last") ? ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
+                                                                : ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+            consumer.setConsumeThreadMin(1);
+            consumer.setConsumeThreadMax(1);
+            consumer.subscribe(topic, spec[1].equals("sql") ? MessageSelector.bySql(spec[4])
+                                                            : MessageSelector.byTag(spec[4]));
+            consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
+                synchronized (lock) {
+                    for (MessageExt m : msgs) {
+                        Map<String, Object> out = json(m);
+                        out.put("group", group);
+                        System.out.println(JSON.toJSONString(out));
+                        count.incrementAndGet();
+                    }
+                    System.out.flush();
+                    lock.notifyAll();
                 }
-                System.out.flush();
-                lock.notifyAll();
-            }
-            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
-        });
-        consumer.start();
+                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+            });
+            consumers.add(consumer);
+        }
+        for (DefaultMQPushConsumer c : consumers) c.start();
         synchronized (lock) {
-            while (received.get() < count && System.currentTimeMillis() < deadline) {
+            while (System.currentTimeMillis() < deadline
+                   && wanted.entrySet().stream().anyMatch(e -> received.get(e.getKey()).get() < e.getValue())) {
                 lock.wait(Math.max(1, Math.min(200, deadline - System.currentTimeMillis())));
             }
         }
-        // the listener returns after the notify: give the client a moment to move its offsets past the last batch
+        // a listener returns after its notify: give the clients a moment to move their offsets past the last batch
         Thread.sleep(1000);
-        consumer.shutdown();
-        System.out.println("{\"done\": " + received.get() + "}");
+        for (DefaultMQPushConsumer c : consumers) c.shutdown();
+        Map<String, Object> done = new LinkedHashMap<>();
+        for (var e : received.entrySet()) done.put(e.getKey(), e.getValue().get());
+        System.out.println("{\"done\": " + JSON.toJSONString(done) + "}");
         System.out.flush();
         System.exit(0);
     }
