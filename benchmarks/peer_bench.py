@@ -151,7 +151,7 @@ def spark_rows(cases, load: Load, stock: StockCluster, ours: WireCluster, args, 
 def report(results, args) -> None:
     print(f"\npeer_bench: stock Apache RocketMQ {STOCK_4} vs rmq serve, {args.messages:,} messages, "
           f"best of {args.repeat}")
-    print(f"| case | stock | ours | ours / stock |\n|---|---|---|---|")
+    print("| case | stock | ours | ours / stock |\n|---|---|---|---|")
     for case, sides in results.items():
         if not sides["stock"] or not sides["ours"]:
             continue
