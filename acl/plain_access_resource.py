@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Optional
 
-from remoting.broker_headers import send_fields
+from remoting.broker_headers import read_send_header
 from remoting.codes import RequestCode
 
 from .acl_exception import AclException
@@ -78,11 +78,13 @@ def parse(cmd, remote_address: Optional[str]) -> PlainAccessResource:
     resource.access_key, resource.signature = ext.get(ACCESS_KEY), ext.get(SIGNATURE)
     resource.secret_token = ext.get(SECURITY_TOKEN)
     code = cmd.code
-    if code == RequestCode.SEND_MESSAGE:
-        _send_resource(resource, ext.get("topic"), ext.get("group"))
-    elif code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
-        fields = send_fields(code, ext)  # read as the broker reads it: short V2 names, or the long ones
-        _send_resource(resource, fields.get("topic"), fields.get("producerGroup"))
+    if code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
+        # read as the broker reads it (short V2 names, or the long ones); a header that does not read is refused
+        # here as the broker would refuse it (HeaderFieldError: SYSTEM_ERROR naming the field)
+        header = read_send_header(code, ext)
+        # RocketMQ 4.9 names the retry topic's group by `group` beside the long names, by producerGroup (`a`) in V2
+        group = ext.get("group") if code == RequestCode.SEND_MESSAGE else header.producer_group
+        _send_resource(resource, header.topic or None, group)
     elif code == RequestCode.CONSUMER_SEND_MSG_BACK:
         resource.add(retry_topic(ext.get("group")), SUB)
     elif code == RequestCode.PULL_MESSAGE:

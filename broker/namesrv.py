@@ -1,17 +1,13 @@
 """The name server: RocketMQ's DefaultRequestProcessor over a RouteInfoManager, served by remoting.
 
-`async with NameServer("127.0.0.1:0") as ns:` in-process; `python -m broker.namesrv --listen HOST:PORT` alone
-(prints {"namesrv": "HOST:PORT"} on one line once it accepts; SIGTERM or Ctrl-C stops it, exit 0).
+`async with NameServer("127.0.0.1:0") as ns:` in-process; alone as `rmq namesrv --listen HOST:PORT` (the one
+entry point: prints {"namesrv": "HOST:PORT"} on one line once it accepts; SIGTERM or Ctrl-C stops it, exit 0).
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import collections
-import json
 import logging
-import signal
-import sys
 import zlib
 from typing import Optional
 
@@ -143,27 +139,3 @@ class NameServer:
 
     async def _topic_list(self, cmd: RemotingCommand, channel) -> RemotingCommand:
         return cmd.response(ResponseCode.SUCCESS, body=TopicList(self.routes.all_topics()).encode())
-
-
-async def _serve(listen: str) -> None:
-    ns = await NameServer(listen).start()
-    print(json.dumps({"namesrv": ns.address}), flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    await ns.stop()
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m broker.namesrv", description="A RocketMQ name server.")
-    ap.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT", help="port 0 picks a free port")
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s")
-    asyncio.run(_serve(args.listen))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

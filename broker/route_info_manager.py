@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
-from remoting.namesrv_bodies import ClusterInfo, TopicConfig
+from remoting.namesrv_bodies import ClusterInfo, RegisteredTopicConfig
 from remoting.namesrv_headers import RegisterBrokerResponseHeader
 from remoting.route_data import MASTER_ID, BrokerData, QueueData, TopicRouteData
 
@@ -33,7 +33,7 @@ class RouteInfoManager:
         self.broker_live_table: dict[str, _Live] = {}
 
     def register_broker(self, cluster: str, broker_addr: str, broker_name: str, broker_id: int, ha_server_addr: str,
-                        topic_configs: dict[str, TopicConfig], channel=None,
+                        topic_configs: dict[str, RegisteredTopicConfig], channel=None,
                         expiry_s: Optional[float] = None) -> RegisterBrokerResponseHeader:
         """A broker's (re-)registration with its topics; a slave's answer names its master. expiry_s: how long
         it may stay silent (RocketMQ 5's heartbeatTimeoutMillis), else this manager's."""

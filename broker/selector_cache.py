@@ -14,7 +14,7 @@ import numpy as np
 from filters import FilterParseError, MessageFilter
 from remoting import ResponseCode
 
-from .request_fields import BadRequest
+from .bad_request import BadRequest
 
 MAX_SELECTOR_CHARS = 16384  # a TAG selector of about 1,500 tags, a SQL92 selector of about 1,000 terms
 MAX_SQL_OPERATORS = 128  # AND, OR, NOT: deeper trees exhaust the evaluators' recursion

@@ -8,7 +8,11 @@ import os
 import time
 from typing import Optional
 
+from remoting import ResponseCode
 from store.json_file import load_rocketmq_json, persist_config_json
+from store.offset_store import check_group
+
+from .bad_request import BadRequest
 
 
 class SubscriptionGroupManager:
@@ -29,6 +33,22 @@ class SubscriptionGroupManager:
                 "consumeBroadcastEnable": True, "retryQueueNums": 1, "retryMaxTimes": self.retry_max_times,
                 "brokerId": 0, "whichBrokerWhenConsumeSlowly": 1, "notifyConsumerIdsChangedEnable": True}
             self.persist()
+        return config
+
+    def consumable(self, group: str) -> dict:
+        """The group's config, checked as the pull and send-back processors check it: a valid name, a group this
+        broker serves (SUBSCRIPTION_GROUP_NOT_EXIST), consumeEnable (NO_PERMISSION)."""
+        try:
+            check_group(group)
+        except ValueError as e:
+            raise BadRequest(str(e)) from None
+        config = self.find(group)
+        if config is None:
+            raise BadRequest(f"subscription group [{group}] does not exist (autoCreateSubscriptionGroup is false; "
+                             "add it to config/subscriptionGroup.json)", ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST)
+        if not config.get("consumeEnable", True):
+            raise BadRequest(f"subscription group [{group}] no permission to consume (consumeEnable is false)",
+                             ResponseCode.NO_PERMISSION)
         return config
 
     def persist(self) -> None:

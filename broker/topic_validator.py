@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from remoting import ResponseCode
 
-from .request_fields import BadRequest
+from .bad_request import BadRequest
 
 # TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET (RocketMQ 4.9): written by the broker alone
 NOT_ALLOWED_SEND_TOPICS = frozenset({

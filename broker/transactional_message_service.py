@@ -136,7 +136,7 @@ def _op_offsets(body: Optional[bytes]) -> Optional[np.ndarray]:
 
 
 @dataclass(frozen=True)
-class EndOutcome:
+class EndResult:
     code: int        # a ResponseCode
     remark: Optional[str]
     topics: tuple = ()  # (topic, queue id) that received messages
@@ -214,7 +214,7 @@ class TransactionalMessageService:
     # -- end ------------------------------------------------------------------------------------------------------
 
     def end(self, group: str, offset: int, count: int, commit_log_offset: int, transaction_id: str,
-            state: int) -> EndOutcome:
+            state: int) -> EndResult:
         """EndTransactionProcessor: commit (into the real queues) or roll back halves [offset, offset+count).
         Thread-safe: the undecided part of the range is claimed while it is decided."""
         from remoting.codes import ResponseCode
@@ -223,7 +223,7 @@ class TransactionalMessageService:
         with self._lock:
             while True:
                 todo = self._undecided(offset, count, transaction_id, state, what)
-                if isinstance(todo, EndOutcome):
+                if isinstance(todo, EndResult):
                     return todo
                 if not any(s < ce and cs < e for s, e in todo for cs, ce in self._claims):
                     break
@@ -251,7 +251,7 @@ class TransactionalMessageService:
         name = STATE_NAMES[state]
         lo, hi = self.half_bounds()
         if count < 1 or count > MAX_HALVES_PER_END or offset < lo or offset + count > hi:
-            return EndOutcome(ResponseCode.SYSTEM_ERROR, f"Find prepared transaction message failed: {what} not "
+            return EndResult(ResponseCode.SYSTEM_ERROR, f"Find prepared transaction message failed: {what} not "
                                                          f"in the half queue [{lo}, {hi}) (tranStateTableOffset, "
                                                          f"tranStateTableCount 1..{MAX_HALVES_PER_END})")
         parts = self.decisions.parts(offset, offset + count)
@@ -260,21 +260,21 @@ class TransactionalMessageService:
             code = ResponseCode.TRANSACTION_SHOULD_ROLLBACK if state == TRANSACTION_COMMIT_TYPE else \
                 ResponseCode.TRANSACTION_SHOULD_COMMIT
             s, e, st = other[0]
-            return EndOutcome(code, f"{what} of transaction {transaction_id}: [{s}, {e}) was already "
+            return EndResult(code, f"{what} of transaction {transaction_id}: [{s}, {e}) was already "
                                     f"{_DONE[st or 0]} (asked: {name})")
         todo = [(s, e) for s, e, st in parts if st is None]
         if not todo:
-            return EndOutcome(ResponseCode.SUCCESS, f"{what} already {_DONE[state]}")
+            return EndResult(ResponseCode.SUCCESS, f"{what} already {_DONE[state]}")
         return todo
 
     def _decide(self, group: str, offset: int, count: int, commit_log_offset: int, transaction_id: str, state: int,
-                what: str, todo: list) -> EndOutcome:
+                what: str, todo: list) -> EndResult:
         """Commit or roll back the claimed ranges `todo` (the halves checked against the request first)."""
         from remoting.codes import ResponseCode
 
         table = self._read_halves(todo)
         if table.num_rows != sum(e - s for s, e in todo):
-            return EndOutcome(ResponseCode.SYSTEM_ERROR, f"Find prepared transaction message failed: {what} (the "
+            return EndResult(ResponseCode.SYSTEM_ERROR, f"Find prepared transaction message failed: {what} (the "
                                                          f"half queue holds {table.num_rows} of them)")
         texts = table.column("properties_text").combine_chunks()
         props = PropertiesText(texts)
@@ -282,17 +282,17 @@ class TransactionalMessageService:
                         PROPERTY_REAL_QUEUE_ID])
         groups = props.column(PROPERTY_PRODUCER_GROUP)
         if pc.any(pc.invert(pc.fill_null(pc.equal(groups, pa.scalar(group)), False))).as_py():
-            return EndOutcome(ResponseCode.SYSTEM_ERROR, f"The producer group wrong: {what} belongs to "
+            return EndResult(ResponseCode.SYSTEM_ERROR, f"The producer group wrong: {what} belongs to "
                                                          f"{groups[0].as_py()!r}, not {group!r}")
         if int(table.column("queue_offset")[0].as_py()) == offset and \
                 int(table.column("commit_log_offset")[0].as_py()) != commit_log_offset:
-            return EndOutcome(ResponseCode.SYSTEM_ERROR, f"The commit log offset wrong: {what} lies at "
+            return EndResult(ResponseCode.SYSTEM_ERROR, f"The commit log offset wrong: {what} lies at "
                                                          f"{table.column('commit_log_offset')[0].as_py()}, not "
                                                          f"{commit_log_offset}")
         if count > 1:
             batch = props.column(PROPERTY_TRANSACTION_BATCH)
             if pc.any(pc.invert(pc.fill_null(pc.equal(batch, pa.scalar(transaction_id)), False))).as_py():
-                return EndOutcome(ResponseCode.SYSTEM_ERROR, f"{what} are not all of transaction batch "
+                return EndResult(ResponseCode.SYSTEM_ERROR, f"{what} are not all of transaction batch "
                                                              f"{transaction_id!r} (TRAN_BATCH)")
         op_props = {PROPERTY_TAGS: REMOVE_TAG, PROPERTY_TRANSACTION_STATE: STATE_NAMES[state]}
         op_body = _offsets_text(np.concatenate([np.arange(s, e, dtype=np.int64) for s, e in todo]))
@@ -303,7 +303,7 @@ class TransactionalMessageService:
             self.store.put(OP_TOPIC, op_body, properties=op_props, queue_id=0)
         else:
             moved = self._commit(table, texts, props, op_body, op_props)
-        return EndOutcome(ResponseCode.SUCCESS, None, moved)
+        return EndResult(ResponseCode.SUCCESS, None, moved)
 
     def _read_halves(self, ranges: list) -> pa.Table:
         cols = ("queue_offset", "commit_log_offset", "properties_text", "body", "flag", "born_timestamp", "born_host",
@@ -382,8 +382,5 @@ class TransactionalMessageService:
 
     def record_bytes(self, offset: int) -> bytes:
         """The stored bytes of one half (CHECK_TRANSACTION_STATE's body: the message as RocketMQ encodes it)."""
-        units = self.store.find_consume_queue(HALF_TOPIC, 0).units(offset, offset + 1)
-        if not len(units):
-            return b""
-        body = self.store.commit_log.read_records(units["offset"].astype(np.int64), units["size"].astype(np.int64))
+        _, body = self.store.get_message_records(HALF_TOPIC, 0, offset, 1)
         return b"" if body is None else body.tobytes()

@@ -11,12 +11,17 @@ from . import remoting_serializable as rs
 
 @dataclass(frozen=True, order=True)
 class MessageQueue:
+    """A queue of one broker (RocketMQ's MessageQueue): what clients address and admin bodies are keyed by."""
     topic: str
-    brokerName: str
-    queueId: int
+    broker_name: str
+    queue_id: int
+
+    def key(self) -> str:
+        """The queue's name in an offsets JSON: brokerName:queueId (never confused with another broker's)."""
+        return f"{self.broker_name}:{self.queue_id}"
 
     def to_json(self) -> dict:
-        return {"brokerName": self.brokerName, "queueId": self.queueId, "topic": self.topic}
+        return {"brokerName": self.broker_name, "queueId": self.queue_id, "topic": self.topic}
 
     @classmethod
     def from_key(cls, key: str, where: str) -> "MessageQueue":

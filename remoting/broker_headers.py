@@ -3,22 +3,26 @@ them, RocketMQ's field names; SendMessageRequestHeaderV2 is SEND_MESSAGE_V2's ab
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Mapping, Optional
 
 from .codes import RequestCode
 from .command_header import WIRE, CommandHeader, Int, Long
 
 
+# The send headers: RocketMQ requires (@CFNotNull) producerGroup, topic, defaultTopic, defaultTopicQueueNums,
+# queueId, sysFlag, bornTimestamp and flag; this broker has always taken a send without them (queueId -1: any
+# queue; sysFlag, flag 0; bornTimestamp: now; defaultTopicQueueNums: the broker's), so here they are optional and
+# the send processor gives the defaults.
 @dataclass
 class SendMessageRequestHeader(CommandHeader):
-    producer_group: str
-    topic: str
-    default_topic: str
-    default_topic_queue_nums: Int
-    queue_id: Int
-    sys_flag: Int
-    born_timestamp: Long
-    flag: Int
+    producer_group: Optional[str] = None
+    topic: str = ""
+    default_topic: Optional[str] = None
+    default_topic_queue_nums: Optional[Int] = None
+    queue_id: Optional[Int] = None
+    sys_flag: Optional[Int] = None
+    born_timestamp: Optional[Long] = None
+    flag: Optional[Int] = None
     properties: Optional[str] = None
     reconsume_times: Optional[Int] = None
     unit_mode: Optional[bool] = None
@@ -28,14 +32,14 @@ class SendMessageRequestHeader(CommandHeader):
 
 @dataclass
 class SendMessageRequestHeaderV2(CommandHeader):
-    a: str  # producerGroup
-    b: str  # topic
-    c: str  # defaultTopic
-    d: Int  # defaultTopicQueueNums
-    e: Int  # queueId
-    f: Int  # sysFlag
-    g: Long  # bornTimestamp
-    h: Int  # flag
+    a: Optional[str] = None  # producerGroup
+    b: str = ""  # topic
+    c: Optional[str] = None  # defaultTopic
+    d: Optional[Int] = None  # defaultTopicQueueNums
+    e: Optional[Int] = None  # queueId
+    f: Optional[Int] = None  # sysFlag
+    g: Optional[Long] = None  # bornTimestamp
+    h: Optional[Int] = None  # flag
     i: Optional[str] = None  # properties
     j: Optional[Int] = None  # reconsumeTimes
     k: Optional[bool] = None  # unitMode
@@ -53,11 +57,10 @@ class SendMessageRequestHeaderV2(CommandHeader):
                    v1.max_reconsume_times, v1.batch)
 
 
-# SendMessageRequestHeaderV2's short names -> SendMessageRequestHeader's
+# SendMessageRequestHeaderV2's short names -> SendMessageRequestHeader's (for a client writing the V2 form)
 V2_SEND_FIELDS = {"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums", "e": "queueId",
                   "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties", "j": "reconsumeTimes",
                   "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch"}
-_V1_SEND_FIELDS = frozenset(V2_SEND_FIELDS.values())
 _V2_SHORT_NAMES = {long: short for short, long in V2_SEND_FIELDS.items()}
 
 
@@ -67,16 +70,14 @@ def v2_send_fields(fields: dict) -> dict:
     return {_V2_SHORT_NAMES.get(k, k): v for k, v in fields.items()}
 
 
-def send_fields(code: int, ext: dict) -> dict:
-    """A send's header fields under SendMessageRequestHeader's names, read one way for the broker and the ACL.
+def read_send_header(code: int, ext: Mapping[str, str]) -> SendMessageRequestHeader:
+    """A send's header under SendMessageRequestHeader's names, read one way for the broker and the ACL.
     SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE come with the short V2 names from RocketMQ's clients (the Java client
     sends every batch so); when the short topic `b` is there only the short names count, as RocketMQ decodes the V2
     header, so a long-named field beside them can never override what the ACL checked."""
     if code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE) and "b" in ext:
-        out = {k: v for k, v in ext.items() if k not in _V1_SEND_FIELDS and k not in V2_SEND_FIELDS}
-        out.update((V2_SEND_FIELDS[k], v) for k, v in ext.items() if k in V2_SEND_FIELDS)
-        return out
-    return ext
+        return SendMessageRequestHeaderV2.from_ext_fields(ext).to_v1()
+    return SendMessageRequestHeader.from_ext_fields(ext)
 
 
 @dataclass
@@ -176,8 +177,59 @@ class ConsumerGroupRequestHeader(CommandHeader):
 class ConsumerSendMsgBackRequestHeader(CommandHeader):
     offset: Long
     group: str
-    delay_level: Int
+    delay_level: Optional[Int] = None  # RocketMQ requires it; absent is 0 here (the next level), as always
     origin_msg_id: Optional[str] = None
     origin_topic: Optional[str] = None
     unit_mode: bool = False
     max_reconsume_times: Optional[Int] = None
+
+
+@dataclass
+class EndTransactionRequestHeader(CommandHeader):
+    """END_TRANSACTION: RocketMQ's fields, and tranStateTableCount, this broker's: the halves of one batch,
+    decided together. Only commitOrRollback is read before the outcome is known: a producer that does not know
+    yet (0) may leave the others out, as nothing is done; the processor requires them for a commit or rollback."""
+    commit_or_rollback: Int
+    producer_group: Optional[str] = None
+    tran_state_table_offset: Optional[Long] = None
+    commit_log_offset: Optional[Long] = None
+    from_transaction_check: Optional[bool] = None
+    msg_id: Optional[str] = None
+    transaction_id: Optional[str] = None
+    tran_state_table_count: Optional[Int] = None
+
+
+@dataclass
+class CheckTransactionStateRequestHeader(CommandHeader):
+    """CHECK_TRANSACTION_STATE, the broker's question to a producer about a half it never heard the outcome of."""
+    tran_state_table_offset: Long
+    commit_log_offset: Long
+    msg_id: Optional[str] = None
+    transaction_id: Optional[str] = None
+    offset_msg_id: Optional[str] = None
+    tran_state_table_count: Optional[Int] = None
+
+
+@dataclass
+class CreateTopicRequestHeader(CommandHeader):
+    """UPDATE_AND_CREATE_TOPIC (mqadmin updateTopic). RocketMQ requires defaultTopic, the queue numbers, perm and
+    topicFilterType as well; the processor refuses queue numbers that are absent or differ."""
+    topic: str
+    default_topic: Optional[str] = None
+    read_queue_nums: Optional[Int] = None
+    write_queue_nums: Optional[Int] = None
+    perm: Optional[Int] = None
+    topic_filter_type: Optional[str] = None
+    topic_sys_flag: Optional[Int] = None
+    order: Optional[bool] = None
+
+
+@dataclass
+class GetTopicStatsInfoRequestHeader(CommandHeader):
+    topic: str
+
+
+@dataclass
+class GetConsumeStatsRequestHeader(CommandHeader):
+    consumer_group: str
+    topic: Optional[str] = None

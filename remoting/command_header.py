@@ -10,7 +10,6 @@ AccessKey, Signature, OnsChannel...) are ignored, as RocketMQ ignores them.
 from __future__ import annotations
 
 import dataclasses
-import re
 import typing
 from typing import Annotated, Any, Mapping, NamedTuple, Optional, TypeVar
 
@@ -18,7 +17,6 @@ Int = Annotated[int, 32]
 Long = Annotated[int, 64]
 WIRE = "wire"
 
-_INTEGER = re.compile(r"[+-]?\d+")
 _TRUE, _FALSE = ("true", "1"), ("false", "0", "")  # some clients write booleans as 1 and 0
 
 H = TypeVar("H", bound="CommandHeader")
@@ -77,7 +75,8 @@ def _read(header: str, f: _Field, value: str) -> Any:
         if low in _TRUE or low in _FALSE:
             return low in _TRUE
         raise HeaderFieldError(header, f.wire, value, "not a boolean (true or false)")
-    if not _INTEGER.fullmatch(value):
+    digits = value[1:] if value[:1] in ("-", "+") else value
+    if not (digits.isascii() and digits.isdigit()):  # what Java's parseLong takes (int() also takes " 1", "1_0")
         raise HeaderFieldError(header, f.wire, value, f"not an integer ({'int' if f.kind == 32 else 'long'})")
     number = int(value)
     if not -(1 << (f.kind - 1)) <= number < 1 << (f.kind - 1):
@@ -104,6 +103,15 @@ class CommandHeader:
                 continue
             values[f.attr] = _read(cls.__name__, f, value)
         return cls(**values)
+
+    def required(self, attr: str) -> Any:
+        """An optional field's value where the request needs it (an empty text counts as missing): HeaderFieldError
+        naming it otherwise, as for a field the header always requires."""
+        value = getattr(self, attr)
+        if value is None or value == "":
+            wire = next(f.wire for f in _spec(type(self)) if f.attr == attr)
+            raise HeaderFieldError(type(self).__name__, wire, value, "empty" if value == "" else "")
+        return value
 
     def to_ext_fields(self) -> dict[str, str]:
         out = {}

@@ -1,6 +1,7 @@
-"""The bodies a name server reads and writes besides the route (remoting.protocol.body and common.TopicConfig):
-RegisterBrokerBody with its TopicConfigSerializeWrapper (plain, or compressed as a broker with
-compressedRegister=true sends it), ClusterInfo and TopicList, with fastjson's field names."""
+"""The bodies a name server reads and writes besides the route (remoting.protocol.body and common.TopicConfig,
+here RegisteredTopicConfig: the store's TopicConfig as a broker registers it): RegisterBrokerBody with its
+TopicConfigSerializeWrapper (plain, or compressed as a broker with compressedRegister=true sends it), ClusterInfo
+and TopicList, with fastjson's field names."""
 from __future__ import annotations
 
 import struct
@@ -17,7 +18,7 @@ TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
 
 
 @dataclass
-class TopicConfig:
+class RegisteredTopicConfig:
     topic_name: str
     read_queue_nums: int = DEFAULT_QUEUE_NUMS
     write_queue_nums: int = DEFAULT_QUEUE_NUMS
@@ -32,7 +33,7 @@ class TopicConfig:
                 "topicSysFlag": self.topic_sys_flag, "writeQueueNums": self.write_queue_nums}
 
     @classmethod
-    def from_json(cls, obj: Any, where: str = "topicConfig") -> "TopicConfig":
+    def from_json(cls, obj: Any, where: str = "topicConfig") -> "RegisteredTopicConfig":
         obj = rs.as_object(obj, where)
         filter_type = rs.read_field(obj, "topicFilterType", str, where, "SINGLE_TAG")
         if filter_type not in TOPIC_FILTER_TYPES:
@@ -45,7 +46,7 @@ class TopicConfig:
                    rs.read_field(obj, "topicSysFlag", int, where, 0), rs.read_field(obj, "order", bool, where, False))
 
     @classmethod
-    def from_text(cls, text: str, where: str) -> "TopicConfig":
+    def from_text(cls, text: str, where: str) -> "RegisteredTopicConfig":
         """TopicConfig.encode's form, used in compressed registrations: name, read and write queue numbers, perm and
         filter type separated by spaces, then (optionally) the attributes as JSON."""
         parts = text.split(" ")
@@ -76,7 +77,7 @@ class DataVersion:
 
 @dataclass
 class TopicConfigSerializeWrapper:
-    topic_config_table: dict[str, TopicConfig] = field(default_factory=dict)
+    topic_config_table: dict[str, RegisteredTopicConfig] = field(default_factory=dict)
     data_version: DataVersion = field(default_factory=DataVersion)
 
     def to_json(self) -> dict:
@@ -87,7 +88,7 @@ class TopicConfigSerializeWrapper:
     def from_json(cls, obj: Any, where: str = "topicConfigSerializeWrapper") -> "TopicConfigSerializeWrapper":
         obj = rs.as_object(obj, where)
         table = rs.as_object(rs.field_or(obj, "topicConfigTable", {}), f"{where}.topicConfigTable")
-        return cls({name: TopicConfig.from_json(cfg, f"{where}.topicConfigTable.{name}")
+        return cls({name: RegisteredTopicConfig.from_json(cfg, f"{where}.topicConfigTable.{name}")
                     for name, cfg in table.items()},
                    DataVersion.from_json(rs.field_or(obj, "dataVersion", {}), f"{where}.dataVersion"))
 
@@ -152,10 +153,10 @@ class RegisterBrokerBody:
             return n
 
         version = DataVersion.from_json(rs.decode(piece("the data version")))
-        table: dict[str, TopicConfig] = {}
+        table: dict[str, RegisteredTopicConfig] = {}
         for i in range(count("topic configs")):
             text = piece(f"topic config {i}").decode("utf-8", "replace")
-            cfg = TopicConfig.from_text(text, f"topic config {i}")
+            cfg = RegisteredTopicConfig.from_text(text, f"topic config {i}")
             table[cfg.topic_name] = cfg
         servers = rs.as_list(rs.decode(piece("the filter server list")), "filterServerList")
         return cls(TopicConfigSerializeWrapper(table, version), [str(s) for s in servers])

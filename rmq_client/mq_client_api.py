@@ -20,7 +20,7 @@ from remoting import (
     ResponseCode,
 )
 from remoting import remoting_serializable as rs
-from remoting.admin_bodies import ConsumeStats, TopicStatsTable
+from remoting.admin_bodies import ConsumeStats, MessageQueue, TopicStatsTable
 from remoting.broker_headers import (
     OffsetResponseHeader,
     PullMessageResponseHeader,
@@ -52,18 +52,6 @@ class MQClientError(Exception):
         except ValueError:
             name = "NO_RESPONSE" if code == -1 else str(code)
         super().__init__(f"{what} at {address}: {name} ({code}){': ' + remark if remark else ''}")
-
-
-@dataclass(frozen=True, order=True)
-class MessageQueue:
-    """A queue of one broker (RocketMQ's MessageQueue)."""
-    topic: str
-    broker_name: str
-    queue_id: int
-
-    def key(self) -> str:
-        """The queue's name in an offsets JSON: brokerName:queueId (never confused with another broker's)."""
-        return f"{self.broker_name}:{self.queue_id}"
 
 
 @dataclass

@@ -220,7 +220,7 @@ class AsyncPullConsumer:
             if isinstance(table, BaseException):
                 raise table
             for mq, o in table.offsetTable.items():
-                out[MessageQueue(mq.topic, name, mq.queueId)] = (o.minOffset, o.maxOffset)
+                out[MessageQueue(mq.topic, name, mq.queue_id)] = (o.minOffset, o.maxOffset)
         if unreachable:
             self.api.forget_route(topic)
         return out, unreachable

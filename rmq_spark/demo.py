@@ -70,7 +70,7 @@ def spark_session(app_name: str = "rmq-spark-demo", conf: Optional[dict] = None)
 
 # --- Data ----------------------------------------------------------------------------------------------------
 
-class Producer:
+class OrderGenerator:
     """Orders with tags, keys and properties; remembers how many match the demo's selectors."""
 
     def __init__(self, store: MessageStore, seed: int = 7):
@@ -192,7 +192,7 @@ def main(argv=None) -> int:
     with MessageStore(store_dir, config) as store:
         store.create_topic(SOURCE_TOPIC, QUEUES)
         store.create_topic(TARGET_TOPIC, QUEUES)
-        producer = Producer(store)
+        producer = OrderGenerator(store)
         producer.produce(args.messages)
         print(f"Produced {producer.produced} messages into {SOURCE_TOPIC} ({QUEUES} queues); "
               f"{args.bursts} bursts of {args.burst_size} follow while the query runs", flush=True)
@@ -239,7 +239,7 @@ def _arguments(argv) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
-def _run_query(spark, store, store_dir: str, checkpoint: str, producer: "Producer", args):
+def _run_query(spark, store, store_dir: str, checkpoint: str, producer: "OrderGenerator", args):
     """Run the pipeline until the producer is done and the group has committed everything it produced (lag 0
     per queue), printing a line per microbatch. Returns (batches, rows in, seconds, error or None)."""
     def bursts():

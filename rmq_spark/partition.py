@@ -129,10 +129,9 @@ def _scan_past_lost_files(store, p: QueueRange, start: int, columns: list) -> It
             text = f"topic {p.topic!r} queue {p.queue_id}: {e}"
             if p.fail_on_data_loss:
                 raise DataLossError(f"{text}. Set failOnDataLoss=false to skip the lost messages.") from None
-            file_start = store.commit_log.file_start(e.offset)
+            file_start, file_end = store.commit_log_file_span(e.offset)
             gap_lo = store.queue_offset_at(p.topic, p.queue_id, file_start, pos)
-            gap_hi = min(p.end, store.queue_offset_at(p.topic, p.queue_id, file_start + store.commit_log.file_size,
-                                                      gap_lo))
+            gap_hi = min(p.end, store.queue_offset_at(p.topic, p.queue_id, file_end, gap_lo))
             if gap_lo > pos:  # what lies before the gap, read without touching it
                 yield from store.scan(p.topic, p.queue_id, pos, gap_lo, message_filter=p.message_filter,
                                       batch_rows=SCAN_BATCH_ROWS, columns=columns)

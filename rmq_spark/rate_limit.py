@@ -37,7 +37,7 @@ def split_by_backlog(backlog: np.ndarray, limit: int) -> np.ndarray:
 def limit_by_bytes(store: MessageStore, queues: list, begins: np.ndarray, takes: np.ndarray,
                    max_bytes: int) -> np.ndarray:
     """Cut each queue's take so that the batch's commitlog bytes stay within max_bytes, shared by backlog;
-    at least one message per queue with a backlog. Record sizes come from the consume-queue units."""
+    at least one message per queue with a backlog. Record sizes come from the consume queue (record_sizes)."""
     takes = np.asarray(takes, dtype=np.int64).copy()
     total = int(takes.sum())
     if total == 0:
@@ -46,8 +46,7 @@ def limit_by_bytes(store: MessageStore, queues: list, begins: np.ndarray, takes:
     for i in np.flatnonzero(takes).tolist():  # only queues with something to take: there may be many others
         topic, qid = queues[i]
         n = min(int(takes[i]), int(budgets[i]) // MIN_RECORD_SIZE + 1)
-        units = store.consume_queue(topic, qid).units(int(begins[i]), int(begins[i]) + n)
-        sizes = np.cumsum(units["size"].astype(np.int64))
+        sizes = np.cumsum(store.record_sizes(topic, qid, int(begins[i]), int(begins[i]) + n))
         fit = int(np.searchsorted(sizes, budgets[i], side="right"))
         takes[i] = max(1, min(fit, int(takes[i])))
     return takes

@@ -1,8 +1,14 @@
-"""The pull path: RocketMQ's DefaultMessageStore.getMessage loop over one consume queue."""
+"""The pull path: RocketMQ's DefaultMessageStore.getMessage over one consume queue, as decoded messages (a
+local reader) or as the records' stored bytes (the broker's pull: sent as they lie)."""
 from __future__ import annotations
 
+import time
+from typing import Optional
+
+import numpy as np
+
 from .consume_queue import CQ_STORE_UNIT_SIZE
-from .errors import CorruptRecordError, UnknownTopicError
+from .errors import CorruptRecordError, StoreError, UnknownTopicError
 from .get_message_result import GetMessageResult, GetMessageStatus
 
 MIN = -(2**63)
@@ -101,3 +107,101 @@ def _fill(store, cq, units, offset, max_msgs, message_filter, max_offset_py, res
         next_phy_file_start = MIN
         i += 1
     result.next_begin_offset = offset + i
+
+
+def queue_min_offset(store, cq, fresh: bool = False) -> int:
+    """A queue's min offset, re-read at most once a second: it moves only when retention deletes files (RocketMQ's
+    broker keeps it in memory); listing the files on every pull would cost more than the pull."""
+    key = (cq.topic, cq.queue_id)
+    now = time.monotonic()
+    cached = store.min_offset_cache.get(key)
+    if fresh or cached is None or now - cached[1] > 1.0:
+        cached = store.min_offset_cache[key] = (cq.min_offset(store.commit_log.min_offset()), now)
+    return cached[0]
+
+
+def _property_matches(store, topic: str, queue_id: int, offset: int, candidates: np.ndarray, examined: int,
+                      want: int, message_filter) -> tuple[np.ndarray, int]:
+    """(unit indexes among candidates whose records' properties match the filter, at most `want`; how many units
+    were decided): the vectorised scan, a chunk of units at a time, stops once enough matched, so a selective
+    filter reads few records per match and an unselective one few records in all. Units past the last candidate
+    were refused by their tag codes: decided too, out of `examined`, so the next pull starts past them
+    (getMessage moves past every unit it examined, matched or not)."""
+    matched: list[np.ndarray] = []
+    found = 0
+    end = offset + (int(candidates[-1]) + 1 if len(candidates) else 0)
+    pos, chunk = offset, max(256, want * 2)
+    while pos < end and found < want:  # chunks grow while matches are rare: few scans per pull either way
+        for batch in store.scan(topic, queue_id, pos, min(end, pos + chunk), message_filter=message_filter,
+                                batch_rows=chunk, columns=("queue_offset",), release_pages=False):
+            matched.append(batch.column("queue_offset").to_numpy() - offset)
+            found += batch.num_rows
+        pos, chunk = pos + chunk, chunk * 4
+    taken = np.concatenate(matched)[:want] if matched else np.zeros(0, dtype=np.int64)
+    return taken, (int(taken[-1]) + 1 if found >= want and len(taken) else examined)
+
+
+def get_message_records(store, topic: str, queue_id: int, offset: int, max_msgs: int, message_filter=None,
+                        by_properties: bool = False) -> tuple[GetMessageResult, Optional[np.ndarray]]:
+    """getMessage as buffers: the consume queue's units filtered by tag code (one vectorised mask), a filter on
+    the records' properties (by_properties: SQL92) decided by the vectorised scan, the records' bytes sliced out
+    of the commitlog as they lie, each checked for its TOTALSIZE and MAGICCODE so that nothing torn is sent."""
+    cq = store.find_consume_queue(topic, queue_id)
+    min_offset = queue_min_offset(store, cq)
+    max_offset = cq.max_offset()
+    if offset < min_offset:  # confirm with the files as they are now
+        min_offset = queue_min_offset(store, cq, fresh=True)
+    result = GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, offset, min_offset, max_offset)
+    if max_offset == 0:
+        result.next_begin_offset = 0
+        return result, None
+    if offset < min_offset:
+        result.status, result.next_begin_offset = GetMessageStatus.OFFSET_TOO_SMALL, min_offset
+        return result, None
+    if offset >= max_offset:
+        result.status = GetMessageStatus.OFFSET_OVERFLOW_ONE if offset == max_offset else \
+            GetMessageStatus.OFFSET_OVERFLOW_BADLY
+        result.next_begin_offset = offset if offset == max_offset else (min_offset if min_offset == 0
+                                                                        else max_offset)
+        return result, None
+    # without a filter the first max_msgs units are the answer; a filter looks further (as getMessage's
+    # maxFilterMessageCount lets it)
+    ahead = max_msgs if message_filter is None else max(800, max_msgs * 25)
+    window = min(max_offset, cq.file_end(offset), offset + ahead)
+    units = cq.units(offset, window)
+    sizes = units["size"].astype(np.int64)
+    end = int(np.argmax(sizes == 0)) if (sizes == 0).any() else len(units)
+    units, sizes = units[:end], sizes[:end]
+    keep = np.ones(len(units), dtype=bool) if message_filter is None else \
+        np.asarray(message_filter.consume_queue_mask(units["tags_code"].astype(np.int64)), dtype=bool)
+    # maxTransferCountOnMessageInMemory / maxTransferBytesOnMessageInMemory bound a pull, as in getMessage
+    max_msgs = min(max_msgs, store.config.maxTransferCountOnMessageInMemory)
+    decided = len(units)
+    if by_properties and message_filter is not None:
+        taken, decided = _property_matches(store, topic, queue_id, offset, np.flatnonzero(keep), len(units),
+                                           max_msgs, message_filter)
+        units, sizes = units[:decided], sizes[:decided]
+    else:
+        taken = np.flatnonzero(keep)[:max_msgs]
+    if len(taken) > 1:
+        fits = int(np.searchsorted(np.cumsum(sizes[taken]), store.config.maxTransferBytesOnMessageInMemory,
+                                   side="right"))
+        if fits < len(taken):  # cut by bytes: the next pull starts right after the last message sent
+            taken = taken[:max(1, fits)]
+            max_msgs = len(taken)
+    if not len(taken):
+        result.status = GetMessageStatus.NO_MATCHED_MESSAGE
+        result.next_begin_offset = offset + decided
+        return result, None
+    try:
+        body = store.commit_log.read_records(units["offset"].astype(np.int64)[taken], sizes[taken])
+    except CorruptRecordError as e:
+        raise StoreError(f"{topic}/{queue_id}@{offset}: {e}") from None
+    if body is None:  # removed by retention since the consume queue was read
+        result.status, result.next_begin_offset = GetMessageStatus.OFFSET_TOO_SMALL, \
+            queue_min_offset(store, cq, fresh=True)
+        return result, None
+    result.status = GetMessageStatus.FOUND
+    # past the units scanned, as RocketMQ's getMessage: a full batch ends at its last message
+    result.next_begin_offset = offset + (int(taken[-1]) + 1 if len(taken) == max_msgs else len(units))
+    return result, body

@@ -1,7 +1,8 @@
 """What the store asks of a message filter: RocketMQ's store-side MessageFilter, and its vector form.
 
-The store owns this interface and the filter library implements it (filters.MessageFilter), as RocketMQ's
-store defines MessageFilter and the broker implements it. A filter that only has the per-message methods is
+The store owns this interface (PerMessageFilter: RocketMQ's store-side MessageFilter, named apart from the filter
+library's class) and the filter library implements it (filters.MessageFilter), as RocketMQ's store defines
+MessageFilter and the broker implements it. A filter that only has the per-message methods is
 wrapped by `vectorised`, which loops over them.
 """
 from __future__ import annotations
@@ -15,7 +16,7 @@ from .message_properties import parse_properties
 
 
 @runtime_checkable
-class MessageFilter(Protocol):
+class PerMessageFilter(Protocol):
     """RocketMQ's MessageFilter: first on a consume-queue unit's tagsCode, then on the record's properties."""
 
     def is_matched_by_consume_queue(self, tags_code: int) -> bool: ...
@@ -24,7 +25,7 @@ class MessageFilter(Protocol):
 
 
 @runtime_checkable
-class BatchMessageFilter(MessageFilter, Protocol):
+class BatchMessageFilter(PerMessageFilter, Protocol):
     """The same decisions over many messages at once (what the scan calls)."""
 
     def consume_queue_mask(self, tags_codes: np.ndarray) -> np.ndarray:
@@ -37,9 +38,9 @@ class BatchMessageFilter(MessageFilter, Protocol):
 
 
 class _PerMessage:
-    """A MessageFilter with only the per-message methods, asked once per distinct tagsCode and per record."""
+    """A PerMessageFilter with only the per-message methods, asked once per distinct tagsCode and per record."""
 
-    def __init__(self, message_filter: MessageFilter):
+    def __init__(self, message_filter: PerMessageFilter):
         self.message_filter = message_filter
 
     def is_matched_by_consume_queue(self, tags_code: int) -> bool:
@@ -58,11 +59,11 @@ class _PerMessage:
                         pa.bool_())
 
 
-def vectorised(message_filter: MessageFilter) -> BatchMessageFilter:
+def vectorised(message_filter: PerMessageFilter) -> BatchMessageFilter:
     """The filter itself when it has the vector methods, else a wrapper that loops over the per-message ones."""
     if isinstance(message_filter, BatchMessageFilter):
         return message_filter
-    if not isinstance(message_filter, MessageFilter):
+    if not isinstance(message_filter, PerMessageFilter):
         raise TypeError(f"message_filter must have is_matched_by_consume_queue and is_matched_by_commit_log, got "
                         f"{type(message_filter).__name__}")
     return _PerMessage(message_filter)

@@ -29,6 +29,7 @@ from .errors import (
     disk_full_named,
 )
 from .file_sizes import STORE_MARKER
+from .get_message import get_message_records
 from .get_message_result import GetMessageResult, PutResult
 from .put_batch import PutBatchResult, build_batch, incomplete_atomic_start
 from .store_checkpoint import StoreCheckpoint
@@ -104,7 +105,8 @@ class MessageStore:
         self._dirty_queues: set = set()
         self._state_read_fd: Optional[int] = None
         from .pull_request_hold import PullRequestHoldService
-        self.pull_request_hold = PullRequestHoldService(self.path)
+        self.pull_request_hold = PullRequestHoldService(self)
+        self.min_offset_cache: dict[tuple[str, int], tuple[int, float]] = {}  # queue -> (min offset, when read)
         self._recover_truncate = recover_truncate
         if not read_only:
             try:
@@ -963,15 +965,54 @@ class MessageStore:
 
     def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int = 32,
                     message_filter=None, suspend_timeout_ms: int = 0) -> GetMessageResult:
-        """RocketMQ's DefaultMessageStore.getMessage, status for status. With suspend_timeout_ms > 0 a pull
-        that finds nothing new is held (RocketMQ's PullRequestHoldService) until a message that passes the
-        filter arrives in the queue, from this process or another, or the timeout passes."""
+        """RocketMQ's DefaultMessageStore.getMessage, status for status, as decoded messages. With
+        suspend_timeout_ms > 0 a pull that finds nothing new is held (RocketMQ's PullRequestHoldService) until a
+        message that passes the filter arrives in the queue, from this process or another, or the timeout
+        passes."""
         from .get_message import get_message
         if suspend_timeout_ms and suspend_timeout_ms > 0:
             from .pull_request_hold import get_message_held
-            return get_message_held(self, group, topic, queue_id, offset, max_msgs, message_filter,
-                                    suspend_timeout_ms)
+            return get_message_held(
+                self, lambda pos: get_message(self, group, topic, queue_id, pos, max_msgs, message_filter),
+                topic, queue_id, offset, suspend_timeout_ms)
         return get_message(self, group, topic, queue_id, offset, max_msgs, message_filter)
+
+    def get_message_records(self, topic: str, queue_id: int, offset: int, max_msgs: int = 32, message_filter=None,
+                            by_properties: bool = False) -> tuple[GetMessageResult, Optional[np.ndarray]]:
+        """getMessage for a pull's response: the result (status, next offsets) and the found records' bytes back to
+        back as they lie in the commitlog (None unless FOUND). A tag filter is decided on the consume queue's tag
+        codes alone, as RocketMQ's broker does (clients re-check the tag of what they receive); by_properties
+        (SQL92) decides it on the records' properties. maxTransferCount/BytesOnMessageInMemory bound it."""
+        return get_message_records(self, topic, queue_id, offset, max_msgs, message_filter, by_properties)
+
+    def record_sizes(self, topic: str, queue_id: int, start: int, end: int) -> np.ndarray:
+        """The stored sizes (bytes) of the messages at queue offsets [start, end), from the consume queue alone;
+        fewer when the queue ends sooner."""
+        return self.consume_queue(topic, queue_id).units(start, end)["size"].astype(np.int64)
+
+    def look_message_by_offset(self, commit_log_offset: int) -> Optional[tuple[codec.MessageExt, bytes]]:
+        """RocketMQ's lookMessageByOffset: the message stored at a commitlog offset (the offset part of a msgId)
+        and its stored bytes; None when nothing is there (gone by retention, never written); RecordFormatError
+        when what is there is not a record."""
+        view, base = self.commit_log.view_at(commit_log_offset)
+        if view is None:
+            return None
+        msg = codec.decode_record(view, commit_log_offset - base, limit=len(view))
+        start = commit_log_offset - base
+        return msg, bytes(view[start:start + msg.store_size])
+
+    def check_in_disk_by_consume_offset(self, topic: str, queue_id: int, offset: int) -> bool:
+        """RocketMQ's checkInDiskByConsumeOffset: whether the message at a queue offset is beyond what the page
+        cache is expected to hold (accessMessageInMemoryMaxRatio); False when there is no such message."""
+        units = self.find_consume_queue(topic, queue_id).units(offset, offset + 1)
+        if not len(units) or units["size"][0] <= 0:
+            return False
+        return self.is_in_disk(int(units["offset"][0]), self.commit_log_max_offset())
+
+    def commit_log_file_span(self, commit_log_offset: int) -> tuple[int, int]:
+        """[start, end) of the commitlog file that holds (or would hold) an offset."""
+        start = self.commit_log.file_start(commit_log_offset)
+        return start, start + self.commit_log.file_size
 
     def offset_for_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         """RocketMQ's getOffsetInQueueByTime: the earliest queue offset whose STORETIMESTAMP >= timestamp_ms;

@@ -163,3 +163,21 @@ def test_the_filter_library_knows_nothing_of_spark():
     code = "import filters, sys; print([m for m in ('pyspark', 'rmq_spark') if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_no_class_name_is_defined_in_two_packages():
+    """One name per thing: a class name names one class across the project's packages (a private _Name may repeat),
+    so that `MessageQueue` or `PullRequestHoldService` means the same wherever it is read."""
+    where: dict[str, set[str]] = {}
+    for package in ALLOWED:
+        for d, _, files in os.walk(os.path.join(ROOT, package)):
+            for name in files:
+                if not name.endswith(".py"):
+                    continue
+                path = os.path.join(d, name)
+                tree = ast.parse(open(path, encoding="utf-8").read(), path)
+                for node in ast.walk(tree):
+                    if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                        where.setdefault(node.name, set()).add(package)
+    twice = {name: sorted(packages) for name, packages in where.items() if len(packages) > 1}
+    assert not twice, f"class names defined in more than one package: {twice}"

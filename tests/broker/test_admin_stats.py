@@ -27,7 +27,7 @@ def test_topic_stats_and_consume_stats(tmp_path):
                 assert answer.code == ResponseCode.SUCCESS
                 assert answer.body.startswith(b'{"offsetTable":{{"brokerName":"broker-s","queueId":0,"topic":"T"}:')
                 stats = TopicStatsTable.decode(answer.body)
-                queues = {mq.queueId: o for mq, o in stats.offsetTable.items() if mq.topic == "T"}
+                queues = {mq.queue_id: o for mq, o in stats.offsetTable.items() if mq.topic == "T"}
                 assert {q: (o.minOffset, o.maxOffset) for q, o in queues.items() if o.maxOffset} == {0: (0, 3),
                                                                                                  1: (0, 2)}
                 assert all(before <= o.lastUpdateTimestamp <= after for o in queues.values() if o.maxOffset)

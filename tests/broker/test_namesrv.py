@@ -101,9 +101,10 @@ def test_a_silent_broker_drops_out_and_a_closed_connection_at_once():
     asyncio.run(main())
 
 
-def test_python_m_broker_namesrv_prints_its_address_and_stops_on_sigterm():
+def test_rmq_namesrv_prints_its_address_and_stops_on_sigterm():
+    """`rmq namesrv` is the name server's one entry point (`python -m broker.namesrv` is gone)."""
     env = dict(os.environ, PYTHONPATH=ROOT)
-    proc = subprocess.Popen([sys.executable, "-m", "broker.namesrv", "--listen", "127.0.0.1:0"], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "rmq_cli", "namesrv", "--listen", "127.0.0.1:0"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = json.loads(proc.stdout.readline())

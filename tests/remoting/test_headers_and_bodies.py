@@ -17,7 +17,7 @@ from remoting.broker_headers import (
     SendMessageRequestHeaderV2,
     UnregisterClientRequestHeader,
 )
-from remoting.namesrv_bodies import ClusterInfo, RegisterBrokerBody, TopicConfig, TopicList
+from remoting.namesrv_bodies import ClusterInfo, RegisterBrokerBody, RegisteredTopicConfig, TopicList
 from remoting.namesrv_headers import GetRouteInfoRequestHeader, RegisterBrokerRequestHeader
 from remoting.route_data import BrokerData, QueueData, TopicRouteData
 
@@ -113,7 +113,7 @@ def test_cluster_info_and_registration_bodies_round_trip():
     assert b'{0:"10.0.0.1:10911",1:"10.0.0.2:10911"}' in info.encode()
     assert ClusterInfo.decode(info.encode()) == info
     body = RegisterBrokerBody()
-    body.topic_config_serialize_wrapper.topic_config_table["T"] = TopicConfig("T", 4, 4, order=True)
+    body.topic_config_serialize_wrapper.topic_config_table["T"] = RegisteredTopicConfig("T", 4, 4, order=True)
     assert RegisterBrokerBody.decode(body.encode()) == body
 
 

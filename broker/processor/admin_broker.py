@@ -1,0 +1,132 @@
+"""AdminBrokerProcessor: a queue's offsets (GET_MAX_OFFSET 30, GET_MIN_OFFSET 31, SEARCH_OFFSET_BY_TIMESTAMP 29,
+GET_EARLIEST_MSG_STORETIME 32), orderly consumers' queue locks (LOCK_BATCH_MQ 41, UNLOCK_BATCH_MQ 42), the stats
+mqadmin and consoles read (GET_TOPIC_STATS_INFO 202, GET_CONSUME_STATS 208) and UPDATE_AND_CREATE_TOPIC 17."""
+from __future__ import annotations
+
+import json
+
+from remoting import RemotingCommand, RequestCode, ResponseCode
+from remoting.admin_bodies import ConsumeStats, MessageQueue, OffsetWrapper, TopicOffset, TopicStatsTable
+from remoting.broker_headers import (
+    CreateTopicRequestHeader,
+    GetConsumeStatsRequestHeader,
+    GetEarliestMsgStoretimeResponseHeader,
+    GetTopicStatsInfoRequestHeader,
+    OffsetResponseHeader,
+    QueueRequestHeader,
+    SearchOffsetRequestHeader,
+)
+from store.offset_store import check_group
+
+from ..bad_request import BadRequest
+from .request_processor import RequestProcessor, handles
+
+
+class AdminBrokerProcessor(RequestProcessor):
+    def __init__(self, broker):
+        super().__init__()
+        self.broker = broker
+        self.store = broker.store
+
+    def _offset_answer(self, cmd: RemotingCommand, offset: int) -> RemotingCommand:
+        return cmd.response(ResponseCode.SUCCESS, ext_fields=OffsetResponseHeader(offset).to_ext_fields())
+
+    @handles(RequestCode.GET_MAX_OFFSET, header=QueueRequestHeader)
+    async def max_offset(self, h: QueueRequestHeader, cmd: RemotingCommand, channel) -> RemotingCommand:
+        self.broker.topics.check_queue(h.topic, h.queue_id)
+        return self._offset_answer(cmd, self.store.max_offset(h.topic, h.queue_id))
+
+    @handles(RequestCode.GET_MIN_OFFSET, header=QueueRequestHeader)
+    async def min_offset(self, h: QueueRequestHeader, cmd: RemotingCommand, channel) -> RemotingCommand:
+        self.broker.topics.check_queue(h.topic, h.queue_id)
+        return self._offset_answer(cmd, self.store.min_offset(h.topic, h.queue_id))
+
+    @handles(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header=SearchOffsetRequestHeader)
+    async def search_offset(self, h: SearchOffsetRequestHeader, cmd: RemotingCommand, channel) -> RemotingCommand:
+        self.broker.topics.check_queue(h.topic, h.queue_id)
+        return self._offset_answer(cmd, self.store.offset_for_timestamp(h.topic, h.queue_id, h.timestamp))
+
+    def _store_time_at(self, topic: str, queue_id: int, offset: int, missing: int = 0) -> int:
+        """The store timestamp of the message at a queue offset, `missing` when it is gone
+        (getMessageStoreTimeStamp)."""
+        got = self.store.get_message("stats", topic, queue_id, offset, 1)
+        return got.messages[0].store_timestamp if got.messages else missing
+
+    @handles(RequestCode.GET_EARLIEST_MSG_STORETIME, header=QueueRequestHeader)
+    async def earliest_store_time(self, h: QueueRequestHeader, cmd: RemotingCommand, channel) -> RemotingCommand:
+        self.broker.topics.check_queue(h.topic, h.queue_id)
+        stamp = self._store_time_at(h.topic, h.queue_id, self.store.min_offset(h.topic, h.queue_id), -1)
+        return cmd.response(ResponseCode.SUCCESS,
+                            ext_fields=GetEarliestMsgStoretimeResponseHeader(stamp).to_ext_fields())
+
+    @staticmethod
+    def _lock_body(cmd: RemotingCommand) -> tuple[str, str, list, list]:
+        """LockBatchRequestBody / UnlockBatchRequestBody: group, client id, the queues, and the queues as sent."""
+        try:
+            data = json.loads(cmd.body)
+            group, client, mqs = str(data["consumerGroup"]), str(data["clientId"]), list(data.get("mqSet") or [])
+            queues = [(str(m["topic"]), int(m["queueId"])) for m in mqs]
+        except (ValueError, KeyError, TypeError) as e:
+            raise BadRequest(f"the lock request body: {e}") from None
+        return group, client, queues, mqs
+
+    @handles(RequestCode.LOCK_BATCH_MQ)
+    async def lock_batch(self, h: None, cmd: RemotingCommand, channel) -> RemotingCommand:
+        """An orderly consumer locks its queues (RebalanceLockManager)."""
+        group, client, queues, mqs = self._lock_body(cmd)
+        locked = [mqs[i] for i in self.broker.locks.try_lock_batch(group, client, queues)]
+        return cmd.response(ResponseCode.SUCCESS, body=json.dumps({"lockOKMQSet": locked}).encode())
+
+    @handles(RequestCode.UNLOCK_BATCH_MQ)
+    async def unlock_batch(self, h: None, cmd: RemotingCommand, channel) -> RemotingCommand:
+        group, client, queues, _ = self._lock_body(cmd)
+        self.broker.locks.unlock_batch(group, client, queues)
+        return cmd.response(ResponseCode.SUCCESS)
+
+    @handles(RequestCode.GET_TOPIC_STATS_INFO, header=GetTopicStatsInfoRequestHeader)
+    async def topic_stats(self, h: GetTopicStatsInfoRequestHeader, cmd: RemotingCommand,
+                          channel) -> RemotingCommand:
+        """Each queue's min and max offset and the store time of its last message."""
+        topic, broker_name = h.topic, self.broker.broker_name
+        if not self.store.has_topic(topic):
+            raise BadRequest(f"topic[{topic}] not exist", ResponseCode.TOPIC_NOT_EXIST)
+        table = TopicStatsTable()
+        for q in self.store.queues(topic):
+            max_offset = self.store.max_offset(topic, q)
+            table.offsetTable[MessageQueue(topic, broker_name, q)] = TopicOffset(
+                self.store.min_offset(topic, q), max_offset,
+                self._store_time_at(topic, q, max_offset - 1) if max_offset > 0 else 0)
+        return cmd.response(ResponseCode.SUCCESS, body=table.encode())
+
+    @handles(RequestCode.GET_CONSUME_STATS, header=GetConsumeStatsRequestHeader)
+    async def consume_stats(self, h: GetConsumeStatsRequestHeader, cmd: RemotingCommand,
+                            channel) -> RemotingCommand:
+        """Per queue of the group's topics (the one asked, else every topic it has offsets of), the broker's max
+        offset, the group's committed offset, and the store time of the last message it consumed; topics the
+        group's online members do not subscribe to are left out, as RocketMQ does."""
+        group, topic = h.consumer_group, h.topic
+        try:
+            check_group(group)
+        except ValueError as e:
+            raise BadRequest(str(e)) from None
+        offsets = self.broker.offsets.offsets(group)
+        offsets.load()
+        online = bool(self.broker.consumers.member_ids(group))
+        subscribed = self.broker.consumers.subscribed_topics(group)
+        stats = ConsumeStats()
+        for t in ([topic] if topic else offsets.topics()):
+            if not self.store.has_topic(t) or (online and t not in subscribed):
+                continue
+            for q in self.store.queues(t):
+                consumer = max(0, offsets.read_offset((t, q)))
+                stats.offsetTable[MessageQueue(t, self.broker.broker_name, q)] = OffsetWrapper(
+                    max(0, self.store.max_offset(t, q)), consumer, consumer,
+                    self._store_time_at(t, q, consumer - 1) if consumer > 0 else 0)
+        return cmd.response(ResponseCode.SUCCESS, body=stats.encode())
+
+    @handles(RequestCode.UPDATE_AND_CREATE_TOPIC, header=CreateTopicRequestHeader)
+    async def create_topic(self, h: CreateTopicRequestHeader, cmd: RemotingCommand, channel) -> RemotingCommand:
+        """mqadmin updateTopic, DefaultMQProducer.createTopic: the topic with writeQueueNums queues, registered with
+        the name server at once."""
+        await self.broker.topics.create_topic(h.topic, h.read_queue_nums or 0, h.write_queue_nums or 0, h.perm)
+        return cmd.response(ResponseCode.SUCCESS)

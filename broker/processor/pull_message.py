@@ -1,0 +1,111 @@
+"""PullMessageProcessor: PULL_MESSAGE 11. The store's getMessage as the records' stored bytes (sent as they lie),
+the subscription's filter (a TAG filter decided on the consume queue's tag codes, as RocketMQ's broker does:
+clients re-check the tag of what they receive; SQL92 on the records' properties), the offset commit the pull
+carries, and long polling: a pull that finds nothing new is held by the store's PullRequestHoldService."""
+from __future__ import annotations
+
+from typing import Optional
+
+from filters import MessageFilter
+from remoting import RemotingCommand, RequestCode, ResponseCode
+from remoting.broker_headers import PullMessageRequestHeader, PullMessageResponseHeader
+from remoting.remoting_server import LARGE_BODY
+from store import GetMessageStatus
+from store.pull_request_hold import HeldPull
+
+from ..bad_request import BadRequest
+from ..topic_service import PERM_READ
+from .request_processor import RequestProcessor, handles
+
+# PullSysFlag
+FLAG_COMMIT_OFFSET = 0x1
+FLAG_SUSPEND = 0x2
+FLAG_SUBSCRIPTION = 0x4
+MAX_MSG_NUMS = 65536  # maxTransferCountOnMessageInMemory bounds a pull further
+
+_PULL_STATUS = {
+    GetMessageStatus.FOUND: ResponseCode.SUCCESS,
+    GetMessageStatus.NO_MATCHED_MESSAGE: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetMessageStatus.MESSAGE_WAS_REMOVING: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetMessageStatus.OFFSET_FOUND_NULL: ResponseCode.PULL_NOT_FOUND,
+    GetMessageStatus.NO_MESSAGE_IN_QUEUE: ResponseCode.PULL_NOT_FOUND,
+    GetMessageStatus.OFFSET_OVERFLOW_ONE: ResponseCode.PULL_NOT_FOUND,
+    GetMessageStatus.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
+    GetMessageStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
+    GetMessageStatus.NO_MATCHED_LOGIC_QUEUE: ResponseCode.PULL_NOT_FOUND,
+}
+
+
+class PullMessageProcessor(RequestProcessor):
+    def __init__(self, broker):
+        super().__init__()
+        self.broker = broker
+        self.store = broker.store
+        self.hold = broker.store.pull_request_hold
+
+    async def _message_filter(self, h: PullMessageRequestHeader) -> tuple[Optional[MessageFilter], bool]:
+        """The subscription's filter, and whether it is SQL92 (decided on the records' properties): the one the
+        pull carries (FLAG_SUBSCRIPTION), else the one its group's members sent in their heartbeats; built once
+        per subscription version, off the event loop (the broker's SelectorCache)."""
+        kind, expression, version = self._subscription(h)
+        if kind != "TAG" and not self.broker.broker_config.enablePropertyFilter:
+            raise BadRequest(f"The broker does not support consumer to filter message by {kind} "
+                             "(enablePropertyFilter is false)", ResponseCode.SYSTEM_ERROR)
+        if kind not in ("TAG", "SQL92"):
+            raise BadRequest(f"expressionType {kind} is not supported", ResponseCode.SUBSCRIPTION_PARSE_FAILED)
+        return await self.broker.selectors.get(h.consumer_group, h.topic, kind, expression, version)
+
+    def _subscription(self, h: PullMessageRequestHeader) -> tuple[str, str, int]:
+        """(expression type, expression, version) of the pull's subscription, or of the last heartbeat's."""
+        group, topic = h.consumer_group, h.topic
+        if h.sys_flag & FLAG_SUBSCRIPTION:
+            return (h.expression_type or "TAG").upper(), h.subscription or "*", h.sub_version
+        client_sub = self.broker.consumers.subscription(group, topic)
+        if client_sub is None:
+            raise BadRequest(f"the consumer's subscription of {topic} in group {group} does not exist",
+                             ResponseCode.SUBSCRIPTION_NOT_EXIST)
+        try:
+            latest = int(client_sub.get("subVersion") or 0)
+        except (TypeError, ValueError):
+            latest = 0
+        if latest < h.sub_version:
+            raise BadRequest(f"the consumer's subscription of {topic} in group {group} is not the latest (the pull "
+                             "names a newer one than the last heartbeat)", ResponseCode.SUBSCRIPTION_NOT_LATEST)
+        return str(client_sub.get("expressionType") or "TAG").upper(), str(client_sub.get("subString") or "*"), latest
+
+    @handles(RequestCode.PULL_MESSAGE, header=PullMessageRequestHeader)
+    async def pull(self, h: PullMessageRequestHeader, cmd: RemotingCommand, channel) -> RemotingCommand:
+        group, topic, queue_id = h.consumer_group, h.topic, h.queue_id
+        max_msgs = max(1, min(h.max_msg_nums, MAX_MSG_NUMS))
+        self.broker.subscription_groups.consumable(group)
+        self.broker.topics.check_queue(topic, queue_id)
+        self.broker.topics.check_permission(topic, PERM_READ, "pulling")
+        message_filter, sql = await self._message_filter(h)
+        if h.sys_flag & FLAG_COMMIT_OFFSET and h.commit_offset >= 0:
+            self.broker.offsets.commit_offset(group, topic, queue_id, h.commit_offset)
+        suspend_ms = h.suspend_timeout_millis if h.sys_flag & FLAG_SUSPEND else 0
+        if suspend_ms and not self.broker.broker_config.longPollingEnable:
+            suspend_ms = self.broker.broker_config.shortPollingTimeMills
+        held = HeldPull(h.queue_offset, suspend_ms / 1000)
+        while True:
+            result, body = self.store.get_message_records(topic, queue_id, held.offset, max_msgs, message_filter,
+                                                          by_properties=sql)
+            # an empty queue is waited on from offset 0 only: past it the answer is PULL_OFFSET_MOVED (to 0)
+            empty_past = result.status == GetMessageStatus.NO_MESSAGE_IN_QUEUE and held.offset != 0
+            wait_s = held.wait_s(result) if suspend_ms and not empty_past else None
+            if wait_s is None or channel.closed.is_set() or self.broker.stopping:
+                break
+            if wait_s:
+                with channel.holding():  # not counted among the connection's busy requests while it waits
+                    await self.hold.suspend(topic, queue_id, held.offset, wait_s)
+        result = held.answer(result)
+        code = _PULL_STATUS[result.status]
+        if result.status == GetMessageStatus.NO_MESSAGE_IN_QUEUE and held.offset != 0:
+            code = ResponseCode.PULL_OFFSET_MOVED  # past the end of an empty queue: moved to 0, as RocketMQ does
+        if result.status != GetMessageStatus.FOUND or body is None:
+            data = b""
+        else:
+            data = body.tobytes() if len(body) < LARGE_BODY else body.data
+        answer = PullMessageResponseHeader(0, result.next_begin_offset, result.min_offset, result.max_offset)
+        return cmd.response(code, remark=str(result.status), body=data,
+                            ext_fields=answer.to_ext_fields())

@@ -1,0 +1,204 @@
+"""SendMessageProcessor: SEND_MESSAGE 10, SEND_MESSAGE_V2 310, SEND_BATCH_MESSAGE 320 (each with the long or the
+short V2 header, read one way with the ACL: remoting.broker_headers.read_send_header), half messages of a
+transaction, delayed messages, and CONSUMER_SEND_MSG_BACK 36 (a message a consumer failed goes to its group's
+retry topic after a delay level, or to its dead-letter topic)."""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Optional
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from remoting import RemotingCommand, RequestCode, ResponseCode
+from remoting.broker_headers import (
+    ConsumerSendMsgBackRequestHeader,
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+    read_send_header,
+)
+from store import message_codec as codec
+from store import native
+from store.message_properties import PropertiesText, parse_properties
+
+from ..bad_request import BadRequest
+from ..schedule_message_service import PROPERTY_DELAY
+from ..topic_validator import refuse_illegal_queue
+from ..transactional_message_service import (
+    PROPERTY_PRODUCER_GROUP,
+    PROPERTY_TRANSACTION_BATCH,
+    PROPERTY_TRANSACTION_PREPARED,
+)
+from .request_processor import RequestProcessor, handles
+
+log = logging.getLogger(__name__)
+
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
+PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+
+
+def _or(value, default):
+    return default if value is None else value
+
+
+class SendMessageProcessor(RequestProcessor):
+    def __init__(self, broker):
+        super().__init__()
+        self.broker = broker
+        self.store = broker.store
+
+    def _response(self, cmd: RemotingCommand, msg_id: str, queue_id: int, queue_offset: int,
+                  transaction_id: Optional[str] = None) -> RemotingCommand:
+        answer = SendMessageResponseHeader(msg_id, queue_id, queue_offset, transaction_id)
+        return cmd.response(ResponseCode.SUCCESS, ext_fields={**answer.to_ext_fields(), "MSG_REGION": "DefaultRegion",
+                                                              "TRACE_ON": "false"})
+
+    @handles(RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, header=read_send_header)
+    async def send(self, h: SendMessageRequestHeader, cmd: RemotingCommand, channel) -> RemotingCommand:
+        topic = h.topic
+        await self.broker.topics.topic_for_send(topic, h.default_topic_queue_nums)
+        queue_id = _or(h.queue_id, -1)
+        refuse_illegal_queue(topic, queue_id, len(self.store.queues(topic)))
+        properties = parse_properties(h.properties)
+        sys_flag = _or(h.sys_flag, 0) & ~codec.RESERVED_SYS_FLAGS & ~codec.TRANSACTION_TYPE_MASK
+        undecompressable = codec.body_decompress_error(cmd.body, sys_flag)
+        if undecompressable is not None:  # stored, it would stop every read of its queue
+            raise BadRequest(f"the body does not decompress as its sysFlag {sys_flag} says: {undecompressable}",
+                             ResponseCode.MESSAGE_ILLEGAL)
+        put_args = dict(flag=_or(h.flag, 0), sys_flag=sys_flag,
+                        born_timestamp=_or(h.born_timestamp, int(time.time() * 1000)),
+                        born_host=channel.remote_address, reconsume_times=_or(h.reconsume_times, 0))
+        if properties.get(PROPERTY_TRANSACTION_PREPARED) == "true":
+            texts = pa.array([h.properties or ""], pa.string())
+            return self._prepare(cmd, topic, queue_id, pa.array([cmd.body], pa.binary()), texts,
+                                 PropertiesText(texts), put_args)
+        delay = properties.pop(PROPERTY_DELAY, None)
+        try:
+            if delay is not None and delay.isdigit() and int(delay) > 0:  # a delayed message: waits its level out
+                if queue_id < 0:
+                    queue_id = self.store.take_round_robin(topic, len(self.store.queues(topic)), 1)
+                result = self.broker.schedule.schedule(topic, queue_id, cmd.body, properties, int(delay), **put_args)
+            else:
+                result = self.store.put(topic, cmd.body, properties=properties or None,
+                                        queue_id=None if queue_id < 0 else queue_id, **put_args)
+                self.broker.arrived(topic, result.queue_id)
+        except ValueError as e:
+            raise BadRequest(str(e), ResponseCode.MESSAGE_ILLEGAL) from None
+        return self._response(cmd, result.msg_id, result.queue_id, result.queue_offset)
+
+    @handles(RequestCode.SEND_BATCH_MESSAGE, header=read_send_header)
+    async def send_batch(self, h: SendMessageRequestHeader, cmd: RemotingCommand, channel) -> RemotingCommand:
+        """A MessageBatch body (each message as MessageDecoder.encodeMessage writes it) appended with one
+        put_batch, so its messages get consecutive queue offsets."""
+        topic = h.topic
+        bodies, props = decode_message_batch(cmd.body)
+        if not len(bodies):
+            raise BadRequest("the batch holds no message", ResponseCode.MESSAGE_ILLEGAL)
+        await self.broker.topics.topic_for_send(topic, h.default_topic_queue_nums)
+        queue_id = _or(h.queue_id, -1)
+        if queue_id < 0:
+            queue_id = self.store.take_round_robin(topic, len(self.store.queues(topic)), 1)
+        born_timestamp = _or(h.born_timestamp, int(time.time() * 1000))
+        if props is not None:
+            looked = PropertiesText(props)
+            prepared = pc.equal(looked.column(PROPERTY_TRANSACTION_PREPARED), "true")
+            if pc.any(prepared).as_py():
+                if not pc.all(pc.fill_null(prepared, False)).as_py():
+                    raise BadRequest(f"the batch mixes transactional messages ({PROPERTY_TRANSACTION_PREPARED}=true) "
+                                     "with others", ResponseCode.MESSAGE_ILLEGAL)
+                return self._prepare(cmd, topic, queue_id, bodies, props, looked, dict(
+                    born_timestamp=born_timestamp, born_host=channel.remote_address))
+        try:
+            result = self.store.put_batch(topic, bodies, properties=props, queue_id=queue_id,
+                                          born_timestamp=born_timestamp, born_host=channel.remote_address)
+        except ValueError as e:
+            raise BadRequest(str(e), ResponseCode.MESSAGE_ILLEGAL) from None
+        self.broker.arrived(topic, queue_id)
+        ids = codec.message_ids_text(result.store_host[0], result.store_host[1], result.commit_log_offsets)
+        return self._response(cmd, ids, queue_id, int(result.queue_offsets[0]))
+
+    def _prepare(self, cmd: RemotingCommand, topic: str, queue_id: int, bodies, props: pa.StringArray,
+                 looked: PropertiesText, put_args: dict) -> RemotingCommand:
+        """Half messages (TRAN_MSG=true; props: their properties texts): kept in the half topic until
+        END_TRANSACTION; the response names the halves (queueOffset: the first's offset in the half queue, msgId:
+        theirs) as RocketMQ's does."""
+        looked.prefetch([PROPERTY_PRODUCER_GROUP, PROPERTY_TRANSACTION_BATCH, codec.PROPERTY_UNIQ_KEY])  # one pass
+        groups = looked.column(PROPERTY_PRODUCER_GROUP)
+        if groups.null_count:
+            raise BadRequest(f"a transactional message has no {PROPERTY_PRODUCER_GROUP} property (its producer "
+                             "group, asked when its outcome never comes)", ResponseCode.MESSAGE_ILLEGAL)
+        queues = len(self.store.queues(topic))
+        if queue_id < 0:
+            queue_id = self.store.take_round_robin(topic, queues, 1)
+        if not 0 <= queue_id < queues:
+            raise BadRequest(f"queueId {queue_id}: topic {topic} has queues 0..{queues - 1}")
+        try:
+            result = self.broker.transactions.prepare(topic, queue_id, bodies, props, **put_args)
+        except ValueError as e:
+            raise BadRequest(str(e), ResponseCode.MESSAGE_ILLEGAL) from None
+        ids = codec.message_ids_text(result.store_host[0], result.store_host[1], result.commit_log_offsets)
+        # the batch's id when its halves share one (decided together), else the message's UNIQ_KEY as RocketMQ's
+        uniq = looked.column(PROPERTY_TRANSACTION_BATCH)[0].as_py() or looked.column(codec.PROPERTY_UNIQ_KEY)[0].as_py()
+        return self._response(cmd, ids, queue_id, int(result.queue_offsets[0]),
+                              uniq or ids.split(",")[0])
+
+    @handles(RequestCode.CONSUMER_SEND_MSG_BACK, header=ConsumerSendMsgBackRequestHeader)
+    async def send_back(self, h: ConsumerSendMsgBackRequestHeader, cmd: RemotingCommand,
+                        channel) -> RemotingCommand:
+        """A message the consumer failed goes to %RETRY%<group> after the next delay level, or to %DLQ%<group> once
+        it was reconsumed maxReconsumeTimes times."""
+        group = h.group
+        group_config = self.broker.subscription_groups.consumable(group)
+        try:
+            found = self.store.look_message_by_offset(h.offset)
+        except codec.RecordFormatError as e:
+            raise BadRequest(f"the message at offset {h.offset}: {e}") from None
+        if found is None:
+            raise BadRequest(f"look message by offset failed, {h.offset}")
+        msg = found[0]
+        self.broker.check_message_access(cmd, channel, msg.topic)
+        props = dict(msg.properties)
+        props.setdefault(PROPERTY_RETRY_TOPIC, msg.topic)
+        props[PROPERTY_ORIGIN_MESSAGE_ID] = h.origin_msg_id or props.get(codec.PROPERTY_UNIQ_KEY, "")
+        delay_level = _or(h.delay_level, 0)
+        group_max = int(group_config.get("retryMaxTimes", self.broker.broker_config.maxReconsumeTimes))
+        max_times = _or(h.max_reconsume_times, group_max)
+        if max_times < 0:
+            max_times = group_max
+        put_args = dict(flag=msg.flag, born_timestamp=msg.born_timestamp, reconsume_times=msg.reconsume_times + 1)
+        if msg.reconsume_times >= max_times or delay_level < 0:
+            dlq = DLQ_GROUP_TOPIC_PREFIX + group
+            await self.broker.topics.create_system_topic(dlq)
+            self.store.put(dlq, msg.body, properties=props, queue_id=0, **put_args)
+            log.info("message %s of group %s went to %s after %d reconsumes", props[PROPERTY_ORIGIN_MESSAGE_ID],
+                     group, dlq, msg.reconsume_times)
+        else:
+            retry = RETRY_GROUP_TOPIC_PREFIX + group
+            await self.broker.topics.create_system_topic(retry)
+            level = delay_level if delay_level > 0 else 3 + msg.reconsume_times
+            self.broker.schedule.schedule(retry, 0, msg.body, props, level, **put_args)
+        return cmd.response(ResponseCode.SUCCESS)
+
+
+def decode_message_batch(body: bytes) -> tuple[pa.Array, Optional[pa.StringArray]]:
+    """MessageBatch's body: per message TOTALSIZE i32, MAGICCODE i32, BODYCRC i32, FLAG i32, BODY (i32 length),
+    PROPERTIES (i16 length); BadRequest naming the message that does not decode. The bodies as a binary column
+    and the properties texts as a string column (None when no message has any), ready for put_batch, which
+    stores them as they came."""
+    try:
+        body_starts, body_lengths, props_starts, props_lengths = native.message_batch_spans(body)
+    except ValueError as e:
+        raise BadRequest(str(e), ResponseCode.MESSAGE_ILLEGAL) from None
+    bodies = native.gather_spans(body, body_starts, body_starts + body_lengths)
+    if not props_lengths.any():
+        return bodies, None
+    texts = native.gather_spans(body, props_starts, props_starts + props_lengths, pa.string())
+    try:
+        texts.validate(full=True)  # UTF-8
+    except pa.ArrowInvalid as e:
+        raise BadRequest(f"a batch message's properties are not UTF-8: {e}", ResponseCode.MESSAGE_ILLEGAL) from None
+    return bodies, texts
+
