@@ -90,7 +90,9 @@ class Serve:
         conf = os.path.join(root, "broker.conf")
         with open(conf, "w") as f:  # big pulls may return up to BIG_PULL messages (RocketMQ's default is 32)
             f.write(f"maxTransferCountOnMessageInMemory = {BIG_PULL}\n"
-                    f"maxTransferBytesOnMessageInMemory = {64 << 20}\n")
+                    f"maxTransferBytesOnMessageInMemory = {64 << 20}\n"
+                    # TBW102's queues cap a topic a send creates: the long-polling topic has 100
+                    "defaultTopicQueueNums = 100\n")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "rmq_cli", "-s", os.path.join(root, "s"), "serve", "--config", conf,
              "--listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0"],
