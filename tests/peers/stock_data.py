@@ -37,7 +37,7 @@ def expected_row(m: dict) -> dict:
         "keys": m["keys"].split(" ") if m.get("keys") else [],
         "properties": {k: v for k, v in m["properties"].items() if k not in CLIENT_SIDE_PROPERTIES},
         "body": base64.b64decode(m["bodyBase64"]), "born_ms": m["bornTimestamp"], "store_ms": m["storeTimestamp"],
-        "born_host": m["bornHost"], "store_host": m["storeHost"], "sys_flag": m["sysFlag"], "flag": m["flag"],
+        "born_host": m["bornHost"], "store_host": m["storeHost"], "sys_flag": stored_sys_flag(m), "flag": m["flag"],
         "reconsume_times": m["reconsumeTimes"],
     }
 
@@ -55,6 +55,19 @@ def spark_rows(df) -> dict[str, dict]:
         assert d["msg_id"] not in out, f"message {d['msg_id']} read twice"
         out[d["msg_id"]] = d
     return out
+
+
+COMPRESSED_FLAG = 0x1
+
+
+def stored_sys_flag(m: dict) -> int:
+    """The sys flag as the broker stored it. The 5.x Java client clears COMPRESSED (0x1) on a message whose body it
+    decompressed (its ZLIB type bits 0x300 stay), the 4.9 client keeps it; Spark shows the stored flag with the body
+    decompressed, as the 4.9 client does."""
+    flag = m["sysFlag"]
+    if flag & 0x700 and not flag & COMPRESSED_FLAG:  # a compression type without the bit: the 5.x client cleared it
+        flag |= COMPRESSED_FLAG
+    return flag
 
 
 def expected_rows(consumed: list[dict]) -> dict[str, dict]:
