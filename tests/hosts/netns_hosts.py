@@ -112,6 +112,8 @@ class TestHosts:
     def link(self, host: str, up: bool) -> None:
         """Take a host's link down (nothing reaches it or leaves it; its connections are not closed) or up."""
         _ip("-n", self.ns(host), "link", "set", "eth0", "up" if up else "down")
+        if up and self.ipv6:  # a link taken down loses its IPv6 addresses (keep_addr_on_down=0): given back
+            _ip("-n", self.ns(host), "addr", "replace", f"{self.ip6(host)}/64", "dev", "eth0", "nodad")
 
     def tc(self, host: str, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run(["ip", "netns", "exec", self.ns(host), "tc", *args], capture_output=True, text=True,

@@ -57,7 +57,7 @@ def _run(cluster, topic: str, checkpoint: str, pause: str = "", on_pause=None, m
     proc = _driver(cluster, topic, checkpoint, pause)
     try:
         if on_pause is not None:
-            wait_until(lambda: os.path.exists(os.path.join(checkpoint, "rmq-wire-sink", marker)), 120,
+            wait_until(lambda: os.path.exists(os.path.join(checkpoint, "rmq-wire-sink", marker)), 300,
                        f"the commit pausing at {marker}")
             on_pause(proc)
         out, _ = proc.communicate(timeout=300)
@@ -107,7 +107,7 @@ def test_driver_and_broker_kills_at_each_commit_step_lose_and_duplicate_nothing(
     proc = _driver(cluster, topic, cp, pause="before_decision@2:6,after_commit@2:6")
     try:
         for marker, name in (("paused-before_decision-2", "broker-b"), ("paused-after_commit-2", "broker-a")):
-            wait_until(lambda: os.path.exists(os.path.join(decisions, marker)), 120, marker)
+            wait_until(lambda: os.path.exists(os.path.join(decisions, marker)), 300, marker)
             cluster.kill(name)  # SIGKILL, while the commit waits
             kills.append(name)
             cluster.start(name)
