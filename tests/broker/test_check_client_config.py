@@ -1,6 +1,7 @@
 """CHECK_CLIENT_CONFIG 46 over the wire, as the Java client sends it before a SQL92 consumer starts
 (MQClientInstance.checkClientInBroker): TAG subscriptions pass, SQL92 is parsed as the pull parses it and refused
-with the pull's code and remark (SUBSCRIPTION_PARSE_FAILED, or SYSTEM_ERROR while enablePropertyFilter is off)."""
+with the pull's code and remark (SUBSCRIPTION_PARSE_FAILED, or SYSTEM_ERROR while enablePropertyFilter is off);
+answers carry the version the Java client checks before it pulls with SQL92."""
 from __future__ import annotations
 
 import asyncio
@@ -11,6 +12,7 @@ from broker_testkit import pull, send
 from broker import Broker
 from broker.broker_config import BrokerConfig
 from remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+from remoting.codes import SERVER_VERSION
 
 
 def check(kind: str, expression: str, topic: str = "T") -> RemotingCommand:
@@ -31,6 +33,8 @@ def test_check_client_config_refuses_what_the_pull_refuses(tmp_path):
                 for kind, expr in [("TAG", "a || b"), ("SQL92", "a > 5 AND region = 'eu'"), ("SQL92", "b IS NULL")]:
                     answer = await c.invoke(check(kind, expr))
                     assert answer.code == ResponseCode.SUCCESS, (kind, expr, answer.remark)
+                    # the Java client pulls SQL92 only from a broker whose answers say 4.1.0 or newer
+                    assert answer.version == SERVER_VERSION == 407
                 # no subscription, or an empty body: nothing to check
                 empty = RemotingCommand.request(RequestCode.CHECK_CLIENT_CONFIG, body=b'{"clientId": "x"}')
                 assert (await c.invoke(empty)).code == ResponseCode.SUCCESS
