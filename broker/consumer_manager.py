@@ -24,6 +24,13 @@ class ClientChannelInfo:
     subscriptions: dict = field(default_factory=dict)  # topic -> subscription data (as the heartbeat sent it)
 
 
+def _sub_version(subscription: dict) -> int:
+    try:
+        return int(subscription.get("subVersion") or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
 class ConsumerManager:
     def __init__(self, client_expiry_s: float):
         self.client_expiry_s = client_expiry_s
@@ -50,9 +57,11 @@ class ConsumerManager:
         return sorted(self.groups.get(group, {}))
 
     def subscription(self, group: str, topic: str) -> Optional[dict]:
-        """The subscription of a topic some member of the group sent in its heartbeat, None when none did."""
-        return next((c.subscriptions.get(topic) for c in self.groups.get(group, {}).values()
-                     if topic in c.subscriptions), None)
+        """The group's subscription of a topic: the newest (highest subVersion) its members sent in their heartbeats,
+        as RocketMQ's ConsumerGroupInfo keeps it (a member that joins later pulls with a newer version, and the
+        pull refuses only a version newer than this one); None when no member subscribes to it."""
+        subs = [c.subscriptions[topic] for c in self.groups.get(group, {}).values() if topic in c.subscriptions]
+        return max(subs, key=_sub_version, default=None)
 
     def subscribed_topics(self, group: str) -> set[str]:
         return {t for c in self.groups.get(group, {}).values() for t in c.subscriptions}

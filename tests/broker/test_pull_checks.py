@@ -45,3 +45,33 @@ def test_topic_permissions_and_subscription_versions(tmp_path):
                 assert stale.code == ResponseCode.SUBSCRIPTION_NOT_LATEST and "not the latest" in stale.remark
                 assert (await client.invoke(pull_by_heartbeat(5))).code == ResponseCode.SUCCESS
     asyncio.run(main())
+
+
+def test_a_member_that_joins_later_pulls_with_its_newer_subscription_version(tmp_path):
+    """Each member's heartbeat carries its own subVersion (its subscribe time); the group's subscription is the newest
+    of them, so the later member's pulls are not refused SUBSCRIPTION_NOT_LATEST while the first member stays (the
+    Java client would retry every 3 s until the first member left)."""
+    def heartbeat(client_id, sub_version):
+        return RemotingCommand.request(RequestCode.HEART_BEAT, body=json.dumps({
+            "clientID": client_id, "producerDataSet": [], "consumerDataSet": [{
+                "groupName": "g", "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
+                "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET", "unitMode": False,
+                "subscriptionDataSet": [{"topic": "T", "subString": "*", "tagsSet": [], "codeSet": [],
+                                         "subVersion": sub_version, "expressionType": "TAG"}]}]}).encode())
+
+    def pull_by_heartbeat(sub_version):
+        cmd = pull("T", 0)
+        cmd.ext_fields.update(sysFlag="0", subVersion=str(sub_version))
+        return cmd
+
+    async def main():
+        async with Broker(tmp_path / "s", "127.0.0.1:0") as b:
+            async with RemotingClient(b.address) as first, RemotingClient(b.address) as later:
+                assert (await first.invoke(send("T", b"x"))).code == ResponseCode.SUCCESS
+                await first.invoke(heartbeat("first", 100))
+                await later.invoke(heartbeat("later", 200))
+                await first.invoke(heartbeat("first", 100))  # the first member's next heartbeat changes nothing
+                assert (await later.invoke(pull_by_heartbeat(200))).code == ResponseCode.SUCCESS
+                assert (await first.invoke(pull_by_heartbeat(100))).code == ResponseCode.SUCCESS
+                assert (await later.invoke(pull_by_heartbeat(300))).code == ResponseCode.SUBSCRIPTION_NOT_LATEST
+    asyncio.run(main())

@@ -421,15 +421,21 @@ public class JavaClientMatrix {
         });
 
         cases.put("push_clustering_join_leave", () -> {
+            long t0 = System.currentTimeMillis();
+            List<Long> phases = new ArrayList<>();
             Collector c1 = new Collector("mx-cluster").concurrently().start("MxCluster", MessageSelector.byTag("*"));
             Collector c2 = new Collector("mx-cluster").concurrently();
             int n = 0;
             for (; n < 20; n++) producer.send(msg("MxCluster", "TagA", n));
             waitFor(() -> c1.got.size() >= 20, 20000);
+            phases.add(System.currentTimeMillis() - t0);
             c2.start("MxCluster", MessageSelector.byTag("*"));
             Thread.sleep(2000);  // both rebalanced
             for (; n < 40; n++) producer.send(msg("MxCluster", "TagA", n));
             waitFor(() -> c1.got.size() + c2.got.size() >= 40, 20000);
+            phases.add(System.currentTimeMillis() - t0);
+            java.util.Set<Integer> beforeLeave = new java.util.TreeSet<>(ids(c1.got));
+            beforeLeave.addAll(ids(c2.got));
             c1.consumer.shutdown();
             Thread.sleep(1000);
             for (; n < 60; n++) producer.send(msg("MxCluster", "TagA", n));
@@ -439,12 +445,14 @@ public class JavaClientMatrix {
                 distinct.addAll(ids(c2.got));
                 return distinct.size() >= 60;
             }, 30000);
+            phases.add(System.currentTimeMillis() - t0);
             Thread.sleep(500);
             distinct.addAll(ids(c2.got));
             c2.consumer.shutdown();
             int total = c1.got.size() + c2.got.size();
             return map("delivered", distinct.size(), "missing", 60 - distinct.size(), "duplicates", total - distinct.size(),
-                       "second_member_received", !c2.got.isEmpty());
+                       "second_member_received", !c2.got.isEmpty(),
+                       "delivered_while_both_members", beforeLeave.size(), "phase_millis", phases);
         });
 
         cases.put("push_broadcasting", () -> {
