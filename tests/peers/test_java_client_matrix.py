@@ -58,7 +58,8 @@ EXPECTED_STOCK = {
     "transactions": {"send": ["SEND_OK/COMMIT_MESSAGE", "SEND_OK/ROLLBACK_MESSAGE", "SEND_OK/UNKNOW"],
                      "gone_send": "SEND_OK/UNKNOW", "received": [0, 2], "unknow_checked": True,
                      "committed_or_rolled_back_checked": False, "gone_checks_after_return": 0},
-    "acl": {"sent": ["SEND_OK"] * 3, "received": [0, 1, 2], "wrong_secret": {"exception": "MQClientException", "code": 1},
+    "acl": {"sent": ["SEND_OK"] * 3, "received": [0, 1, 2],
+            "wrong_secret": {"exception": "MQClientException", "code": 1},
             "sql92_without_property_filter": {"started": False, "code": 1}},
 }
 # fields that depend on timing (reported, not compared)

@@ -615,7 +615,7 @@ public class JavaClientMatrix {
             waitFor(() -> c.got.size() >= 2, 30000);
             // the gone producer's half: checked transactionCheckMax times with nobody to answer, then dropped;
             // a producer of its group that comes back later is not asked about it (it would commit)
-            long wait = 7000 - (System.currentTimeMillis() - goneAt);
+            long wait = 8000 - (System.currentTimeMillis() - goneAt);
             if (wait > 0) Thread.sleep(wait);
             Map<Integer, Integer> backChecks = new ConcurrentHashMap<>();
             TransactionMQProducer back = client(new TransactionMQProducer("mx-txn-gone"), namesrv, "mx-txn-back");
