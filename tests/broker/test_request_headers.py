@@ -83,6 +83,10 @@ def test_every_served_code_answers_as_rocketmq_clients_send_it_in_either_header_
                 assert pulled.code == ResponseCode.SUCCESS and [m.body for m in got] == [b"one"] * 3 + [b"half"]
 
                 assert (await ask(_request(RequestCode.HEART_BEAT, body=_heartbeat("c1")))).code == ResponseCode.SUCCESS
+                check = {"clientId": "c1", "group": "g", "subscriptionData": {"topic": "H", "subString": "a > 1",
+                                                                              "expressionType": "SQL92"}}
+                check_cmd = _request(RequestCode.CHECK_CLIENT_CONFIG, body=json.dumps(check).encode())
+                assert (await ask(check_cmd)).code == ResponseCode.SUCCESS
                 ids = await ask(_request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, H.ConsumerGroupRequestHeader("g")))
                 assert json.loads(ids.body) == {"consumerIdList": ["c1"]}
                 update = H.UpdateConsumerOffsetRequestHeader("g", "H", 1, 2)
