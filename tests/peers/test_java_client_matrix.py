@@ -40,7 +40,9 @@ EXPECTED_STOCK = {
     "view_message": {"by_offset_msg_id": {"topic": "MxSync", "keys": "key-MxSync-3 common-MxSync", "tags": "TagA",
                                           "body": "body 3", "i": "3"},
                      "by_uniq_key": {"topic": "MxSync", "keys": "key-MxSync-3 common-MxSync", "tags": "TagA",
-                                     "body": "body 3", "i": "3"}},
+                                     "body": "body 3", "i": "3"},
+                     "by_missing_offset": None},
+    "send_to_missing_queue": None,
     "query_message_by_key": {"one_key": [5], "common_key": list(range(8))},
     "orderly_selector": {"received": list(range(24)), "in_order": True, "one_queue_per_order": True, "per_order": 3},
     "delay_level_1": {"received": [0, 1, 2], "delayed_1s": True, "topic": "MxDelay"},
@@ -53,6 +55,7 @@ EXPECTED_STOCK = {
                           "local_offsets": [10, 10]},
     "push_reconsume_later_dlq": {"reconsume_times": {"0": [0, 1, 2], "1": [0, 1, 2]}, "dlq_messages": 2},
     "push_consume_from_timestamp": None,  # filled in below from the stock run: see the test
+    "push_consume_from_last_offset": None,
     "lite_pull_subscribe": {"received": list(range(10)), "committed": None},
     "lite_pull_assign_seek": {"received": 6, "min_queue_offset": 1, "committed_before": None, "committed": None},
     "transactions": {"send": ["SEND_OK/COMMIT_MESSAGE", "SEND_OK/ROLLBACK_MESSAGE", "SEND_OK/UNKNOW"],

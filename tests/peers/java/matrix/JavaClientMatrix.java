@@ -248,7 +248,7 @@ public class JavaClientMatrix {
     }
 
     static final String[] TOPICS = {"MxSync", "MxAsync", "MxOneway", "MxBatch", "MxOrder", "MxDelay", "MxTag", "MxSql",
-                                    "MxCluster", "MxBroadcast", "MxRetry", "MxTs", "MxLite", "MxTxn"};
+                                    "MxCluster", "MxBroadcast", "MxRetry", "MxTs", "MxLite", "MxTxn", "MxLast"};
 
     public static void main(String[] args) throws Exception {
         // consumers rebalance every 2 s rather than 20 s (read once, when the first client starts): a consumer
@@ -324,7 +324,24 @@ public class JavaClientMatrix {
             } catch (Exception e) {
                 out.put("by_uniq_key", map("error", e.getClass().getSimpleName(), "code", codeOf(e)));
             }
+            // an offset msgId of this broker past its commitlog's end
+            String missing = org.apache.rocketmq.common.message.MessageDecoder.createMessageId(
+                org.apache.rocketmq.common.message.MessageDecoder.decodeMessageId(r.getOffsetMsgId()).getAddress(), 1L << 30);
+            try {
+                out.put("by_missing_offset", view(producer.viewMessage(missing)));
+            } catch (Exception e) {
+                out.put("by_missing_offset", map("error", e.getClass().getSimpleName(), "code", codeOf(e)));
+            }
             return out;
+        });
+
+        cases.put("send_to_missing_queue", () -> {
+            try {
+                SendResult r = producer.send(msg("MxSync", "TagA", 99), new MessageQueue("MxSync", "broker-a", 7));
+                return map("status", r.getSendStatus().name());
+            } catch (Exception e) {
+                return map("exception", e.getClass().getSimpleName(), "code", codeOf(e));
+            }
         });
 
         cases.put("query_message_by_key", () -> {
@@ -529,6 +546,18 @@ public class JavaClientMatrix {
             List<Integer> got = c.await(5, 20000);
             Thread.sleep(1000);
             got = ids(c.got);
+            c.consumer.shutdown();
+            return map("received", got);
+        });
+
+        cases.put("push_consume_from_last_offset", () -> {
+            sendAll("MxLast", new String[] {"TagA"}, 5);
+            Collector c = new Collector("mx-last").concurrently();
+            c.consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET);
+            c.start("MxLast", MessageSelector.byTag("*"));
+            Thread.sleep(1500);
+            for (int i = 5; i < 8; i++) producer.send(msg("MxLast", "TagA", i));
+            List<Integer> got = c.await(8, 10000);
             c.consumer.shutdown();
             return map("received", got);
         });
