@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from typing import Iterable, Iterator, Optional
 
@@ -108,10 +109,17 @@ def _logback_home(version: str, name: str) -> tuple[list[str], str]:
     path = os.path.join(conf, f"logback_{name}.xml")
     text = _LOGBACK.format(p=shaded, name=name)
     if not os.path.exists(path) or open(path).read() != text:
-        with open(path + ".tmp", "w") as f:
-            f.write(text)
-        os.replace(path + ".tmp", path)
+        write_atomically(path, text)
     return [f"-Drocketmq.home.dir={home}", f"-Drmq.logback.configurationFile={path}"], home
+
+
+def write_atomically(path: str, text: str) -> None:
+    """Write a file through a temporary name of this process and thread (test workers and threads write the same
+    shared config files at once)."""
+    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
 
 
 _taken: set[int] = set()

@@ -11,7 +11,7 @@ import threading
 import time
 
 import pytest
-from stock_peers import JAVA_SOURCES, STOCK_4, StockClients, StockCluster, _logback_home, compiled
+from stock_peers import JAVA_SOURCES, STOCK_4, StockClients, StockCluster, _logback_home, compiled, write_atomically
 from wire_cluster import PULL_LIMITS, WireCluster
 
 MATRIX_SOURCES = os.path.join(JAVA_SOURCES, "matrix")
@@ -82,9 +82,7 @@ def _comparable(result: dict) -> dict:
 def _write_plain_acl(path: str) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     if not os.path.exists(path) or open(path).read() != PLAIN_ACL:
-        with open(path + ".tmp", "w") as f:
-            f.write(PLAIN_ACL)
-        os.replace(path + ".tmp", path)
+        write_atomically(path, PLAIN_ACL)
 
 
 def _wire_conf(extra: dict) -> str:
@@ -129,7 +127,6 @@ def matrix(tmp_path_factory):
         if failures:
             raise failures[0]
         booted = time.monotonic() - t0
-        _logback_home(STOCK_4, "client")  # written once, before the two runs would race to write it
         results: dict = {}
         runs = []
         for key, cluster, acl in (("stock", stock, stock_acl), ("ours", ours, ours_acl)):
