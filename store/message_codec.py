@@ -498,6 +498,12 @@ def reserve_uniq_keys(n: int, address: bytes) -> GeneratedIds:
     return GeneratedIds((prefix + f"{t:08X}").encode(), start, n)
 
 
+def new_uniq_key(address: bytes) -> str:
+    """One new client-style unique id (reserve_uniq_keys) as text."""
+    ids = reserve_uniq_keys(1, address)
+    return f"{ids.head.decode()}{ids.start & 0xFFFFFFFF:08X}"
+
+
 def new_uniq_keys(n: int, address: bytes) -> pa.Array:
     """n new client-style unique ids (reserve_uniq_keys) as a string column."""
     return reserve_uniq_keys(n, address).column()

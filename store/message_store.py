@@ -32,12 +32,15 @@ from .file_sizes import STORE_MARKER
 from .get_message import get_message_records
 from .get_message_result import GetMessageResult, PutResult
 from .put_batch import PutBatchResult, build_batch, incomplete_atomic_start
+from .put_one import OneRecord, build_one
 from .store_checkpoint import StoreCheckpoint
 from .store_config import SYNC_FLUSH, StoreConfig
 from .tag_hash import tags_hash_code
 from .topic_config import TopicConfig, TopicConfigManager, discover_consume_queues
 
 log = logging.getLogger(__name__)
+
+_UNIT = struct.Struct(">qiq")  # a consume-queue unit (UNIT_DTYPE)
 
 
 
@@ -378,6 +381,18 @@ class MessageStore:
     def put(self, topic: str, body, *, tags=None, keys=None, properties=None, queue_id=None, sharding_key=None,
             flag: int = 0, born_timestamp=None, sys_flag: int = 0, born_host=None,
             reconsume_times: int = 0) -> PutResult:
+        """One message. The usual one (no keys or sharding key, not a transaction half) is encoded and appended
+        on its own (put_one); anything else, and a record that must roll the commitlog file, as a batch of one."""
+        if self.read_only:
+            raise ReadOnlyStoreError(f"store {self.path} is open read-only")
+        one = build_one(self, topic, body, tags, keys, properties, queue_id, sharding_key, flag, born_timestamp,
+                        sys_flag, born_host, reconsume_times)
+        if one is not None:
+            with self.write_lock():
+                placed = self._append_one_locked(one)
+            if placed is not None:
+                return placed
+            queue_id = one.queue_id  # the queue round robin chose stays the message's
         result = self.put_batch(topic, [body], tags=[tags], keys=[keys], properties=[properties],
                                 queue_id=None if queue_id is None else [queue_id],
                                 sharding_key=None if sharding_key is None else [sharding_key],
@@ -447,6 +462,48 @@ class MessageStore:
             self.pull_request_hold.notify_message_arriving()
         return PutBatchResult(batch.topics, batch.topic_index, placed.queue_ids, placed.queue_offsets,
                               placed.positions, self.store_host, plan.uniq_keys)
+
+    def _append_one_locked(self, one: OneRecord) -> Optional[PutResult]:
+        """Append one record (put_one): the commitlog bytes, then its consume-queue unit, then the committed end,
+        as _append_locked does for a batch. None, with nothing written, when the queue id is outside the topic's
+        write queues or the record does not fit in the current commitlog file: put_batch words the error or rolls
+        the file (one.queue_id then holds the queue chosen)."""
+        write_pos = self._sync_write_state()
+        topic = one.topic
+        config = self.topic_config.table.get(topic)
+        if config is None:
+            config = self._create_topic_locked(topic, self.config.defaultTopicQueueNums)
+        nq = config.writeQueueNums
+        if one.queue_id is None:
+            one.queue_id = self.take_round_robin(topic, nq, 1)
+        queue_id = one.queue_id
+        if queue_id >= nq:
+            return None
+        queue_offset = self.queue_end(topic, queue_id)
+        store_ts = int(time.time() * 1000)
+        one.set_place(queue_id, queue_offset, write_pos, store_ts)
+        with disk_full_named(self.commit_log.directory, "the commitlog; nothing of this message was acknowledged"):
+            if not self.commit_log.append_record(write_pos, one.record, sync=self.config.flushDiskType == SYNC_FLUSH):
+                return None
+        end = write_pos + len(one.record)
+        self._write_pos = end
+        cq = self.consume_queue(topic, queue_id)
+        unit = np.frombuffer(bytearray(_UNIT.pack(write_pos, len(one.record), one.tags_code)), dtype=UNIT_DTYPE)
+        writes = UnitWrites(unit)
+        writes.add(cq, queue_offset, 0, 1)
+        with disk_full_named(os.path.join(self.path, "consumequeue"), "a consume-queue unit; the message was not "
+                             "acknowledged (its record is dispatched by the next writer)"):
+            writes.flush()
+        cq.written_to(queue_offset + 1)
+        self._queue_ends[(topic, queue_id)] = queue_offset + 1
+        self._dirty_queues.add(cq)
+        self._publish_committed_end(end)
+        self._last_store_ts = store_ts
+        self._flush_checkpoint()
+        self.pull_request_hold.notify_message_arriving()
+        return PutResult(msg_id=codec.create_message_id(self.store_host[0], self.store_host[1], write_pos),
+                         topic=topic, queue_id=queue_id, queue_offset=queue_offset, commit_log_offset=write_pos,
+                         uniq_key=one.uniq_key)
 
     def queue_end(self, topic: str, queue_id: int) -> int:
         """Where a queue's next unit goes, for an append under the write lock (our own last append's end while no
