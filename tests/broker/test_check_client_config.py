@@ -38,6 +38,8 @@ def test_check_client_config_refuses_what_the_pull_refuses(tmp_path):
                     answer = await c.invoke(check("SQL92", expr))
                     assert answer.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED, (expr, answer.remark)
                     assert "parse the consumer's subscription failed" in answer.remark
+                    if not expr:  # a pull's empty subscription means "*"
+                        continue
                     # the pull with the same subscription is refused the same way
                     pulled = await c.invoke(pull("T", 0, expr, "SQL92"))
                     assert (pulled.code, pulled.remark) == (answer.code, answer.remark)
