@@ -247,9 +247,3 @@ class LanguageCode(IntEnum):
     OMS = 11
     RUST = 12
     NODE_JS = 13
-
-
-# The version every answer of our servers carries (RocketMQ's rocketmq.remoting.version: MQVersion.CURRENT_VERSION,
-# the ordinal of MQVersion.Version.V4_9_7). The Java client keeps a broker's version from its heartbeat answer and
-# refuses to pull with a SQL92 subscription from a broker older than V4_1_0_SNAPSHOT (232).
-SERVER_VERSION = 407

@@ -11,7 +11,7 @@ import struct
 import time
 from typing import Awaitable, Callable, Iterator, Optional
 
-from .codes import SERVER_VERSION, RequestCode, ResponseCode
+from .codes import RequestCode, ResponseCode
 from .command_header import HeaderFieldError
 from .frame_io import FrameWriter, read_length
 from .remoting_command import FrameError, RemotingCommand
@@ -328,7 +328,6 @@ class RemotingServer:
 
     async def _answer(self, cmd: RemotingCommand, channel: Channel, response: Optional[RemotingCommand]) -> None:
         if response is not None and not cmd.is_oneway:
-            response.version = response.version or SERVER_VERSION
             try:
                 await channel.send(response)
             except ConnectionError:

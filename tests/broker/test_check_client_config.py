@@ -12,7 +12,7 @@ from broker_testkit import pull, send
 from broker import Broker
 from broker.broker_config import BrokerConfig
 from remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
-from remoting.codes import SERVER_VERSION
+from remoting.remoting_command import SERVER_VERSION
 
 
 def check(kind: str, expression: str, topic: str = "T") -> RemotingCommand:
