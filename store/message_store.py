@@ -5,6 +5,7 @@ import fcntl
 import logging
 import os
 import random
+import shutil
 import struct
 import threading
 import time
@@ -279,6 +280,26 @@ class MessageStore:
                     os.makedirs(os.path.join(self.path, "consumequeue", name, str(q)), exist_ok=True)
             self.topic_config.add(cfg)
         return cfg
+
+    def delete_topic(self, name: str) -> bool:
+        """RocketMQ's deleteTopicConfig + cleanUnusedTopic: the topic leaves config/topics.json and its consume
+        queues are deleted; its messages stay in the commitlog until retention removes their files (a
+        rebuild of the consume queues from the commitlog would bring it back, as RocketMQ's would). False when the
+        store has no such topic."""
+        with self.write_lock():
+            if self.topic_config.find(name) is None:
+                return False
+            self._flush_checkpoint(force=True)  # what was dispatched stays dispatched: never re-dispatched later
+            for key in [k for k in self._queues if k[0] == name]:
+                cq = self._queues.pop(key)
+                self._dirty_queues.discard(cq)
+                cq.close()
+                for cache in (self._queue_ends, self._bounds, self.min_offset_cache):
+                    cache.pop(key, None)
+            self._round_robin.pop(name, None)
+            self.topic_config.remove(name)
+            shutil.rmtree(os.path.join(self.path, "consumequeue", name), ignore_errors=True)
+            return True
 
     def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         key = (topic, queue_id)
