@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import json
+import logging
 import time
 import uuid
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ import pyarrow.compute as pc
 
 from acl import SessionCredentials
 from remoting import RemotingCommand, RequestCode, ResponseCode
+from remoting.admin_bodies import ResetOffsetBody
 from store import message_codec as codec
 from store.scan import SCAN_SCHEMA, decode_pulled, scan_schema
 
@@ -24,6 +26,7 @@ from .event_loop import run_blocking
 from .mq_client_api import MessageQueue, MQClientAPI, MQClientError
 
 TAG, SQL92 = "TAG", "SQL92"
+log = logging.getLogger(__name__)
 
 
 class PullStatus(enum.Enum):
@@ -79,6 +82,40 @@ class AsyncPullConsumer:
         self.group = group
         self.api = api or MQClientAPI(namesrv_addr, timeout, credentials)
         self._tag_filters: dict[Subscription, object] = {}
+        # RESET_CONSUMER_CLIENT_OFFSET from a broker (mqadmin resetOffsetByTime while this consumer is registered):
+        # where each queue was reset to, committed at once; read and cleared with take_reset
+        self.resets: dict[MessageQueue, int] = {}
+        self._resetting: set[asyncio.Task] = set()
+        if self.api.on_request is None:
+            self.api.on_request = self._on_request
+
+    async def _on_request(self, client, cmd: RemotingCommand) -> None:
+        """A broker's request on one of this consumer's connections: RESET_CONSUMER_CLIENT_OFFSET is taken as the
+        Java push consumer takes it (MQClientInstance.resetOffset): each queue's offset becomes the one sent and is
+        committed to the broker; the next pulls start there (take_reset). Others are ignored."""
+        if cmd.code != RequestCode.RESET_CONSUMER_CLIENT_OFFSET or cmd.ext_fields.get("group") != self.group:
+            return
+        try:
+            table = ResetOffsetBody.decode(cmd.body).offsetTable
+        except ValueError as e:
+            log.warning("a RESET_CONSUMER_CLIENT_OFFSET from %s:%s does not parse: %s", client.host, client.port, e)
+            return
+        self.resets.update(table)
+        # committed off the connection's reader: the commits' answers come through it
+        task = asyncio.ensure_future(self._commit_resets(dict(table)))
+        self._resetting.add(task)
+        task.add_done_callback(self._resetting.discard)
+
+    async def _commit_resets(self, table: dict) -> None:
+        for mq, offset in sorted(table.items()):
+            try:
+                await self.commit_offset(mq, offset)
+            except MQClientError as e:
+                log.warning("the reset offset of %s/%s/%d not committed: %s", mq.topic, mq.broker_name, mq.queue_id, e)
+
+    def take_reset(self, mq: MessageQueue) -> Optional[int]:
+        """The offset a broker told this consumer to reset the queue to since the last call, None if none."""
+        return self.resets.pop(mq, None)
 
     async def close(self) -> None:
         await self.api.close()
@@ -274,6 +311,13 @@ class PullConsumer:
 
     def register_group(self, topics: Sequence[str]) -> None:
         run_blocking(self.aio.register_group, list(topics))
+
+    def take_reset(self, mq: MessageQueue) -> Optional[int]:
+        return self.aio.take_reset(mq)
+
+    @property
+    def resets(self) -> dict[MessageQueue, int]:
+        return dict(self.aio.resets)
 
     def max_offset(self, mq: MessageQueue) -> int:
         return run_blocking(self.aio.max_offset, mq)

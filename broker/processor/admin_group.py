@@ -10,7 +10,7 @@ import logging
 
 from remoting import LanguageCode, RemotingCommand, RequestCode, ResponseCode
 from remoting import remoting_serializable as rs
-from remoting.admin_bodies import MessageQueue
+from remoting.admin_bodies import MessageQueue, ResetOffsetBody
 from remoting.broker_headers import (
     ConsumerGroupRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
@@ -129,12 +129,12 @@ class AdminGroupProcessor(RequestProcessor):
         if cmd.language == LanguageCode.CPP:  # ResetOffsetBodyForC: a list
             told = rs.encode({"offsetTable": [{**mq.to_json(), "offset": o} for mq, o in sorted(table.items())]})
         else:
-            told = rs.encode({"offsetTable": dict(sorted(table.items()))})
+            told = ResetOffsetBody(table).encode()
         for client_id, client in clients.items():
             note = RemotingCommand.request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, fields, body=told, oneway=True)
             client.channel.send_oneway_best_effort(note)
             log.info("[reset-offset] told %s of group %s to reset topic %s", client_id, group, topic)
-        return cmd.response(ResponseCode.SUCCESS, body=rs.encode({"offsetTable": dict(sorted(table.items()))}))
+        return cmd.response(ResponseCode.SUCCESS, body=ResetOffsetBody(table).encode())
 
     @handles(RequestCode.GET_CONSUMER_RUNNING_INFO, header=GetConsumerRunningInfoRequestHeader)
     async def running_info(self, h: GetConsumerRunningInfoRequestHeader, cmd: RemotingCommand,
