@@ -26,6 +26,7 @@ from .event_loop import run_blocking
 from .mq_client_api import MessageQueue, MQClientAPI, MQClientError
 
 TAG, SQL92 = "TAG", "SQL92"
+CLIENT_VERSION = 407  # MQVersion V4_9_7: the protocol this consumer speaks, as its heartbeat declares it
 log = logging.getLogger(__name__)
 
 
@@ -222,7 +223,9 @@ class AsyncPullConsumer:
             route = await self.api.route(topic)
             addrs |= {str(b.master_addr()) for b in (route.broker_datas if route else []) if b.master_addr()}
         for addr in sorted(addrs):
-            await self.api.checked(addr, RemotingCommand.request(RequestCode.HEART_BEAT, body=body), "heartbeat")
+            beat = RemotingCommand.request(RequestCode.HEART_BEAT, body=body)
+            beat.version = CLIENT_VERSION  # a broker tells a client this old of offset resets (else refused)
+            await self.api.checked(addr, beat, "heartbeat")
 
     async def max_offset(self, mq: MessageQueue) -> int:
         return await self.api.max_offset(mq)

@@ -169,6 +169,7 @@ class AdminBrokerProcessor(RequestProcessor):
         Configuration.getAllConfigsFormatString writes them."""
         values = {**dataclasses.asdict(self.broker.store_config), **dataclasses.asdict(self.broker.broker_config)}
         values["storePathRootDir"] = self.store.path
+        values["brokerIP1"], values["listenPort"] = self.broker.address.rsplit(":", 1)  # as RocketMQ fills them in
         text = "".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}\n" for k, v in sorted(values.items()))
         version = json.dumps(self.store.topic_config.data_version, separators=(",", ":"))
         return cmd.response(ResponseCode.SUCCESS, body=text.encode(),
@@ -182,7 +183,7 @@ class AdminBrokerProcessor(RequestProcessor):
         server = self.broker.server
         earliest = self._earliest_store_time()
         table = {
-            "brokerVersionDesc": "V4_9_7", "brokerVersion": "404",  # the protocol this broker speaks
+            "brokerVersionDesc": "V4_9_7", "brokerVersion": "407",  # the protocol this broker speaks
             "msgPutTotalTodayNow": stats.put_total, "msgPutTotalTodayMorning": stats.put_this_morning,
             "msgPutTotalYesterdayMorning": stats.put_yesterday_morning,
             "msgGetTotalTodayNow": stats.get_total, "msgGetTotalTodayMorning": stats.get_this_morning,

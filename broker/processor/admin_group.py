@@ -26,6 +26,12 @@ from .request_processor import RequestProcessor, handles
 log = logging.getLogger(__name__)
 
 CALL_CLIENT_TIMEOUT_S = 10.0  # Broker2Client.callClient's
+# MQVersion.Version ordinals: the oldest clients that take a reset, and that answer GET_CONSUMER_RUNNING_INFO
+V3_0_7_SNAPSHOT, V3_1_8_SNAPSHOT = 28, 62
+
+
+def _version_desc(version: int) -> str:
+    return "V3_0_0_SNAPSHOT" if version == 0 else f"MQVersion ordinal {version}"
 
 
 def _connection(client_id: str, channel, language: int, version: int) -> dict:
@@ -125,6 +131,10 @@ class AdminGroupProcessor(RequestProcessor):
         if not clients:
             raise BadRequest(f"Consumer not online, so can not reset offset, Group: {group} Topic: {topic} "
                              f"Timestamp: {h.timestamp}", ResponseCode.CONSUMER_NOT_ONLINE)
+        for client in clients.values():
+            if client.version < V3_0_7_SNAPSHOT:
+                raise BadRequest("the client does not support this feature. version="
+                                 f"{_version_desc(client.version)}")
         fields = ResetOffsetRequestHeader(topic, group, h.timestamp, False).to_ext_fields()
         if cmd.language == LanguageCode.CPP:  # ResetOffsetBodyForC: a list
             told = rs.encode({"offsetTable": [{**mq.to_json(), "offset": o} for mq, o in sorted(table.items())]})
@@ -143,6 +153,9 @@ class AdminGroupProcessor(RequestProcessor):
         client = self.broker.consumers.clients(h.consumer_group).get(h.client_id)
         if client is None:
             raise BadRequest(f"The Consumer <{h.consumer_group}> <{h.client_id}> not online")
+        if client.version < V3_1_8_SNAPSHOT:
+            raise BadRequest(f"The Consumer <{h.client_id}> Version <{_version_desc(client.version)}> too low to "
+                             "finish, please upgrade it to V3_1_8_SNAPSHOT")
         ask = RemotingCommand.request(RequestCode.GET_CONSUMER_RUNNING_INFO, dict(cmd.ext_fields), body=cmd.body)
         try:
             answer = await client.channel.invoke(ask, CALL_CLIENT_TIMEOUT_S)
