@@ -176,7 +176,8 @@ def test_consumer_progress_connection_and_reset_of_an_online_group(matrix):
             c.commit_offset(MessageQueue(TOPIC, BROKER, 1), 1)
         progress = _both(matrix, "consumerProgress", "-g", "AdmOnline")
         rows = {k: [r[:6] for r in _rows(v, "#Topic")] for k, v in progress.items()}
-        assert rows["ours"] == rows["stock"] == [[TOPIC, BROKER, "0", "3", "2", "1"], [TOPIC, BROKER, "1", "2", "1", "1"]]
+        assert rows["ours"] == rows["stock"] == [[TOPIC, BROKER, "0", "3", "2", "1"],
+                                                 [TOPIC, BROKER, "1", "2", "1", "1"]]
         assert all("Diff Total: 2" in v for v in progress.values())
 
         every = _both(matrix, "consumerProgress")
@@ -237,8 +238,8 @@ def test_producer_connection(matrix):
         assert all(len(text.splitlines()) == 1 for text in out.values()), out
         parsed = {k: v.split() for k, v in out.items()}
         # "0001  127.0.0.1@adm-producer  127.0.0.1:port  PYTHON  V4_9_7"
-        assert [p[0:2] + p[3:] for p in parsed.values()] == [["0001", "127.0.0.1@adm-producer", "PYTHON", "V4_9_7"]] * 2, \
-            out
+        expected = ["0001", "127.0.0.1@adm-producer", "PYTHON", "V4_9_7"]
+        assert [p[0:2] + p[3:] for p in parsed.values()] == [expected] * 2, out
     finally:
         for c in clients:
             c.close()
