@@ -101,9 +101,10 @@ class AsyncAdmin:
         return list(targets)
 
     async def groups(self) -> list[GroupTopic]:
-        """Every group some master has committed offsets of or has members of, per topic: committed offsets and
-        lag summed over the queues of every broker (GET_CONSUME_STATS), members online
-        (GET_CONSUMER_CONNECTION_LIST)."""
+        """Every group some master has committed offsets of (GET_ALL_CONSUMER_OFFSET) or a config of
+        (GET_ALL_SUBSCRIPTIONGROUP_CONFIG), per topic: committed offsets and lag summed over the queues of every
+        broker (GET_CONSUME_STATS), members online (GET_CONSUMER_CONNECTION_LIST). Groups with neither offsets nor
+        members (RocketMQ's built-in ones) are left out."""
         masters = await self.masters()
         names: set[str] = set()
         for addr in masters.values():
@@ -111,6 +112,10 @@ class AsyncAdmin:
                                           "the subscription groups")
             table = rs.as_object(rs.decode(resp.body), "SubscriptionGroupWrapper").get("subscriptionGroupTable")
             names |= set(table or {})
+            resp = await self.api.checked(addr, RemotingCommand.request(RequestCode.GET_ALL_CONSUMER_OFFSET),
+                                          "the consumer offsets")
+            offsets = rs.as_object(rs.decode(resp.body), "ConsumerOffsetSerializeWrapper").get("offsetTable")
+            names |= {str(key).rpartition("@")[2] for key in offsets or {} if "@" in str(key)}
         rows: dict[tuple[str, str], GroupTopic] = {}
         for group in sorted(names):
             online = 0
@@ -146,15 +151,19 @@ class AsyncAdmin:
         out = ResetResult()
         for broker in sorted({q.broker_name for q in route.queue_datas}):
             addr = await self.api.broker_addr(topic, broker)
-            cmd = RemotingCommand.request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {
-                "topic": topic, "group": group, "timestamp": timestamp, "isForce": "true"})
-            resp = await self.api.checked(addr, cmd, f"offset reset of group {group!r} in {topic!r} on {broker}",
-                                          ok=(ResponseCode.SUCCESS, ResponseCode.CONSUMER_NOT_ONLINE))
-            if resp.code == ResponseCode.SUCCESS:
-                out.told_brokers.append(broker)
-                for mq, offset in sorted(ResetOffsetBody.decode(resp.body).offsetTable.items()):
-                    out.queues.append(QueueReset(mq, before.get(mq), offset))
-                continue
+            # an offline group is set here: a broker refuses a reset of one that lacks an offset on some queue
+            members = await self.api.invoke(addr, RemotingCommand.request(
+                RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group}), f"members of {group}")
+            if members.code == ResponseCode.SUCCESS:
+                cmd = RemotingCommand.request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {
+                    "topic": topic, "group": group, "timestamp": timestamp, "isForce": "true"})
+                resp = await self.api.checked(addr, cmd, f"offset reset of group {group!r} in {topic!r} on {broker}",
+                                              ok=(ResponseCode.SUCCESS, ResponseCode.CONSUMER_NOT_ONLINE))
+                if resp.code == ResponseCode.SUCCESS:
+                    out.told_brokers.append(broker)
+                    for mq, offset in sorted(ResetOffsetBody.decode(resp.body).offsetTable.items()):
+                        out.queues.append(QueueReset(mq, before.get(mq), offset))
+                    continue
             out.set_brokers.append(broker)
             for mq in sorted(m for m in before if m.broker_name == broker):
                 if timestamp == LATEST:

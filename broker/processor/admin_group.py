@@ -1,12 +1,14 @@
 """AdminBrokerProcessor's consumer-group requests: the groups' configs (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP 200,
-GET_ALL_SUBSCRIPTIONGROUP_CONFIG 201, DELETE_SUBSCRIPTIONGROUP 207), who is connected (GET_CONSUMER_CONNECTION_LIST
-203, GET_PRODUCER_CONNECTION_LIST 204, QUERY_TOPIC_CONSUME_BY_WHO 300), a group's offsets reset to a time
-(INVOKE_BROKER_TO_RESET_OFFSET 222, told to the online members with RESET_CONSUMER_CLIENT_OFFSET 220, as
-RocketMQ's Broker2Client) and a member's running info asked of it (GET_CONSUMER_RUNNING_INFO 307)."""
+GET_ALL_SUBSCRIPTIONGROUP_CONFIG 201, DELETE_SUBSCRIPTIONGROUP 207) and offsets (GET_ALL_CONSUMER_OFFSET 43), who
+is connected (GET_CONSUMER_CONNECTION_LIST 203, GET_PRODUCER_CONNECTION_LIST 204, QUERY_TOPIC_CONSUME_BY_WHO 300),
+a group's offsets reset to a time (INVOKE_BROKER_TO_RESET_OFFSET 222, told to the online members with
+RESET_CONSUMER_CLIENT_OFFSET 220, as RocketMQ's Broker2Client) and a member's running info asked of it
+(GET_CONSUMER_RUNNING_INFO 307)."""
 from __future__ import annotations
 
 import json
 import logging
+import os
 
 from remoting import LanguageCode, RemotingCommand, RequestCode, ResponseCode
 from remoting import remoting_serializable as rs
@@ -19,6 +21,7 @@ from remoting.broker_headers import (
     QueryTopicConsumeByWhoRequestHeader,
     ResetOffsetRequestHeader,
 )
+from store.offset_store import CONSUMER_OFFSET_FILE, read_offsets_file
 
 from ..bad_request import BadRequest
 from .request_processor import RequestProcessor, handles
@@ -61,6 +64,14 @@ class AdminGroupProcessor(RequestProcessor):
     @handles(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
     async def all_groups(self, h: None, cmd: RemotingCommand, channel) -> RemotingCommand:
         return cmd.response(ResponseCode.SUCCESS, body=rs.encode(self.broker.subscription_groups.wrapper()))
+
+    @handles(RequestCode.GET_ALL_CONSUMER_OFFSET)
+    async def all_offsets(self, h: None, cmd: RemotingCommand, channel) -> RemotingCommand:
+        """ConsumerOffsetManager's table ({"offsetTable": {"topic@group": {queueId: offset}}}): every group's
+        committed offsets, as consumerOffset.json holds them once the ones committed here are written."""
+        self.broker.offsets.persist_all()
+        table = read_offsets_file(os.path.join(self.store.path, CONSUMER_OFFSET_FILE)).get("offsetTable") or {}
+        return cmd.response(ResponseCode.SUCCESS, body=rs.encode({"offsetTable": table}))
 
     @handles(RequestCode.DELETE_SUBSCRIPTIONGROUP, header=DeleteSubscriptionGroupRequestHeader)
     async def delete_group(self, h: DeleteSubscriptionGroupRequestHeader, cmd: RemotingCommand,
