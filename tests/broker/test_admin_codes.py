@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 
 from broker import Broker, NameServer
 from remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
@@ -169,3 +170,25 @@ def test_topic_and_group_admin_requests_and_a_members_running_info(tmp_path):
                 assert runtime["msgPutTotalTodayNow"] == "0" and runtime["brokerVersionDesc"] == "V4_9_7"
             await member.close()
     asyncio.run(main())
+
+
+def test_readme_lists_every_request_code_served_or_not(tmp_path):
+    """README's table under "Running a broker": every code RocketMQ defines in one row; a "not served" row names
+    only codes neither server answers, the other rows every code one of them does."""
+    broker = Broker(tmp_path / "s", "127.0.0.1:0")
+    served = set(broker.processors) | set(NameServer("127.0.0.1:0").server.processors)
+    broker.store.close()
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md"), encoding="utf-8").read()
+    table = readme[readme.index("| request | code | notes |"):readme.index("A code not served is answered")]
+    rows = [line for line in table.splitlines() if line.startswith("| ")][1:]
+    place: dict[str, list[bool]] = {}
+    for row in rows:
+        cells = [c.strip() for c in row.strip().strip("|").split("|")]
+        unserved = cells[0].startswith("not served")
+        for name in set(re.findall(r"\b[A-Z][A-Z0-9_]*[A-Z0-9]\b", cells[2] if unserved else cells[0])):
+            if name in RequestCode.__members__:
+                place.setdefault(name, []).append(unserved)
+    assert sorted(set(RequestCode.__members__) - set(place)) == []
+    assert [n for n, where in place.items() if len(where) > 1] == []
+    assert sorted(n for n, (unserved,) in place.items() if unserved and RequestCode[n] in served) == []
+    assert sorted(RequestCode(c).name for c in served if not place[RequestCode(c).name] == [False]) == []
