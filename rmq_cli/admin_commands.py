@@ -35,7 +35,7 @@ def add_admin_commands(sub, common) -> None:
                        description="Create a topic with N read and write queues (mqadmin updateTopic): in the store, "
                                    "or with --namesrv on every master broker (of --cluster). A topic that exists "
                                    "with N queues is left as it is.")
-    p.add_argument("-t", "--topic", required=True)
+    p.add_argument("-t", "--topic", required=True, help="the topic to create")
     p.add_argument("-q", "--queues", type=positive, required=True, metavar="N", help="queues (1..1024)")
     p.add_argument("--cluster", metavar="C", help="with --namesrv: only the brokers of this cluster")
     add_namesrv_options(p)
@@ -46,7 +46,7 @@ def add_admin_commands(sub, common) -> None:
                                    "group's offsets of it. Its messages stay in the commitlog until retention "
                                    "(rmq clean) removes their files. With --namesrv: on every master broker that "
                                    "has it (of --cluster), then from the name servers.")
-    p.add_argument("-t", "--topic", required=True)
+    p.add_argument("-t", "--topic", required=True, help="the topic to delete")
     p.add_argument("--cluster", metavar="C", help="with --namesrv: only the brokers of this cluster")
     add_namesrv_options(p)
     p.set_defaults(run=cmd_delete_topic)
@@ -64,8 +64,8 @@ def add_admin_commands(sub, common) -> None:
                                    "stored at or after a time, or to the earliest or latest message (mqadmin "
                                    "resetOffsetByTime). With --namesrv the group's online members are told by their "
                                    "brokers and move there; an offline group's offsets are committed directly.")
-    p.add_argument("-g", "--group", required=True)
-    p.add_argument("-t", "--topic", required=True)
+    p.add_argument("-g", "--group", required=True, help="the consumer group whose offsets to reset")
+    p.add_argument("-t", "--topic", required=True, help="every queue of this topic")
     p.add_argument("--to", required=True, metavar="WHEN",
                    help="earliest, latest, now, milliseconds since the epoch, or an ISO-8601 time (local time "
                         "unless it names its zone)")
