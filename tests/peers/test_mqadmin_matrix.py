@@ -334,3 +334,25 @@ def test_query_msg_by_key(matrix):
     out = _both(matrix, "queryMsgByKey", "-t", TOPIC, "-k", "shared")
     rows = {k: sorted(r[1:] for r in _rows(v, "#Message ID")) for k, v in out.items()}
     assert rows["ours"] == rows["stock"] == [["0", "0"], ["0", "2"]]
+
+
+def test_rmq_admin_commands_through_a_stock_broker_and_ours(matrix, capsys):
+    """`rmq create-topic / groups / reset-offsets / delete-topic --namesrv` (rmq_client.Admin) give the same
+    answers through the stock broker as through ours."""
+    from rmq_cli.cli import main
+    admin, sides = matrix
+    got = {}
+    for side in sides:
+        def rmq(*args):
+            assert main([*args, "--namesrv", side.namesrv]) == 0, capsys.readouterr().err
+            return capsys.readouterr().out
+        assert rmq("create-topic", "-t", "RmqMade", "-q", "2") == f"topic RmqMade: 2 queues on {BROKER}\n"
+        assert "RmqMade" in _admin(admin, side, "topicList").out
+        rows = [r for r in json.loads(rmq("groups", "--json")) if r["group"] in ("AdmOnline", "AdmOffline")]
+        reset = json.loads(rmq("reset-offsets", "-g", "AdmOffline", "-t", TOPIC, "--to", "earliest", "--json"))
+        assert rmq("delete-topic", "-t", "RmqMade") == f"topic RmqMade: deleted on {BROKER} and from the name server\n"
+        got[side.name] = rows, reset["queues"]
+    assert got["ours"] == got["stock"]
+    rows, queues = got["ours"]
+    assert {(r["group"], r["topic"], r["queues"]) for r in rows} >= {("AdmOffline", TOPIC, 2)}
+    assert [(q["queue_id"], q["new"]) for q in queues] == [(0, 0), (1, 0)]
