@@ -27,11 +27,13 @@ class BrokerStats:
         self._sample()
 
     def _sample(self) -> None:
+        """At most once a second (a send or pull pays one clock read otherwise): a sample, and the day's turn."""
         now = self.clock()
-        if not self._samples or now - self._samples[-1][0] >= 1.0:
-            self._samples.append((now, self.put_total, self.get_total))
-            while now - self._samples[0][0] > max(self.WINDOWS_S) + 1:
-                self._samples.popleft()
+        if self._samples and now - self._samples[-1][0] < 1.0:
+            return
+        self._samples.append((now, self.put_total, self.get_total))
+        while now - self._samples[0][0] > max(self.WINDOWS_S) + 1:
+            self._samples.popleft()
         today = datetime.date.today()
         if today != self._day:
             self._day = today

@@ -192,3 +192,17 @@ def test_readme_lists_every_request_code_served_or_not(tmp_path):
     assert [n for n, where in place.items() if len(where) > 1] == []
     assert sorted(n for n, (unserved,) in place.items() if unserved and RequestCode[n] in served) == []
     assert sorted(RequestCode(c).name for c in served if not place[RequestCode(c).name] == [False]) == []
+
+
+def test_runtime_info_rates_are_messages_per_second_over_each_window():
+    from broker.broker_stats import BrokerStats
+    now = [0.0]
+    stats = BrokerStats(clock=lambda: now[0])
+    for _ in range(100):  # 100 messages a second for 10 s, then 60 s of nothing
+        stats.put(10)
+        now[0] += 0.1
+    stats.got(0)
+    assert stats.tps(0) == "99.00 99.00 99.00" and stats.put_total == 1000 and stats.tps(1) == "0.00 0.00 0.00"
+    now[0] += 60
+    stats.got(0)
+    assert stats.tps(0).split()[:2] == ["0.00", "0.00"]
