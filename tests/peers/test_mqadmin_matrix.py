@@ -191,6 +191,17 @@ def test_consumer_progress_connection_and_reset_of_an_online_group(matrix):
         tails = {k: v[v.index("Below is subscription"):] for k, v in conn.items()}
         assert tails["ours"] == tails["stock"]
 
+        # the member's running info, asked of it through its broker (GET_CONSUMER_RUNNING_INFO forwarded)
+        status = {}
+        for side in sides:
+            got = _admin(admin, side, "consumerStatus", "-g", "AdmOnline", "-i", consumers[side.name].client_id)
+            assert "Exception" not in got.err, f"{side.name}: {got.err[-3000:]}"
+            status[side.name] = got.out
+        for text in status.values():
+            assert "PROP_CONSUME_TYPE" in text and "CONSUME_ACTIVELY" in text and TOPIC in text, text
+        keys = {k: sorted(re.findall(r"^(PROP_\w+)", v, re.M)) for k, v in status.items()}
+        assert keys["ours"] == keys["stock"] and len(keys["ours"]) == 6
+
         # back to the start (timestamp 0): the online member is told, and commits where it was told
         reset = _both(matrix, "resetOffsetByTime", "-g", "AdmOnline", "-t", TOPIC, "-s", "0")
         rows = {k: sorted(_rows(v, "#brokerName")) for k, v in reset.items()}
