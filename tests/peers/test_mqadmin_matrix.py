@@ -1,7 +1,7 @@
 """RocketMQ's admin tool (mqadmin of rocketmq-tools 4.9.7, run through MQAdminStartup as operators run it) against
-a stock 4.9.7 name server and broker and against `rmq serve`, each command on both with the same data: what it
-prints is parsed and compared where it does not depend on time or addresses. One JVM runs every command
-(mqadmin_driver); one stock broker and one of ours serve the module."""
+a stock 4.9.7 name server and brokers (the session's cluster) and against `rmq serve` (two brokers as well), each
+command on both with the same data: what it prints is parsed and compared where it does not depend on time or
+addresses. One JVM runs every command (mqadmin_driver). The module's topics live on broker-a only."""
 from __future__ import annotations
 
 import dataclasses
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pytest
 from mqadmin_driver import MQAdmin, Printed
-from stock_peers import CLUSTER, STOCK_4, StockCluster
+from stock_peers import CLUSTER, STOCK_4
 from wire_cluster import PULL_LIMITS, WireCluster, wait_until
 
 from broker.broker_config import BrokerConfig
@@ -23,7 +23,8 @@ from rmq_client import MessageQueue, Producer, PullConsumer
 from store import message_codec as codec
 
 TOPIC = "AdmTopic"
-BROKER = "broker-a"
+BROKER, OTHER = "broker-a", "broker-b"
+pytestmark = pytest.mark.parametrize("stock_version", [STOCK_4], indirect=True)  # the session's 4.9.7 cluster
 LOCALHOST = bytes([127, 0, 0, 1])
 # (queue, tags, keys) of the messages both brokers get, in order
 MESSAGES = [(0, "TagA", "k0 shared"), (0, "TagB", "k1"), (0, "TagA", "k2 shared"), (1, "TagA", "k3"), (1, "TagB", "k4")]
@@ -33,24 +34,29 @@ MESSAGES = [(0, "TagA", "k0 shared"), (0, "TagB", "k1"), (0, "TagA", "k2 shared"
 class Side:
     name: str
     namesrv: str
-    broker: str  # the broker's address
+    broker: str  # broker-a's address
+    other: str  # broker-b's
     store: str
     uniq_keys: list  # UNIQ_KEY (msgId) of each of MESSAGES as sent
     offset_ids: list  # the offset msgId of each
 
 
 @pytest.fixture(scope="module")
-def matrix(tmp_path_factory):
+def matrix(stock_cluster, tmp_path_factory):
     root = tmp_path_factory.mktemp("mqadmin")
-    admin = MQAdmin(STOCK_4, root)  # boots while the brokers do
+    admin = MQAdmin(STOCK_4, root)  # boots while our brokers do
     try:
-        with StockCluster(STOCK_4, root / "stock", brokers=(BROKER,)) as stock, \
-                WireCluster(root / "ours", brokers=(BROKER,),
-                            conf=PULL_LIMITS + f"brokerClusterName = {CLUSTER}\n") as ours:
-            sides = [Side("stock", stock.namesrv, stock.addresses[BROKER], stock.store(BROKER), [], []),
-                     Side("ours", ours.namesrv, ours.addresses[BROKER], ours.store(BROKER), [], [])]
+        stock = stock_cluster
+        for name in (BROKER, OTHER):
+            stock.ensure_running(name)
+        with WireCluster(root / "ours", brokers=(BROKER, OTHER),
+                         conf=PULL_LIMITS + f"brokerClusterName = {CLUSTER}\n") as ours:
+            sides = [Side("stock", stock.namesrv, stock.addresses[BROKER], stock.addresses[OTHER], stock.store(BROKER),
+                          [], []),
+                     Side("ours", ours.namesrv, ours.addresses[BROKER], ours.addresses[OTHER], ours.store(BROKER),
+                          [], [])]
             for side in sides:
-                _admin(admin, side, "updateTopic", "-c", CLUSTER, "-t", TOPIC, "-r", "2", "-w", "2")
+                _admin(admin, side, "updateTopic", "-b", side.broker, "-t", TOPIC, "-r", "2", "-w", "2")
                 with Producer(side.namesrv) as p:
                     for q, tags, keys in MESSAGES:
                         uniq = codec.new_uniq_keys(1, LOCALHOST)[0].as_py()  # as the Java client makes them
@@ -75,7 +81,7 @@ def _both(matrix, command: str, *args: str) -> dict[str, str]:
     for side in sides:
         printed = _admin(admin, side, command, *[a.replace("{ADDR}", side.broker) for a in args])
         assert "Exception" not in printed.err, f"{side.name}: mqadmin {command} {args}:\n{printed.err[-3000:]}"
-        out[side.name] = printed.out.replace(side.broker, "ADDR")
+        out[side.name] = printed.out.replace(side.broker, "ADDR").replace(side.other, "ADDR_B")
     return out
 
 
@@ -89,6 +95,10 @@ def _rows(text: str, first: str) -> list[list[str]]:
             break
         rows.append(line.split())
     return rows
+
+
+def _lines(text: str) -> list[str]:
+    return sorted(line for line in text.splitlines() if line.strip())
 
 
 def _fields(text: str) -> dict[str, str]:
@@ -107,7 +117,7 @@ def _ask(side: Side, code: int, fields: dict | None = None) -> RemotingCommand:
 
 
 def test_update_topic_topic_list_route_and_status(matrix):
-    out = _both(matrix, "updateTopic", "-c", CLUSTER, "-t", "AdmOther", "-r", "3", "-w", "3")
+    out = _both(matrix, "updateTopic", "-b", "{ADDR}", "-t", "AdmOther", "-r", "3", "-w", "3")
     assert out["ours"] == out["stock"]
     assert "create topic to ADDR success." in out["ours"] and "readQueueNums=3, writeQueueNums=3" in out["ours"]
 
@@ -133,7 +143,8 @@ def test_update_topic_topic_list_route_and_status(matrix):
 def test_cluster_list_broker_status_and_broker_config(matrix):
     clusters = _both(matrix, "clusterList")
     rows = {k: [r[:5] for r in _rows(v, "#Cluster Name")] for k, v in clusters.items()}
-    assert rows["ours"] == rows["stock"] == [[CLUSTER, BROKER, "0", "ADDR", "V4_9_7"]]
+    assert rows["ours"] == rows["stock"] == [[CLUSTER, BROKER, "0", "ADDR", "V4_9_7"],
+                                             [CLUSTER, OTHER, "0", "ADDR_B", "V4_9_7"]]
 
     status = {k: _fields(v) for k, v in _both(matrix, "brokerStatus", "-b", "{ADDR}").items()}
     missing = sorted(set(status["stock"]) - set(status["ours"]))
@@ -259,13 +270,13 @@ def test_producer_connection(matrix):
 def test_update_and_delete_subscription_group(matrix):
     admin, sides = matrix
     out = _both(matrix, "updateSubGroup", "-c", CLUSTER, "-g", "AdmSub", "-r", "3", "-q", "2")
-    assert out["ours"] == out["stock"]
+    assert _lines(out["ours"]) == _lines(out["stock"])  # a line per broker, in the order of a HashSet
     assert "create subscription group to ADDR success." in out["ours"]
     for side in sides:
         table = rs.decode(_ask(side, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG).body)["subscriptionGroupTable"]
         assert (table["AdmSub"]["retryMaxTimes"], table["AdmSub"]["retryQueueNums"]) == (3, 2), side.name
     out = _both(matrix, "deleteSubGroup", "-c", CLUSTER, "-g", "AdmSub")
-    assert out["ours"] == out["stock"]
+    assert _lines(out["ours"]) == _lines(out["stock"])
     assert "delete subscription group [AdmSub] from broker [ADDR] in cluster [StockCluster] success." in out["ours"]
     for side in sides:
         table = rs.decode(_ask(side, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG).body)["subscriptionGroupTable"]
@@ -274,7 +285,7 @@ def test_update_and_delete_subscription_group(matrix):
 
 def test_delete_topic(matrix):
     admin, sides = matrix
-    _both(matrix, "updateTopic", "-c", CLUSTER, "-t", "AdmGone", "-r", "1", "-w", "1")
+    _both(matrix, "updateTopic", "-b", "{ADDR}", "-t", "AdmGone", "-r", "1", "-w", "1")
     for side in sides:
         with Producer(side.namesrv) as p:
             for i in range(3):
@@ -282,7 +293,7 @@ def test_delete_topic(matrix):
         with _consumer(side, "AdmGoneGroup", register=False) as c:
             c.commit_offset(MessageQueue("AdmGone", BROKER, 0), 2)
     out = _both(matrix, "deleteTopic", "-c", CLUSTER, "-t", "AdmGone")
-    assert out["ours"] == out["stock"]
+    assert _lines(out["ours"]) == _lines(out["stock"])
     assert "delete topic [AdmGone] from cluster [StockCluster] success." in out["ours"]
     for side in sides:
         gone = _admin(admin, side, "topicRoute", "-t", "AdmGone")
@@ -293,7 +304,7 @@ def test_delete_topic(matrix):
     with open(os.path.join(sides[1].store, "config", "consumerOffset.json")) as f:
         assert "AdmGone@" not in f.read()  # and every group's offsets of it (RocketMQ 5's cleanOffsetByTopic)
     # created again, it starts empty on both
-    _both(matrix, "updateTopic", "-c", CLUSTER, "-t", "AdmGone", "-r", "1", "-w", "1")
+    _both(matrix, "updateTopic", "-b", "{ADDR}", "-t", "AdmGone", "-r", "1", "-w", "1")
     status = _both(matrix, "topicStatus", "-t", "AdmGone")
     rows = {k: [r[:4] for r in _rows(v, "#Broker Name")] for k, v in status.items()}
     assert rows["ours"] == rows["stock"] == [[BROKER, "0", "0", "0"]]
@@ -357,11 +368,12 @@ def test_rmq_admin_commands_through_a_stock_broker_and_ours(matrix, capsys):
         def rmq(*args):
             assert main([*args, "--namesrv", side.namesrv]) == 0, capsys.readouterr().err
             return capsys.readouterr().out
-        assert rmq("create-topic", "-t", "RmqMade", "-q", "2") == f"topic RmqMade: 2 queues on {BROKER}\n"
+        assert rmq("create-topic", "-t", "RmqMade", "-q", "2") == f"topic RmqMade: 2 queues on {BROKER}, {OTHER}\n"
         assert "RmqMade" in _admin(admin, side, "topicList").out
         rows = [r for r in json.loads(rmq("groups", "--json")) if r["group"] in ("AdmOnline", "AdmOffline")]
         reset = json.loads(rmq("reset-offsets", "-g", "AdmOffline", "-t", TOPIC, "--to", "earliest", "--json"))
-        assert rmq("delete-topic", "-t", "RmqMade") == f"topic RmqMade: deleted on {BROKER} and from the name server\n"
+        assert rmq("delete-topic", "-t", "RmqMade") == \
+            f"topic RmqMade: deleted on {BROKER}, {OTHER} and from the name server\n"
         got[side.name] = rows, reset["queues"]
     assert got["ours"] == got["stock"]
     rows, queues = got["ours"]
