@@ -116,6 +116,15 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             layout = self._layout = QueueLayout(self.store, queues, version)
         return layout
 
+    def _keep_checkpointed(self, start: dict, layout: QueueLayout) -> bool:
+        """The checkpoint's queues of subscribed topics that the store does not list now (over the wire: a broker
+        away at a restart) handed to the store to keep; True when the layout changes."""
+        keep = getattr(self.store, "keep_checkpointed", None)
+        if keep is None:
+            return False
+        topics = {t for t, _ in layout.queues}
+        return keep({k: v for k, v in from_offset_dict(start).items() if k[0] in topics})
+
     def _bounds_now(self, layout: QueueLayout) -> tuple[np.ndarray, np.ndarray]:
         mins, maxs = layout.bounds()
         if self._target is not None:
@@ -130,6 +139,9 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         layout = self._layout_now()
         parsed = self._dicts.parse(start, layout)
+        if parsed.extra and self._keep_checkpointed(start, layout):
+            layout = self._layout_now()
+            parsed = self._dicts.parse(start, layout)
         # `start` is the end of a completed batch: commit it too, because Spark never calls commit() for the
         # last batch of an availableNow run.
         self._commit(start, parsed)

@@ -160,6 +160,20 @@ class WireStore:
         away = [q for q in self._seen.get(topic, ()) if q.broker_name not in brokers]
         return sorted(listed + away) if away else listed
 
+    def keep_checkpointed(self, positions: dict) -> bool:
+        """Queues a query's checkpoint holds on brokers the route does not list now (the query restarted while a
+        broker is away) are kept at their checkpointed offsets like queues seen before: the query waits
+        brokerTimeoutMs for their broker instead of carrying them unread. True when any was added."""
+        added = False
+        for (topic, q), off in positions.items():
+            seen = self._seen.setdefault(topic, {})
+            if isinstance(q, BrokerQueue) and q not in seen:
+                seen[q] = (off, off)
+                added = True
+        if added:
+            self._bounds.clear()
+        return added
+
     def assigned(self, topic: str, queue_ids) -> list[BrokerQueue]:
         """assign's queue ids: that queue of every broker of the topic's route."""
         wanted = set(queue_ids)
