@@ -31,6 +31,7 @@ from .errors import (
 from .file_sizes import STORE_MARKER
 from .get_message import get_message_records
 from .get_message_result import GetMessageResult, PutResult
+from .index_service import IndexService
 from .put_batch import PutBatchResult, build_batch, incomplete_atomic_start
 from .store_checkpoint import StoreCheckpoint
 from .store_config import SYNC_FLUSH, StoreConfig
@@ -107,6 +108,7 @@ class MessageStore:
         from .pull_request_hold import PullRequestHoldService
         self.pull_request_hold = PullRequestHoldService(self)
         self.min_offset_cache: dict[tuple[str, int], tuple[int, float]] = {}  # queue -> (min offset, when read)
+        self.index = IndexService(self)
         self._recover_truncate = recover_truncate
         if not read_only:
             try:
@@ -198,6 +200,7 @@ class MessageStore:
             self._state_read_fd = None
         for cq in self._queues.values():
             cq.close()
+        self.index.close()
         self.commit_log.close()
 
     def __enter__(self):
@@ -439,6 +442,7 @@ class MessageStore:
             cq.written_to(queue_end)
             self._queue_ends[(cq.topic, cq.queue_id)] = queue_end
             self._dirty_queues.add(cq)
+        self.index.index_records(placed.positions, write_pos, end)  # never fails the append
         # Last: the committed end. Everything before it is complete and dispatched.
         self._publish_committed_end(end)
         self._last_store_ts = store_ts
@@ -479,6 +483,7 @@ class MessageStore:
             for cq in self._dirty_queues:
                 cq.flush()
             self._dirty_queues.clear()
+            self.index.flush()
             self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp, stamp)
             self.checkpoint.logics_msg_timestamp = max(self.checkpoint.logics_msg_timestamp, stamp)
             if self._write_pos is not None:
@@ -572,7 +577,12 @@ class MessageStore:
             committed = self._committed_end()
             start = dispatched if committed is None or committed < self.commit_log.min_offset() else \
                 min(committed, dispatched)
-        self._sync_write_state(full_check=abnormal, start=start)
+        end = self._sync_write_state(full_check=abnormal, start=start)
+        try:
+            self.index.catch_up(end)  # records a crash (or an index-less writer) left unindexed
+        except Exception as e:
+            log.error("store %s: the index could not be caught up (%s); it is tried again by the next writer",
+                      self.path, e)
 
     def _repair_consume_queue(self, cq: ConsumeQueue) -> None:
         """Consume queues are derived data, rebuilt from the commitlog as RocketMQ rebuilds them: units missing
@@ -1000,6 +1010,63 @@ class MessageStore:
         msg = codec.decode_record(view, commit_log_offset - base, limit=len(view))
         start = commit_log_offset - base
         return msg, bytes(view[start:start + msg.store_size])
+
+    # -- finding messages (RocketMQ's IndexService) -----------------------------------------------------------
+
+    def query_offsets(self, topic: str, key: str, max_num: Optional[int] = None, begin: int = 0,
+                      end: int = 2**63 - 1):
+        """IndexService.queryOffset: the commitlog offsets of the index entries whose hash is `topic#key`'s, stored
+        within [begin, end] ms, newest first, at most max_num (capped by maxMsgsNumBatch); with the index's
+        last update (time, commitlog offset). Hash collisions are included, as RocketMQ's broker returns them."""
+        max_num = self.config.maxMsgsNumBatch if max_num is None else min(int(max_num), self.config.maxMsgsNumBatch)
+        return self.index.query_offset(topic, key, max_num, begin, end)
+
+    def query_message(self, topic: str, key: str, max_num: int = 64, begin: int = 0, end: int = 2**63 - 1,
+                      unique_key: bool = False) -> list[codec.MessageExt]:
+        """Messages of `topic` with `key` among their KEYS (unique_key=True: whose UNIQ_KEY, the msgId a producer's
+        SendResult shows, is `key`), stored within [begin, end] ms, newest first, at most max_num: found through
+        the index, each checked against the key (the index holds hashes), duplicates dropped."""
+        if max_num < 1:
+            raise ValueError(f"max_num must be >= 1, got {max_num}")
+        found: list[codec.MessageExt] = []
+        seen: set = set()
+        for offset in self.index.query_offset(topic, key, max(max_num, self.config.maxMsgsNumBatch) * 4,
+                                              begin, end).offsets:
+            if offset in seen or offset < self.commit_log.min_offset():
+                continue
+            seen.add(offset)
+            try:
+                hit = self.look_message_by_offset(offset)
+            except (codec.RecordFormatError, MissingFileError, CorruptRecordError):
+                continue  # an entry past a crash's cut, or into a removed file
+            if hit is None:
+                continue
+            msg = hit[0]
+            uniq = msg.properties.get(codec.PROPERTY_UNIQ_KEY)
+            if msg.topic != topic or not begin <= msg.store_timestamp <= end or \
+                    not (uniq == key if unique_key else key in msg.keys):
+                continue
+            found.append(msg)
+            if len(found) >= max_num:
+                break
+        return found
+
+    def query_message_by_unique_key(self, topic: str, uniq_key: str) -> Optional[codec.MessageExt]:
+        """The message whose UNIQ_KEY (client msgId) is uniq_key, the newest if a retry stored it twice; None."""
+        found = self.query_message(topic, uniq_key, 1, unique_key=True)
+        return found[0] if found else None
+
+    def view_message_by_offset_id(self, msg_id: str) -> Optional[codec.MessageExt]:
+        """The message of an offset msgId (RocketMQ's 16-byte form, 32 hex digits: store ip, port, commitlog
+        offset; 28 bytes for an IPv6 store); None when nothing is stored there. ValueError for a malformed id."""
+        _, _, offset = codec.decode_message_id(msg_id)
+        if offset < self.commit_log.min_offset() or offset >= self.commit_log_max_offset():
+            return None
+        try:
+            hit = self.look_message_by_offset(offset)
+        except codec.RecordFormatError:
+            return None
+        return None if hit is None else hit[0]
 
     def check_in_disk_by_consume_offset(self, topic: str, queue_id: int, offset: int) -> bool:
         """RocketMQ's checkInDiskByConsumeOffset: whether the message at a queue offset is beyond what the page
