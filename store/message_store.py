@@ -1021,6 +1021,31 @@ class MessageStore:
         max_num = self.config.maxMsgsNumBatch if max_num is None else min(int(max_num), self.config.maxMsgsNumBatch)
         return self.index.query_offset(topic, key, max_num, begin, end)
 
+    def query_records(self, topic: str, key: str, max_num: int, begin: int, end: int) -> tuple[bytes, int, int]:
+        """DefaultMessageStore.queryMessage for QUERY_MESSAGE: the stored records the index finds (commitlog order,
+        up to three passes moving the end back to the oldest found while none could be read), back to back; with
+        the index's last update time and commitlog offset."""
+        out: list[bytes] = []
+        last_ts = last_phy = 0
+        for _ in range(3):
+            res = self.query_offsets(topic, key, max_num, begin, end)
+            if not res.offsets:
+                break
+            last_ts, last_phy = res.index_last_update_timestamp, res.index_last_update_phy_offset
+            for m, offset in enumerate(sorted(res.offsets)):
+                try:
+                    hit = self.look_message_by_offset(offset) if offset >= self.commit_log.min_offset() else None
+                except (codec.RecordFormatError, MissingFileError, CorruptRecordError):
+                    hit = None
+                if hit is None:
+                    continue
+                if m == 0:
+                    end = hit[0].store_timestamp
+                out.append(hit[1])
+            if out or end < begin:
+                break
+        return b"".join(out), last_ts, last_phy
+
     def query_message(self, topic: str, key: str, max_num: int = 64, begin: int = 0, end: int = 2**63 - 1,
                       unique_key: bool = False) -> list[codec.MessageExt]:
         """Messages of `topic` with `key` among their KEYS (unique_key=True: whose UNIQ_KEY, the msgId a producer's
