@@ -87,7 +87,8 @@ def test_queries_by_key_unique_key_time_range_and_offset_id(tmp_path):
 def test_files_roll_when_full_and_queries_span_them(tmp_path):
     with MessageStore(tmp_path, StoreConfig(**SMALL)) as s:
         for i in range(5):  # 5 x 20 messages x 2 entries: 200 entries, 39 a file
-            s.put_batch("T", [b"x%d" % (i * 20 + j) for j in range(20)], keys=[f"k{(i * 20 + j) % 7}" for j in range(20)])
+            s.put_batch("T", [b"x%d" % (i * 20 + j) for j in range(20)],
+                        keys=[f"k{(i * 20 + j) % 7}" for j in range(20)])
         assert len(_files(tmp_path)) == 6
         assert len(s.query_message("T", "k3", max_num=100)) == len([i for i in range(100) if i % 7 == 3])
         # a new file begins where the previous one ended
@@ -142,7 +143,8 @@ from store import MessageStore, StoreConfig
 s = MessageStore(sys.argv[1], StoreConfig(maxHashSlotNum=997, maxIndexNum=3000))
 i = 0
 while True:
-    s.put_batch("T", [b"m%d" % (i + j) for j in range(50)], keys=["k%d g%d" % (i + j, (i + j) // 50) for j in range(50)])
+    s.put_batch("T", [b"m%d" % (i + j) for j in range(50)],
+                keys=["k%d g%d" % (i + j, (i + j) // 50) for j in range(50)])
     i += 50
     if i == 500:
         print("go", flush=True)
@@ -166,3 +168,25 @@ def test_sigkill_during_puts_then_recovery_rebuilds_the_index(tmp_path):
             assert [m.body for m in s.query_message("T", f"k{i}")] == [b"m%d" % i], i
         assert len(s.query_message("T", f"g{(n - 1) // 50}")) == (n - 1) % 50 + 1
         assert s.query_message("T", f"k{n}") == []
+
+
+def test_rmq_query_by_key_msg_id_and_offset_msg_id_on_a_store(tmp_path, capsys):
+    from rmq_cli.cli import main
+    with MessageStore(tmp_path, StoreConfig(**SMALL)) as s:
+        r = s.put_batch("T", [b"a", b"b", b"c"], keys=["k1", "k2 k1", "k3"])
+    args = ["-s", str(tmp_path), "--config", os.devnull, "query"]
+    assert main(args + ["-t", "T", "-k", "k1"]) == 0
+    out, err = capsys.readouterr()
+    assert [line.rsplit("| ", 1)[1] for line in out.splitlines()] == ["b", "a"] and "found 2 messages" in err
+    assert main(args + ["-t", "T", "-k", "k1", "--end", "2000-01-01T00:00:00"]) == 0
+    assert capsys.readouterr().out == ""
+    assert main(args + ["-t", "T", "-i", r.uniq_keys[2].as_py(), "--json"]) == 0
+    assert '"body": "c"' in capsys.readouterr().out
+    assert main(args + ["--offset-msg-id", r[1].msg_id]) == 0
+    assert capsys.readouterr().out.endswith("| b\n")
+    assert main(args + ["-t", "T", "-i", "00" * 16]) == 1
+    assert "no message with msgId" in capsys.readouterr().err
+    for bad, why in ((["-k", "k1"], "--key needs --topic"), (["--offset-msg-id", "xyz"], "--offset-msg-id"),
+                     (["-t", "T", "-k", "k", "--begin", "soon"], "--begin 'soon'")):
+        assert main(args + bad) == 2
+        assert why in capsys.readouterr().err
