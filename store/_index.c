@@ -23,6 +23,7 @@ static void wr64(uint8_t *p, uint64_t v) { wr32(p, (uint32_t)(v >> 32)); wr32(p 
 /* Continues Java's String.hashCode over the UTF-16 units of UTF-8 text (an invalid byte counts as U+FFFD, as
  * Java's decoder replaces it). */
 static uint32_t java_hash(uint32_t h, const uint8_t *s, const uint8_t *e) {
+    while (s < e && *s < 0x80) h = 31 * h + *s++;  /* ASCII: one unit a byte */
     while (s < e) {
         uint32_t c = *s, cp;
         int n;
@@ -61,33 +62,17 @@ typedef struct { int32_t *h; int64_t *o; int64_t *t; Py_ssize_t n, cap; } Entrie
 static int add(Entries *x, int32_t h, int64_t o, int64_t t) {
     if (x->n == x->cap) {
         Py_ssize_t cap = x->cap ? x->cap * 2 : 1024;
-        int32_t *h2 = PyMem_Realloc(x->h, cap * 4);
+        int32_t *h2 = PyMem_RawRealloc(x->h, cap * 4);
         if (h2) x->h = h2;
-        int64_t *o2 = h2 ? PyMem_Realloc(x->o, cap * 8) : NULL;
+        int64_t *o2 = h2 ? PyMem_RawRealloc(x->o, cap * 8) : NULL;
         if (o2) x->o = o2;
-        int64_t *t2 = o2 ? PyMem_Realloc(x->t, cap * 8) : NULL;
+        int64_t *t2 = o2 ? PyMem_RawRealloc(x->t, cap * 8) : NULL;
         if (!t2) return 0;
         x->t = t2;
         x->cap = cap;
     }
     x->h[x->n] = h; x->o[x->n] = o; x->t[x->n] = t; x->n++;
     return 1;
-}
-
-/* Value of property `name` in a properties text (`k\x01v\x02...`); the last pair of that name, as a Java map
- * keeps it. */
-static int prop(const uint8_t *p, const uint8_t *e, const char *name, const uint8_t **vs, const uint8_t **ve) {
-    size_t nl = strlen(name);
-    int found = 0;
-    while (p < e) {
-        const uint8_t *sep = memchr(p, 1, (size_t)(e - p));
-        if (!sep) break;
-        const uint8_t *end = memchr(sep + 1, 2, (size_t)(e - sep - 1));
-        if (!end) end = e;
-        if ((size_t)(sep - p) == nl && memcmp(p, name, nl) == 0) { *vs = sep + 1; *ve = end; found = 1; }
-        p = end + 1;
-    }
-    return found;
 }
 
 /* The entries of the record at r (avail bytes from r on): its total size, or -1 when it is not a record (a
@@ -120,9 +105,19 @@ static int64_t record_entries(const uint8_t *r, int64_t avail, int64_t phy, Entr
     p += 2;
     if (p + pl != e) return -1;
     uint32_t prefix = 31 * java_hash(0, topic, topic + tl) + '#';
-    const uint8_t *vs, *ve;
-    if (prop(p, e, "UNIQ_KEY", &vs, &ve) && !add(x, key_hash(prefix, vs, ve), phy, ts)) { *oom = 1; return total; }
-    if (prop(p, e, "KEYS", &vs, &ve)) {
+    const uint8_t *uv = NULL, *ue = NULL, *vs = NULL, *ve = NULL;
+    for (const uint8_t *q = p; q < e; q++) {  /* one pass over `k\x01v\x02...`: the last UNIQ_KEY and KEYS */
+        const uint8_t *ks = q;
+        while (q < e && *q != 1) q++;
+        if (q >= e) break;
+        size_t kl = (size_t)(q - ks);
+        const uint8_t *v = ++q;
+        while (q < e && *q != 2) q++;
+        if (kl == 8 && memcmp(ks, "UNIQ_KEY", 8) == 0) { uv = v; ue = q; }
+        else if (kl == 4 && memcmp(ks, "KEYS", 4) == 0) { vs = v; ve = q; }
+    }
+    if (uv && !add(x, key_hash(prefix, uv, ue), phy, ts)) { *oom = 1; return total; }
+    if (vs) {
         while (vs < ve) {
             const uint8_t *sp = memchr(vs, ' ', (size_t)(ve - vs));
             if (!sp) sp = ve;
@@ -137,7 +132,7 @@ static PyObject *entries_result(Entries *x, int oom, Py_ssize_t stop) {
     PyObject *out = NULL;
     if (oom) PyErr_NoMemory();
     else out = Py_BuildValue("(y#y#y#n)", (char *)x->h, x->n * 4, (char *)x->o, x->n * 8, (char *)x->t, x->n * 8, stop);
-    PyMem_Free(x->h); PyMem_Free(x->o); PyMem_Free(x->t);
+    PyMem_RawFree(x->h); PyMem_RawFree(x->o); PyMem_RawFree(x->t);
     return out;
 }
 
@@ -207,6 +202,7 @@ static PyObject *put_entries(PyObject *self, PyObject *args) {
     int32_t count = (int32_t)rd32(b + 36), used = (int32_t)rd32(b + 32);
     if (count <= 0) count = 1;
     for (; i < n && count < num; i++) {
+        if (i + 16 < n) __builtin_prefetch(b + HEADER + (int64_t)(h[i + 16] % slots) * SLOT, 1);  /* a random slot */
         uint8_t *slot = b + HEADER + (int64_t)(h[i] % slots) * SLOT;
         int32_t prev = (int32_t)rd32(slot);
         if (prev <= 0 || prev > count) prev = 0;

@@ -1,6 +1,7 @@
 """The compiled loops, each None where the install found no C compiler (the callers then use their numpy,
 Arrow or zlib fallbacks, which give the same results more slowly): _native (store/_native.c: the scan's
-decoder, properties kernels) _encode (store/_encode.c: the record encoder and writers) and _index (store/_index.c: IndexFile writes)."""
+decoder, properties kernels), _encode (store/_encode.c: the record encoder and writers) and _index
+(store/_index.c: IndexFile writes)."""
 from __future__ import annotations
 
 import logging

@@ -126,8 +126,11 @@ class IndexService:
         f = IndexFile(os.path.join(self.directory, name), self.slots, self.entries, True, create=True,
                       end_phy=end_phy, end_ts=end_ts)
         self._files[name] = f
-        if prev is not None:
+        if prev is not None:  # IndexService.flush of a full file: what an abnormal start keeps of the index
             prev.flush()
+            cp = self.store.checkpoint
+            cp.index_msg_timestamp = max(cp.index_msg_timestamp, prev.end_timestamp)
+            cp.flush()
         return f
 
     def close(self) -> None:

@@ -483,7 +483,6 @@ class MessageStore:
             for cq in self._dirty_queues:
                 cq.flush()
             self._dirty_queues.clear()
-            self.index.flush()
             self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp, stamp)
             self.checkpoint.logics_msg_timestamp = max(self.checkpoint.logics_msg_timestamp, stamp)
             if self._write_pos is not None:

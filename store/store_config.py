@@ -65,8 +65,9 @@ class StoreConfig:
         parse_delay_levels(self.messageDelayLevel)  # its ValueError names messageDelayLevel
         if self.maxHashSlotNum < 1 or self.maxIndexNum < 2 or \
                 40 + 4 * self.maxHashSlotNum + 20 * self.maxIndexNum >= 2**31:
-            raise ValueError(f"maxHashSlotNum ({self.maxHashSlotNum}) must be >= 1 and maxIndexNum ({self.maxIndexNum}) "
-                             f">= 2, with an index file (40 + 4 * slots + 20 * entries bytes) under 2 GiB")
+            raise ValueError(f"maxHashSlotNum ({self.maxHashSlotNum}) must be >= 1 and maxIndexNum "
+                             f"({self.maxIndexNum}) >= 2, with an index file (40 + 4 * slots + 20 * entries "
+                             f"bytes) under 2 GiB")
         if self.maxMsgsNumBatch < 1 or self.defaultQueryMaxNum < 1:
             raise ValueError(f"maxMsgsNumBatch ({self.maxMsgsNumBatch}) and defaultQueryMaxNum "
                              f"({self.defaultQueryMaxNum}) must be >= 1")

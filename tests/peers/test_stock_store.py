@@ -203,13 +203,15 @@ def _mqadmin(c: StockCluster, *args: str) -> list[tuple[str, int, int]]:
 
 
 def test_a_stock_broker_answers_query_msg_by_key_from_the_index_we_wrote(stores, cluster):
-    """Both brokers opened a copy of our store (the clean one recovers normally and keeps our index as it is):
-    mqadmin queryMsgByKey finds a put's key, a batch's key and the killed writer's acknowledged batch."""
+    """Two brokers opened copies of our store: the clean one recovers normally and keeps our index as it is (the
+    crashed one drops index files newer than the checkpoint's indexMsgTimestamp, as RocketMQ's abnormal start
+    does, and indexes only what it re-dispatches). mqadmin queryMsgByKey finds a put's key, a batch's key and the
+    killed writer's acknowledged batch."""
     uniq = {m["body"]: m["properties"]["UNIQ_KEY"] for m in stores["expected"]}
     rows = _mqadmin(cluster, "queryMsgByKey", "-t", "Plain", "-k", "k7")
-    assert set(rows) == {(uniq[b"plain-7"], 3, 1)} and len(rows) >= 2  # from each broker
+    assert set(rows) == {(uniq[b"plain-7"], 3, 1)}
     rows = _mqadmin(cluster, "queryMsgByKey", "-t", "Batch", "-k", "b123")
-    assert {r[0] for r in rows} == {uniq[b"batch-123"]} and len(rows) >= 2
+    assert {r[0] for r in rows} == {uniq[b"batch-123"]}
     rows = _mqadmin(cluster, "queryMsgByKey", "-t", "Tail", "-k", "tail")
     assert {r[0] for r in rows} == {uniq[b"acked-%d" % i] for i in range(20)}
 
