@@ -17,7 +17,6 @@ import sys
 import time
 
 import pytest
-from conftest import stock_clients
 from stock_peers import STOCK_4, StockCluster
 from wire_cluster import WireCluster
 
@@ -278,25 +277,27 @@ def test_a_store_a_stock_broker_wrote_is_read_by_ours(spark, cluster, tmp_path):
 
 
 def _same_answers_from_rmq_serve_and_the_stock_broker(cluster, messages, sent, tmp_path) -> None:
-    """The stock admin client's queryMessage and viewMessage (by client msgId and by offset msgId), one JVM,
-    against the stock broker and against `rmq serve` holding the same messages from the stock producer."""
+    """The stock admin client's queryMessage and viewMessage (by client msgId and by offset msgId) against the stock
+    broker and against `rmq serve` given the same messages by the stock producer, all in one JVM."""
     with WireCluster(tmp_path / "serve", brokers=("broker-a",)) as serve:
         with Producer(serve.namesrv) as p:
             p.create_topic("FromStock", 2)
-        ours = stock_clients(STOCK_4, serve.namesrv, tmp_path)
-        for m in messages:
-            m.pop("queue", None)  # rmq serve has one broker
-        ours_sent = ours.produce(messages)
-        queries = []
-        for ns, results in ((cluster.namesrv, sent), (serve.namesrv, ours_sent)):
-            queries += [{"namesrv": ns, "kind": "key", "topic": "FromStock", "key": k, "maxNum": 64, "begin": b,
-                         "end": 2**63 - 1} for k, b in (("s7", 0), ("common", 0), ("b3", 0), ("s7", 4 * 10**12))]
-            queries += [{"namesrv": ns, "kind": "uniq", "topic": "FromStock", "msgId": results[5]["msgId"]},
-                        {"namesrv": ns, "kind": "uniq", "topic": "FromStock",
-                         "msgId": results[40]["msgId"].split(",")[3]},
-                        {"namesrv": ns, "kind": "offset", "msgId": results[6]["offsetMsgId"]}]
-        answers = cluster.java().run("StockQuery", input_lines=queries, timeout=180)
-    assert len(answers) == len(queries), answers
+        lines: list[dict] = [{"namesrv": serve.namesrv, "kind": "send", "message": {
+            k: v for k, v in m.items() if k != "queue"}} for m in messages]  # rmq serve has one broker
+        for ns, ids in ((cluster.namesrv, sent), (serve.namesrv, None)):
+            lines += [{"namesrv": ns, "kind": "key", "topic": "FromStock", "key": k, "maxNum": 64, "begin": b,
+                       "end": 2**63 - 1} for k, b in (("s7", 0), ("common", 0), ("b3", 0), ("s7", 4 * 10**12))]
+            for kind, k, item in (("uniq", 5, 0), ("uniq", 40, 3), ("offset", 6, 0)):
+                q = {"namesrv": ns, "kind": kind, "topic": "FromStock"}
+                if ids is None:
+                    q.update({"send": k, "item": item})
+                else:
+                    q["msgId"] = ids[k]["offsetMsgId"] if kind == "offset" else ids[k]["msgId"].split(",")[item]
+                lines.append(q)
+        out = cluster.java().run("StockQuery", input_lines=lines, timeout=240)
+    assert len(out) == len(lines), out[-3:]
+    assert all(o.get("status") == "SEND_OK" for o in out[:len(messages)]), out[:len(messages)]
+    answers = out[len(messages):]
     # nothing found: the client throws MQClientException NO_MESSAGE (208), from either broker
     bodies = [sorted(m["body"] for m in a["messages"]) if "messages" in a else
               "208" if "CODE: 208" in a["error"] else a["error"] for a in answers]

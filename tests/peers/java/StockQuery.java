@@ -8,12 +8,19 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import com.alibaba.fastjson.JSONArray;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 
 /**
  * Finding messages with the stock admin client (DefaultMQAdminExt, what mqadmin and the dashboard use), against
  * several name servers in one JVM. Usage: StockQuery, then one JSON object a line on stdin:
+ *   {"namesrv", "kind": "send", "message": m}  DefaultMQProducer.send of StockProducer's message form ({"batch": [...]}
+ *       for send(Collection)); prints StockProducer's SendResult line. A later query's "send": k takes the msgId
+ *       (kind uniq; "item": j picks the j-th id of a batch's) or offsetMsgId (kind offset) of the k-th send
  *   {"namesrv", "kind": "key", "topic", "key", "maxNum", "begin", "end"}  queryMessage (QUERY_MESSAGE 12)
  *   {"namesrv", "kind": "uniq", "topic", "msgId"}  viewMessage(topic, msgId): a client msgId (UNIQ_KEY) is looked up
  *       by queryMessageByUniqKey (QUERY_MESSAGE with _UNIQUE_KEY_QUERY), an offset msgId by VIEW_MESSAGE_BY_ID 33
@@ -37,12 +44,44 @@ public class StockQuery {
 
     public static void main(String[] args) throws Exception {
         Map<String, DefaultMQAdminExt> admins = new HashMap<>();
+        Map<String, DefaultMQProducer> producers = new HashMap<>();
+        List<SendResult> sent = new ArrayList<>();
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         try {
             for (String line; (line = in.readLine()) != null; ) {
                 if (line.isBlank()) continue;
                 JSONObject q = JSON.parseObject(line);
                 String ns = q.getString("namesrv");
+                if (q.getString("kind").equals("send")) {
+                    DefaultMQProducer producer = producers.get(ns);
+                    if (producer == null) {
+                        producer = new DefaultMQProducer("stock-query-producer");
+                        producer.setNamesrvAddr(ns);
+                        producer.setInstanceName("stock-query-p" + producers.size() + "-" + ProcessHandle.current().pid());
+                        producer.setSendMsgTimeout(30000);
+                        producer.setRetryTimesWhenSendFailed(0);
+                        producer.start();
+                        producers.put(ns, producer);
+                    }
+                    JSONObject m = q.getJSONObject("message");
+                    JSONArray batch = m.getJSONArray("batch");
+                    SendResult r;
+                    if (batch != null) {
+                        List<Message> msgs = new ArrayList<>();
+                        for (int i = 0; i < batch.size(); i++) msgs.add(StockProducer.message(batch.getJSONObject(i)));
+                        r = producer.send(msgs);
+                    } else {
+                        r = producer.send(StockProducer.message(m));
+                    }
+                    sent.add(r);
+                    System.out.println(JSON.toJSONString(StockProducer.result(r)));
+                    continue;
+                }
+                if (q.containsKey("send")) {
+                    SendResult r = sent.get(q.getIntValue("send"));
+                    q.put("msgId", q.getString("kind").equals("offset") ? r.getOffsetMsgId()
+                        : r.getMsgId().split(",")[q.getIntValue("item")]);
+                }
                 DefaultMQAdminExt admin = admins.get(ns);
                 if (admin == null) {
                     admin = new DefaultMQAdminExt(30000);
@@ -80,6 +119,7 @@ public class StockQuery {
             }
         } finally {
             for (DefaultMQAdminExt a : admins.values()) a.shutdown();
+            for (DefaultMQProducer p : producers.values()) p.shutdown();
         }
     }
 }
