@@ -29,7 +29,7 @@ sys.path.insert(0, ROOT)
 os.environ.setdefault("PYSPARK_PYTHON", os.path.join(ROOT, ".venv", "bin", "python"))
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", os.environ["PYSPARK_PYTHON"])
 
-from store import MessageStore, StoreConfig  # noqa: E402
+from store import MessageStore  # noqa: E402
 
 BATCH = 100_000
 
@@ -96,10 +96,11 @@ def main() -> None:
         print(f"\nstore, {n:,} messages: query_message {t_idx * 1e3:.2f} ms | scan of the keys column "
               f"{t_scan:.2f} s | ratio {t_scan / t_idx:,.0f}x")
 
-    from pyspark.sql import SparkSession
     import pyspark.sql.functions as F
+    from pyspark.sql import SparkSession
     spark = (SparkSession.builder.master("local[2]").appName("index-bench").config("spark.ui.enabled", "false")
-             .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC")
+             .config("spark.ui.showConsoleProgress", "false").config("spark.sql.shuffle.partitions", "2")
+             .config("spark.sql.session.timeZone", "UTC")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     try:

@@ -59,15 +59,13 @@ def lookup_runs(store, ranges: list, key: Optional[str], uniq_key: Optional[str]
             per_queue.setdefault((m.topic, m.queue_id), set()).add(m.queue_offset)
     runs = []
     for (t, q), found_offsets in sorted(per_queue.items()):
-        start = prev = None
-        for o in sorted(found_offsets):
-            if start is None:
-                start = prev = o
-            elif o == prev + 1:
-                prev = o
-            else:
+        ordered = sorted(found_offsets)
+        start = prev = ordered[0]
+        for o in ordered[1:]:
+            if o != prev + 1:
                 runs.append((t, q, start, prev + 1))
-                start = prev = o
+                start = o
+            prev = o
         runs.append((t, q, start, prev + 1))
     log.info("rmq: the index found %d message(s) in %d run(s)", sum(len(v) for v in per_queue.values()), len(runs))
     return runs
