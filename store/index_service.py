@@ -183,8 +183,9 @@ class IndexService:
         files = self.files()
         cl = self.store.commit_log
         added = 0
-        if files and files[-1].index_count > 1:
-            last = files[-1]
+        # the newest file holding entries (a crash may leave a new file empty behind it)
+        last = next((f for f in reversed(files) if f.index_count > 1), None)
+        if last is not None:
             start = last.end_phy_offset
             if start >= end:
                 self.indexed_to = end

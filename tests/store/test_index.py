@@ -107,6 +107,13 @@ def test_disabled_index_writes_nothing_and_a_later_open_catches_up(tmp_path):
     os.remove(os.path.join(tmp_path, "index", _files(tmp_path)[0]))  # a deleted index is rebuilt in full
     with MessageStore(tmp_path, StoreConfig(**SMALL)) as s:
         assert [m.body for m in s.query_message("T", "k2")] == [b"c", b"b"]
+    # a crash right after a new index file was made leaves it empty: the catch-up adds nothing twice
+    from store.index_file import IndexFile
+    IndexFile(os.path.join(tmp_path, "index", "99991231235959999"), 64, 40, True, create=True).close()
+    with MessageStore(tmp_path, StoreConfig(**SMALL)) as s:
+        assert len(s.query_offsets("T", "k2").offsets) == 2
+        s.put("T", b"d", keys="k2")
+        assert [m.body for m in s.query_message("T", "k2")] == [b"d", b"c", b"b"]
 
 
 def test_two_writers_on_one_store_index_each_others_records(tmp_path):
