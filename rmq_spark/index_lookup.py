@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from typing import Optional
 
+from store import StoreError
 from store import message_codec as codec
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ def lookup_runs(store, ranges: list, key: Optional[str], uniq_key: Optional[str]
     for off in sorted(o for o in offsets if lo <= o < hi):
         try:
             hit = store.look_message_by_offset(off)
-        except (codec.RecordFormatError, ValueError, OSError):
+        except (codec.RecordFormatError, StoreError, ValueError, OSError):
             continue  # an entry into a cut tail or a removed file
         if hit is None:
             continue
