@@ -271,6 +271,13 @@ def test_a_store_a_stock_broker_wrote_is_read_by_ours(spark, cluster, tmp_path):
         assert [m.body for m in s.query_message("FromStock", "b3")] == [b"batch-3"]
         assert s.query_message_by_unique_key("FromStock", sent[5]["msgId"]).body == b"single-5"
         assert s.view_message_by_offset_id(sent[6]["offsetMsgId"]).body == b"single-6"
+    conf = tmp_path / "store.conf"  # the broker's geometry: its index files are read with it
+    conf.write_text("".join(f"{k}={v}\n" for k, v in SIZES.items()))
+    found = subprocess.run([sys.executable, "-m", "rmq_cli", "--store", path, "--config", str(conf), "query",
+                            "--topic", "FromStock", "--key", "s7", "--json"], capture_output=True, text=True,
+                           timeout=120)  # mqadmin queryMsgByKey's question, answered by ours
+    assert found.returncode == 0 and [json.loads(x)["body"] for x in found.stdout.splitlines()] == ["single-7"], \
+        found.stdout + found.stderr
     check = subprocess.run([sys.executable, "-m", "rmq_cli", "--store", path, "check", "--json"],
                            capture_output=True, text=True, timeout=120)
     assert check.returncode == 0, check.stdout + check.stderr
