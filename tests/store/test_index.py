@@ -197,3 +197,11 @@ def test_rmq_query_by_key_msg_id_and_offset_msg_id_on_a_store(tmp_path, capsys):
                      (["-t", "T", "-k", "k", "--begin", "soon"], "--begin 'soon'")):
         assert main(args + bad) == 2
         assert why in capsys.readouterr().err
+
+
+def test_a_brokers_index_of_another_geometry_is_read_by_its_size(tmp_path):
+    with MessageStore(tmp_path, StoreConfig(maxHashSlotNum=50, maxIndexNum=200)) as s:
+        s.put_batch("T", [b"a", b"b"], keys=["k1", "k2"])
+    os.remove(os.path.join(tmp_path, ".rmq-spark"))  # as a broker's copy: no record of the geometry
+    with MessageStore(tmp_path, read_only=True) as r:  # RocketMQ's default geometry configured
+        assert [m.body for m in r.query_message("T", "k2")] == [b"b"]
