@@ -43,12 +43,17 @@ def test_key_and_uniq_key_reads_come_from_the_index_with_the_scans_rows(spark, k
     by_index = _rows(read(key="k7"))
     assert len(by_index) == len([i for i in range(1200) if i % 97 == 7])
     assert by_index == _rows(read(key="k7", useIndex="false")) == _rows(read().where(F.array_contains("keys", "k7")))
-    runs, looked_up = RmqBatchReader(parse_options({"path": path, "topic": "T", "key": "k7"}), None)._plan()
-    assert looked_up and sum(e - s for _, _, s, e in runs) == len(by_index)
-    assert _rows(read(key="b2", useIndex="false")) == _rows(read(key="b2"))  # 300 rows, in runs per queue
     uniq = k5[3].properties["UNIQ_KEY"]
     assert [bytes(r.body) for r in read(uniqKey=uniq).collect()] == [k5[3].body]
-    assert read(key="k7", uniqKey=uniq).count() == 0 and read(key="nope").count() == 0
+
+    def planned(**opts):  # the driver's plan: runs of queue offsets the index found
+        runs, looked_up = RmqBatchReader(parse_options({"path": path, "topic": "T", **opts}), None)._plan()
+        assert looked_up
+        return sum(e - s for _, _, s, e in runs), len(runs)
+
+    assert planned(key="k7")[0] == len(by_index)
+    assert planned(key="b2") == (300, 4)  # a batch's 300 messages: one run per queue
+    assert planned(key="k7", uniqKey=uniq) == planned(key="nope") == (0, 0)
     with pytest.raises(RmqOptionError, match="key"):
         parse_options({"path": path, "topic": "T", "key": "a b"})
 
