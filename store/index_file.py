@@ -56,6 +56,7 @@ class IndexFile:
         size = file_size(slots, entries)
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0) if writable else os.O_RDONLY
         fd = os.open(path, flags, 0o644)
+        self.fd = -1  # a writer's: new entries are written with pwrite (see put)
         try:
             if create:
                 os.ftruncate(fd, size)
@@ -64,7 +65,12 @@ class IndexFile:
                 raise ValueError(f"index file {path} is {actual} bytes, not the {size} of maxHashSlotNum={slots} "
                                  f"and maxIndexNum={entries}")
             self.map = mmap.mmap(fd, size, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ)
-        finally:
+        except BaseException:
+            os.close(fd)
+            raise
+        if writable:
+            self.fd = fd
+        else:
             os.close(fd)
         if create and (end_phy > 0 or end_ts > 0):
             self.map[0:32] = struct.pack(">qqqq", end_ts, end_ts, end_phy, end_phy)
@@ -95,7 +101,8 @@ class IndexFile:
     def put(self, hashes: np.ndarray, offsets: np.ndarray, timestamps: np.ndarray, first: int = 0) -> int:
         """IndexFile.putKey for entries first.. until the file is full; returns the first entry not written."""
         if _index is not None:
-            return _index.put_entries(self.map, self.slots, self.entries, hashes, offsets, timestamps, first)
+            return _index.put_entries(self.map, self.slots, self.entries, hashes, offsets, timestamps, first,
+                                      self.fd)
         begin_ts, _, _, _, used, count = self.header()
         count = max(count, 1)
         base = HEADER_SIZE + self.slots * SLOT_SIZE
@@ -152,6 +159,9 @@ class IndexFile:
         self.map.flush()
 
     def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
         try:
             self.map.close()
         except BufferError:  # a reader's view still open: the mapping goes with it
