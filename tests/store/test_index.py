@@ -205,3 +205,19 @@ def test_a_brokers_index_of_another_geometry_is_read_by_its_size(tmp_path):
     os.remove(os.path.join(tmp_path, ".rmq-spark"))  # as a broker's copy: no record of the geometry
     with MessageStore(tmp_path, read_only=True) as r:  # RocketMQ's default geometry configured
         assert [m.body for m in r.query_message("T", "k2")] == [b"b"]
+
+
+def test_generated_unique_keys_carry_the_time_where_a_java_client_reads_it(tmp_path):
+    """MessageClientIDSetter.getNearlyTimeFromID: bytes 10..13 of the id are ms since the month's start (local);
+    a Java client's viewMessage(topic, msgId) queries the index from that time less 1 s."""
+    import datetime
+    with MessageStore(tmp_path, StoreConfig(**SMALL)) as s:
+        r = s.put_batch("T", [b"x"] * 70_000)  # more than a 16-bit counter: the time runs ahead by a ms
+        stored = s.query_message_by_unique_key("T", r.uniq_keys[-1].as_py()).store_timestamp
+    first, last = (bytes.fromhex(r.uniq_keys[i].as_py()) for i in (0, -1))
+    now = datetime.datetime.now()
+    month = datetime.datetime(now.year, now.month, 1).timestamp() * 1000
+    for raw in (first, last):
+        nearly = month + int.from_bytes(raw[10:14], "big")
+        assert nearly - 1000 <= stored <= nearly + 60_000
+    assert int.from_bytes(last[10:16], "big") - int.from_bytes(first[10:16], "big") == 69_999
