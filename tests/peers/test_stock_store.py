@@ -289,6 +289,10 @@ def _same_answers_from_rmq_serve_and_the_stock_broker(cluster, messages, sent, t
     with WireCluster(tmp_path / "serve", brokers=("broker-a",)) as serve:
         with Producer(serve.namesrv) as p:
             p.create_topic("FromStock", 2)
+            # a message whose UNIQ_KEY our store generated: the Java client searches from the time in it
+            ours = p.send("FromStock", b"from-python", keys=["py"])
+            from rmq_client.event_loop import run_blocking
+            ours_uniq = run_blocking(p.aio.api.view_message, ours.msg_id).properties["UNIQ_KEY"]
         lines: list[dict] = [{"namesrv": serve.namesrv, "kind": "send", "message": {
             k: v for k, v in m.items() if k != "queue"}} for m in messages]  # rmq serve has one broker
         for ns, ids in ((cluster.namesrv, sent), (serve.namesrv, None)):
@@ -301,10 +305,12 @@ def _same_answers_from_rmq_serve_and_the_stock_broker(cluster, messages, sent, t
                 else:
                     q["msgId"] = ids[k]["offsetMsgId"] if kind == "offset" else ids[k]["msgId"].split(",")[item]
                 lines.append(q)
+        lines.append({"namesrv": serve.namesrv, "kind": "uniq", "topic": "FromStock", "msgId": ours_uniq})
         out = cluster.java().run("StockQuery", input_lines=lines, timeout=240)
     assert len(out) == len(lines), out[-3:]
     assert all(o.get("status") == "SEND_OK" for o in out[:len(messages)]), out[:len(messages)]
-    answers = out[len(messages):]
+    answers, last = out[len(messages):-1], out[-1]
+    assert [m["body"] for m in last.get("messages", [])] == ["from-python"], last
     # nothing found: the client throws MQClientException NO_MESSAGE (208), from either broker
     bodies = [sorted(m["body"] for m in a["messages"]) if "messages" in a else
               "208" if "CODE: 208" in a["error"] else a["error"] for a in answers]
