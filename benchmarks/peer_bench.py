@@ -8,12 +8,14 @@ row is msg/s (or ms) for both and the ratio ours / stock. No target here: the fi
   drain     a push consumer draining --messages messages (tags *) from the first offset
   drainsql  the same with a 10% SQL92 selector (a = 0)
   latency   a held pull answered after a send's response: p50 / p99 ms over 200 messages, one every 20 ms
+  sync16    send16 with both brokers restarted with flushDiskType=SYNC_FLUSH (SEND_OK after the fsync)
   spark32   the Spark wire read (format("rmq").option("namesrvAddr", ...), count) of --messages messages with the
             brokers' default pull caps (32 messages / 256 KiB)
   spark4k   the same with the caps raised to 4,096 messages / 8 MiB (what README tells Spark users to set)
 
-Both brokers ASYNC_FLUSH, one broker each with its own name server, on loopback; the rows run interleaved
-(stock, ours) and --repeat times, best kept. Needs the stock peers (`make peers`).
+Both brokers ASYNC_FLUSH (but for sync16), one broker each with its own name server, on loopback; the rows run
+interleaved (stock, ours) and --repeat times, best kept; each row notes the 1-minute load average when it ended
+(the machine is shared). Needs the stock peers (`make peers`).
 
     .venv/bin/python benchmarks/peer_bench.py [--messages 1000000] [--seconds 10] [--repeat 1] [--cases ...]
 """
@@ -38,7 +40,8 @@ from tests.wire_cluster import WireCluster  # noqa: E402
 BENCH_JAVA = os.path.join(ROOT, "benchmarks", "java")
 DEFAULT_CAPS = {"maxTransferCountOnMessageInMemory": "32", "maxTransferBytesOnMessageInMemory": "262144"}
 RAISED_CAPS = {"maxTransferCountOnMessageInMemory": "4096", "maxTransferBytesOnMessageInMemory": "8388608"}
-CASES = ["send1", "send16", "batch", "drain", "drainsql", "latency", "spark32", "spark4k"]
+CASES = ["send1", "send16", "batch", "drain", "drainsql", "latency", "sync16", "spark32", "spark4k"]
+SYNC_FLUSH, ASYNC_FLUSH = {"flushDiskType": "SYNC_FLUSH"}, {"flushDiskType": "ASYNC_FLUSH"}
 
 
 def conf_text(conf: dict) -> str:
@@ -90,10 +93,15 @@ def main() -> None:
             for case in cases:
                 if case.startswith("spark"):
                     continue
+                if case == "sync16":
+                    restart(stock, ours, {**DEFAULT_CAPS, **SYNC_FLUSH})
                 for side, namesrv in (("stock", stock.namesrv), ("ours", ours.namesrv)):
                     got = run_case(load, case, namesrv, args, r)
+                    got["load1"] = round(os.getloadavg()[0], 2)
                     results[case][side].append(got)
                     print(f"  {case:9s} {side:5s} {json.dumps(got)}", flush=True)
+                if case == "sync16":
+                    restart(stock, ours, {**DEFAULT_CAPS, **ASYNC_FLUSH})
         spark_cases = [c for c in cases if c.startswith("spark")]
         if spark_cases:
             spark_rows(spark_cases, load, stock, ours, args, results)
@@ -106,6 +114,8 @@ def run_case(load: Load, case: str, namesrv: str, args, r: int) -> dict:
         return load.run(namesrv, "send", f"S1-{r}", 1, s, 1)
     if case == "send16":
         return load.run(namesrv, "send", f"S16-{r}", 16, s, 1)
+    if case == "sync16":
+        return load.run(namesrv, "send", f"SY16-{r}", 16, s, 1)
     if case == "batch":
         return load.run(namesrv, "send", f"B-{r}", 4, s, 32)
     if case in ("drain", "drainsql"):
@@ -122,6 +132,15 @@ def run_case(load: Load, case: str, namesrv: str, args, r: int) -> dict:
     raise ValueError(case)
 
 
+def restart(stock: StockCluster, ours: WireCluster, conf: dict) -> None:
+    """Both brokers stopped cleanly (SIGTERM, stores kept) and started again with conf."""
+    stock.conf.update(conf)
+    ours.conf = conf_text(conf)
+    for cluster, name in ((stock, "broker-s"), (ours, "broker-o")):
+        cluster.kill(name, 15)
+        cluster.start(name)
+
+
 def spark_rows(cases, load: Load, stock: StockCluster, ours: WireCluster, args, results) -> None:
     from pyspark.sql import SparkSession
     spark = (SparkSession.builder.master("local[2]").appName("peer_bench")
@@ -134,12 +153,8 @@ def spark_rows(cases, load: Load, stock: StockCluster, ours: WireCluster, args, 
         assert loaded["failed"] == 0, loaded
     spark_count(spark, ours.namesrv, topic)  # warm-up: the JVM's Python workers and the source's lookup
     for case in cases:
-        caps = DEFAULT_CAPS if case == "spark32" else RAISED_CAPS
-        stock.conf.update(caps)
-        ours.conf = conf_text(caps)
-        for cluster, name in ((stock, "broker-s"), (ours, "broker-o")):
-            cluster.kill(name, 15)  # SIGTERM: a clean stop, the store kept
-            cluster.start(name)
+        caps = {**(DEFAULT_CAPS if case == "spark32" else RAISED_CAPS), **ASYNC_FLUSH}
+        restart(stock, ours, caps)
         for _ in range(args.repeat):
             for side, namesrv in (("stock", stock.namesrv), ("ours", ours.namesrv)):
                 took, n = spark_count(spark, namesrv, topic)
@@ -169,6 +184,8 @@ def report(results, args) -> None:
                         for side, x in (("stock", s), ("ours", o)) if x.get("complete") is False)
         if "p99_ms" in s:
             extra = f" (p99 {s['p99_ms']:.2f} ms / {o['p99_ms']:.2f} ms)"
+        if "load1" in s:
+            extra += f" (load {s['load1']:.1f} / {o['load1']:.1f})"
         print(f"| {case} | {s['msg_per_s']:,.0f} msg/s | {o['msg_per_s']:,.0f} msg/s | "
               f"{o['msg_per_s'] / s['msg_per_s']:.2f}x{extra} |")
 

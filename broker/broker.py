@@ -24,13 +24,14 @@ from remoting.remoting_server import Channel
 from store import MessageStore, StoreError
 from store import message_codec as codec
 from store.errors import DiskFullError
-from store.store_config import StoreConfig
+from store.store_config import SYNC_FLUSH, StoreConfig
 
 from .bad_request import BadRequest
 from .broker_config import BrokerConfig
 from .broker_outer_api import BrokerOuterAPI
 from .consumer_manager import ConsumerManager
 from .consumer_offset_manager import ConsumerOffsetManager
+from .group_commit_service import GroupCommitService
 from .processor.admin_broker import AdminBrokerProcessor
 from .processor.client_manage import ClientManageProcessor
 from .processor.consumer_manage import ConsumerManageProcessor
@@ -98,6 +99,8 @@ class Broker:
         self.processors: dict[int, RequestProcessor] = {}  # request code -> its processor
         # managers: the state the processors share
         self.hold = self.store.pull_request_hold
+        # SYNC_FLUSH: single sends share their fsyncs (None under ASYNC_FLUSH: SEND_OK when the page cache has it)
+        self.group_commit = GroupCommitService(self.store) if config.flushDiskType == SYNC_FLUSH else None
         self.topics = TopicService(self.store, bc, self._topic_created)
         self.consumers = ConsumerManager(client_expiry_s)
         self.producers = ProducerManager(client_expiry_s)

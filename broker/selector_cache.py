@@ -25,6 +25,17 @@ _SQL_OPERATOR = re.compile(r"\b(and|or|not)\b", re.IGNORECASE)
 Built = tuple[Optional[MessageFilter], bool]  # the filter (None: everything matches) and whether it is SQL92
 
 
+def check_selector_type(kind: str, property_filter_enabled: bool) -> None:
+    """Refuses a subscription type the broker cannot filter by, as the pull and CHECK_CLIENT_CONFIG both do: any
+    non-TAG type while enablePropertyFilter is off (SYSTEM_ERROR, RocketMQ's remark), an unknown type
+    (SUBSCRIPTION_PARSE_FAILED)."""
+    if kind != "TAG" and not property_filter_enabled:
+        raise BadRequest(f"The broker does not support consumer to filter message by {kind} "
+                         "(enablePropertyFilter is false)", ResponseCode.SYSTEM_ERROR)
+    if kind not in ("TAG", "SQL92"):
+        raise BadRequest(f"expressionType {kind} is not supported", ResponseCode.SUBSCRIPTION_PARSE_FAILED)
+
+
 def build_selector(kind: str, expression: str) -> Built:
     """The filter for a subscription; BadRequest SUBSCRIPTION_PARSE_FAILED naming the bound a selector passes or
     why it does not parse. Runs in a worker thread: its cost (a large tag set hashed, a SQL92 parse) is paid once."""

@@ -6,6 +6,7 @@ import asyncio
 import threading
 from typing import Any, Coroutine, Optional
 
+from . import event_loop
 from .remoting_client import RemotingClient
 from .remoting_command import DEFAULT_MAX_FRAME, RemotingCommand
 
@@ -13,7 +14,7 @@ from .remoting_command import DEFAULT_MAX_FRAME, RemotingCommand
 class BlockingRemotingClient:
     def __init__(self, address: str, max_frame: int = DEFAULT_MAX_FRAME, connect_timeout: float = 5.0):
         self.address = address
-        self._loop = asyncio.new_event_loop()
+        self._loop = event_loop.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"remoting-{address}", daemon=True)
         self._thread.start()
         self._client: Optional[RemotingClient] = RemotingClient(address, max_frame)

@@ -37,6 +37,12 @@ class FrameError(ValueError):
     """A frame or header that cannot be decoded; the connection it came on is closed."""
 
 
+# The version every answer carries (RocketMQ's servers stamp MQVersion.CURRENT_VERSION on their responses): the Java
+# client keeps it per broker from the heartbeat's answer and refuses to pull with SQL92 from a broker older than
+# 4.1.0 (PullAPIWrapper.pullKernelImpl: "does not upgrade to support for filter message by SQL92").
+SERVER_VERSION = 407  # MQVersion.Version.V4_9_7.ordinal()
+
+
 @dataclass
 class RemotingCommand:
     code: int
@@ -59,7 +65,8 @@ class RemotingCommand:
                  body: bytes = b"") -> "RemotingCommand":
         """The answer to this request: same opaque, the response flag, in the request's encoding."""
         return RemotingCommand(code=int(code), opaque=self.opaque, flag=RESPONSE_FLAG, remark=remark,
-                               ext_fields=_texts(ext_fields), body=body, serialize_type=self.serialize_type)
+                               ext_fields=_texts(ext_fields), body=body, version=SERVER_VERSION,
+                               serialize_type=self.serialize_type)
 
     @property
     def is_response(self) -> bool:

@@ -12,6 +12,7 @@ import signal
 import sys
 from typing import Optional
 
+from remoting import event_loop
 from remoting.local_address import is_wildcard
 
 log = logging.getLogger("rmq.serve")
@@ -146,7 +147,7 @@ def cmd_serve(args) -> int:
         raise UsageError(f"--config {args.config}: no such file") from None
     except ValueError as e:
         raise UsageError(f"--config {args.config}: {e}") from None
-    asyncio.run(_serve(args, config, broker_config))
+    event_loop.run(_serve(args, config, broker_config))
     return 0
 
 
@@ -171,5 +172,5 @@ async def _namesrv(args) -> None:
 
 def cmd_namesrv(args) -> int:
     _logging()
-    asyncio.run(_namesrv(args))
+    event_loop.run(_namesrv(args))
     return 0

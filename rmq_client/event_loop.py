@@ -8,6 +8,8 @@ import os
 import threading
 from typing import Any, Callable, Coroutine, Optional
 
+from remoting import event_loop
+
 _lock = threading.Lock()
 _loop: Optional[asyncio.AbstractEventLoop] = None
 _pid = 0
@@ -17,7 +19,7 @@ def loop() -> asyncio.AbstractEventLoop:
     global _loop, _pid
     with _lock:
         if _loop is None or _pid != os.getpid():
-            _loop = asyncio.new_event_loop()
+            _loop = event_loop.new_event_loop()
             _pid = os.getpid()
             threading.Thread(target=_loop.run_forever, name="rmq-client", daemon=True).start()
         return _loop

@@ -301,6 +301,25 @@ class CommitLog:
             for f in files:
                 f.unpin()
 
+    def append_record(self, write_pos: int, record, sync: bool, new_file_sync: bool = False):
+        """Write one record at write_pos when it fits in the current file with the end-of-file blank's room to
+        spare (as plan() places it): the file written (fsynced when sync), or None, with nothing written, when it
+        would roll the file (put_batch does). new_file_sync: a file created here has its name fsynced too."""
+        file_from = self.file_start(write_pos)
+        rel = write_pos - file_from
+        if rel + len(record) > self.file_size - codec.END_FILE_MIN_BLANK_LENGTH:
+            return None
+        f = self.files.get_or_create(file_from, sync=sync or new_file_sync)
+        f.pin()
+        try:
+            self._allocate(f, rel, rel + len(record))
+            f.write(rel, record)
+            if sync:
+                f.flush()
+        finally:
+            f.unpin()
+        return f
+
     def _write_files(self, files: list, segments: list[AppendSegment], records, sync: bool) -> None:
         for f, seg in zip(files, segments):
             rel = seg.position - seg.file_from_offset

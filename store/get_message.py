@@ -9,6 +9,7 @@ import numpy as np
 
 from .consume_queue import CQ_STORE_UNIT_SIZE
 from .errors import CorruptRecordError, StoreError, UnknownTopicError
+from .filter_matches import filter_matches
 from .get_message_result import GetMessageResult, GetMessageStatus
 
 MIN = -(2**63)
@@ -123,22 +124,13 @@ def queue_min_offset(store, cq, fresh: bool = False) -> int:
 def _property_matches(store, topic: str, queue_id: int, offset: int, candidates: np.ndarray, examined: int,
                       want: int, message_filter) -> tuple[np.ndarray, int]:
     """(unit indexes among candidates whose records' properties match the filter, at most `want`; how many units
-    were decided): the vectorised scan, a chunk of units at a time, stops once enough matched, so a selective
-    filter reads few records per match and an unselective one few records in all. Units past the last candidate
-    were refused by their tag codes: decided too, out of `examined`, so the next pull starts past them
-    (getMessage moves past every unit it examined, matched or not)."""
-    matched: list[np.ndarray] = []
-    found = 0
+    were decided): decided a few thousand units at a time by the vectorised scan and kept for the pulls that
+    follow (filter_matches). Units past the last candidate were refused by their tag codes: decided too, out of
+    `examined`, so the next pull starts past them (getMessage moves past every unit it examined, matched or
+    not)."""
     end = offset + (int(candidates[-1]) + 1 if len(candidates) else 0)
-    pos, chunk = offset, max(256, want * 2)
-    while pos < end and found < want:  # chunks grow while matches are rare: few scans per pull either way
-        for batch in store.scan(topic, queue_id, pos, min(end, pos + chunk), message_filter=message_filter,
-                                batch_rows=chunk, columns=("queue_offset",), release_pages=False):
-            matched.append(batch.column("queue_offset").to_numpy() - offset)
-            found += batch.num_rows
-        pos, chunk = pos + chunk, chunk * 4
-    taken = np.concatenate(matched)[:want] if matched else np.zeros(0, dtype=np.int64)
-    return taken, (int(taken[-1]) + 1 if found >= want and len(taken) else examined)
+    taken = filter_matches(store).matches(store, topic, queue_id, offset, end, want, message_filter) - offset
+    return taken, (int(taken[-1]) + 1 if len(taken) >= want else examined)
 
 
 def get_message_records(store, topic: str, queue_id: int, offset: int, max_msgs: int, message_filter=None,

@@ -92,11 +92,20 @@ class IndexService:
         self._files: dict[str, IndexFile] = {}
         self._writable = not store.read_only
         self.indexed_to: Optional[int] = None  # the log end up to which this process knows the index complete
+        self._listed: Optional[list] = None  # files() as last listed, and the directory's mtime then
+        self._listed_at: Optional[int] = None
 
     # -- files ----------------------------------------------------------------------------------------------
 
     def files(self) -> list[IndexFile]:
-        """The index files, oldest first (another process's new or deleted files seen)."""
+        """The index files, oldest first (another process's new or deleted files seen: the directory is listed
+        again when its mtime changed)."""
+        try:
+            stamp = os.stat(self.directory).st_mtime_ns
+        except FileNotFoundError:
+            stamp = None
+        if stamp is not None and stamp == self._listed_at and self._listed is not None:
+            return self._listed
         try:
             names = sorted(n for n in os.listdir(self.directory) if n.isdigit())
         except FileNotFoundError:
@@ -113,6 +122,7 @@ class IndexService:
                     log.warning("store %s: index file %s skipped: %s", self.store.path, n, e)
                     continue
             out.append(f)
+        self._listed, self._listed_at = out, stamp
         return out
 
     def _open(self, path: str) -> IndexFile:
@@ -135,6 +145,7 @@ class IndexService:
         f = IndexFile(os.path.join(self.directory, name), self.slots, self.entries, True, create=True,
                       end_phy=end_phy, end_ts=end_ts)
         self._files[name] = f
+        self._listed = None
         if prev is not None:  # IndexService.flush of a full file: what an abnormal start keeps of the index
             prev.flush()
             cp = self.store.checkpoint
@@ -146,6 +157,7 @@ class IndexService:
         for f in self._files.values():
             f.close()
         self._files.clear()
+        self._listed = None
 
     def flush(self) -> None:
         files = list(self._files.values())
@@ -251,6 +263,7 @@ class IndexService:
             log.info("retention: deleting index file %s (its entries end at %d, below %d)", f.path,
                      f.end_phy_offset, min_offset)
             self._files.pop(f.name, None)
+            self._listed = None
             f.close()
             os.remove(f.path)
             deleted += 1

@@ -7,6 +7,7 @@ BODY (i32 len + bytes), TOPIC (v1: i8 len, v2: i16 len + bytes), PROPERTIES (i16
 """
 from __future__ import annotations
 
+import functools
 import ipaddress
 import os
 import re
@@ -149,16 +150,21 @@ def check_topic(topic) -> None:
 
 def parse_host(host) -> tuple[bytes, int]:
     """'ip:port', '[v6]:port', or (ip, port) -> (address bytes, port)."""
+    if isinstance(host, str):
+        return _parse_host_text(host)
     if isinstance(host, tuple):
         ip, port = host
+        return ipaddress.ip_address(ip).packed, int(port)
+    return _parse_host_text(str(host))
+
+
+@functools.lru_cache(maxsize=4096)  # a broker parses each client's address once, not per message
+def _parse_host_text(text: str) -> tuple[bytes, int]:
+    if text.startswith("["):
+        ip, _, port = text[1:].partition("]:")
     else:
-        text = str(host)
-        if text.startswith("["):
-            ip, _, port = text[1:].partition("]:")
-        else:
-            ip, _, port = text.rpartition(":")
-    addr = ipaddress.ip_address(ip)
-    return addr.packed, int(port)
+        ip, _, port = text.rpartition(":")
+    return ipaddress.ip_address(ip).packed, int(port)
 
 
 def format_host(addr: bytes, port: int) -> str:
@@ -507,6 +513,12 @@ def reserve_uniq_keys(n: int, address: bytes) -> GeneratedIds:
             value = ((value >> 32) + 1) << 32
         _uniq_counter[0] = value + n
     return GeneratedIds((prefix + f"{value >> 32 & 0xFFFF:04X}").encode(), value & 0xFFFFFFFF, n)
+
+
+def new_uniq_key(address: bytes) -> str:
+    """One new client-style unique id (reserve_uniq_keys) as text."""
+    ids = reserve_uniq_keys(1, address)
+    return f"{ids.head.decode()}{ids.start & 0xFFFFFFFF:08X}"
 
 
 def new_uniq_keys(n: int, address: bytes) -> pa.Array:

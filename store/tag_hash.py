@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 
+@functools.lru_cache(maxsize=4096)  # an application's few tags, hashed per single put
 def tags_hash_code(tag: str | None) -> int:
     """String.hashCode(): h = 31*h + unit over the UTF-16 code units (a
     character beyond the BMP counts as its two surrogates), wrapped to signed

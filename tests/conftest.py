@@ -28,3 +28,18 @@ def spark():
     session.sparkContext.setLogLevel("WARN")
     yield session
     session.stop()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "xdist_group(name): tests that pytest-xdist's loadgroup runs on one worker")
+
+
+def pytest_collection_modifyitems(config, items):
+    """`make test` runs two pytest-xdist workers with --dist loadgroup: a module runs whole on one worker (its module
+    fixtures are set up once), and every test of one stock RocketMQ version on one worker (one stock cluster per
+    version for the session, tests/peers/conftest.py)."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        version = callspec.params.get("stock_version") if callspec else None
+        group = f"stock-{version}" if version else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))

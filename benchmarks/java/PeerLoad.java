@@ -210,7 +210,17 @@ public class PeerLoad {
                 + "\"p99_ms\": %.3f}%n", count, all.length, pct(all, 0.5), pct(all, 0.9), pct(all, 0.99));
     }
 
-    public static void main(String[] a) throws Exception {
+    public static void main(String[] a) {
+        try {
+            run(a);
+        } catch (Throwable t) {  // a client that failed to start leaves non-daemon threads: exit, do not hang
+            t.printStackTrace();
+            System.exit(1);
+        }
+        System.exit(0);
+    }
+
+    static void run(String[] a) throws Exception {
         switch (a[0]) {
             case "send":
                 send(a[1], a[2], Integer.parseInt(a[3]), Double.parseDouble(a[4]), Integer.parseInt(a[5]));
@@ -227,6 +237,5 @@ public class PeerLoad {
             default:
                 throw new IllegalArgumentException("unknown mode " + a[0]);
         }
-        System.exit(0);
     }
 }

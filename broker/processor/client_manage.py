@@ -1,5 +1,5 @@
 """ClientManageProcessor: HEART_BEAT 34 (producer and consumer groups' members, consumers' subscriptions),
-UNREGISTER_CLIENT 35."""
+UNREGISTER_CLIENT 35, CHECK_CLIENT_CONFIG 46 (a subscription refused now if the pull would refuse it)."""
 from __future__ import annotations
 
 import json
@@ -9,6 +9,7 @@ from remoting.broker_headers import UnregisterClientRequestHeader
 from store.offset_store import check_group
 
 from ..bad_request import BadRequest
+from ..selector_cache import check_selector_type
 from .request_processor import RequestProcessor, handles
 from .send_message import RETRY_GROUP_TOPIC_PREFIX
 
@@ -50,4 +51,28 @@ class ClientManageProcessor(RequestProcessor):
             self.broker.producers.unregister(h.producer_group, h.client_id)
         if h.consumer_group and self.broker.consumers.unregister(h.consumer_group, h.client_id):
             await self.broker.consumers.notify_ids_changed(h.consumer_group)
+        return cmd.response(ResponseCode.SUCCESS)
+
+    @handles(RequestCode.CHECK_CLIENT_CONFIG)
+    async def check_client_config(self, h: None, cmd: RemotingCommand, channel) -> RemotingCommand:
+        """The Java client sends each non-TAG subscription here before it starts (checkClientInBroker) and fails
+        to start on anything but SUCCESS: the subscription is parsed as the pull parses it (and the result kept for
+        the pulls), refused with the pull's code and remark (ClientManageProcessor.checkClientConfig)."""
+        try:
+            data = json.loads(cmd.body) if cmd.body else {}
+        except ValueError as e:
+            raise BadRequest(f"the CHECK_CLIENT_CONFIG body is not JSON: {e}") from None
+        sub = data.get("subscriptionData") if isinstance(data, dict) else None
+        if not isinstance(sub, dict):
+            return cmd.response(ResponseCode.SUCCESS)
+        kind = str(sub.get("expressionType") or "TAG").upper()
+        if kind == "TAG":
+            return cmd.response(ResponseCode.SUCCESS)
+        check_selector_type(kind, self.broker.broker_config.enablePropertyFilter)
+        try:
+            version = int(sub.get("subVersion") or 0)
+        except (TypeError, ValueError):
+            version = 0
+        await self.broker.selectors.get(str(data.get("group") or ""), str(sub.get("topic") or ""), kind,
+                                        str(sub.get("subString") or ""), version)
         return cmd.response(ResponseCode.SUCCESS)

@@ -14,6 +14,7 @@ from store import GetMessageStatus
 from store.pull_request_hold import HeldPull
 
 from ..bad_request import BadRequest
+from ..selector_cache import check_selector_type
 from ..topic_service import PERM_READ
 from .request_processor import RequestProcessor, handles
 
@@ -48,11 +49,7 @@ class PullMessageProcessor(RequestProcessor):
         pull carries (FLAG_SUBSCRIPTION), else the one its group's members sent in their heartbeats; built once
         per subscription version, off the event loop (the broker's SelectorCache)."""
         kind, expression, version = self._subscription(h)
-        if kind != "TAG" and not self.broker.broker_config.enablePropertyFilter:
-            raise BadRequest(f"The broker does not support consumer to filter message by {kind} "
-                             "(enablePropertyFilter is false)", ResponseCode.SYSTEM_ERROR)
-        if kind not in ("TAG", "SQL92"):
-            raise BadRequest(f"expressionType {kind} is not supported", ResponseCode.SUBSCRIPTION_PARSE_FAILED)
+        check_selector_type(kind, self.broker.broker_config.enablePropertyFilter)
         return await self.broker.selectors.get(h.consumer_group, h.topic, kind, expression, version)
 
     def _subscription(self, h: PullMessageRequestHeader) -> tuple[str, str, int]:

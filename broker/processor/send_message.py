@@ -82,9 +82,13 @@ class SendMessageProcessor(RequestProcessor):
                     queue_id = self.store.take_round_robin(topic, len(self.store.queues(topic)), 1)
                 result = self.broker.schedule.schedule(topic, queue_id, cmd.body, properties, int(delay), **put_args)
             else:
+                group_commit = self.broker.group_commit
                 result = self.store.put(topic, cmd.body, properties=properties or None,
-                                        queue_id=None if queue_id < 0 else queue_id, **put_args)
+                                        queue_id=None if queue_id < 0 else queue_id,
+                                        defer_flush=group_commit is not None, **put_args)
                 self.broker.arrived(topic, result.queue_id)
+                if group_commit is not None:  # SYNC_FLUSH: SEND_OK only once the record is on disk
+                    await group_commit.wait(result.commit_log_offset + 1)
         except ValueError as e:
             raise BadRequest(str(e), ResponseCode.MESSAGE_ILLEGAL) from None
         return self._response(cmd, result.msg_id, result.queue_id, result.queue_offset)

@@ -121,6 +121,8 @@ def test_every_served_code_answers_as_rocketmq_clients_send_it_in_either_header_
                 assert (await ask(_request(RequestCode.UNREGISTER_CLIENT, unregister))).code == ResponseCode.SUCCESS
                 assert (await c.invoke(_request(RequestCode.GET_CONSUMER_LIST_BY_GROUP,
                                                 H.ConsumerGroupRequestHeader("g")))).code == ResponseCode.SYSTEM_ERROR
+                check = RemotingCommand.request(RequestCode.CHECK_CLIENT_CONFIG, body=b'{"clientId": "c1"}')
+                assert (await ask(check)).code == ResponseCode.SUCCESS  # a body, no header
                 return sorted(answers), sorted(b.processors)
     asked, served = asyncio.run(main())
     assert asked == served  # a code served without a case here fails: add it above

@@ -1,22 +1,24 @@
 """Stock Apache RocketMQ peers for the tests in this folder: one stock cluster (a name server, two brokers) per
-module and version. A version that is not fetched fails the test with a message naming `make peers`."""
+version for the whole session, shared by the modules (each uses topics and groups of its own; a JVM cluster takes
+15-60 s to boot on 2 cores). A version that is not fetched fails the test with a message naming `make peers`."""
 import pytest
 from stock_peers import VERSIONS, StockClients, StockCluster, compiled
 
 
-@pytest.fixture(scope="module", params=VERSIONS, ids=[f"rocketmq-{v}" for v in VERSIONS])
+@pytest.fixture(scope="session", params=VERSIONS, ids=[f"rocketmq-{v}" for v in VERSIONS])
 def stock_version(request) -> str:
     return request.param
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def stock_cluster(stock_version, tmp_path_factory):
-    """A stock name server and brokers broker-a and broker-b of `stock_version`, stopped after the module."""
+    """A stock name server and brokers broker-a and broker-b of `stock_version`, stopped after the session. A test
+    that kills a broker starts it again before it ends."""
     with StockCluster(stock_version, tmp_path_factory.mktemp(f"stock-{stock_version}")) as cluster:
         yield cluster
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def stock_java(stock_cluster) -> StockClients:
     """The stock Java client programs of the cluster's version, pointed at its name server."""
     return stock_cluster.java()

@@ -230,6 +230,13 @@ class StockCluster:
         self._wait_registered(name, self._spawn_broker(name))
         return self.addresses[name]
 
+    def ensure_running(self, name: str) -> None:
+        """Start `name` again if a test left it stopped (the cluster is shared by the session's modules)."""
+        proc = self.procs.get(name)
+        if proc is None or proc.poll() is not None:
+            self.procs.pop(name, None)
+            self.start(name)
+
     def _wait_registered(self, name: str, proc: subprocess.Popen) -> None:
         addr = self.addresses[name]
 

@@ -113,6 +113,7 @@ def test_a_stock_broker_sigkilled_and_restarted_mid_stream_gives_every_message_o
         assert q.exception() is None
     finally:
         q.stop()
+        stock_cluster.ensure_running("broker-b")
     bodies = [bytes(r.body) for r in spark.read.parquet(out).collect()]
     assert len(bodies) == len(set(bodies)), "duplicates"
     assert set(bodies) == sent, "lost"

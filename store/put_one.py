@@ -1,0 +1,126 @@
+"""One message put without the batch machinery (the broker's SEND_MESSAGE, MessageStore.put): its record built
+with a few struct packs, its queue offset, commitlog position and store timestamp patched in under the write lock.
+Only the usual message takes this path; anything else (keys, a sharding key, a transaction half, the schedule
+topic, a value out of range, a record that must roll the commitlog file) goes through put_batch, which also words
+the errors, so both paths store the same bytes and refuse the same input."""
+from __future__ import annotations
+
+import struct
+import time
+from typing import Optional
+
+from . import message_codec as codec
+from .delay_levels import SCHEDULE_TOPIC
+from .tag_hash import tags_hash_code
+
+_HEAD = struct.Struct(">iIiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP
+_PORT = struct.Struct(">i")
+_TAIL = struct.Struct(">iqi")  # RECONSUMETIMES, PREPAREDTRANSACTIONOFFSET, BODY length
+_OFFSETS = struct.Struct(">qq")  # QUEUEOFFSET, PHYSICALOFFSET at codec.POS_QUEUEOFFSET
+_STORE_TS = struct.Struct(">q")
+_I32_MAX = 2**31 - 1
+_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+_SEPARATORS = (codec.NAME_VALUE_SEPARATOR, codec.PROPERTY_SEPARATOR)
+
+
+def _is_int(v) -> bool:
+    return type(v) is int
+
+
+def _clean_text(text: str) -> bool:
+    return codec.NAME_VALUE_SEPARATOR not in text and codec.PROPERTY_SEPARATOR not in text
+
+
+class OneRecord:
+    """A record ready to append but for the fields known under the write lock (set_place)."""
+
+    __slots__ = ("record", "topic", "queue_id", "tags_code", "uniq_key", "_store_ts_at")
+
+    def __init__(self, record: bytearray, topic: str, queue_id: Optional[int], tags_code: int, uniq_key: str,
+                 store_ts_at: int):
+        self.record = record
+        self.topic = topic
+        self.queue_id = queue_id
+        self.tags_code = tags_code
+        self.uniq_key = uniq_key
+        self._store_ts_at = store_ts_at
+
+    def set_place(self, queue_id: int, queue_offset: int, position: int, store_ts: int) -> None:
+        rec = self.record
+        _PORT.pack_into(rec, codec.POS_QUEUEID, queue_id)
+        _OFFSETS.pack_into(rec, codec.POS_QUEUEOFFSET, queue_offset, position)
+        _STORE_TS.pack_into(rec, self._store_ts_at, store_ts)
+
+
+def build_one(store, topic, body, tags, keys, properties, queue_id, sharding_key, flag, born_timestamp, sys_flag,
+              born_host, reconsume_times) -> Optional[OneRecord]:
+    """The record of one usual message, or None when it is not one (the caller then takes put_batch)."""
+    if keys is not None or sharding_key is not None or topic == SCHEDULE_TOPIC or not isinstance(topic, str):
+        return None
+    if not (_is_int(flag) and _is_int(sys_flag) and _is_int(reconsume_times)) or \
+            not (born_timestamp is None or _is_int(born_timestamp)) or not (queue_id is None or _is_int(queue_id)):
+        return None
+    if not (-2**31 <= flag <= _I32_MAX and 0 <= reconsume_times <= _I32_MAX and -2**31 <= sys_flag <= _I32_MAX) \
+            or sys_flag & codec.RESERVED_SYS_FLAGS or not codec.is_dispatched(sys_flag) \
+            or (queue_id is not None and queue_id < 0):
+        return None
+    if isinstance(body, str):
+        body = body.encode("utf-8")
+    elif type(body) is not bytes:
+        if not isinstance(body, (bytearray, memoryview)):
+            return None
+        body = bytes(body)
+    if len(body) > store.config.maxMessageSize:
+        return None
+    try:
+        codec.check_topic(topic)
+    except ValueError:
+        return None
+    # properties: the user's (a dict, stored in its order), then TAGS when given apart, then a new UNIQ_KEY
+    text = ""
+    tag = None
+    uniq = None
+    if properties:
+        if not isinstance(properties, dict):
+            return None
+        for k, v in properties.items():
+            if type(k) is not str or type(v) is not str or not k or not v or not _clean_text(k) or \
+                    not _clean_text(v):
+                return None
+        text = codec.properties_to_string(properties)
+        tag = properties.get(codec.PROPERTY_TAGS)
+        uniq = properties.get(codec.PROPERTY_UNIQ_KEY)
+    if tags is not None:
+        if type(tags) is not str or not tags or tag is not None or not _clean_text(tags):
+            return None
+        text += f"{codec.PROPERTY_TAGS}{codec.NAME_VALUE_SEPARATOR}{tags}{codec.PROPERTY_SEPARATOR}"
+        tag = tags
+    if uniq is None:
+        uniq = codec.new_uniq_key(store.store_host[0])
+        text += f"{codec.PROPERTY_UNIQ_KEY}{codec.NAME_VALUE_SEPARATOR}{uniq}{codec.PROPERTY_SEPARATOR}"
+    props = text.encode("utf-8")
+    if len(props) > codec.MAX_PROPERTIES_LENGTH:
+        return None
+    born = store.store_host if born_host is None else codec.parse_host(born_host)
+    stored = store.store_host
+    if len(born[0]) == 16:
+        sys_flag |= codec.BORNHOST_V6_FLAG
+    if len(stored[0]) == 16:
+        sys_flag |= codec.STOREHOSTADDRESS_V6_FLAG
+    if born_timestamp is None:
+        born_timestamp = int(time.time() * 1000)
+    elif not _I64_MIN <= born_timestamp <= _I64_MAX:
+        return None
+    raw_topic = topic.encode("utf-8")
+    v2 = len(raw_topic) > 127
+    size = codec.record_length(len(body), len(raw_topic), len(props), sys_flag, 2 if v2 else 1)
+    store_ts_at = codec.POS_BORNHOST + len(born[0]) + 4
+    record = bytearray(b"".join((
+        _HEAD.pack(size, codec.MAGIC_V2 if v2 else codec.MAGIC_V1, codec.crc32(body), 0, flag, 0, 0, sys_flag,
+                   born_timestamp),
+        born[0], _PORT.pack(born[1]), _STORE_TS.pack(0), stored[0], _PORT.pack(stored[1]),
+        _TAIL.pack(reconsume_times, 0, len(body)), body,
+        struct.pack(">h", len(raw_topic)) if v2 else struct.pack(">b", len(raw_topic)), raw_topic,
+        struct.pack(">h", len(props)), props)))
+    assert len(record) == size
+    return OneRecord(record, topic, queue_id, tags_hash_code(tag), uniq, store_ts_at)
