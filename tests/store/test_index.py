@@ -221,3 +221,10 @@ def test_generated_unique_keys_carry_the_time_where_a_java_client_reads_it(tmp_p
         nearly = month + int.from_bytes(raw[10:14], "big")
         assert nearly - 1000 <= stored <= nearly + 60_000
     assert int.from_bytes(last[10:16], "big") - int.from_bytes(first[10:16], "big") == 69_999
+
+
+def test_a_single_put_is_indexed_by_its_unique_key(tmp_path):
+    with MessageStore(tmp_path, StoreConfig(**SMALL)) as s:
+        one = s.put("T", b"single")  # no keys: the single-record append (put_one)
+        assert s.query_message_by_unique_key("T", one.uniq_key).body == b"single"
+        assert s.view_message_by_offset_id(one.msg_id).body == b"single"
