@@ -101,8 +101,9 @@ class IndexFile:
     def put(self, hashes: np.ndarray, offsets: np.ndarray, timestamps: np.ndarray, first: int = 0) -> int:
         """IndexFile.putKey for entries first.. until the file is full; returns the first entry not written."""
         if _index is not None:
+            # a few entries (a single put) through the mapping: a syscall costs more than the odd page fault
             return _index.put_entries(self.map, self.slots, self.entries, hashes, offsets, timestamps, first,
-                                      self.fd)
+                                      self.fd if len(hashes) - first > 256 else -1)
         begin_ts, _, _, _, used, count = self.header()
         count = max(count, 1)
         base = HEADER_SIZE + self.slots * SLOT_SIZE

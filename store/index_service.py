@@ -185,9 +185,11 @@ class IndexService:
             if self.indexed_to != write_pos:
                 self.catch_up(write_pos)
             size = self.store.commit_log.file_size
-            files = positions // size
-            cuts = np.flatnonzero(np.diff(files)) + 1
-            for part in np.split(positions, cuts):
+            if len(positions) == 1 or positions[0] // size == positions[-1] // size:
+                parts = [positions]  # one file (a single record: no numpy splitting)
+            else:
+                parts = np.split(positions, np.flatnonzero(np.diff(positions // size)) + 1)
+            for part in parts:
                 view, base = self.store.commit_log.view_at(int(part[0]))
                 self.add(*record_keys(view, part - base, part))
             self.indexed_to = end

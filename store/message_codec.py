@@ -461,6 +461,7 @@ from .compiled import _encode  # noqa: E402 - its loops where they help here (st
 
 _uniq_counter = [0]
 _uniq_prefix: dict = {}
+_uniq_month = [0.0, 0.0]  # [start, end) of the month generated ids count from (seconds since the epoch)
 _uniq_lock = threading.Lock()  # a range of the counter per call, whatever the threads
 # Two upper-case hex digits per byte value, so a counter's 4 bytes become its 8 digits in one lookup.
 _HEX_PAIRS = np.frombuffer(b"".join(f"{b:02X}".encode() for b in range(256)), dtype=np.uint16)
@@ -502,9 +503,12 @@ def reserve_uniq_keys(n: int, address: bytes) -> GeneratedIds:
     if prefix is None:  # once per process and address, as the client's fixed part (a forked child gets its own)
         prefix = _uniq_prefix[key] = (address[-4:] + struct.pack(">h", pid & 0x7FFF) + os.urandom(4)).hex().upper()
     now = time.time()
-    lt = time.localtime(now)
-    month_start = time.mktime((lt.tm_year, lt.tm_mon, 1, 0, 0, 0, 0, 0, -1))
-    month_ms = max(0, int((now - month_start) * 1000))
+    month = _uniq_month
+    if not month[0] <= now < month[1]:  # MessageClientIDSetter.setStartTime: this month's start and the next's
+        lt = time.localtime(now)
+        month[0] = time.mktime((lt.tm_year, lt.tm_mon, 1, 0, 0, 0, 0, 0, -1))
+        month[1] = time.mktime((lt.tm_year + lt.tm_mon // 12, lt.tm_mon % 12 + 1, 1, 0, 0, 0, 0, 0, -1))
+    month_ms = max(0, int((now - month[0]) * 1000))
     with _uniq_lock:
         value = max(_uniq_counter[0], month_ms << 16)
         if value >> 48 or (value - (month_ms << 16)) >> 40:  # a new month (or a counter far ahead): start again
