@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Optional
 
@@ -29,10 +30,12 @@ from store.store_config import SYNC_FLUSH, StoreConfig
 from .bad_request import BadRequest
 from .broker_config import BrokerConfig
 from .broker_outer_api import BrokerOuterAPI
+from .broker_stats import BrokerStats
 from .consumer_manager import ConsumerManager
 from .consumer_offset_manager import ConsumerOffsetManager
 from .group_commit_service import GroupCommitService
 from .processor.admin_broker import AdminBrokerProcessor
+from .processor.admin_group import AdminGroupProcessor
 from .processor.client_manage import ClientManageProcessor
 from .processor.consumer_manage import ConsumerManageProcessor
 from .processor.end_transaction import EndTransactionProcessor
@@ -84,6 +87,7 @@ class Broker:
             self._advertised = advertised_host(host, advertise or config.brokerIP1)
         except ValueError as e:
             raise ValueError(f"brokerIP1 (--advertise) {e}") from None
+        self.store_config = config
         self.store = MessageStore(store_path, config)
         self.server = RemotingServer(host, port, limits=bc.server_limits())
         self.namesrv, self.broker_name, self.cluster = bc.namesrvAddr or None, bc.brokerName, bc.brokerClusterName
@@ -106,6 +110,8 @@ class Broker:
         self.producers = ProducerManager(client_expiry_s)
         self.offsets = ConsumerOffsetManager(self.store)
         self.locks = RebalanceLockManager()
+        self.stats = BrokerStats()
+        self.started_ms = int(time.time() * 1000)
         self.subscription_groups = SubscriptionGroupManager(self.store.path, bc.autoCreateSubscriptionGroup,
                                                             bc.maxReconsumeTimes)
         self.selectors = SelectorCache()  # subscriptions' filters, built off the event loop
@@ -114,7 +120,8 @@ class Broker:
         # processors (BrokerController.registerProcessor)
         self.end_transaction = EndTransactionProcessor(self.transactions, self.arrived)
         for processor in (SendMessageProcessor(self), PullMessageProcessor(self), QueryMessageProcessor(self),
-                          ClientManageProcessor(self), ConsumerManageProcessor(self), AdminBrokerProcessor(self)):
+                          ClientManageProcessor(self), ConsumerManageProcessor(self), AdminBrokerProcessor(self),
+                          AdminGroupProcessor(self)):
             self.register_processor(processor)
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         self.register_processor(self.end_transaction, ThreadPoolExecutor(cpus, thread_name_prefix="end-transaction"))
@@ -217,8 +224,9 @@ class Broker:
 
     # -- plumbing ----------------------------------------------------------------------------------------------
 
-    def arrived(self, topic: str, queue_id: int) -> None:
+    def arrived(self, topic: str, queue_id: int, count: int = 1) -> None:
         """Messages were appended to the queue: its held pulls answer now."""
+        self.stats.put(count)
         self.hold.notify_message_arriving(topic, queue_id)
 
     def _access_check(self, cmd: RemotingCommand, channel: Channel) -> Optional[RemotingCommand]:

@@ -22,6 +22,9 @@ class ClientChannelInfo:
     channel: Channel
     last_heartbeat: float
     subscriptions: dict = field(default_factory=dict)  # topic -> subscription data (as the heartbeat sent it)
+    consumer_data: dict = field(default_factory=dict)  # consumeType, messageModel, consumeFromWhere of its heartbeat
+    language: int = 0  # the heartbeat command's LanguageCode and version
+    version: int = 0
 
 
 class ConsumerManager:
@@ -30,12 +33,22 @@ class ConsumerManager:
         self.groups: dict[str, dict[str, ClientChannelInfo]] = {}  # consumer group -> client id -> client
         self._background: set[asyncio.Task] = set()
 
-    def register(self, group: str, client_id: str, channel, subscriptions: dict) -> bool:
+    def register(self, group: str, client_id: str, channel, subscriptions: dict, consumer_data: Optional[dict] = None,
+                 language: int = 0, version: int = 0) -> bool:
         """A heartbeat's group membership; True when the client joined the group now."""
         clients = self.groups.setdefault(group, {})
         joined = client_id not in clients
-        clients[client_id] = ClientChannelInfo(channel, time.monotonic(), subscriptions)
+        clients[client_id] = ClientChannelInfo(channel, time.monotonic(), subscriptions, consumer_data or {},
+                                               language, version)
         return joined
+
+    def clients(self, group: str) -> dict[str, ClientChannelInfo]:
+        return dict(sorted(self.groups.get(group, {}).items()))
+
+    def groups_of_topic(self, topic: str) -> list[str]:
+        """The groups some online member of which subscribes to the topic (queryTopicConsumeByWho)."""
+        return sorted(g for g, clients in self.groups.items()
+                      if any(topic in c.subscriptions for c in clients.values()))
 
     def unregister(self, group: str, client_id: str) -> bool:
         """True when the client was a member (the others are then told)."""

@@ -6,6 +6,7 @@ import logging
 
 from store import MessageStore, OffsetStore
 from store.errors import DiskFullError
+from store.offset_store import committed_groups
 
 from .bad_request import BadRequest
 
@@ -33,6 +34,25 @@ class ConsumerOffsetManager:
         offsets.update_offset((topic, queue_id), offset)
         if persist:
             offsets.persist_all()
+
+    def groups_of_topic(self, topic: str) -> list[str]:
+        """The groups with committed offsets of the topic (whichGroupByTopic)."""
+        cached = {g for g, o in self._groups.items() if topic in o.topics()}
+        return sorted(cached | {g for g, topics in committed_groups(self.store.path).items() if topic in topics})
+
+    def remove_topic(self, topic: str) -> None:
+        """Every group's offsets of a deleted topic (cleanOffsetByTopic), persisted now."""
+        for group in self.groups_of_topic(topic):
+            offsets = self.offsets(group)
+            if offsets.remove_topic(topic):
+                offsets.persist_all()
+
+    def remove_group(self, group: str) -> None:
+        """Every offset of a group (DELETE_SUBSCRIPTIONGROUP with removeOffset), persisted now."""
+        offsets = self.offsets(group)
+        for topic in offsets.topics():
+            offsets.remove_topic(topic)
+        offsets.persist_all()
 
     def persist_all(self) -> None:
         for offsets in self._groups.values():

@@ -16,11 +16,18 @@ from remoting import remoting_serializable as rs
 from remoting.local_address import advertised_host, join_address, split_address
 from remoting.namesrv_bodies import RegisterBrokerBody, TopicList
 from remoting.namesrv_headers import (
+    DeleteTopicFromNamesrvRequestHeader,
+    GetKVConfigResponseHeader,
+    GetKVListByNamespaceRequestHeader,
     GetRouteInfoRequestHeader,
+    GetTopicsByClusterRequestHeader,
+    KVConfigRequestHeader,
+    PutKVConfigRequestHeader,
     RegisterBrokerRequestHeader,
     UnRegisterBrokerRequestHeader,
 )
 
+from .kv_config_manager import ORDER_TOPIC_CONFIG, KVConfigManager
 from .route_info_manager import RouteInfoManager
 
 log = logging.getLogger(__name__)
@@ -31,15 +38,17 @@ STANDARD_JSON_VERSION = 401  # MQVersion.Version.V4_9_4.ordinal()
 
 class NameServer:
     def __init__(self, listen: str = DEFAULT_LISTEN, broker_expiry_s: float = 120.0, scan_interval_s: float = 5.0,
-                 advertise: Optional[str] = None):
+                 advertise: Optional[str] = None, kv_config: Optional[str] = None):
         """broker_expiry_s: a broker silent this long is dropped, unless its registration says otherwise
         (heartbeatTimeoutMillis); scan_interval_s: how often that is checked (RocketMQ's
         scanNotActiveBrokerInterval); advertise: the address printed for clients (listening on a wildcard without
-        it: the host's first non-loopback address)."""
+        it: the host's first non-loopback address); kv_config: the file the KV settings are kept in (RocketMQ's
+        kvConfig.json; in memory without it)."""
         host, port = split_address(listen)
         host = host or "127.0.0.1"
         self._advertised = advertised_host(host, advertise)
         self.routes = RouteInfoManager(expiry_s=broker_expiry_s)
+        self.kv = KVConfigManager(kv_config)
         self.server = RemotingServer(host, port)
         self.scan_interval_s = min(scan_interval_s, max(0.05, broker_expiry_s / 4))
         self.requests: collections.Counter = collections.Counter()  # by request code, for operators and tests
@@ -48,7 +57,13 @@ class NameServer:
                                 (RequestCode.UNREGISTER_BROKER, self._unregister_broker),
                                 (RequestCode.GET_ROUTEINFO_BY_TOPIC, self._route_info),
                                 (RequestCode.GET_BROKER_CLUSTER_INFO, self._cluster_info),
-                                (RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, self._topic_list)):
+                                (RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, self._topic_list),
+                                (RequestCode.DELETE_TOPIC_IN_NAMESRV, self._delete_topic),
+                                (RequestCode.GET_TOPICS_BY_CLUSTER, self._topics_by_cluster),
+                                (RequestCode.PUT_KV_CONFIG, self._put_kv),
+                                (RequestCode.GET_KV_CONFIG, self._get_kv),
+                                (RequestCode.DELETE_KV_CONFIG, self._delete_kv),
+                                (RequestCode.GET_KVLIST_BY_NAMESPACE, self._kv_list)):
             self.server.register(code, self._counted(processor))
         self.server.on_close.append(self._channel_closed)
 
@@ -117,7 +132,7 @@ class NameServer:
                                              body.topic_config_serialize_wrapper.topic_config_table, channel,
                                              expiry)
         return cmd.response(ResponseCode.SUCCESS, ext_fields=answer.to_ext_fields(),
-                            body=rs.encode({"table": {}}))  # the order-topic KV table: none kept here
+                            body=rs.encode({"table": self.kv.namespace(ORDER_TOPIC_CONFIG) or {}}))
 
     async def _unregister_broker(self, cmd: RemotingCommand, channel) -> RemotingCommand:
         header = UnRegisterBrokerRequestHeader.from_ext_fields(cmd.ext_fields)
@@ -130,6 +145,7 @@ class NameServer:
         if route is None:
             return cmd.response(ResponseCode.TOPIC_NOT_EXIST,
                                 f"No topic route info in name server for the topic: {header.topic}")
+        route.order_topic_conf = self.kv.get(ORDER_TOPIC_CONFIG, header.topic)
         # as RocketMQ: standard JSON to clients of 4.9.4 or later or that ask for it, fastjson's own form otherwise
         standard = cmd.version >= STANDARD_JSON_VERSION or bool(header.accept_standard_json_only)
         return cmd.response(ResponseCode.SUCCESS, body=route.encode(standard))
@@ -139,3 +155,40 @@ class NameServer:
 
     async def _topic_list(self, cmd: RemotingCommand, channel) -> RemotingCommand:
         return cmd.response(ResponseCode.SUCCESS, body=TopicList(self.routes.all_topics()).encode())
+
+    async def _delete_topic(self, cmd: RemotingCommand, channel) -> RemotingCommand:
+        header = DeleteTopicFromNamesrvRequestHeader.from_ext_fields(cmd.ext_fields)
+        self.routes.delete_topic(header.topic, header.cluster_name)
+        return cmd.response(ResponseCode.SUCCESS)
+
+    async def _topics_by_cluster(self, cmd: RemotingCommand, channel) -> RemotingCommand:
+        header = GetTopicsByClusterRequestHeader.from_ext_fields(cmd.ext_fields)
+        topics = TopicList(self.routes.topics_of_cluster(header.cluster))
+        return cmd.response(ResponseCode.SUCCESS, body=topics.encode())
+
+    # -- KV config (KVConfigManager): what is not there is QUERY_NOT_FOUND, as RocketMQ answers
+
+    async def _put_kv(self, cmd: RemotingCommand, channel) -> RemotingCommand:
+        header = PutKVConfigRequestHeader.from_ext_fields(cmd.ext_fields)
+        self.kv.put(header.namespace, header.key, header.value)
+        return cmd.response(ResponseCode.SUCCESS)
+
+    async def _get_kv(self, cmd: RemotingCommand, channel) -> RemotingCommand:
+        header = KVConfigRequestHeader.from_ext_fields(cmd.ext_fields)
+        value = self.kv.get(header.namespace, header.key)
+        if value is None:
+            return cmd.response(ResponseCode.QUERY_NOT_FOUND,
+                                f"No config item, Namespace: {header.namespace} Key: {header.key}")
+        return cmd.response(ResponseCode.SUCCESS, ext_fields=GetKVConfigResponseHeader(value).to_ext_fields())
+
+    async def _delete_kv(self, cmd: RemotingCommand, channel) -> RemotingCommand:
+        header = KVConfigRequestHeader.from_ext_fields(cmd.ext_fields)
+        self.kv.delete(header.namespace, header.key)
+        return cmd.response(ResponseCode.SUCCESS)
+
+    async def _kv_list(self, cmd: RemotingCommand, channel) -> RemotingCommand:
+        header = GetKVListByNamespaceRequestHeader.from_ext_fields(cmd.ext_fields)
+        table = self.kv.namespace(header.namespace)
+        if table is None:
+            return cmd.response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {header.namespace}")
+        return cmd.response(ResponseCode.SUCCESS, body=rs.encode({"table": table}))

@@ -13,6 +13,8 @@ log = logging.getLogger(__name__)
 class _Producer:
     channel: object
     last_heartbeat: float
+    language: int = 0  # the heartbeat command's LanguageCode and version
+    version: int = 0
 
 
 class ProducerManager:
@@ -20,11 +22,11 @@ class ProducerManager:
         self.expiry_s = expiry_s
         self.groups: dict[str, dict[str, _Producer]] = {}
 
-    def heartbeat(self, group: str, client_id: str, channel) -> None:
+    def heartbeat(self, group: str, client_id: str, channel, language: int = 0, version: int = 0) -> None:
         clients = self.groups.setdefault(group, {})
         if client_id not in clients:
             log.info("producer %s of group %s connected from %s", client_id, group, channel.remote_address)
-        clients[client_id] = _Producer(channel, time.monotonic())
+        clients[client_id] = _Producer(channel, time.monotonic(), language, version)
 
     def unregister(self, group: str, client_id: str) -> None:
         clients = self.groups.get(group)

@@ -109,3 +109,22 @@ class RouteInfoManager:
 
     def all_topics(self) -> list[str]:
         return sorted(self.topic_queue_table)
+
+    def delete_topic(self, topic: str, cluster: Optional[str] = None) -> None:
+        """DELETE_TOPIC_IN_NAMESRV: the topic's route, or only the queues of `cluster`'s brokers (the topic goes
+        when none is left). A broker that still has the topic lists it again at its next registration."""
+        if not cluster:
+            self.topic_queue_table.pop(topic, None)
+            return
+        queues = self.topic_queue_table.get(topic)
+        if queues is None:
+            return
+        for name in self.cluster_addr_table.get(cluster, ()):
+            queues.pop(name, None)
+        if not queues:
+            del self.topic_queue_table[topic]
+
+    def topics_of_cluster(self, cluster: str) -> list[str]:
+        """GET_TOPICS_BY_CLUSTER: the topics some broker of the cluster serves."""
+        names = self.cluster_addr_table.get(cluster, set())
+        return sorted(t for t, queues in self.topic_queue_table.items() if names.intersection(queues))

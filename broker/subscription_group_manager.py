@@ -55,3 +55,24 @@ class SubscriptionGroupManager:
         self.data_version = {"timestamp": int(time.time() * 1000),
                              "counter": int(self.data_version.get("counter", 0)) + 1}
         persist_config_json(self.path, {"subscriptionGroupTable": self.table, "dataVersion": self.data_version})
+
+    def update(self, config: dict) -> None:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: the group's config as the request gives it (BadRequest naming a
+        group name RocketMQ would not take)."""
+        group = config.get("groupName")
+        try:
+            check_group(group)
+        except ValueError as e:
+            raise BadRequest(f"SubscriptionGroupConfig.groupName: {e}") from None
+        self.table[str(group)] = {**self.table.get(str(group), {}), **config}
+        self.persist()
+
+    def delete(self, group: str) -> bool:
+        if self.table.pop(group, None) is None:
+            return False
+        self.persist()
+        return True
+
+    def wrapper(self) -> dict:
+        """SubscriptionGroupWrapper: every group's config and the table's data version."""
+        return {"dataVersion": self.data_version, "subscriptionGroupTable": dict(sorted(self.table.items()))}

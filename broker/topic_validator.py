@@ -24,3 +24,12 @@ def refuse_illegal_queue(topic: str, queue_id: int, queues: int) -> None:
     if queue_id >= queues:
         raise BadRequest(f"request queueId[{queue_id}] is illegal: topic[{topic}] has queues 0..{queues - 1}",
                          ResponseCode.SYSTEM_ERROR)
+
+
+# TopicValidator.SYSTEM_TOPIC_SET (RocketMQ 4.9) and its rmq_sys_ prefix: topics an admin may not delete
+SYSTEM_TOPICS = NOT_ALLOWED_SEND_TOPICS | {"TBW102", "BenchmarkTest", "RMQ_SYS_TRACE_TOPIC"}
+
+
+def refuse_system_topic(topic: str) -> None:
+    if topic in SYSTEM_TOPICS or topic.startswith("rmq_sys_"):
+        raise BadRequest(f"The topic[{topic}] is conflict with system topic.", ResponseCode.SYSTEM_ERROR)

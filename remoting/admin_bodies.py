@@ -97,3 +97,23 @@ class ConsumeStats:
     def diff_total(self) -> int:
         """The group's lag over every queue (RocketMQ's ConsumeStats.computeTotalDiff)."""
         return sum(o.brokerOffset - o.consumerOffset for o in self.offsetTable.values())
+
+
+@dataclass
+class ResetOffsetBody:
+    """INVOKE_BROKER_TO_RESET_OFFSET's answer and RESET_CONSUMER_CLIENT_OFFSET's body: the queues' new offsets."""
+    offsetTable: dict[MessageQueue, int] = field(default_factory=dict)
+
+    def encode(self) -> bytes:
+        return rs.encode({"offsetTable": dict(sorted(self.offsetTable.items()))})
+
+    @classmethod
+    def decode(cls, body: bytes) -> "ResetOffsetBody":
+        where = "ResetOffsetBody.offsetTable"
+        table = rs.as_object(rs.field_or(rs.as_object(rs.decode(body), "ResetOffsetBody"), "offsetTable", {}), where)
+        out = {}
+        for key, value in table.items():
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise rs.BodyError(f"{where}: offset {value!r} is not an integer")
+            out[MessageQueue.from_key(key, where)] = value
+        return cls(out)

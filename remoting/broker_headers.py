@@ -248,3 +248,46 @@ class GetTopicStatsInfoRequestHeader(CommandHeader):
 class GetConsumeStatsRequestHeader(CommandHeader):
     consumer_group: str
     topic: Optional[str] = None
+
+
+@dataclass
+class DeleteTopicRequestHeader(CommandHeader):
+    topic: str
+
+
+@dataclass
+class DeleteSubscriptionGroupRequestHeader(CommandHeader):
+    group_name: str
+    remove_offset: bool = False
+
+
+@dataclass
+class GetProducerConnectionListRequestHeader(CommandHeader):
+    producer_group: str
+
+
+@dataclass
+class ResetOffsetRequestHeader(CommandHeader):
+    """INVOKE_BROKER_TO_RESET_OFFSET (mqadmin resetOffsetByTime) and RESET_CONSUMER_CLIENT_OFFSET to clients;
+    timestamp -1: each queue's max offset."""
+    topic: str
+    group: str
+    timestamp: Long
+    is_force: bool = field(default=True, metadata={WIRE: "isForce"})
+
+
+@dataclass
+class QueryTopicConsumeByWhoRequestHeader(CommandHeader):
+    topic: str
+
+
+@dataclass
+class GetConsumerRunningInfoRequestHeader(CommandHeader):
+    consumer_group: str
+    client_id: str
+    jstack_enable: Optional[bool] = None
+
+
+@dataclass
+class GetBrokerConfigResponseHeader(CommandHeader):
+    version: str

@@ -38,3 +38,38 @@ class UnRegisterBrokerRequestHeader(CommandHeader):
 class GetRouteInfoRequestHeader(CommandHeader):
     topic: str
     accept_standard_json_only: Optional[bool] = None
+
+
+@dataclass
+class KVConfigRequestHeader(CommandHeader):
+    """GET_KV_CONFIG's and DELETE_KV_CONFIG's request."""
+    namespace: str
+    key: str
+
+
+@dataclass
+class PutKVConfigRequestHeader(CommandHeader):
+    namespace: str
+    key: str
+    value: str
+
+
+@dataclass
+class GetKVConfigResponseHeader(CommandHeader):
+    value: Optional[str] = None
+
+
+@dataclass
+class GetKVListByNamespaceRequestHeader(CommandHeader):
+    namespace: str
+
+
+@dataclass
+class DeleteTopicFromNamesrvRequestHeader(CommandHeader):
+    topic: str
+    cluster_name: Optional[str] = None
+
+
+@dataclass
+class GetTopicsByClusterRequestHeader(CommandHeader):
+    cluster: str

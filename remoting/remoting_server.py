@@ -50,6 +50,27 @@ class Channel:
         self.bytes_out = 0
         self.notes_dropped = 0  # best-effort oneway requests not sent: the client was not reading
         self._changed = asyncio.Event()  # busy or held went down
+        self.pending: dict[int, asyncio.Future] = {}  # requests this server sent and awaits answers to, by opaque
+
+    async def invoke(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        """A request of the server's own to the client, and its answer (RocketMQ's Broker2Client.callClient:
+        GET_CONSUMER_RUNNING_INFO); TimeoutError when none comes, ConnectionError when the client is gone."""
+        if self.closed.is_set():
+            raise ConnectionError(f"{self.remote_address} is gone")
+        answer: asyncio.Future = asyncio.get_running_loop().create_future()
+        self.pending[cmd.opaque] = answer
+        gone = asyncio.ensure_future(self.closed.wait())
+        try:
+            await self.send(cmd)
+            done, _ = await asyncio.wait([answer, gone], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            if answer in done:
+                return answer.result()
+            if self.closed.is_set():
+                raise ConnectionError(f"{self.remote_address} closed before answering")
+            raise TimeoutError(f"{self.remote_address} did not answer within {timeout:g} s")
+        finally:
+            gone.cancel()
+            self.pending.pop(cmd.opaque, None)
 
     def buffered(self) -> int:
         """Bytes of answers written and not yet taken by the client."""
@@ -205,8 +226,11 @@ class RemotingServer:
                     break
                 channel.frames_in += 1
                 cmd = RemotingCommand.decode(payload)
-                if cmd.is_response:
-                    continue  # answers to requests this server sent (NOTIFY_CONSUMER_IDS_CHANGED is oneway)
+                if cmd.is_response:  # an answer to a request this server sent (most are oneway: no answer)
+                    waiting = channel.pending.get(cmd.opaque)
+                    if waiting is not None and not waiting.done():
+                        waiting.set_result(cmd)
+                    continue
                 if self.busy >= self.limits.max_busy:
                     self._refuse_busy(cmd, channel)
                     continue

@@ -7,6 +7,7 @@
     rmq --store PATH topics [--json]
     rmq --store PATH stat [--topic T] [--group G] [--json]
     rmq --store PATH check [--json] [--progress]
+    rmq --store PATH create-topic -t T -q N | delete-topic -t T | groups | reset-offsets -g G -t T --to WHEN
     rmq --store PATH query --topic T --key K [--begin TIME] [--end TIME] [--max N] | --topic T --msg-id ID
                            | --offset-msg-id ID    [--json]        (by key, msgId or offset msgId: the index)
 
@@ -20,6 +21,7 @@ import os
 import sys
 from typing import Optional
 
+from .admin_commands import add_admin_commands
 from .common import ARGV, EXIT_FAILURE, EXIT_USAGE, Failure, Parser, UsageError
 from .consume_command import add_consume_command
 from .doctor import add_doctor_command
@@ -50,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
 
     for add in (add_produce_command, add_consume_command, add_topics_command, add_stat_command, add_check_command,
-                add_clean_command, add_recover_command, add_serve_commands, add_doctor_command, add_query_command):
+                add_clean_command, add_recover_command, add_admin_commands, add_serve_commands, add_doctor_command,
+                add_query_command):
         add(sub, common)
     return parser
 

@@ -55,6 +55,9 @@ def add_serve_commands(sub, common) -> None:
                    help="how often brokers silent too long are dropped from the routes (RocketMQ's "
                         "scanNotActiveBrokerInterval; default 5000); a broker is silent too long after its "
                         "brokerNotActiveTimeoutMillis, else 120 s")
+    p.add_argument("--kv-config", metavar="FILE",
+                   help="keep the KV settings (mqadmin updateKvConfig, order topics' configs) in this file, "
+                        "RocketMQ's kvConfig.json (default: in memory)")
     p.set_defaults(run=cmd_namesrv)
 
 
@@ -153,12 +156,16 @@ def cmd_serve(args) -> int:
 
 async def _namesrv(args) -> None:
     from broker import NameServer
+    from store import StoreError
 
     from .common import UsageError
     try:
-        ns = NameServer(args.listen, advertise=args.advertise, scan_interval_s=args.scan_interval / 1000)
+        ns = NameServer(args.listen, advertise=args.advertise, scan_interval_s=args.scan_interval / 1000,
+                        kv_config=args.kv_config)
     except ValueError as e:
         raise UsageError(f"--advertise {args.advertise}: {e}") from None
+    except (OSError, StoreError) as e:
+        raise UsageError(f"--kv-config {args.kv_config}: {e}") from None
     with _binding("--listen"):
         await ns.start()
     try:

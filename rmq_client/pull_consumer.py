@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import json
+import logging
 import time
 import uuid
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ import pyarrow.compute as pc
 
 from acl import SessionCredentials
 from remoting import RemotingCommand, RequestCode, ResponseCode
+from remoting.admin_bodies import ResetOffsetBody
 from store import message_codec as codec
 from store.scan import SCAN_SCHEMA, decode_pulled, scan_schema
 
@@ -24,6 +26,8 @@ from .event_loop import run_blocking
 from .mq_client_api import MessageQueue, MQClientAPI, MQClientError
 
 TAG, SQL92 = "TAG", "SQL92"
+CLIENT_VERSION = 407  # MQVersion V4_9_7: the protocol this consumer speaks, as its heartbeat declares it
+log = logging.getLogger(__name__)
 
 
 class PullStatus(enum.Enum):
@@ -79,6 +83,55 @@ class AsyncPullConsumer:
         self.group = group
         self.api = api or MQClientAPI(namesrv_addr, timeout, credentials)
         self._tag_filters: dict[Subscription, object] = {}
+        # RESET_CONSUMER_CLIENT_OFFSET from a broker (mqadmin resetOffsetByTime while this consumer is registered):
+        # where each queue was reset to, committed at once; read and cleared with take_reset
+        self.resets: dict[MessageQueue, int] = {}
+        self._resetting: set[asyncio.Task] = set()
+        self.client_id = f"{codec.local_host_address().hex()}@{uuid.uuid4().hex[:12]}"  # RocketMQ's clientID form
+        self._subscriptions: list[dict] = []  # as the last register_group sent them
+        self._started_ms = int(time.time() * 1000)
+        if self.api.on_request is None:
+            self.api.on_request = self._on_request
+
+    async def _on_request(self, client, cmd: RemotingCommand) -> None:
+        """A broker's request on one of this consumer's connections: RESET_CONSUMER_CLIENT_OFFSET is taken as the
+        Java push consumer takes it (MQClientInstance.resetOffset): each queue's offset becomes the one sent and is
+        committed to the broker; the next pulls start there (take_reset). Others are ignored."""
+        if cmd.code == RequestCode.GET_CONSUMER_RUNNING_INFO and cmd.ext_fields.get("consumerGroup") == self.group:
+            await client.invoke_oneway(cmd.response(ResponseCode.SUCCESS, body=self._running_info()))
+            return
+        if cmd.code != RequestCode.RESET_CONSUMER_CLIENT_OFFSET or cmd.ext_fields.get("group") != self.group:
+            return
+        try:
+            table = ResetOffsetBody.decode(cmd.body).offsetTable
+        except ValueError as e:
+            log.warning("a RESET_CONSUMER_CLIENT_OFFSET from %s:%s does not parse: %s", client.host, client.port, e)
+            return
+        self.resets.update(table)
+        # committed off the connection's reader: the commits' answers come through it
+        task = asyncio.ensure_future(self._commit_resets(dict(table)))
+        self._resetting.add(task)
+        task.add_done_callback(self._resetting.discard)
+
+    async def _commit_resets(self, table: dict) -> None:
+        for mq, offset in sorted(table.items()):
+            try:
+                await self.commit_offset(mq, offset)
+            except MQClientError as e:
+                log.warning("the reset offset of %s/%s/%d not committed: %s", mq.topic, mq.broker_name, mq.queue_id, e)
+
+    def take_reset(self, mq: MessageQueue) -> Optional[int]:
+        """The offset a broker told this consumer to reset the queue to since the last call, None if none."""
+        return self.resets.pop(mq, None)
+
+    def _running_info(self) -> bytes:
+        """ConsumerRunningInfo, as a Java consumer answers GET_CONSUMER_RUNNING_INFO (mqadmin consumerStatus): how
+        it consumes and what it subscribes to; a pull consumer has no process queues to show."""
+        return json.dumps({"properties": {
+            "PROP_NAMESERVER_ADDR": ";".join(self.api.namesrv_addrs), "PROP_CONSUME_TYPE": "CONSUME_ACTIVELY",
+            "PROP_CONSUMEORDERLY": "false", "PROP_THREADPOOL_CORE_SIZE": "-1", "PROP_CLIENT_VERSION": "V4_9_7",
+            "PROP_CONSUMER_START_TIMESTAMP": str(self._started_ms)},
+            "subscriptionSet": self._subscriptions, "mqTable": {}, "statusTable": {}}).encode()
 
     async def close(self) -> None:
         await self.api.close()
@@ -168,13 +221,17 @@ class AsyncPullConsumer:
         await self.api.update_consumer_offset(mq, self.group, offset)
 
     async def register_group(self, topics: Sequence[str]) -> None:
-        """One HEART_BEAT with the group as a pull consumer (CONSUME_ACTIVELY) of `topics` to every master of their
-        routes, as RocketMQ's pull consumers send: a broker then keeps the group's subscription config and creates
-        its %RETRY% topic, which RocketMQ's admin (examineConsumeStats, mqadmin consumerProgress) looks up to find
-        the group's brokers. Offsets committed without it are stored but invisible to those tools."""
-        subs = [{"topic": t, "subString": "*", "tagsSet": [], "codeSet": [], "subVersion": int(time.time() * 1000),
-                 "expressionType": "TAG", "classFilterMode": False} for t in topics]
-        body = json.dumps({"clientID": f"{codec.local_host_address().hex()}@{uuid.uuid4().hex[:12]}",
+        """One HEART_BEAT with the group as a pull consumer (CONSUME_ACTIVELY) of `topics` (and those of earlier
+        calls) to every master of their routes, as RocketMQ's pull consumers send: a broker then keeps the group's
+        subscription config and creates its %RETRY% topic, which RocketMQ's admin (examineConsumeStats, mqadmin
+        consumerProgress) looks up to find the group's brokers. Offsets committed without it are stored but
+        invisible to those tools."""
+        known = {sub["topic"] for sub in self._subscriptions}
+        self._subscriptions += [{"topic": t, "subString": "*", "tagsSet": [], "codeSet": [], "classFilterMode": False,
+                                 "subVersion": int(time.time() * 1000), "expressionType": "TAG"}
+                                for t in dict.fromkeys(topics) if t not in known]
+        subs = self._subscriptions  # this client's every subscription, as a Java client's heartbeat carries them
+        body = json.dumps({"clientID": self.client_id,
                            "producerDataSet": [],
                            "consumerDataSet": [{"groupName": self.group, "consumeType": "CONSUME_ACTIVELY",
                                                 "messageModel": "CLUSTERING",
@@ -185,7 +242,9 @@ class AsyncPullConsumer:
             route = await self.api.route(topic)
             addrs |= {str(b.master_addr()) for b in (route.broker_datas if route else []) if b.master_addr()}
         for addr in sorted(addrs):
-            await self.api.checked(addr, RemotingCommand.request(RequestCode.HEART_BEAT, body=body), "heartbeat")
+            beat = RemotingCommand.request(RequestCode.HEART_BEAT, body=body)
+            beat.version = CLIENT_VERSION  # a broker tells a client this old of offset resets (else refused)
+            await self.api.checked(addr, beat, "heartbeat")
 
     async def max_offset(self, mq: MessageQueue) -> int:
         return await self.api.max_offset(mq)
@@ -274,6 +333,17 @@ class PullConsumer:
 
     def register_group(self, topics: Sequence[str]) -> None:
         run_blocking(self.aio.register_group, list(topics))
+
+    def take_reset(self, mq: MessageQueue) -> Optional[int]:
+        return self.aio.take_reset(mq)
+
+    @property
+    def resets(self) -> dict[MessageQueue, int]:
+        return dict(self.aio.resets)
+
+    @property
+    def client_id(self) -> str:
+        return self.aio.client_id
 
     def max_offset(self, mq: MessageQueue) -> int:
         return run_blocking(self.aio.max_offset, mq)

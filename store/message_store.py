@@ -5,6 +5,7 @@ import fcntl
 import logging
 import os
 import random
+import shutil
 import struct
 import threading
 import time
@@ -32,6 +33,7 @@ from .file_sizes import STORE_MARKER
 from .get_message import get_message_records
 from .get_message_result import GetMessageResult, PutResult
 from .index_service import IndexService
+from .json_file import load_rocketmq_json, persist_config_json
 from .mapped_file import fsync_path
 from .put_batch import PutBatchResult, build_batch, incomplete_atomic_start
 from .put_one import OneRecord, build_one
@@ -43,6 +45,7 @@ from .topic_config import TopicConfig, TopicConfigManager, discover_consume_queu
 log = logging.getLogger(__name__)
 
 _UNIT = struct.Struct(">qiq")  # a consume-queue unit (UNIT_DTYPE)
+DELETED_TOPICS_FILE = os.path.join("config", "deletedTopics.json")
 
 
 
@@ -292,6 +295,36 @@ class MessageStore:
                     os.makedirs(os.path.join(self.path, "consumequeue", name, str(q)), exist_ok=True)
             self.topic_config.add(cfg)
         return cfg
+
+    def delete_topic(self, name: str) -> bool:
+        """RocketMQ's deleteTopicConfig + cleanUnusedTopic: the topic leaves config/topics.json and its consume
+        queues are deleted; its messages stay in the commitlog until retention removes their files (a
+        rebuild of the consume queues from the commitlog would bring it back, as RocketMQ's would). False when the
+        store has no such topic."""
+        with self.write_lock():
+            if self.topic_config.find(name) is None:
+                return False
+            self._flush_checkpoint(force=True)  # what was dispatched stays dispatched: never re-dispatched later
+            for key in [k for k in self._queues if k[0] == name]:
+                cq = self._queues.pop(key)
+                self._dirty_queues.discard(cq)
+                cq.close()
+                for cache in (self._queue_ends, self._bounds, self.min_offset_cache):
+                    cache.pop(key, None)
+            self._round_robin.pop(name, None)
+            # recovery re-dispatches what no consume queue points at: never this topic's records before here
+            deleted = {t: end for t, end in self.deleted_topics().items() if end > self.commit_log_min_offset()}
+            deleted[name] = max(deleted.get(name, 0), self.commit_log_max_offset())
+            persist_config_json(os.path.join(self.path, DELETED_TOPICS_FILE), {"deletedTopics": deleted})
+            self.topic_config.remove(name)
+            shutil.rmtree(os.path.join(self.path, "consumequeue", name), ignore_errors=True)
+            return True
+
+    def deleted_topics(self) -> dict[str, int]:
+        """{topic: the commitlog end when it was deleted} (config/deletedTopics.json, ours)."""
+        data = load_rocketmq_json(os.path.join(self.path, DELETED_TOPICS_FILE)) or {}
+        table = data.get("deletedTopics")
+        return {str(t): int(e) for t, e in table.items()} if isinstance(table, dict) else {}
 
     def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         key = (topic, queue_id)
@@ -967,9 +1000,10 @@ class MessageStore:
         an append) and ends the valid log. A record past a hole in its queue is reported and left alone."""
         pending: dict[tuple[str, int], list] = {}
         expected: dict[tuple[str, int], int] = {}
+        deleted = self.deleted_topics()
         for rec in records:
-            if not codec.is_dispatched(rec.sys_flag):
-                continue
+            if not codec.is_dispatched(rec.sys_flag) or rec.offset < deleted.get(rec.topic, -1):
+                continue  # a deleted topic's records stay deleted
             key = (rec.topic, rec.queue_id)
             if key not in expected:
                 expected[key] = self.consume_queue(*key).max_offset()

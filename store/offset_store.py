@@ -80,21 +80,7 @@ class OffsetStore:
         return f"{topic}@{self.group}"
 
     def _read_file(self) -> dict:
-        """The parsed file; the .bak (with a warning) when the main file is missing, empty or corrupt;
-        ConfigFileError naming the file and what is wrong when neither can be used (starting with no committed
-        offsets would send every group back to where it starts)."""
-        main, problem = _read_offsets(self.path)
-        if main is not None:
-            return main
-        bak_path = self.path + ".bak"
-        bak, bak_problem = _read_offsets(bak_path)
-        if isinstance(bak, dict):
-            warnings.warn(f"{self.path} {problem}; loaded consumer offsets from {bak_path}", OffsetFileWarning,
-                          stacklevel=3)
-            return bak
-        if problem == MISSING and bak_problem == MISSING:
-            return {}  # a fresh store: nothing committed yet
-        raise unreadable(self.path, problem, bak_problem)
+        return read_offsets_file(self.path)
 
     def _group_offsets(self, data: dict) -> dict[tuple[str, int], int]:
         out = {}
@@ -212,6 +198,14 @@ class OffsetStore:
             self._dirty.discard(mq)
             self._removed.add(mq)
 
+    def remove_topic(self, topic: str) -> int:
+        """Forget every queue of the topic (persisted at the next persist); how many there were."""
+        with self._mutex:
+            gone = [mq for mq in self._table if mq[0] == topic]
+        for mq in gone:
+            self.remove_offset(mq)
+        return len(gone)
+
     def topics(self) -> list[str]:
         """The topics this group has offsets of (RocketMQ's whichTopicByConsumer)."""
         with self._mutex:
@@ -224,6 +218,36 @@ class OffsetStore:
 
     def __repr__(self):
         return f"OffsetStore({self.store_path!r}, group={self.group!r})"
+
+
+def read_offsets_file(path: str) -> dict:
+    """The parsed file; the .bak (with a warning) when the main file is missing, empty or corrupt;
+    ConfigFileError naming the file and what is wrong when neither can be used (starting with no committed
+    offsets would send every group back to where it starts)."""
+    main, problem = _read_offsets(path)
+    if main is not None:
+        return main
+    bak_path = path + ".bak"
+    bak, bak_problem = _read_offsets(bak_path)
+    if isinstance(bak, dict):
+        warnings.warn(f"{path} {problem}; loaded consumer offsets from {bak_path}", OffsetFileWarning,
+                      stacklevel=4)
+        return bak
+    if problem == MISSING and bak_problem == MISSING:
+        return {}  # a fresh store: nothing committed yet
+    raise unreadable(path, problem, bak_problem)
+
+
+def committed_groups(store_path) -> dict[str, list[str]]:
+    """{group: the topics it has committed offsets of} in the store's consumerOffset.json (RocketMQ's
+    ConsumerOffsetManager keys, topic@group)."""
+    out: dict[str, set[str]] = {}
+    path = os.path.join(os.path.abspath(os.fspath(store_path)), CONSUMER_OFFSET_FILE)
+    for key in (read_offsets_file(path).get("offsetTable") or {}):
+        topic, at, group = str(key).rpartition("@")
+        if at and topic and group:
+            out.setdefault(group, set()).add(topic)
+    return {g: sorted(t) for g, t in sorted(out.items())}
 
 
 def _read_offsets(path: str) -> tuple[Optional[dict], str]:

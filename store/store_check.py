@@ -444,10 +444,13 @@ class StoreCheck:
         # Dispatched records of queues that have no consume-queue directory at all.
         have = {int(_queue_key(topic_ids[t], q)) for t, q in queues if t in topic_ids}
         uniq, first, counts = np.unique(keys, return_index=True, return_counts=True)
+        deleted = self.store.deleted_topics()
         for key, i, count in zip(uniq.tolist(), first.tolist(), counts.tolist()):
             if key not in have:
                 r = int(order[i])
                 topic, qid = rec.topics[int(rec.topic[r])], int(rec.queue_id[r])
+                if int(rec.offset[r]) < deleted.get(topic, -1):
+                    continue  # a deleted topic's records, left for retention
                 self._undispatched(topic, qid, r, count, ends.get((topic, qid), 0))
 
     def _undispatched(self, topic: str, qid: int, first_record: int, count: int, queue_end: int) -> None:

@@ -178,6 +178,14 @@ class TopicConfigManager:
         if time.monotonic() - self._last_persist >= self._window:
             self.persist()
 
+    def remove(self, name: str) -> None:
+        """A topic deleted here: out of the table and out of topics.json now (other writers' changes kept)."""
+        self.refresh_file()
+        self.table.pop(name, None)
+        self._unpersisted.discard(name)
+        self._dirs.discard(name)
+        self.persist()
+
     def flush(self, force: bool = True) -> None:
         """Persist creations still waiting: all of them (force), or only once their window has passed."""
         if self._unpersisted and (force or time.monotonic() - self._last_persist >= self._window):

@@ -1,14 +1,22 @@
-"""AdminBrokerProcessor: a queue's offsets (GET_MAX_OFFSET 30, GET_MIN_OFFSET 31, SEARCH_OFFSET_BY_TIMESTAMP 29,
-GET_EARLIEST_MSG_STORETIME 32), orderly consumers' queue locks (LOCK_BATCH_MQ 41, UNLOCK_BATCH_MQ 42), the stats
-mqadmin and consoles read (GET_TOPIC_STATS_INFO 202, GET_CONSUME_STATS 208) and UPDATE_AND_CREATE_TOPIC 17."""
+"""AdminBrokerProcessor, the broker and its topics: a queue's offsets (GET_MAX_OFFSET 30, GET_MIN_OFFSET 31,
+SEARCH_OFFSET_BY_TIMESTAMP 29, GET_EARLIEST_MSG_STORETIME 32), orderly consumers' queue locks (LOCK_BATCH_MQ 41,
+UNLOCK_BATCH_MQ 42), the stats mqadmin and consoles read (GET_TOPIC_STATS_INFO 202, GET_CONSUME_STATS 208,
+GET_BROKER_RUNTIME_INFO 28, GET_BROKER_CONFIG 26), the topics (UPDATE_AND_CREATE_TOPIC 17, DELETE_TOPIC_IN_BROKER
+215, GET_ALL_TOPIC_CONFIG 21). The consumer groups' requests are AdminGroupProcessor's."""
 from __future__ import annotations
 
+import dataclasses
 import json
+import shutil
+import time
 
 from remoting import RemotingCommand, RequestCode, ResponseCode
+from remoting import remoting_serializable as rs
 from remoting.admin_bodies import ConsumeStats, MessageQueue, OffsetWrapper, TopicOffset, TopicStatsTable
 from remoting.broker_headers import (
     CreateTopicRequestHeader,
+    DeleteTopicRequestHeader,
+    GetBrokerConfigResponseHeader,
     GetConsumeStatsRequestHeader,
     GetEarliestMsgStoretimeResponseHeader,
     GetTopicStatsInfoRequestHeader,
@@ -16,9 +24,11 @@ from remoting.broker_headers import (
     QueueRequestHeader,
     SearchOffsetRequestHeader,
 )
+from store import message_codec as codec
 from store.offset_store import check_group
 
 from ..bad_request import BadRequest
+from ..topic_validator import refuse_system_topic
 from .request_processor import RequestProcessor, handles
 
 
@@ -130,3 +140,90 @@ class AdminBrokerProcessor(RequestProcessor):
         the name server at once."""
         await self.broker.topics.create_topic(h.topic, h.read_queue_nums or 0, h.write_queue_nums or 0, h.perm)
         return cmd.response(ResponseCode.SUCCESS)
+
+    @handles(RequestCode.DELETE_TOPIC_IN_BROKER, header=DeleteTopicRequestHeader)
+    async def delete_topic(self, h: DeleteTopicRequestHeader, cmd: RemotingCommand, channel) -> RemotingCommand:
+        """mqadmin deleteTopic: the topic's config and consume queues go, and every group's offsets of it (its
+        messages stay in the commitlog until retention); registered with the name server at once."""
+        try:
+            codec.check_topic(h.topic)
+        except ValueError as e:
+            raise BadRequest(str(e)) from None
+        refuse_system_topic(h.topic)
+        if self.store.delete_topic(h.topic):
+            self.broker.offsets.remove_topic(h.topic)
+            if self.broker.outer_api is not None and self.broker.outer_api.connected:
+                await self.broker.register()
+        return cmd.response(ResponseCode.SUCCESS)
+
+    @handles(RequestCode.GET_ALL_TOPIC_CONFIG)
+    async def all_topic_config(self, h: None, cmd: RemotingCommand, channel) -> RemotingCommand:
+        """TopicConfigSerializeWrapper: every topic's config and the table's data version."""
+        table = {name: dataclasses.asdict(cfg) for name, cfg in sorted(self.store.topic_config.table.items())}
+        return cmd.response(ResponseCode.SUCCESS, body=rs.encode(
+            {"dataVersion": self.store.topic_config.data_version, "topicConfigTable": table}))
+
+    @handles(RequestCode.GET_BROKER_CONFIG)
+    async def broker_config(self, h: None, cmd: RemotingCommand, channel) -> RemotingCommand:
+        """Every key of broker.conf this broker reads (its own and the store's) as `key=value` lines, as
+        Configuration.getAllConfigsFormatString writes them."""
+        values = {**dataclasses.asdict(self.broker.store_config), **dataclasses.asdict(self.broker.broker_config)}
+        values["storePathRootDir"] = self.store.path
+        values["brokerIP1"], values["listenPort"] = self.broker.address.rsplit(":", 1)  # as RocketMQ fills them in
+        text = "".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}\n" for k, v in sorted(values.items()))
+        version = json.dumps(self.store.topic_config.data_version, separators=(",", ":"))
+        return cmd.response(ResponseCode.SUCCESS, body=text.encode(),
+                            ext_fields=GetBrokerConfigResponseHeader(version).to_ext_fields())
+
+    @handles(RequestCode.GET_BROKER_RUNTIME_INFO)
+    async def runtime_info(self, h: None, cmd: RemotingCommand, channel) -> RemotingCommand:
+        """KVTable of the runtime figures mqadmin brokerStatus and clusterList print, those this broker keeps."""
+        stats, store = self.broker.stats, self.store
+        disk = shutil.disk_usage(store.path)
+        server = self.broker.server
+        earliest = self._earliest_store_time()
+        table = {
+            "brokerVersionDesc": "V4_9_7", "brokerVersion": "407",  # the protocol this broker speaks
+            "msgPutTotalTodayNow": stats.put_total, "msgPutTotalTodayMorning": stats.put_this_morning,
+            "msgPutTotalYesterdayMorning": stats.put_yesterday_morning,
+            "msgGetTotalTodayNow": stats.get_total, "msgGetTotalTodayMorning": stats.get_this_morning,
+            "msgGetTotalYesterdayMorning": stats.get_yesterday_morning,
+            "putTps": stats.tps(0), "getTransferedTps": stats.tps(1),
+            "commitLogMinOffset": store.commit_log_min_offset(), "commitLogMaxOffset": store.commit_log_max_offset(),
+            "earliestMessageTimeStamp": earliest,
+            "commitLogDiskRatio": f"{(disk.total - disk.free) / disk.total if disk.total else 0.0:.4f}",
+            "commitLogDirCapacity": f"Total : {_human(disk.total)}, Free : {_human(disk.free)}.",
+            # requests are processed as they come: what waits is the requests being processed
+            "sendThreadPoolQueueSize": server.busy, "pullThreadPoolQueueSize": 0, "queryThreadPoolQueueSize": 0,
+            "sendThreadPoolQueueHeadWaitTimeMills": 0, "pullThreadPoolQueueHeadWaitTimeMills": 0,
+            "queryThreadPoolQueueHeadWaitTimeMills": 0, "pageCacheLockTimeMills": 0, "dispatchBehindBytes": 0,
+            "bootTimestamp": self.broker.started_ms,
+            "runtime": _uptime(int(time.time() * 1000) - self.broker.started_ms),
+        }
+        body = rs.encode({"table": {k: str(v) for k, v in sorted(table.items())}})
+        return cmd.response(ResponseCode.SUCCESS, body=body)
+
+    def _earliest_store_time(self) -> int:
+        """The store time of the oldest message still in the commitlog (getEarliestMessageTime), 0 when none."""
+        if self.store.commit_log_max_offset() <= self.store.commit_log_min_offset():
+            return 0
+        found = self.store.look_message_by_offset(self.store.commit_log_min_offset())
+        return found[0].store_timestamp if found is not None else 0
+
+
+def _human(n: int) -> str:
+    """MixAll.humanReadableByteCount(n, false)."""
+    if n < 1024:
+        return f"{n} B"
+    units = "KMGTPE"
+    value, exp = float(n), 0
+    while value >= 1024 and exp < len(units):
+        value /= 1024
+        exp += 1
+    return f"{value:.1f} {units[exp - 1]}iB"
+
+
+def _uptime(ms: int) -> str:
+    """As the store's runtime info writes it: ' [ 0 days, 0 hours, 1 minutes, 5 seconds ]'."""
+    s = ms // 1000
+    return f"[ {s // 86400} days, {s // 3600 % 24} hours, {s // 60 % 60} minutes, {s % 60} seconds ]"

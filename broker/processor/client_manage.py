@@ -29,7 +29,7 @@ class ClientManageProcessor(RequestProcessor):
         for producer in data.get("producerDataSet") or []:
             group = str(producer.get("groupName") or "") if isinstance(producer, dict) else ""
             if group:
-                self.broker.producers.heartbeat(group, client_id, channel)
+                self.broker.producers.heartbeat(group, client_id, channel, cmd.language, cmd.version)
         for consumer in data.get("consumerDataSet") or []:
             group = str(consumer.get("groupName") or "")
             subs = {s.get("topic"): s for s in consumer.get("subscriptionDataSet") or [] if isinstance(s, dict)}
@@ -40,7 +40,8 @@ class ClientManageProcessor(RequestProcessor):
             # the retry topic exists for groups this broker serves (findSubscriptionGroupConfig)
             if self.broker.subscription_groups.find(group) is not None:
                 await self.broker.topics.create_system_topic(RETRY_GROUP_TOPIC_PREFIX + group)
-            if self.broker.consumers.register(group, client_id, channel, subs):
+            details = {k: consumer.get(k) for k in ("consumeType", "messageModel", "consumeFromWhere")}
+            if self.broker.consumers.register(group, client_id, channel, subs, details, cmd.language, cmd.version):
                 await self.broker.consumers.notify_ids_changed(group)
         return cmd.response(ResponseCode.SUCCESS)
 

@@ -96,6 +96,7 @@ class PullMessageProcessor(RequestProcessor):
                 with channel.holding():  # not counted among the connection's busy requests while it waits
                     await self.hold.suspend(topic, queue_id, held.offset, wait_s)
         result = held.answer(result)
+        self.broker.stats.got(result.message_count)
         code = _PULL_STATUS[result.status]
         if result.status == GetMessageStatus.NO_MESSAGE_IN_QUEUE and held.offset != 0:
             code = ResponseCode.PULL_OFFSET_MOVED  # past the end of an empty queue: moved to 0, as RocketMQ does

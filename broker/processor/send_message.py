@@ -120,7 +120,7 @@ class SendMessageProcessor(RequestProcessor):
                                           born_timestamp=born_timestamp, born_host=channel.remote_address)
         except ValueError as e:
             raise BadRequest(str(e), ResponseCode.MESSAGE_ILLEGAL) from None
-        self.broker.arrived(topic, queue_id)
+        self.broker.arrived(topic, queue_id, len(bodies))
         ids = codec.message_ids_text(result.store_host[0], result.store_host[1], result.commit_log_offsets)
         return self._response(cmd, ids, queue_id, int(result.queue_offsets[0]))
 

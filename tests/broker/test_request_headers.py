@@ -117,6 +117,34 @@ def test_every_served_code_answers_as_rocketmq_clients_send_it_in_either_header_
                 create = H.CreateTopicRequestHeader("Made", "TBW102", 2, 2, 6, "SINGLE_TAG", 0, False)
                 assert (await ask(_request(RequestCode.UPDATE_AND_CREATE_TOPIC, create))).code == ResponseCode.SUCCESS
                 assert b.store.queues("Made") == [0, 1]
+                # the admin codes (tests/broker/test_admin_codes.py and the mqadmin matrix go further)
+                for code in (RequestCode.GET_ALL_TOPIC_CONFIG, RequestCode.GET_BROKER_CONFIG,
+                             RequestCode.GET_BROKER_RUNTIME_INFO, RequestCode.GET_ALL_CONSUMER_OFFSET,
+                             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG):
+                    assert (await ask(_request(code))).code == ResponseCode.SUCCESS, code
+                group = json.dumps({"groupName": "sg", "retryMaxTimes": 2}).encode()
+                r = await ask(_request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=group))
+                assert r.code == ResponseCode.SUCCESS
+                r = await ask(_request(RequestCode.DELETE_SUBSCRIPTIONGROUP,
+                                       H.DeleteSubscriptionGroupRequestHeader("sg")))
+                assert r.code == ResponseCode.SUCCESS
+                conn = await ask(_request(RequestCode.GET_CONSUMER_CONNECTION_LIST, H.ConsumerGroupRequestHeader("g")))
+                assert conn.code == ResponseCode.SUCCESS and b'"clientId":"c1"' in conn.body
+                r = await ask(_request(RequestCode.GET_PRODUCER_CONNECTION_LIST,
+                                       H.GetProducerConnectionListRequestHeader("p")))
+                assert r.code == ResponseCode.SUCCESS and b'"clientId":"c1"' in r.body
+                r = await ask(_request(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO,
+                                       H.QueryTopicConsumeByWhoRequestHeader("H")))
+                assert json.loads(r.body) == {"groupList": ["g"]}
+                r = await ask(_request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+                                       H.ResetOffsetRequestHeader("H", "g", 0, True)))
+                assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, "THe consumer group <g> not exist")
+                r = await ask(_request(RequestCode.GET_CONSUMER_RUNNING_INFO,
+                                       H.GetConsumerRunningInfoRequestHeader("g", "c9")))
+                assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, "The Consumer <g> <c9> not online")
+                await b.topics.create_topic("Doomed", 1, 1, None)
+                r = await ask(_request(RequestCode.DELETE_TOPIC_IN_BROKER, H.DeleteTopicRequestHeader("Doomed")))
+                assert r.code == ResponseCode.SUCCESS and not b.store.has_topic("Doomed")
                 unregister = H.UnregisterClientRequestHeader("c1", producer_group="p", consumer_group="g")
                 assert (await ask(_request(RequestCode.UNREGISTER_CLIENT, unregister))).code == ResponseCode.SUCCESS
                 assert (await c.invoke(_request(RequestCode.GET_CONSUMER_LIST_BY_GROUP,
