@@ -10,8 +10,6 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
-#include <errno.h>
-#include <unistd.h>
 
 #define HEADER 40
 #define SLOT 4
@@ -182,27 +180,20 @@ static PyObject *walk_keys(PyObject *self, PyObject *args) {
     return entries_result(&x, oom, pos);
 }
 
-/* put_entries(buf, slot_num, index_num, hashes, offsets, timestamps, first, fd) -> the first entry not written
+/* put_entries(buf, slot_num, index_num, hashes, offsets, timestamps, first) -> the first entry not written
  * (len(hashes) when all were): IndexFile.putKey for entries first.. while the file's index count is below
- * index_num. With fd >= 0 the new entries go to the file with one pwrite (a sparse file's fresh pages cost a
- * page fault each when first written through the mapping), then the header is updated: a reader never counts an
- * entry not yet written. OSError when the pwrite fails (the header then still ends before those entries). */
+ * index_num. Each entry is written before its slot, the header after all of them: a reader never counts an entry
+ * not yet written, and a writer killed in the middle leaves slots pointing at written entries
+ * (IndexFile.repair_slots follows them back). */
 static PyObject *put_entries(PyObject *self, PyObject *args) {
     Py_buffer buf, hs, os_, ts;
     long long slots, num;
     Py_ssize_t i;
-    int fd = -1;
-    if (!PyArg_ParseTuple(args, "w*LLy*y*y*n|i", &buf, &slots, &num, &hs, &os_, &ts, &i, &fd)) return NULL;
+    if (!PyArg_ParseTuple(args, "w*LLy*y*y*n", &buf, &slots, &num, &hs, &os_, &ts, &i)) return NULL;
     Py_ssize_t n = hs.len / 4;
     PyObject *out = NULL;
-    uint8_t *staged = NULL;
-    int err = 0;
     if (slots <= 0 || num <= 0 || buf.len < HEADER + slots * SLOT + num * ENTRY || os_.len / 8 != n || ts.len / 8 != n) {
         PyErr_SetString(PyExc_ValueError, "put_entries: the file is smaller than its slots and entries");
-        goto done;
-    }
-    if (fd >= 0 && i < n && !(staged = PyMem_Malloc((size_t)(n - i) * ENTRY))) {
-        PyErr_NoMemory();
         goto done;
     }
     uint8_t *b = buf.buf;
@@ -212,7 +203,6 @@ static PyObject *put_entries(PyObject *self, PyObject *args) {
     int64_t begin_ts = (int64_t)rd64(b), begin_phy = (int64_t)rd64(b + 16);
     int32_t count = (int32_t)rd32(b + 36), used = (int32_t)rd32(b + 32);
     if (count <= 0) count = 1;
-    int32_t first_count = count;
     Py_ssize_t last = -1;
     for (; i < n && count < num; i++) {
         if (i + 16 < n) __builtin_prefetch(b + HEADER + (int64_t)(h[i + 16] % slots) * SLOT, 1);  /* a random slot */
@@ -222,12 +212,12 @@ static PyObject *put_entries(PyObject *self, PyObject *args) {
         int64_t diff = (t[i] - begin_ts) / 1000;
         if (begin_ts <= 0 || diff < 0) diff = 0;
         else if (diff > INT32_MAX) diff = INT32_MAX;
-        uint8_t *e = staged ? staged + (int64_t)(count - first_count) * ENTRY
-                            : b + HEADER + slots * SLOT + (int64_t)count * ENTRY;
+        uint8_t *e = b + HEADER + slots * SLOT + (int64_t)count * ENTRY;
         wr32(e, (uint32_t)h[i]);
         wr64(e + 4, (uint64_t)o[i]);
         wr32(e + 12, (uint32_t)diff);
         wr32(e + 16, (uint32_t)prev);
+        __asm__ __volatile__("" ::: "memory");  /* the entry's bytes before the slot that points at it */
         wr32(slot, (uint32_t)count);
         if (count <= 1) {
             begin_ts = t[i];
@@ -237,17 +227,7 @@ static PyObject *put_entries(PyObject *self, PyObject *args) {
         count++;
         last = i;
     }
-    if (staged && count > first_count) {
-        size_t len = (size_t)(count - first_count) * ENTRY, done_len = 0;
-        off_t at = HEADER + slots * SLOT + (off_t)first_count * ENTRY;
-        while (done_len < len) {
-            ssize_t w = pwrite(fd, staged + done_len, len - done_len, at + (off_t)done_len);
-            if (w < 0 && errno == EINTR) continue;
-            if (w <= 0) { err = w < 0 ? errno : ENOSPC; break; }
-            done_len += (size_t)w;
-        }
-    }
-    if (!err && last >= 0) {
+    if (last >= 0) {
         wr64(b, (uint64_t)begin_ts);
         wr64(b + 16, (uint64_t)begin_phy);
         wr64(b + 8, (uint64_t)t[last]);
@@ -256,14 +236,8 @@ static PyObject *put_entries(PyObject *self, PyObject *args) {
         wr32(b + 36, (uint32_t)count);
     }
     Py_END_ALLOW_THREADS
-    if (err) {
-        errno = err;
-        PyErr_SetFromErrno(PyExc_OSError);
-    } else {
-        out = PyLong_FromSsize_t(i);
-    }
+    out = PyLong_FromSsize_t(i);
 done:
-    PyMem_Free(staged);
     PyBuffer_Release(&buf);
     PyBuffer_Release(&hs);
     PyBuffer_Release(&os_);

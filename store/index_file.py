@@ -56,7 +56,6 @@ class IndexFile:
         size = file_size(slots, entries)
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0) if writable else os.O_RDONLY
         fd = os.open(path, flags, 0o644)
-        self.fd = -1  # a writer's: new entries are written with pwrite (see put)
         try:
             if create:
                 os.ftruncate(fd, size)
@@ -65,12 +64,7 @@ class IndexFile:
                 raise ValueError(f"index file {path} is {actual} bytes, not the {size} of maxHashSlotNum={slots} "
                                  f"and maxIndexNum={entries}")
             self.map = mmap.mmap(fd, size, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ)
-        except BaseException:
-            os.close(fd)
-            raise
-        if writable:
-            self.fd = fd
-        else:
+        finally:
             os.close(fd)
         if create and (end_phy > 0 or end_ts > 0):
             self.map[0:32] = struct.pack(">qqqq", end_ts, end_ts, end_phy, end_phy)
@@ -101,9 +95,7 @@ class IndexFile:
     def put(self, hashes: np.ndarray, offsets: np.ndarray, timestamps: np.ndarray, first: int = 0) -> int:
         """IndexFile.putKey for entries first.. until the file is full; returns the first entry not written."""
         if _index is not None:
-            # a few entries (a single put) through the mapping: a syscall costs more than the odd page fault
-            return _index.put_entries(self.map, self.slots, self.entries, hashes, offsets, timestamps, first,
-                                      self.fd if len(hashes) - first > 256 else -1)
+            return _index.put_entries(self.map, self.slots, self.entries, hashes, offsets, timestamps, first)
         begin_ts, _, _, _, used, count = self.header()
         count = max(count, 1)
         base = HEADER_SIZE + self.slots * SLOT_SIZE
@@ -130,6 +122,23 @@ class IndexFile:
             i = len(hashes)
         struct.pack_into(">ii", self.map, 32, used, count)
         return i
+
+    def repair_slots(self) -> int:
+        """Slots a writer killed in the middle of a batch left pointing at entries past the header's count (written,
+        never counted): each set back to the newest counted entry of its chain, before new entries take those
+        places. Returns how many were repaired."""
+        count = self.index_count
+        vals = np.frombuffer(self.map, dtype=">i4", count=self.slots, offset=HEADER_SIZE)
+        stale = np.flatnonzero(vals >= count)
+        base = HEADER_SIZE + self.slots * SLOT_SIZE
+        for s in stale.tolist():
+            at, seen = int(vals[s]), 0
+            while at >= count and at < self.entries and seen < 1000:
+                at = struct.unpack_from(">i", self.map, base + at * ENTRY_SIZE + 16)[0]
+                seen += 1
+            struct.pack_into(">i", self.map, HEADER_SIZE + s * SLOT_SIZE, at if 0 < at < count else 0)
+        del vals
+        return len(stale)
 
     def is_time_matched(self, begin: int, end: int) -> bool:
         b, e = self.header()[:2]
@@ -160,9 +169,6 @@ class IndexFile:
         self.map.flush()
 
     def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
         try:
             self.map.close()
         except BufferError:  # a reader's view still open: the mapping goes with it

@@ -206,6 +206,9 @@ class IndexService:
         files = self.files()
         cl = self.store.commit_log
         added = 0
+        if files and self._writable and files[-1].repair_slots():
+            log.warning("store %s: index file %s: slots a killed writer left were repaired", self.store.path,
+                        files[-1].name)
         # the newest file holding entries (a crash may leave a new file empty behind it)
         last = next((f for f in reversed(files) if f.index_count > 1), None)
         if last is not None:
