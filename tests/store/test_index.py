@@ -228,3 +228,18 @@ def test_a_single_put_is_indexed_by_its_unique_key(tmp_path):
         one = s.put("T", b"single")  # no keys: the single-record append (put_one)
         assert s.query_message_by_unique_key("T", one.uniq_key).body == b"single"
         assert s.view_message_by_offset_id(one.msg_id).body == b"single"
+
+
+def test_slots_a_writer_killed_before_the_header_left_are_repaired(tmp_path):
+    cfg = StoreConfig(**SMALL)
+    with MessageStore(tmp_path, cfg) as s:
+        s.put_batch("T", [b"a", b"b"], keys=["k", "k"])
+        path = os.path.join(tmp_path, "index", _files(tmp_path)[0])
+        with open(path, "rb") as f:
+            header = f.read(40)
+        s.put_batch("T", [b"c"], keys=["k"])  # its entries and slots written...
+        with open(path, "r+b") as f:
+            f.write(header)  # ...but not the header's count: as a writer killed just before it
+    with MessageStore(tmp_path, cfg) as s:  # the catch-up indexes "c" again, over the uncounted entries
+        assert [m.body for m in s.query_message("T", "k")] == [b"c", b"b", b"a"]
+        assert len(s.query_offsets("T", "k").offsets) == 3
