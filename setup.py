@@ -4,4 +4,5 @@ from setuptools import Extension, setup
 # optional: without a compiler the store falls back to zlib and numpy (slower, same results).
 setup(ext_modules=[Extension("store._native", ["store/_native.c"], depends=["store/crc32.h"], optional=True),
                    Extension("store._encode", ["store/_encode.c"], depends=["store/crc32.h"],
-                             optional=True)])
+                             optional=True),
+                   Extension("store._index", ["store/_index.c"], optional=True)])

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .acl_utils import cal_signature, combine_request_content
+from .plain_access_resource import UNIQUE_MSG_QUERY_FLAG, V4_9_3
 from .session_credentials import ACCESS_KEY, SECURITY_TOKEN, SIGNATURE, SessionCredentials
 
 
@@ -17,7 +18,10 @@ class AclClientRPCHook:
         ext[ACCESS_KEY] = self.credentials.access_key
         if self.credentials.security_token is not None:
             ext[SECURITY_TOKEN] = self.credentials.security_token
-        ext[SIGNATURE] = cal_signature(combine_request_content(ext), cmd.body, self.credentials.secret_key)
+        # a QUERY_MESSAGE's _UNIQUE_KEY_QUERY is left out of what is signed, as brokers check it from clients of
+        # our version (<= 4.9.3's: PlainAccessValidator.parse)
+        excluded = (SIGNATURE, UNIQUE_MSG_QUERY_FLAG) if cmd.version <= V4_9_3 else (SIGNATURE,)
+        ext[SIGNATURE] = cal_signature(combine_request_content(ext, excluded), cmd.body, self.credentials.secret_key)
 
     def __repr__(self) -> str:
         return f"AclClientRPCHook({self.credentials!r})"

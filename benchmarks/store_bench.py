@@ -159,11 +159,15 @@ def main():
     ap.add_argument("--dir", default=None)
     ap.add_argument("--skip-sync", action="store_true")
     ap.add_argument("--skip-scan", action="store_true", help="only the append figures (1)")
+    ap.add_argument("--index-only", action="store_true", help="only (1c): appends with and without the index")
     args = ap.parse_args()
     root = args.dir or tempfile.mkdtemp(prefix="rmq-bench-")
     os.makedirs(root, exist_ok=True)
     print(f"store benchmark in {root} (python {sys.version.split()[0]}, {os.cpu_count()} cores)")
 
+    if args.index_only:
+        index_and_not(root, args.append_messages)
+        return
     print("\n== (1) append: put_batch of 10,000 messages per call, tags+keys, ASYNC_FLUSH")
     for size in (100, 1024):
         append_vs_os_write(root, args.append_messages, size, BATCH, "(target >= 0.5)")
@@ -173,6 +177,7 @@ def main():
         append_vs_os_write(root, max(args.append_messages, 2 * LARGE_BATCH), size, LARGE_BATCH, "")
     if not args.skip_sync:
         sync_and_async(root, args.append_messages)
+    index_and_not(root, args.append_messages)
     if args.skip_scan:
         if not args.dir:
             shutil.rmtree(root, ignore_errors=True)
@@ -218,6 +223,22 @@ def sync_and_async(root: str, n: int) -> None:
         shutil.rmtree(path, ignore_errors=True)
         print(f"{mode:<12}: {msgs / elapsed:>12,.0f} msg/s")
     print(f"SYNC/ASYNC ratio {res['SYNC_FLUSH'] / res['ASYNC_FLUSH']:.2f}")
+
+
+def index_and_not(root: str, n: int) -> None:
+    """The same appends with RocketMQ's IndexFile written (the default: each message's UNIQ_KEY and its key) and
+    with messageIndexEnable=false; best of two rounds each, alternating."""
+    print("\n== (1c) append with the index vs messageIndexEnable=false, 100 B bodies, 10,000 per put_batch, "
+          "one key each")
+    res = {True: 0.0, False: 0.0}
+    for _ in range(2):
+        for indexed in (False, True):
+            msgs, written, elapsed, path, _ = bench_append(root, n, 100, StoreConfig(messageIndexEnable=indexed),
+                                                           f"index-{indexed}")
+            res[indexed] = max(res[indexed], msgs / elapsed)
+            shutil.rmtree(path, ignore_errors=True)
+    print(f"with index: {res[True]:>12,.0f} msg/s | without: {res[False]:>12,.0f} msg/s | ratio "
+          f"{res[True] / res[False]:.2f}")
 
 
 if __name__ == "__main__":

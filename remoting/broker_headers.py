@@ -155,6 +155,21 @@ class GetEarliestMsgStoretimeResponseHeader(CommandHeader):
 
 
 @dataclass
+class QueryMessageRequestHeader(CommandHeader):
+    topic: str
+    key: str
+    max_num: Int
+    begin_timestamp: Long
+    end_timestamp: Long
+
+
+@dataclass
+class QueryMessageResponseHeader(CommandHeader):
+    index_last_update_timestamp: Long
+    index_last_update_phyoffset: Long = field(metadata={WIRE: "indexLastUpdatePhyoffset"})
+
+
+@dataclass
 class ViewMessageRequestHeader(CommandHeader):
     offset: Long
     topic: Optional[str] = None

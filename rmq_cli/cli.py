@@ -8,6 +8,8 @@
     rmq --store PATH stat [--topic T] [--group G] [--json]
     rmq --store PATH check [--json] [--progress]
     rmq --store PATH create-topic -t T -q N | delete-topic -t T | groups | reset-offsets -g G -t T --to WHEN
+    rmq --store PATH query --topic T --key K [--begin TIME] [--end TIME] [--max N] | --topic T --msg-id ID
+                           | --offset-msg-id ID    [--json]        (by key, msgId or offset msgId: the index)
 
 Exit codes: 0 success, 1 a failure (corruption found, an I/O or store error), 2 a usage error (bad option or
 value, malformed input, unknown topic or queue, unparsable selector). Errors go to stderr.
@@ -24,6 +26,7 @@ from .common import ARGV, EXIT_FAILURE, EXIT_USAGE, Failure, Parser, UsageError
 from .consume_command import add_consume_command
 from .doctor import add_doctor_command
 from .produce_command import add_produce_command
+from .query_commands import add_query_command
 from .serve import add_serve_commands
 from .store_commands import add_check_command, add_clean_command, add_recover_command
 from .topic_commands import add_stat_command, add_topics_command
@@ -49,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
 
     for add in (add_produce_command, add_consume_command, add_topics_command, add_stat_command, add_check_command,
-                add_clean_command, add_recover_command, add_admin_commands, add_serve_commands, add_doctor_command):
+                add_clean_command, add_recover_command, add_admin_commands, add_serve_commands, add_doctor_command,
+                add_query_command):
         add(sub, common)
     return parser
 

@@ -29,6 +29,7 @@ from remoting.broker_headers import (
 )
 from remoting.namesrv_bodies import ClusterInfo, TopicList
 from remoting.route_data import TopicRouteData
+from store import message_codec as codec
 
 log = logging.getLogger(__name__)
 
@@ -271,6 +272,44 @@ class MQClientAPI:
                                    ok=tuple(_PULL_CODES), timeout=wait)
         h = PullMessageResponseHeader.from_ext_fields(resp.ext_fields)
         return RawPullResult(resp.code, h.next_begin_offset, h.min_offset, h.max_offset, resp.body)
+
+    async def query_message(self, topic: str, key: str, max_num: int = 32, begin: int = 0, end: int = 2**63 - 1,
+                            unique_key: bool = False) -> list[codec.MessageExt]:
+        """MQAdminImpl.queryMessage: QUERY_MESSAGE 12 to every master broker of the topic's route; the records that
+        come back, checked against the key (a broker returns its index's hash collisions too), newest first.
+        unique_key: `key` is a UNIQ_KEY (the msgId a SendResult shows), sent with _UNIQUE_KEY_QUERY=true."""
+        route = await self.route(topic)
+        if route is None:
+            raise MQClientError(ResponseCode.TOPIC_NOT_EXIST, f"no route for topic {topic!r}",
+                                ";".join(self.namesrv_addrs), "query by key")
+        fields = {"topic": topic, "key": key, "maxNum": max_num, "beginTimestamp": begin, "endTimestamp": end}
+        if unique_key:
+            fields["_UNIQUE_KEY_QUERY"] = "true"
+        found: dict[int, codec.MessageExt] = {}
+        for b in route.broker_datas:
+            addr = b.master_addr()
+            if not addr:
+                continue
+            resp = await self.checked(str(addr), RemotingCommand.request(RequestCode.QUERY_MESSAGE, fields),
+                                      f"query of {topic!r} by key {key!r}",
+                                      ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
+            pos, body = 0, resp.body or b""
+            while pos < len(body):
+                m = codec.decode_record(body, pos)
+                pos += m.store_size
+                hit = m.properties.get(codec.PROPERTY_UNIQ_KEY) == key if unique_key else key in m.keys
+                if hit and m.topic == topic:
+                    found[hash((b.broker_name, m.commit_log_offset))] = m
+        return sorted(found.values(), key=lambda m: (-m.store_timestamp, -m.commit_log_offset))[:max_num]
+
+    async def view_message(self, msg_id: str) -> codec.MessageExt:
+        """MQAdminImpl.viewMessage: VIEW_MESSAGE_BY_ID 33 to the broker an offset msgId names (store host and
+        commitlog offset)."""
+        host, port, offset = codec.decode_message_id(msg_id)
+        addr = codec.format_host(host, port)
+        resp = await self.checked(addr, RemotingCommand.request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": offset}),
+                                  f"message {msg_id}")
+        return codec.decode_record(resp.body, 0)
 
     async def _offset(self, code: int, mq: MessageQueue, what: str, extra: Optional[dict] = None) -> int:
         addr = await self.broker_addr(mq.topic, mq.broker_name)

@@ -31,6 +31,11 @@ class RmqBatchReader(DataSourceReader):
         self.pushed: Optional[PushdownResult] = None  # once pushFilters ran
 
     def planned_ranges(self) -> list:
+        ranges, _ = self._plan()
+        return ranges
+
+    def _plan(self) -> tuple[list, bool]:
+        """(ranges, whether they are runs an index lookup found)."""
         with self.backend.open() as store:
             queues = subscribed_queues(store, self.opts.subscription)
             self.backend.note_batch_plan(queues)
@@ -42,12 +47,27 @@ class RmqBatchReader(DataSourceReader):
                 s, e = self._narrow(store, q, starts[q], ends[q])
                 if s < e:
                     ranges.append((q[0], q[1], s, e))
-        return split_ranges(ranges, self.opts.min_partitions)
+            runs = self._index_runs(store, ranges)
+        if runs is not None:
+            return runs, True
+        return split_ranges(ranges, self.opts.min_partitions), False
+
+    def _index_runs(self, store, ranges: list) -> Optional[list]:
+        if not self.opts.use_index or self.opts.namesrv_addr:
+            return None
+        msg_ids = None if self.pushed is None else self.pushed.msg_ids
+        from .index_lookup import lookup_runs
+        return lookup_runs(store, ranges, self.opts.key, self.opts.uniq_key, msg_ids)
 
     def partitions(self):
         pushed = None if self.pushed is None else self.pushed.message_filter
-        return self.backend.partitions(self.planned_ranges(), self._scan_filter(), pushed, self._residual(),
-                                       self.selection)
+        ranges, looked_up = self._plan()
+        parts = self.backend.partitions(ranges, self._scan_filter(), pushed, self._residual(), self.selection)
+        if looked_up:  # a few rows per run: runs grouped into a few partitions
+            from .partition import QueueRuns
+            per = max(1, -(-len(parts) // max(1, self.opts.min_partitions or 2)))
+            parts = [QueueRuns(parts[i:i + per]) for i in range(0, len(parts), per)]
+        return parts
 
     def read(self, partition: InputPartition):
         return self.backend.read(partition)
@@ -93,9 +113,14 @@ class RmqBatchReader(DataSourceReader):
     def _residual(self):
         """What the scan's filter does not apply by itself: position conditions (msg_id, timestamps, ...),
         checked with one vectorised mask per batch. None when the narrowing is all there is."""
-        if self.pushed is None or not (self.pushed.ranges or self.pushed.value_sets):
+        key, uniq = self.opts.key, self.opts.uniq_key
+        if (self.pushed is None or not (self.pushed.ranges or self.pushed.value_sets)) and key is None and \
+                uniq is None:
             return None
-        return PushdownResult(ranges=dict(self.pushed.ranges), value_sets=dict(self.pushed.value_sets))
+        if self.pushed is None:
+            return PushdownResult(key=key, uniq_key=uniq)
+        return PushdownResult(ranges=dict(self.pushed.ranges), value_sets=dict(self.pushed.value_sets), key=key,
+                              uniq_key=uniq)
 
 
 class RmqPushdownBatchReader(RmqBatchReader):

@@ -56,6 +56,11 @@ DEFAULT_BROKER_TIMEOUT_MS = 60_000
 # Columns
 INCLUDE_PROPERTIES = "includeProperties"
 
+# Finding messages (batch reads): answered from the store's index (RocketMQ's IndexFile) instead of a scan
+KEY = "key"              # the messages whose KEYS hold this key (what array_contains(keys, k) keeps)
+UNIQ_KEY = "uniqKey"     # the message whose UNIQ_KEY (the msgId a producer's SendResult shows) is this
+USE_INDEX = "useIndex"   # false: answer key, uniqKey and msg_id filters by scanning (the same rows)
+
 SOURCE_OPTIONS = (
     PATH, TOPIC, SUBSCRIBE, SUBSCRIBE_PATTERN, ASSIGN,
     TAGS, SQL, EXPRESSION_TYPE, SUB_EXPRESSION,
@@ -64,7 +69,7 @@ SOURCE_OPTIONS = (
     MAX_MESSAGES_PER_TRIGGER, MAX_BYTES_PER_TRIGGER, MIN_MESSAGES_PER_TRIGGER, MAX_TRIGGER_DELAY,
     CONSUMER_GROUP, COMMIT_OFFSETS, FAIL_ON_DATA_LOSS, MIN_PARTITIONS, POLL_TIMEOUT_MS, READ_ONLY,
     METRICS_PATH, NAMESRV_ADDR, PULL_BATCH_SIZE, PULLS_IN_FLIGHT, BROKER_TIMEOUT_MS, ACCESS_KEY, SECRET_KEY,
-    INCLUDE_PROPERTIES,
+    INCLUDE_PROPERTIES, KEY, UNIQ_KEY, USE_INDEX,
 )
 
 # The sink

@@ -164,6 +164,9 @@ class SourceOptions:
     broker_timeout_ms: int = K.DEFAULT_BROKER_TIMEOUT_MS
     credentials: Optional[SessionCredentials] = None  # accessKey / secretKey: every request to the brokers signed
     include_properties: bool = True
+    key: Optional[str] = None       # rows whose keys hold it (batch reads; found through the index)
+    uniq_key: Optional[str] = None  # the row whose UNIQ_KEY property is it
+    use_index: bool = True
     raw: dict = field(default_factory=dict, compare=False)  # the options as given, secretKey left out
 
 
@@ -230,8 +233,17 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         broker_timeout_ms=int_option(opts, K.BROKER_TIMEOUT_MS, K.DEFAULT_BROKER_TIMEOUT_MS, minimum=0),
         credentials=credentials_option(opts) if namesrv else None,
         include_properties=_bool(opts, K.INCLUDE_PROPERTIES, True),
+        key=_non_empty(opts, K.KEY), uniq_key=_non_empty(opts, K.UNIQ_KEY), use_index=_bool(opts, K.USE_INDEX, True),
         raw={k: v for k, v in opts.items() if k != K.SECRET_KEY},
     )
+
+
+def _non_empty(opts: dict, name: str) -> Optional[str]:
+    value = opts.get(name)
+    if value is not None and (not value or " " in value):
+        raise RmqOptionError(name, f"{value!r}: a key is a non-empty text without spaces (KEYS separates keys by "
+                                   f"spaces)")
+    return value
 
 
 def credentials_option(opts: dict) -> Optional[SessionCredentials]:

@@ -84,7 +84,19 @@ def store_for(path: str):
     return store
 
 
+class QueueRuns(InputPartition):
+    """Several queue ranges read one after another (the runs an index lookup found: few rows each)."""
+
+    def __init__(self, ranges: list):
+        super().__init__(tuple((r.topic, r.queue_id, r.start, r.end) for r in ranges))
+        self.ranges = ranges
+
+
 def read_partition(p: InputPartition) -> Iterator[pa.RecordBatch]:
+    if isinstance(p, QueueRuns):
+        for r in p.ranges:
+            yield from read_partition(r)
+        return
     if not isinstance(p, QueueRange):
         return  # a plan with no ranges: Spark still runs one partition of its own, which holds nothing
     store = store_for(p.path)
@@ -99,7 +111,7 @@ def read_partition(p: InputPartition) -> Iterator[pa.RecordBatch]:
     # queue_offset: where to resume after a lost file; the residual's columns: what its mask reads
     needed = ["queue_offset"]
     if p.residual is not None:
-        needed += sorted(set(p.residual.ranges) | set(p.residual.value_sets))
+        needed += p.residual.columns
     columns = p.selection.scan_columns(*needed)
     for batch in _scan_past_lost_files(store, p, start, columns):
         if p.residual is not None:

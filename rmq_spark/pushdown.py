@@ -73,6 +73,14 @@ class PushdownResult:
     unsupported: list = field(default_factory=list)
     ranges: dict[str, ValueRange] = field(default_factory=dict)
     value_sets: dict[str, frozenset] = field(default_factory=dict)
+    key: Optional[str] = None       # option key: rows whose keys hold it
+    uniq_key: Optional[str] = None  # option uniqKey: rows whose UNIQ_KEY property is it
+
+    @property
+    def columns(self) -> list:
+        """The scan columns row_mask reads."""
+        return sorted(set(self.ranges) | set(self.value_sets) | ({"keys"} if self.key is not None else set())
+                      | ({"properties"} if self.uniq_key is not None else set()))
 
     # ---- what the reader narrows its scan with
     @property
@@ -142,6 +150,16 @@ class PushdownResult:
                 keep &= _bool(pc.is_in(col, value_set=pa.array(sorted(values), type=value_type)))
         if self.message_filter is not None:
             keep &= _bool(self.message_filter.commit_log_mask(batch))
+        if self.key is not None:
+            keys = batch.column("keys")
+            hits = pc.equal(pc.list_flatten(keys), self.key).fill_null(False)
+            rows = pc.list_parent_indices(keys).to_numpy(zero_copy_only=False)
+            has = np.zeros(n, dtype=bool)
+            has[rows[hits.to_numpy(zero_copy_only=False)]] = True
+            keep &= has
+        if self.uniq_key is not None:
+            uniq = pc.map_lookup(batch.column("properties"), pa.scalar("UNIQ_KEY"), "last")
+            keep &= _bool(pc.equal(uniq, self.uniq_key))
         return pa.array(keep)
 
 

@@ -29,6 +29,7 @@ DELETE_FILE_BATCH_MAX = 10            # RocketMQ's deleteFileBatchMax
 class CleanSummary:
     commit_log_files_deleted: list = field(default_factory=list)  # file names
     consume_queue_files_deleted: int = 0
+    index_files_deleted: int = 0
     commit_log_min_offset: int = 0
     min_offsets: dict = field(default_factory=dict)  # {topic: {queue_id: min offset}}
     reason: str = ""  # why files were (or were not) deleted
@@ -37,6 +38,7 @@ class CleanSummary:
         return {
             "commit_log_files_deleted": list(self.commit_log_files_deleted),
             "consume_queue_files_deleted": self.consume_queue_files_deleted,
+            "index_files_deleted": self.index_files_deleted,
             "commit_log_min_offset": self.commit_log_min_offset,
             "min_offsets": {t: {str(q): o for q, o in qs.items()} for t, qs in self.min_offsets.items()},
             "reason": self.reason,
@@ -102,6 +104,7 @@ def clean_expired(store, now: Optional[float] = None, periodic: bool = False,
             summary.commit_log_files_deleted.append(f.file_name)
             files.delete_file(f)
         _clean_queues(store, summary, delete=True)
+        summary.index_files_deleted = store.index.delete_expired(store.commit_log.min_offset())
     return summary
 
 

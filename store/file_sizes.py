@@ -15,6 +15,7 @@ log = logging.getLogger(__name__)
 
 STORE_MARKER = ".rmq-spark"  # present in stores this project created; absent in a broker's
 SIZE_KEYS = ("mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue")
+INDEX_KEYS = ("maxHashSlotNum", "maxIndexNum")  # the index files' geometry, kept like the file sizes
 _UNIT = 20
 
 
@@ -44,12 +45,16 @@ def recorded_sizes(path: str) -> dict[str, int]:
         value = data.get(key) if isinstance(data, dict) else None
         if isinstance(value, int) and value > 0 and (key != SIZE_KEYS[1] or value % _UNIT == 0):
             out[key] = value
+    for key in INDEX_KEYS:
+        value = data.get(key) if isinstance(data, dict) else None
+        if isinstance(value, int) and value > 0:
+            out[key] = value
     return out
 
 
 def record_sizes(path: str, config) -> None:
     """Write the config's file sizes into the marker (a new store, or one nothing was written to yet)."""
-    data = {key: getattr(config, key) for key in SIZE_KEYS}
+    data = {key: getattr(config, key) for key in SIZE_KEYS + INDEX_KEYS}
     if recorded_sizes(path) == data:
         return
     tmp = os.path.join(path, STORE_MARKER + ".tmp")

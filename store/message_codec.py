@@ -461,6 +461,7 @@ from .compiled import _encode  # noqa: E402 - its loops where they help here (st
 
 _uniq_counter = [0]
 _uniq_prefix: dict = {}
+_uniq_month = [0.0, 0.0]  # [start, end) of the month generated ids count from (seconds since the epoch)
 _uniq_lock = threading.Lock()  # a range of the counter per call, whatever the threads
 # Two upper-case hex digits per byte value, so a counter's 4 bytes become its 8 digits in one lookup.
 _HEX_PAIRS = np.frombuffer(b"".join(f"{b:02X}".encode() for b in range(256)), dtype=np.uint16)
@@ -490,18 +491,32 @@ class GeneratedIds:
 
 def reserve_uniq_keys(n: int, address: bytes) -> GeneratedIds:
     """Client-style unique ids, as RocketMQ's MessageClientIDSetter lays them out: address, pid and a random
-    part, then time and a counter, in 32 upper-case hex digits."""
+    part (the client's class-loader hash), then the milliseconds since the start of the month (local time) and a
+    16-bit counter, in 32 upper-case hex digits. The time is where MessageClientIDSetter.getNearlyTimeFromID reads
+    it: a Java client's viewMessage(topic, msgId) searches the index from it. Time and counter are one 48-bit
+    number, ms << 16 plus a sequence, so a batch of more than 65,536 ids runs a few ms ahead; a batch never
+    wraps the low 32 bits (GeneratedIds' part)."""
     import time
     pid = os.getpid()
     key = (address, pid)
     prefix = _uniq_prefix.get(key)
     if prefix is None:  # once per process and address, as the client's fixed part (a forked child gets its own)
-        prefix = _uniq_prefix[key] = (address[-4:] + struct.pack(">h", pid & 0x7FFF) + os.urandom(2)).hex().upper()
-    t = int(time.time() * 1000) & 0xFFFFFFFF
+        prefix = _uniq_prefix[key] = (address[-4:] + struct.pack(">h", pid & 0x7FFF) + os.urandom(4)).hex().upper()
+    now = time.time()
+    month = _uniq_month
+    if not month[0] <= now < month[1]:  # MessageClientIDSetter.setStartTime: this month's start and the next's
+        lt = time.localtime(now)
+        month[0] = time.mktime((lt.tm_year, lt.tm_mon, 1, 0, 0, 0, 0, 0, -1))
+        month[1] = time.mktime((lt.tm_year + lt.tm_mon // 12, lt.tm_mon % 12 + 1, 1, 0, 0, 0, 0, 0, -1))
+    month_ms = max(0, int((now - month[0]) * 1000))
     with _uniq_lock:
-        start = _uniq_counter[0]
-        _uniq_counter[0] += n
-    return GeneratedIds((prefix + f"{t:08X}").encode(), start, n)
+        value = max(_uniq_counter[0], month_ms << 16)
+        if value >> 48 or (value - (month_ms << 16)) >> 40:  # a new month (or a counter far ahead): start again
+            value = month_ms << 16
+        if (value & 0xFFFFFFFF) + n > 1 << 32:
+            value = ((value >> 32) + 1) << 32
+        _uniq_counter[0] = value + n
+    return GeneratedIds((prefix + f"{value >> 32 & 0xFFFF:04X}").encode(), value & 0xFFFFFFFF, n)
 
 
 def new_uniq_key(address: bytes) -> str:

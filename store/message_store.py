@@ -32,6 +32,7 @@ from .errors import (
 from .file_sizes import STORE_MARKER
 from .get_message import get_message_records
 from .get_message_result import GetMessageResult, PutResult
+from .index_service import IndexService
 from .json_file import load_rocketmq_json, persist_config_json
 from .mapped_file import fsync_path
 from .put_batch import PutBatchResult, build_batch, incomplete_atomic_start
@@ -114,6 +115,7 @@ class MessageStore:
         from .pull_request_hold import PullRequestHoldService
         self.pull_request_hold = PullRequestHoldService(self)
         self.min_offset_cache: dict[tuple[str, int], tuple[int, float]] = {}  # queue -> (min offset, when read)
+        self.index = IndexService(self)
         # SYNC_FLUSH group commit (sync_to): commitlog files deferred appends wrote, not fsynced yet
         self._unsynced: set[str] = set()
         self._unsynced_lock = threading.Lock()
@@ -211,6 +213,7 @@ class MessageStore:
             self._state_read_fd = None
         for cq in self._queues.values():
             cq.close()
+        self.index.close()
         self.commit_log.close()
 
     def __enter__(self):
@@ -496,6 +499,7 @@ class MessageStore:
             cq.written_to(queue_end)
             self._queue_ends[(cq.topic, cq.queue_id)] = queue_end
             self._dirty_queues.add(cq)
+        self.index.index_records(placed.positions, write_pos, end)  # never fails the append
         # Last: the committed end. Everything before it is complete and dispatched.
         self._publish_committed_end(end)
         self._last_store_ts = store_ts
@@ -546,6 +550,7 @@ class MessageStore:
         cq.written_to(queue_offset + 1)
         self._queue_ends[(topic, queue_id)] = queue_offset + 1
         self._dirty_queues.add(cq)
+        self.index.index_records(np.array([write_pos], dtype=np.int64), write_pos, end)  # never fails the append
         self._publish_committed_end(end)
         self._last_store_ts = store_ts
         self._flush_checkpoint()
@@ -701,7 +706,12 @@ class MessageStore:
             committed = self._committed_end()
             start = dispatched if committed is None or committed < self.commit_log.min_offset() else \
                 min(committed, dispatched)
-        self._sync_write_state(full_check=abnormal, start=start)
+        end = self._sync_write_state(full_check=abnormal, start=start)
+        try:
+            self.index.catch_up(end)  # records a crash (or an index-less writer) left unindexed
+        except Exception as e:
+            log.error("store %s: the index could not be caught up (%s); it is tried again by the next writer",
+                      self.path, e)
 
     def _repair_consume_queue(self, cq: ConsumeQueue) -> None:
         """Consume queues are derived data, rebuilt from the commitlog as RocketMQ rebuilds them: units missing
@@ -1130,6 +1140,88 @@ class MessageStore:
         msg = codec.decode_record(view, commit_log_offset - base, limit=len(view))
         start = commit_log_offset - base
         return msg, bytes(view[start:start + msg.store_size])
+
+    # -- finding messages (RocketMQ's IndexService) -----------------------------------------------------------
+
+    def query_offsets(self, topic: str, key: str, max_num: Optional[int] = None, begin: int = 0,
+                      end: int = 2**63 - 1):
+        """IndexService.queryOffset: the commitlog offsets of the index entries whose hash is `topic#key`'s, stored
+        within [begin, end] ms, newest first, at most max_num (capped by maxMsgsNumBatch); with the index's
+        last update (time, commitlog offset). Hash collisions are included, as RocketMQ's broker returns them."""
+        max_num = self.config.maxMsgsNumBatch if max_num is None else min(int(max_num), self.config.maxMsgsNumBatch)
+        return self.index.query_offset(topic, key, max_num, begin, end)
+
+    def query_records(self, topic: str, key: str, max_num: int, begin: int, end: int) -> tuple[bytes, int, int]:
+        """DefaultMessageStore.queryMessage for QUERY_MESSAGE: the stored records the index finds (commitlog order,
+        up to three passes moving the end back to the oldest found while none could be read), back to back; with
+        the index's last update time and commitlog offset."""
+        out: list[bytes] = []
+        last_ts = last_phy = 0
+        for _ in range(3):
+            res = self.query_offsets(topic, key, max_num, begin, end)
+            if not res.offsets:
+                break
+            last_ts, last_phy = res.index_last_update_timestamp, res.index_last_update_phy_offset
+            for m, offset in enumerate(sorted(res.offsets)):
+                try:
+                    hit = self.look_message_by_offset(offset) if offset >= self.commit_log.min_offset() else None
+                except (codec.RecordFormatError, MissingFileError, CorruptRecordError):
+                    hit = None
+                if hit is None:
+                    continue
+                if m == 0:
+                    end = hit[0].store_timestamp
+                out.append(hit[1])
+            if out or end < begin:
+                break
+        return b"".join(out), last_ts, last_phy
+
+    def query_message(self, topic: str, key: str, max_num: int = 64, begin: int = 0, end: int = 2**63 - 1,
+                      unique_key: bool = False) -> list[codec.MessageExt]:
+        """Messages of `topic` with `key` among their KEYS (unique_key=True: whose UNIQ_KEY, the msgId a producer's
+        SendResult shows, is `key`), stored within [begin, end] ms, newest first, at most max_num: found through
+        the index, each checked against the key (the index holds hashes), duplicates dropped."""
+        if max_num < 1:
+            raise ValueError(f"max_num must be >= 1, got {max_num}")
+        found: list[codec.MessageExt] = []
+        seen: set = set()
+        for offset in self.index.query_offset(topic, key, max(max_num, self.config.maxMsgsNumBatch) * 4,
+                                              begin, end).offsets:
+            if offset in seen or offset < self.commit_log.min_offset():
+                continue
+            seen.add(offset)
+            try:
+                hit = self.look_message_by_offset(offset)
+            except (codec.RecordFormatError, MissingFileError, CorruptRecordError):
+                continue  # an entry past a crash's cut, or into a removed file
+            if hit is None:
+                continue
+            msg = hit[0]
+            uniq = msg.properties.get(codec.PROPERTY_UNIQ_KEY)
+            if msg.topic != topic or not begin <= msg.store_timestamp <= end or \
+                    not (uniq == key if unique_key else key in msg.keys):
+                continue
+            found.append(msg)
+            if len(found) >= max_num:
+                break
+        return found
+
+    def query_message_by_unique_key(self, topic: str, uniq_key: str) -> Optional[codec.MessageExt]:
+        """The message whose UNIQ_KEY (client msgId) is uniq_key, the newest if a retry stored it twice; None."""
+        found = self.query_message(topic, uniq_key, 1, unique_key=True)
+        return found[0] if found else None
+
+    def view_message_by_offset_id(self, msg_id: str) -> Optional[codec.MessageExt]:
+        """The message of an offset msgId (RocketMQ's 16-byte form, 32 hex digits: store ip, port, commitlog
+        offset; 28 bytes for an IPv6 store); None when nothing is stored there. ValueError for a malformed id."""
+        _, _, offset = codec.decode_message_id(msg_id)
+        if offset < self.commit_log.min_offset() or offset >= self.commit_log_max_offset():
+            return None
+        try:
+            hit = self.look_message_by_offset(offset)
+        except codec.RecordFormatError:
+            return None
+        return None if hit is None else hit[0]
 
     def check_in_disk_by_consume_offset(self, topic: str, queue_id: int, offset: int) -> bool:
         """RocketMQ's checkInDiskByConsumeOffset: whether the message at a queue offset is beyond what the page

@@ -38,6 +38,12 @@ class StoreConfig:
     listenPort: int = 10911
     # delayed messages' levels: their consume-queue units keep the time they are due (store/delay_levels.py)
     messageDelayLevel: str = DEFAULT_DELAY_LEVELS
+    # RocketMQ's IndexFile (index/): slots and entries per file, and whether messages are indexed at all
+    messageIndexEnable: bool = True
+    maxHashSlotNum: int = 5_000_000
+    maxIndexNum: int = 5_000_000 * 4
+    maxMsgsNumBatch: int = 64       # the most offsets one index query returns
+    defaultQueryMaxNum: int = 32    # a unique-key query's maxNum (QueryMessageProcessor)
 
     def __post_init__(self):
         self.validate()
@@ -57,6 +63,14 @@ class StoreConfig:
         if self.maxMessageSize <= 0:
             raise ValueError(f"maxMessageSize must be positive, got {self.maxMessageSize}")
         parse_delay_levels(self.messageDelayLevel)  # its ValueError names messageDelayLevel
+        if self.maxHashSlotNum < 1 or self.maxIndexNum < 2 or \
+                40 + 4 * self.maxHashSlotNum + 20 * self.maxIndexNum >= 2**31:
+            raise ValueError(f"maxHashSlotNum ({self.maxHashSlotNum}) must be >= 1 and maxIndexNum "
+                             f"({self.maxIndexNum}) >= 2, with an index file (40 + 4 * slots + 20 * entries "
+                             f"bytes) under 2 GiB")
+        if self.maxMsgsNumBatch < 1 or self.defaultQueryMaxNum < 1:
+            raise ValueError(f"maxMsgsNumBatch ({self.maxMsgsNumBatch}) and defaultQueryMaxNum "
+                             f"({self.defaultQueryMaxNum}) must be >= 1")
         if not 10 <= self.diskMaxUsedSpaceRatio <= 95:
             raise ValueError(f"diskMaxUsedSpaceRatio must be 10..95, got {self.diskMaxUsedSpaceRatio}")
 

@@ -95,6 +95,13 @@ def test_permissions_per_topic_group_and_admin_with_the_projects_client(tmp_path
                 async with RemotingClient(b.address) as c:
                     refused(await c.invoke(signed(pull("PubOnly", 0))), "topic:PubOnly", "SUB needed", "has PUB")
                     refused(await c.invoke(signed(pull("Denied", 0))), "topic:Denied")
+                    query = {"key": "k", "maxNum": 32, "beginTimestamp": 0, "endTimestamp": 2**62}
+                    refused(await c.invoke(signed(RemotingCommand.request(RequestCode.QUERY_MESSAGE, {
+                        "topic": "PubOnly", **query}))), "topic:PubOnly", "SUB needed")
+                    uniq = dict(got.messages.column("properties")[0].as_py())["UNIQ_KEY"]
+                    found = await c.invoke(signed(RemotingCommand.request(RequestCode.QUERY_MESSAGE, {
+                        "topic": "Orders", **query, "key": uniq, "_UNIQUE_KEY_QUERY": "true"})))
+                    assert found.code == ResponseCode.SUCCESS and b"hello" in found.body
                     # the group: NoSub=DENY
                     refused(await c.invoke(signed(pull("Orders", 0, group="NoSub"))), "group:NoSub", "SUB needed")
                     for code in (RequestCode.UPDATE_CONSUMER_OFFSET, RequestCode.QUERY_CONSUMER_OFFSET):

@@ -105,6 +105,10 @@ def test_every_served_code_answers_as_rocketmq_clients_send_it_in_either_header_
                 view = H.ViewMessageRequestHeader(got[0].commit_log_offset)
                 r = await ask(_request(RequestCode.VIEW_MESSAGE_BY_ID, view))
                 assert records(r.body)[0].body == b"one"
+                found = H.QueryMessageRequestHeader("H", got[0].properties["UNIQ_KEY"], 32, 0, 2**63 - 1)
+                r = await ask(_request(RequestCode.QUERY_MESSAGE, found))
+                assert r.code == ResponseCode.SUCCESS and records(r.body)[0].body == b"one"
+                assert int(r.ext_fields["indexLastUpdatePhyoffset"]) >= got[0].commit_log_offset
                 back = H.ConsumerSendMsgBackRequestHeader(got[0].commit_log_offset, "g", 0, got[0].msg_id)
                 assert (await ask(_request(RequestCode.CONSUMER_SEND_MSG_BACK, back))).code == ResponseCode.SUCCESS
                 locked = await ask(_lock(RequestCode.LOCK_BATCH_MQ))

@@ -86,3 +86,30 @@ def test_sql92_pulls_find_sparse_and_dense_matches_in_order(cluster):
                                                                        max_nums=max_nums, in_flight=2)
                        for r in b.to_pylist()]
                 assert got == want, (expression, max_nums)
+
+
+def test_query_message_by_key_unique_key_and_offset_msg_id_over_the_wire(cluster, capsys):
+    """QUERY_MESSAGE 12 to every broker of the route (MQAdminImpl.queryMessage) and VIEW_MESSAGE_BY_ID 33."""
+    from rmq_client.event_loop import run_blocking
+    with Producer(cluster.namesrv) as producer:
+        producer.create_topic("Keyed", 4)
+        sent = [producer.send("Keyed", b"q%d" % i, keys=[f"order-{i % 3}", "all"]) for i in range(9)]
+        assert len({r.queue.broker_name for r in sent}) == 2
+        api = producer.aio.api
+        assert sorted(m.body for m in run_blocking(api.query_message, "Keyed", "order-1")) == [b"q1", b"q4", b"q7"]
+        assert len(run_blocking(api.query_message, "Keyed", "all", 4)) == 4
+        assert run_blocking(api.query_message, "Keyed", "order-1", 32, int(2e12)) == []  # QUERY_NOT_FOUND
+        four = run_blocking(api.view_message, sent[4].msg_id)
+        assert four.body == b"q4" and four.keys == ["order-1", "all"]
+        uniq = four.properties["UNIQ_KEY"]
+        assert [m.body for m in run_blocking(api.query_message, "Keyed", uniq, 32, 0, 2**63 - 1, True)] == [b"q4"]
+        assert run_blocking(api.query_message, "Keyed", uniq) == []  # not among its KEYS
+        with pytest.raises(MQClientError, match="no route"):
+            run_blocking(api.query_message, "Nope", "k")
+    from rmq_cli.cli import main  # rmq query --namesrv: the same three lookups
+    ns = ["query", "--namesrv", cluster.namesrv]
+    assert main(ns + ["-t", "Keyed", "-k", "order-2"]) == 0
+    assert sorted(line.rsplit("| ", 1)[1] for line in capsys.readouterr().out.splitlines()) == ["q2", "q5", "q8"]
+    assert main(ns + ["-t", "Keyed", "-i", uniq]) == 0 and capsys.readouterr().out.endswith("| q4\n")
+    assert main(ns + ["--offset-msg-id", sent[3].msg_id]) == 0 and capsys.readouterr().out.endswith("| q3\n")
+    assert main(ns + ["-t", "Keyed", "-i", "00" * 16]) == 1 and "no message" in capsys.readouterr().err

@@ -18,17 +18,20 @@ import time
 
 import pytest
 from stock_peers import STOCK_4, StockCluster
+from wire_cluster import WireCluster
 
 from broker.schedule_message_service import ScheduleMessageService
+from rmq_client import Producer
 from store import MessageStore, OffsetStore, StoreConfig
 
 # Small files, so the store spans several commitlog and consume-queue files as a busy broker's does; one level
 # long enough to tell "delivered when due" from "delivered at the broker's start".
 LEVELS = "1s 2s 90s"
-SIZES = dict(mappedFileSizeCommitLog=64 * 1024, mappedFileSizeConsumeQueue=20 * 100)
+# Small index files too (RocketMQ's default file is 420 MB), the same for our stores and the stock brokers.
+SIZES = dict(mappedFileSizeCommitLog=64 * 1024, mappedFileSizeConsumeQueue=20 * 100, maxHashSlotNum=1000,
+             maxIndexNum=4000)
 CFG = StoreConfig(**SIZES, messageDelayLevel=LEVELS)
-BROKER_CONF = {"mappedFileSizeCommitLog": str(SIZES["mappedFileSizeCommitLog"]),
-               "mappedFileSizeConsumeQueue": str(SIZES["mappedFileSizeConsumeQueue"]), "messageDelayLevel": LEVELS}
+BROKER_CONF = {**{k: str(v) for k, v in SIZES.items()}, "messageDelayLevel": LEVELS}
 GROUP = "resume-group"
 GROUP_OFFSETS = {0: 10, 1: 25, 2: 0, 3: 40}  # the group's progress on topic Plain, as our OffsetStore keeps it
 OUR_TOPICS = ("Plain", "Batch", "Big", "Later", "Tail")
@@ -186,6 +189,32 @@ def test_a_group_resumes_at_the_offsets_our_store_kept(cluster):
         (b, q, off) for b in (CLEAN, CRASH) for q, start in GROUP_OFFSETS.items() for off in range(start, 60))
 
 
+def _mqadmin(c: StockCluster, *args: str) -> list[tuple[str, int, int]]:
+    """rocketmq-tools' mqadmin (MQAdminStartup) as a process; the (msgId, queue id, queue offset) rows it prints."""
+    from stock_peers import _logback_home
+    _logback_home(STOCK_4, "tools")  # MQAdminStartup reads $ROCKETMQ_HOME/conf/logback_tools.xml
+    cmd = c.java().command("org.apache.rocketmq.tools.command.MQAdminStartup", *args, "-n", c.namesrv)
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, start_new_session=True)
+    assert done.returncode == 0 and "#Message ID" in done.stdout, done.stdout + done.stderr[-2000:]
+    rows = [line.split() for line in done.stdout.splitlines()[done.stdout.splitlines().index(
+        next(x for x in done.stdout.splitlines() if x.startswith("#Message ID"))) + 1:] if line.strip()]
+    return [(r[0], int(r[1]), int(r[2])) for r in rows]
+
+
+def test_a_stock_broker_answers_query_msg_by_key_from_the_index_we_wrote(stores, cluster):
+    """Two brokers opened copies of our store: the clean one recovers normally and keeps our index as it is (the
+    crashed one drops index files newer than the checkpoint's indexMsgTimestamp, as RocketMQ's abnormal start
+    does, and indexes only what it re-dispatches). mqadmin queryMsgByKey finds a put's key, a batch's key and the
+    killed writer's acknowledged batch."""
+    uniq = {m["body"]: m["properties"]["UNIQ_KEY"] for m in stores["expected"]}
+    rows = _mqadmin(cluster, "queryMsgByKey", "-t", "Plain", "-k", "k7")
+    assert set(rows) == {(uniq[b"plain-7"], 3, 1)}
+    rows = _mqadmin(cluster, "queryMsgByKey", "-t", "Batch", "-k", "b123")
+    assert {r[0] for r in rows} == {uniq[b"batch-123"]}
+    rows = _mqadmin(cluster, "queryMsgByKey", "-t", "Tail", "-k", "tail")
+    assert {r[0] for r in rows} == {uniq[b"acked-%d" % i] for i in range(20)}
+
+
 def test_delayed_messages_are_delivered_once_and_when_due(stores, cluster):
     """Our delayOffset.json says level 1 was delivered (no second copy); the level-3 message is delivered by the
     stock broker no earlier than its store time + 90 s, read from the consume-queue unit's tagsCode."""
@@ -210,7 +239,7 @@ def test_a_store_a_stock_broker_wrote_is_read_by_ours(spark, cluster, tmp_path):
                  "body": f"single-{i}", "queue": {"broker": STOCK, "id": i % 2}} for i in range(40)]
     messages.append({"batch": [{"topic": "FromStock", "tags": "batch", "keys": f"b{i}", "props": {"j": str(i)},
                                 "body": f"batch-{i}"} for i in range(25)]})
-    java.produce(messages)
+    sent = java.produce(messages)
     java.run("StockStoreClient", "delayed", cluster.namesrv, "stock-delayed", timeout=120, input_lines=[
         {"topic": "FromStock", "tags": "later", "body": "delayed-1", "level": 1, "props": {"d": "1"}}])
     deadline = time.time() + 60
@@ -220,6 +249,7 @@ def test_a_store_a_stock_broker_wrote_is_read_by_ours(spark, cluster, tmp_path):
             break
         time.sleep(2)
     assert len(oracle) == 66
+    _same_answers_from_rmq_serve_and_the_stock_broker(cluster, messages, sent, tmp_path)
     cluster.kill(STOCK, signal.SIGTERM)  # a clean stop: the broker flushes its files and removes its abort file
     path = cluster.store(STOCK)
     assert os.path.isdir(os.path.join(path, "index")) and os.path.exists(os.path.join(path, "config", "topics.json"))
@@ -235,9 +265,59 @@ def test_a_store_a_stock_broker_wrote_is_read_by_ours(spark, cluster, tmp_path):
     assert len(got) == len(want) == 66
     for g, w in zip(got, want):
         assert g == w, (g, w)
+    with MessageStore(path, CFG, read_only=True) as s:  # the stock broker's index, queried by ours
+        assert [m.body for m in s.query_message("FromStock", "s7")] == [b"single-7"]
+        assert len(s.query_message("FromStock", "common")) == 40
+        assert [m.body for m in s.query_message("FromStock", "b3")] == [b"batch-3"]
+        assert s.query_message_by_unique_key("FromStock", sent[5]["msgId"]).body == b"single-5"
+        assert s.view_message_by_offset_id(sent[6]["offsetMsgId"]).body == b"single-6"
+    conf = tmp_path / "store.conf"  # the broker's geometry: its index files are read with it
+    conf.write_text("".join(f"{k}={v}\n" for k, v in SIZES.items()))
+    found = subprocess.run([sys.executable, "-m", "rmq_cli", "--store", path, "--config", str(conf), "query",
+                            "--topic", "FromStock", "--key", "s7", "--json"], capture_output=True, text=True,
+                           timeout=120)  # mqadmin queryMsgByKey's question, answered by ours
+    assert found.returncode == 0 and [json.loads(x)["body"] for x in found.stdout.splitlines()] == ["single-7"], \
+        found.stdout + found.stderr
     check = subprocess.run([sys.executable, "-m", "rmq_cli", "--store", path, "check", "--json"],
                            capture_output=True, text=True, timeout=120)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def _same_answers_from_rmq_serve_and_the_stock_broker(cluster, messages, sent, tmp_path) -> None:
+    """The stock admin client's queryMessage and viewMessage (by client msgId and by offset msgId) against the stock
+    broker and against `rmq serve` given the same messages by the stock producer, all in one JVM."""
+    with WireCluster(tmp_path / "serve", brokers=("broker-a",)) as serve:
+        with Producer(serve.namesrv) as p:
+            p.create_topic("FromStock", 2)
+            # a message whose UNIQ_KEY our store generated: the Java client searches from the time in it
+            ours = p.send("FromStock", b"from-python", keys=["py"])
+            from rmq_client.event_loop import run_blocking
+            ours_uniq = run_blocking(p.aio.api.view_message, ours.msg_id).properties["UNIQ_KEY"]
+        lines: list[dict] = [{"namesrv": serve.namesrv, "kind": "send", "message": {
+            k: v for k, v in m.items() if k != "queue"}} for m in messages]  # rmq serve has one broker
+        for ns, ids in ((cluster.namesrv, sent), (serve.namesrv, None)):
+            lines += [{"namesrv": ns, "kind": "key", "topic": "FromStock", "key": k, "maxNum": 64, "begin": b,
+                       "end": 2**63 - 1} for k, b in (("s7", 0), ("common", 0), ("b3", 0), ("s7", 4 * 10**12))]
+            for kind, k, item in (("uniq", 5, 0), ("uniq", 40, 3), ("offset", 6, 0)):
+                q = {"namesrv": ns, "kind": kind, "topic": "FromStock"}
+                if ids is None:
+                    q.update({"send": k, "item": item})
+                else:
+                    q["msgId"] = ids[k]["offsetMsgId"] if kind == "offset" else ids[k]["msgId"].split(",")[item]
+                lines.append(q)
+        lines.append({"namesrv": serve.namesrv, "kind": "uniq", "topic": "FromStock", "msgId": ours_uniq})
+        out = cluster.java().run("StockQuery", input_lines=lines, timeout=240)
+    assert len(out) == len(lines), out[-3:]
+    assert all(o.get("status") == "SEND_OK" for o in out[:len(messages)]), out[:len(messages)]
+    answers, last = out[len(messages):-1], out[-1]
+    assert [m["body"] for m in last.get("messages", [])] == ["from-python"], last
+    # nothing found: the client throws MQClientException NO_MESSAGE (208), from either broker
+    bodies = [sorted(m["body"] for m in a["messages"]) if "messages" in a else
+              "208" if "CODE: 208" in a["error"] else a["error"] for a in answers]
+    half = len(bodies) // 2
+    assert bodies[:half] == bodies[half:], (bodies[:half], bodies[half:])  # the stock broker's == ours
+    assert bodies[:half] == [["single-7"], sorted(f"single-{i}" for i in range(40)), ["batch-3"], "208",
+                             ["single-5"], ["batch-3"], ["single-6"]]
 
 
 def _ms(ts) -> int:

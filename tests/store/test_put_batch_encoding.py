@@ -141,12 +141,13 @@ def test_helpers_match_their_fallbacks(numpy_encoder):
     assert record_encoder.first_separator(arr) == numpy_encoder(record_encoder.first_separator, arr) == 10
     assert record_encoder.first_separator(arr.slice(0, 10)) == numpy_encoder(
         record_encoder.first_separator, arr.slice(0, 10)) == -1
-    codec._uniq_counter[0] = 0xFFFFFFFE
-    a = codec.new_uniq_keys(3, b"\x0a\x00\x00\x01")
-    codec._uniq_counter[0] = 0xFFFFFFFE
-    b = numpy_encoder(codec.new_uniq_keys, 3, b"\x0a\x00\x00\x01")
+    head = b"0A000001ABCD12345678ABCD"
+    a = codec.GeneratedIds(head, 0xFFFFFFFE, 3).column()
+    b = numpy_encoder(lambda: codec.GeneratedIds(head, 0xFFFFFFFE, 3).column())
     assert [k[24:] for k in a.to_pylist()] == [k[24:] for k in b.to_pylist()] == ["FFFFFFFE", "FFFFFFFF", "00000000"]
+    a, b = codec.new_uniq_keys(3, b"\x0a\x00\x00\x01"), numpy_encoder(codec.new_uniq_keys, 3, b"\x0a\x00\x00\x01")
     assert all(k[:12] == "0A000001" + f"{os.getpid() & 0x7FFF:04X}" for k in a.to_pylist() + b.to_pylist())
+    assert len(set(a.to_pylist() + b.to_pylist())) == 6
 
 
 def _assign_both(numpy_encoder, *args):
@@ -286,7 +287,7 @@ def _fill(path, monkeypatch, n_batches=8, threaded=True):
     monkeypatch.setattr(time, "time", lambda: 1_700_000_000.5)
     monkeypatch.setattr(commit_log.CommitLog, "WRITE_CHUNK", 700)
     monkeypatch.setattr(commit_log.CommitLog, "WRITE_THREAD", threaded)
-    monkeypatch.setattr(codec, "_uniq_counter", [0xFFFFFFF0])  # generated UNIQ_KEYs, their counter wrapping
+    monkeypatch.setattr(codec, "_uniq_counter", [0xFFFFFFF0])  # generated UNIQ_KEYs' counter, far behind the clock
     monkeypatch.setattr(codec, "_uniq_prefix", {})
     monkeypatch.setattr(codec.os, "urandom", lambda k: b"\x5a" * k)
     monkeypatch.setattr(message_store.random, "randrange", lambda n: n - 1)  # round robin's first queue
@@ -332,7 +333,8 @@ def test_stores_written_natively_and_by_the_fallback_are_identical(tmp_path, mon
                for b in s.scan(t, q, 0) for p in b.column("properties").to_pylist()]
         flags = [f for q in s.queues("TopicA") for b in s.scan("TopicA", q, 0) for f in b.column("flag").to_pylist()]
     assert len(got) == len(set(got)) > 80
-    assert sum(k.endswith("FFFFFFFF") for k in got) == sum(k.endswith("00000000") for k in got) == 1
+    # generated ids never wrap their low 32 bits within a batch (reserve_uniq_keys); the encoders' wrap is
+    # compared on GeneratedIds directly (test_helpers_match_their_fallbacks)
     assert flags.count(5) > 10
 
 

@@ -1,0 +1,175 @@
+"""One RocketMQ 4.x IndexFile (store/index/IndexFile.java), byte for byte:
+
+    header (40 bytes, big-endian): beginTimestamp i64, endTimestamp i64, beginPhyOffset i64, endPhyOffset i64,
+                                   hashSlotCount i32, indexCount i32
+    hash slots: maxHashSlotNum x i32, the newest entry of keys hashing to the slot (0: none)
+    entries:    maxIndexNum x 20 bytes: keyHash i32, phyOffset i64, timeDiff i32 (seconds after
+                beginTimestamp), prevIndex i32 (the slot's entry before this one, 0: none)
+
+Entry 0 is never used (indexCount starts at 1), so a file holds maxIndexNum - 1 entries. A key is `topic#key`,
+hashed as |String.hashCode()| (0 for Integer.MIN_VALUE). Files are named by the local time they were created
+(yyyyMMddHHmmssSSS)."""
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import time
+from typing import Optional
+
+import numpy as np
+
+from .compiled import _index
+from .tag_hash import tags_hash_code
+
+HEADER_SIZE = 40
+SLOT_SIZE = 4
+ENTRY_SIZE = 20
+_HEADER = struct.Struct(">qqqqii")
+_ENTRY = struct.Struct(">iqii")
+
+
+def file_size(slots: int, entries: int) -> int:
+    return HEADER_SIZE + slots * SLOT_SIZE + entries * ENTRY_SIZE
+
+
+def key_hash(key: str) -> int:
+    """IndexFile.indexKeyHashMethod."""
+    h = abs(tags_hash_code(key))
+    return 0 if h > 0x7FFFFFFF else h
+
+
+def file_name(now_ms: Optional[int] = None) -> str:
+    """UtilAll.timeMillisToHumanString: the local time, to the millisecond."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    t = time.localtime(now_ms // 1000)
+    return time.strftime("%Y%m%d%H%M%S", t) + f"{now_ms % 1000:03d}"
+
+
+class IndexFile:
+    def __init__(self, path: str, slots: int, entries: int, writable: bool, create: bool = False,
+                 end_phy: int = 0, end_ts: int = 0):
+        """create=True makes a new file of its full size (sparse) whose begin and end are the previous file's
+        end, as IndexService.getAndCreateLastIndexFile does."""
+        self.path, self.name = path, os.path.basename(path)
+        self.slots, self.entries = slots, entries
+        size = file_size(slots, entries)
+        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0) if writable else os.O_RDONLY
+        fd = os.open(path, flags, 0o644)
+        try:
+            if create:
+                os.ftruncate(fd, size)
+            actual = os.fstat(fd).st_size
+            if actual != size:
+                raise ValueError(f"index file {path} is {actual} bytes, not the {size} of maxHashSlotNum={slots} "
+                                 f"and maxIndexNum={entries}")
+            self.map = mmap.mmap(fd, size, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ)
+        finally:
+            os.close(fd)
+        if create and (end_phy > 0 or end_ts > 0):
+            self.map[0:32] = struct.pack(">qqqq", end_ts, end_ts, end_phy, end_phy)
+
+    def header(self) -> tuple[int, int, int, int, int, int]:
+        """(begin ts, end ts, begin phy, end phy, hash slot count, index count)."""
+        return _HEADER.unpack_from(self.map, 0)
+
+    @property
+    def begin_timestamp(self) -> int:
+        return self.header()[0]
+
+    @property
+    def end_timestamp(self) -> int:
+        return self.header()[1]
+
+    @property
+    def end_phy_offset(self) -> int:
+        return self.header()[3]
+
+    @property
+    def index_count(self) -> int:
+        return max(1, self.header()[5])
+
+    def is_full(self) -> bool:
+        return self.index_count >= self.entries
+
+    def put(self, hashes: np.ndarray, offsets: np.ndarray, timestamps: np.ndarray, first: int = 0) -> int:
+        """IndexFile.putKey for entries first.. until the file is full; returns the first entry not written."""
+        if _index is not None:
+            return _index.put_entries(self.map, self.slots, self.entries, hashes, offsets, timestamps, first)
+        begin_ts, _, _, _, used, count = self.header()
+        count = max(count, 1)
+        base = HEADER_SIZE + self.slots * SLOT_SIZE
+        i = first
+        for i in range(first, len(hashes)):
+            if count >= self.entries:
+                break
+            h, off, ts = int(hashes[i]), int(offsets[i]), int(timestamps[i])
+            slot = HEADER_SIZE + (h % self.slots) * SLOT_SIZE
+            prev = struct.unpack_from(">i", self.map, slot)[0]
+            prev = 0 if prev <= 0 or prev > count else prev
+            diff = 0 if begin_ts <= 0 else min(max(int((ts - begin_ts) / 1000), 0), 0x7FFFFFFF)
+            _ENTRY.pack_into(self.map, base + count * ENTRY_SIZE, h, off, diff, prev)
+            struct.pack_into(">i", self.map, slot, count)
+            if count <= 1:
+                begin_ts = ts
+                struct.pack_into(">q", self.map, 0, ts)
+                struct.pack_into(">q", self.map, 16, off)
+            used += prev == 0
+            count += 1
+            struct.pack_into(">q", self.map, 8, ts)
+            struct.pack_into(">q", self.map, 24, off)
+        else:
+            i = len(hashes)
+        struct.pack_into(">ii", self.map, 32, used, count)
+        return i
+
+    def repair_slots(self) -> int:
+        """Slots a writer killed in the middle of a batch left pointing at entries past the header's count (written,
+        never counted): each set back to the newest counted entry of its chain, before new entries take those
+        places. Returns how many were repaired."""
+        count = self.index_count
+        vals = np.frombuffer(self.map, dtype=">i4", count=self.slots, offset=HEADER_SIZE)
+        stale = np.flatnonzero(vals >= count)
+        base = HEADER_SIZE + self.slots * SLOT_SIZE
+        for s in stale.tolist():
+            at, seen = int(vals[s]), 0
+            while at >= count and at < self.entries and seen < 1000:
+                at = struct.unpack_from(">i", self.map, base + at * ENTRY_SIZE + 16)[0]
+                seen += 1
+            struct.pack_into(">i", self.map, HEADER_SIZE + s * SLOT_SIZE, at if 0 < at < count else 0)
+        del vals
+        return len(stale)
+
+    def is_time_matched(self, begin: int, end: int) -> bool:
+        b, e = self.header()[:2]
+        return (begin < b and end > e) or b <= begin <= e or b <= end <= e
+
+    def select(self, key: str, max_num: int, begin: int, end: int, out: list) -> None:
+        """IndexFile.selectPhyOffset: append to `out` the commitlog offsets of the entries whose hash is the key's
+        and whose time lies in [begin, end], newest first, until out holds max_num."""
+        h = key_hash(key)
+        begin_ts, _, _, _, _, count = self.header()
+        slot = struct.unpack_from(">i", self.map, HEADER_SIZE + (h % self.slots) * SLOT_SIZE)[0]
+        if slot <= 0 or slot > count or count <= 1:
+            return
+        base = HEADER_SIZE + self.slots * SLOT_SIZE
+        at, seen = slot, 0
+        while len(out) < max_num and seen <= count:
+            read_hash, off, diff, prev = _ENTRY.unpack_from(self.map, base + at * ENTRY_SIZE)
+            if diff < 0:
+                break
+            when = begin_ts + diff * 1000
+            if read_hash == h and begin <= when <= end:
+                out.append(off)
+            if prev <= 0 or prev > count or prev == at or when < begin:
+                break
+            at, seen = prev, seen + 1
+
+    def flush(self) -> None:
+        self.map.flush()
+
+    def close(self) -> None:
+        try:
+            self.map.close()
+        except BufferError:  # a reader's view still open: the mapping goes with it
+            pass
