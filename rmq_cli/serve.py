@@ -101,7 +101,7 @@ def _binding(flag: str):
 
 
 async def _serve(args, config, broker_config) -> None:
-    from broker import Broker, NameServer
+    from rmq_broker import Broker, NameServer
     namesrv: Optional[NameServer] = None
     address = args.namesrv or broker_config.namesrvAddr.split(";")[0] or None
     from .common import UsageError
@@ -139,7 +139,7 @@ async def _serve(args, config, broker_config) -> None:
 
 
 def cmd_serve(args) -> int:
-    from broker.broker_config import load_broker_conf
+    from rmq_broker.broker_config import load_broker_conf
 
     from .common import UsageError, store_path
     store_path(args, must_exist=False)
@@ -155,7 +155,7 @@ def cmd_serve(args) -> int:
 
 
 async def _namesrv(args) -> None:
-    from broker import NameServer
+    from rmq_broker import NameServer
     from store import StoreError
 
     from .common import UsageError

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Optional
 
-from acl import SessionCredentials
+from rmq_acl import SessionCredentials
 from rmq_client import MQClientError, Producer, PullConsumer, PullStatus, Subscription
 
 from .common import DEFAULT_GROUP, message_text, message_to_json, plural, print_topics, table, write_json

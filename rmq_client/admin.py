@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from acl import SessionCredentials
 from remoting import RemotingCommand, RequestCode, ResponseCode
 from remoting import remoting_serializable as rs
 from remoting.admin_bodies import ConsumeStats, ResetOffsetBody
+from rmq_acl import SessionCredentials
 
 from .event_loop import run_blocking
 from .mq_client_api import MessageQueue, MQClientAPI, MQClientError

@@ -9,7 +9,6 @@ import time
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Optional
 
-from acl import AclClientRPCHook, SessionCredentials
 from remoting import (
     BodyError,
     LanguageCode,
@@ -29,6 +28,7 @@ from remoting.broker_headers import (
 )
 from remoting.namesrv_bodies import ClusterInfo, TopicList
 from remoting.route_data import TopicRouteData
+from rmq_acl import AclClientRPCHook, SessionCredentials
 from store import message_codec as codec
 
 log = logging.getLogger(__name__)

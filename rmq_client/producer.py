@@ -9,8 +9,8 @@ import struct
 import time
 from typing import Mapping, Optional, Sequence
 
-from acl import SessionCredentials
 from remoting import ResponseCode
+from rmq_acl import SessionCredentials
 from store import message_codec as codec
 
 from .event_loop import run_blocking

@@ -16,9 +16,9 @@ from typing import AsyncIterator, Iterator, Optional, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from acl import SessionCredentials
 from remoting import RemotingCommand, RequestCode, ResponseCode
 from remoting.admin_bodies import ResetOffsetBody
+from rmq_acl import SessionCredentials
 from store import message_codec as codec
 from store.scan import SCAN_SCHEMA, decode_pulled, scan_schema
 

@@ -13,10 +13,10 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import Awaitable, Callable, Optional, Sequence
 
-from acl import SessionCredentials
 from remoting import RemotingCommand, RequestCode, ResponseCode
 from remoting.broker_headers import SendMessageResponseHeader, v2_send_fields
 from remoting.local_address import local_address
+from rmq_acl import SessionCredentials
 from store import message_codec as codec
 
 from .mq_client_api import MessageQueue, MQClientAPI, MQClientError

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple, Optional, Union
 
-from acl import SessionCredentials
+from rmq_acl import SessionCredentials
 
 from . import option_keys as K
 from .errors import RmqOptionError

@@ -15,8 +15,8 @@ from typing import Callable, Iterator, Optional, TypeVar
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
-from acl import SessionCredentials
 from remoting import ResponseCode
+from rmq_acl import SessionCredentials
 from rmq_client import MessageQueue, MQClientError, PullConsumer, Subscription
 
 from . import option_keys as K

@@ -16,12 +16,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ALLOWED = {
     "store": set(),
     "filters": {"store"},
-    "rmq_cli": {"store", "filters", "broker", "remoting", "rmq_client", "acl"},
-    "rmq_spark": {"store", "filters", "remoting", "rmq_client", "acl"},
+    "rmq_cli": {"store", "filters", "rmq_broker", "remoting", "rmq_client", "rmq_acl"},
+    "rmq_spark": {"store", "filters", "remoting", "rmq_client", "rmq_acl"},
     "remoting": set(),  # the wire protocol knows nothing of the store
-    "acl": {"remoting"},  # RocketMQ's acl module: request signing and checking, over the wire protocol only
-    "broker": {"store", "filters", "remoting", "acl"},
-    "rmq_client": {"store", "filters", "remoting", "acl"},  # a client of brokers: never the broker itself
+    "rmq_acl": {"remoting"},  # RocketMQ's acl module: request signing and checking, over the wire protocol only
+    "rmq_broker": {"store", "filters", "remoting", "rmq_acl"},
+    "rmq_client": {"store", "filters", "remoting", "rmq_acl"},  # a client of brokers: never the broker itself
 }
 
 

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
-from acl import SessionCredentials
+from rmq_acl import SessionCredentials
 from rmq_client import AsyncTransactionProducer, EndOutcome, HalfBatch, MessageQueue, MQClientError, TransactionState
 from rmq_client.event_loop import run_blocking, run_in_background
 from rmq_client.message_batch import encode_message_batch, properties_text

@@ -6,11 +6,11 @@ import pickle
 
 import pytest
 
-from acl import AclException, SessionCredentials
-from acl.plain_access_resource import parse
-from acl.plain_permission_manager import parse_rules
-from acl.remote_address_strategy import remote_address_strategy
 from remoting import RemotingCommand, RequestCode
+from rmq_acl import AclException, SessionCredentials
+from rmq_acl.plain_access_resource import parse
+from rmq_acl.plain_permission_manager import parse_rules
+from rmq_acl.remote_address_strategy import remote_address_strategy
 
 
 @pytest.mark.parametrize("form, host, matches", [

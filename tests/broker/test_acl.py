@@ -14,10 +14,10 @@ import time
 import pytest
 from broker_testkit import ROOT, _child, pull
 
-from acl import AclClientRPCHook, SessionCredentials
-from broker import Broker, NameServer
-from broker.broker_config import BrokerConfig
 from remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+from rmq_acl import AclClientRPCHook, SessionCredentials
+from rmq_broker import Broker, NameServer
+from rmq_broker.broker_config import BrokerConfig
 from rmq_client import AsyncProducer, AsyncPullConsumer, MQClientError
 from store import MessageStore
 
@@ -208,7 +208,7 @@ def test_white_lists_and_a_changed_yml_apply_within_seconds_and_a_broken_one_kee
             refused(await c.invoke(send_cmd("Orders")), "No accessKey is configured")
             path.write_text(_white("127.0.0.1", ""))  # global: anything from here passes
             await until(send_cmd("Other"), ResponseCode.SUCCESS)
-            with caplog.at_level(logging.ERROR, logger="acl.plain_permission_manager"):
+            with caplog.at_level(logging.ERROR, logger="rmq_acl.plain_permission_manager"):
                 path.write_text(_white("127.0.*.*", "").replace("Orders=PUB|SUB", "Orders=WRITE"))  # broken
                 deadline = time.monotonic() + 5
                 while "does not load" not in caplog.text:

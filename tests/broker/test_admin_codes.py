@@ -8,10 +8,10 @@ import json
 import os
 import re
 
-from broker import Broker, NameServer
 from remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from remoting import remoting_serializable as rs
 from remoting.namesrv_bodies import TopicList
+from rmq_broker import Broker, NameServer
 
 
 def _req(code: int, body: bytes = b"", **fields) -> RemotingCommand:
@@ -195,7 +195,7 @@ def test_readme_lists_every_request_code_served_or_not(tmp_path):
 
 
 def test_runtime_info_rates_are_messages_per_second_over_each_window():
-    from broker.broker_stats import BrokerStats
+    from rmq_broker.broker_stats import BrokerStats
     now = [0.0]
     stats = BrokerStats(clock=lambda: now[0])
     for _ in range(100):  # 100 messages a second for 10 s, then 60 s of nothing

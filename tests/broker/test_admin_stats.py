@@ -8,9 +8,9 @@ import time
 
 from broker_testkit import send
 
-from broker import Broker
 from remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from remoting.admin_bodies import ConsumeStats, MessageQueue, OffsetWrapper, TopicStatsTable
+from rmq_broker import Broker
 from store import OffsetStore
 
 

@@ -13,9 +13,9 @@ import time
 import pytest
 from broker_testkit import ROOT, _child, pull, records, send
 
-from broker import Broker, NameServer
 from remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from remoting.route_data import TopicRouteData
+from rmq_broker import Broker, NameServer
 from store import MessageStore, OffsetStore
 from store import message_codec as codec
 

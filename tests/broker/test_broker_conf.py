@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from broker_testkit import ROOT, pull, send
 
-from broker import Broker
-from broker.broker_config import BrokerConfig, load_broker_conf
 from remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+from rmq_broker import Broker
+from rmq_broker.broker_config import BrokerConfig, load_broker_conf
 from store import MessageStore, StoreConfig
 
 CONF = Path(ROOT) / "conf"

@@ -10,8 +10,8 @@ import struct
 
 from broker_testkit import pull, records, send, serve_process, stop_process
 
-from broker import Broker
 from remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+from rmq_broker import Broker
 from store import MessageStore
 
 

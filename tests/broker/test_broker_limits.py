@@ -18,9 +18,9 @@ import pytest
 from broker_testkit import ROOT, records, send
 from test_transactions import COMMIT, end
 
-from broker import Broker, NameServer
-from broker.broker_config import BrokerConfig
 from remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+from rmq_broker import Broker, NameServer
+from rmq_broker.broker_config import BrokerConfig
 from store import MessageStore
 from store import message_codec as codec
 

@@ -9,10 +9,10 @@ import json
 
 from broker_testkit import pull, send
 
-from broker import Broker
-from broker.broker_config import BrokerConfig
 from remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from remoting.remoting_command import SERVER_VERSION
+from rmq_broker import Broker
+from rmq_broker.broker_config import BrokerConfig
 
 
 def check(kind: str, expression: str, topic: str = "T") -> RemotingCommand:

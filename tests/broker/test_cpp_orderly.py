@@ -10,8 +10,8 @@ from collections import defaultdict
 import pytest
 from broker_testkit import _child, send
 
-from broker import Broker, NameServer
 from remoting import RemotingClient
+from rmq_broker import Broker, NameServer
 
 ORDERLY_CONSUMER = """
     import sys, time, json

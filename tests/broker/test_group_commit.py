@@ -1,4 +1,4 @@
-"""SYNC_FLUSH single sends share their fsyncs (broker/group_commit_service.py, MessageStore.sync_to): a SEND_OK
+"""SYNC_FLUSH single sends share their fsyncs (rmq_broker/group_commit_service.py, MessageStore.sync_to): a SEND_OK
 goes out only once an fsync that started after its record was written has finished, and concurrent sends are
 covered by fewer fsyncs than sends."""
 from __future__ import annotations
@@ -8,8 +8,8 @@ import threading
 
 from broker_testkit import send
 
-from broker import Broker
 from remoting import RemotingClient, ResponseCode
+from rmq_broker import Broker
 from store import MessageStore, StoreConfig
 from store import message_store as ms
 

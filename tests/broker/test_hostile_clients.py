@@ -15,12 +15,12 @@ import zlib
 
 from broker_testkit import ROOT, pull, records, send, send_batch, send_v2, serve_process, stop_process
 
-from acl import AclClientRPCHook, SessionCredentials
-from broker import Broker, NameServer
-from broker.broker_config import BrokerConfig
-from broker.selector_cache import MAX_SELECTOR_CHARS
-from broker.topic_validator import NOT_ALLOWED_SEND_TOPICS
 from remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+from rmq_acl import AclClientRPCHook, SessionCredentials
+from rmq_broker import Broker, NameServer
+from rmq_broker.broker_config import BrokerConfig
+from rmq_broker.selector_cache import MAX_SELECTOR_CHARS
+from rmq_broker.topic_validator import NOT_ALLOWED_SEND_TOPICS
 from rmq_client.pull_consumer import AsyncPullConsumer, Subscription
 from store import MessageStore, OffsetStore
 

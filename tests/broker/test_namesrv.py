@@ -15,12 +15,12 @@ import zlib
 
 import pytest
 
-from broker import NameServer
-from broker.namesrv import STANDARD_JSON_VERSION
 from remoting import RemotingClient, RemotingCommand, RemotingServer, RequestCode, ResponseCode
 from remoting.broker_headers import SendMessageRequestHeader, SendMessageResponseHeader
 from remoting.namesrv_bodies import ClusterInfo, TopicList
 from remoting.route_data import TopicRouteData
+from rmq_broker import NameServer
+from rmq_broker.namesrv import STANDARD_JSON_VERSION
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -102,7 +102,7 @@ def test_a_silent_broker_drops_out_and_a_closed_connection_at_once():
 
 
 def test_rmq_namesrv_prints_its_address_and_stops_on_sigterm():
-    """`rmq namesrv` is the name server's one entry point (`python -m broker.namesrv` is gone)."""
+    """`rmq namesrv` is the name server's one entry point (`python -m rmq_broker.namesrv` is gone)."""
     env = dict(os.environ, PYTHONPATH=ROOT)
     proc = subprocess.Popen([sys.executable, "-m", "rmq_cli", "namesrv", "--listen", "127.0.0.1:0"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

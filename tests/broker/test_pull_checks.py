@@ -8,8 +8,8 @@ import json
 
 from broker_testkit import pull, send
 
-from broker import Broker
 from remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+from rmq_broker import Broker
 
 
 def test_topic_permissions_and_subscription_versions(tmp_path):

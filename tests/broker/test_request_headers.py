@@ -11,11 +11,11 @@ import time
 from broker_testkit import records
 from test_broker import _batch_body
 
-from broker import Broker
-from broker.processor.request_processor import read_header
 from remoting import CommandHeader, RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from remoting import broker_headers as H
 from remoting.command_header import _spec
+from rmq_broker import Broker
+from rmq_broker.processor.request_processor import read_header
 from store import message_codec as codec
 
 NOW = int(time.time() * 1000)

@@ -10,9 +10,9 @@ import time
 from broker_testkit import pull, records, send
 from test_broker import _batch_body
 
-from broker import Broker
-from broker.broker_config import BrokerConfig
 from remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+from rmq_broker import Broker
+from rmq_broker.broker_config import BrokerConfig
 from store import message_codec as codec
 
 COMMIT, ROLLBACK, UNKNOWN = 8, 12, 0

@@ -15,10 +15,10 @@ from mqadmin_driver import MQAdmin, Printed
 from stock_peers import CLUSTER, STOCK_4
 from wire_cluster import PULL_LIMITS, WireCluster, wait_until
 
-from broker.broker_config import BrokerConfig
 from remoting import RemotingCommand, RequestCode, ResponseCode
 from remoting import remoting_serializable as rs
 from remoting.blocking_client import BlockingRemotingClient
+from rmq_broker.broker_config import BrokerConfig
 from rmq_client import MessageQueue, Producer, PullConsumer
 from store import message_codec as codec
 

@@ -20,7 +20,7 @@ import pytest
 from stock_peers import STOCK_4, StockCluster
 from wire_cluster import WireCluster
 
-from broker.schedule_message_service import ScheduleMessageService
+from rmq_broker.schedule_message_service import ScheduleMessageService
 from rmq_client import Producer
 from store import MessageStore, OffsetStore, StoreConfig
 

@@ -8,7 +8,7 @@ import os
 import pytest
 from wire_cluster import PULL_LIMITS, WireCluster
 
-from acl import SessionCredentials
+from rmq_acl import SessionCredentials
 from rmq_client import Producer, PullConsumer
 
 SECRET = "spark-Secret-42"

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from broker.subscription_group_manager import SubscriptionGroupManager
+from rmq_broker.subscription_group_manager import SubscriptionGroupManager
 from store import ConfigFileError, MessageStore, OffsetStore
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

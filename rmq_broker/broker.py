@@ -16,12 +16,12 @@ from typing import Optional
 
 import pyarrow as pa
 
-from acl.acl_exception import AclException
-from acl.permission import SUB
-from acl.plain_access_validator import PlainAccessValidator
 from remoting import HeaderFieldError, RemotingCommand, RemotingServer, ResponseCode
 from remoting.local_address import advertised_host, join_address, split_address
 from remoting.remoting_server import Channel
+from rmq_acl.acl_exception import AclException
+from rmq_acl.permission import SUB
+from rmq_acl.plain_access_validator import PlainAccessValidator
 from store import MessageStore, StoreError
 from store import message_codec as codec
 from store.errors import DiskFullError

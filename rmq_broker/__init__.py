@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 def __getattr__(name: str):
-    # imported on first use: `import broker` alone loads neither
+    # imported on first use: `import rmq_broker` alone loads neither
     if name == "NameServer":
         from .namesrv import NameServer
         return NameServer
