@@ -34,6 +34,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "xdist_group(name): tests that pytest-xdist's loadgroup runs on one worker")
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups
 def pytest_collection_modifyitems(config, items):
     """`make test` runs two pytest-xdist workers with --dist loadgroup: a module runs whole on one worker (its module
     fixtures are set up once), and every test of one stock RocketMQ version on one worker (one stock cluster per
