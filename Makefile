@@ -28,13 +28,13 @@ peers:
 	peers/fetch.sh
 
 # Lint and types first (ruff, mypy: settings in pyproject.toml), then the suite on two pytest-xdist workers (most
-# of its time is spent waiting on JVMs, brokers and Spark; tests/conftest.py keeps each module, and each stock
-# RocketMQ version, on one worker). TEST_WORKERS=0 runs it in one process.
+# of its time is spent waiting on JVMs, brokers and Spark; tests/conftest.py's scheduler keeps each module, and
+# each stock RocketMQ version, on one worker). TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= 2
 test: venv peers
 	$(PY) -m ruff check .
 	$(PY) -m mypy
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=25
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=25
 
 demo: venv
 	$(PY) -m rmq_spark.demo

@@ -1,5 +1,6 @@
 """One SparkSession for the whole test session (Spark start-up costs ~10 s; CI has 2 cores)."""
 import os
+import re
 import sys
 
 import pytest
@@ -30,17 +31,17 @@ def spark():
     session.stop()
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "xdist_group(name): tests that pytest-xdist's loadgroup runs on one worker")
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`make test` runs two pytest-xdist workers. A work unit is a module (its module fixtures are set up once), and
+    every test of one stock RocketMQ version (one stock cluster per version for the session, tests/peers/conftest.py).
+    pytest-xdist's own --dist loadgroup cannot do this under pytest 9 (it renames items through an attribute pytest
+    no longer reads)."""
+    from xdist.scheduler import LoadScopeScheduling
 
+    class ModuleOrStockVersion(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            stock = re.search(r"\[rocketmq-(\d[\d.]*\d)", nodeid)
+            return f"stock-{stock.group(1)}" if stock else nodeid.split("::")[0]
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups
-def pytest_collection_modifyitems(config, items):
-    """`make test` runs two pytest-xdist workers with --dist loadgroup: a module runs whole on one worker (its module
-    fixtures are set up once), and every test of one stock RocketMQ version on one worker (one stock cluster per
-    version for the session, tests/peers/conftest.py)."""
-    for item in items:
-        callspec = getattr(item, "callspec", None)
-        version = callspec.params.get("stock_version") if callspec else None
-        group = f"stock-{version}" if version else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+    return ModuleOrStockVersion(config, log)
