@@ -56,15 +56,26 @@ class IndexFile:
         size = file_size(slots, entries)
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0) if writable else os.O_RDONLY
         fd = os.open(path, flags, 0o644)
+        # A writable file keeps its descriptor: the pages a put writes are allocated first (posix_fallocate), so
+        # a full disk is an OSError (ENOSPC) the index service logs, never a SIGBUS on a sparse file's hole.
+        self.fd: Optional[int] = fd if writable else None
+        self._slots_allocated = False
         try:
             if create:
                 os.ftruncate(fd, size)
+                self._allocate_slots()
             actual = os.fstat(fd).st_size
             if actual != size:
                 raise ValueError(f"index file {path} is {actual} bytes, not the {size} of maxHashSlotNum={slots} "
                                  f"and maxIndexNum={entries}")
             self.map = mmap.mmap(fd, size, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ)
-        finally:
+        except BaseException:
+            self.fd = None
+            os.close(fd)
+            if create:
+                os.unlink(path)
+            raise
+        if not writable:
             os.close(fd)
         if create and (end_phy > 0 or end_ts > 0):
             self.map[0:32] = struct.pack(">qqqq", end_ts, end_ts, end_phy, end_phy)
@@ -92,8 +103,25 @@ class IndexFile:
     def is_full(self) -> bool:
         return self.index_count >= self.entries
 
+    def _allocate_slots(self) -> None:
+        """The header and the hash slots (slots are written anywhere), once per file this process writes."""
+        if not self._slots_allocated and self.fd is not None:
+            os.posix_fallocate(self.fd, 0, HEADER_SIZE + self.slots * SLOT_SIZE)
+            self._slots_allocated = True
+
+    def _allocate_entries(self, n: int) -> None:
+        """The places of the next n entries (appended after the counted ones)."""
+        if self.fd is None:
+            return
+        self._allocate_slots()
+        count = max(1, self.header()[5])
+        n = min(n, self.entries - count)
+        if n > 0:
+            os.posix_fallocate(self.fd, HEADER_SIZE + self.slots * SLOT_SIZE + count * ENTRY_SIZE, n * ENTRY_SIZE)
+
     def put(self, hashes: np.ndarray, offsets: np.ndarray, timestamps: np.ndarray, first: int = 0) -> int:
         """IndexFile.putKey for entries first.. until the file is full; returns the first entry not written."""
+        self._allocate_entries(len(hashes) - first)
         if _index is not None:
             return _index.put_entries(self.map, self.slots, self.entries, hashes, offsets, timestamps, first)
         begin_ts, _, _, _, used, count = self.header()
@@ -168,8 +196,16 @@ class IndexFile:
     def flush(self) -> None:
         self.map.flush()
 
+    def __del__(self) -> None:
+        if getattr(self, "fd", None) is not None:
+            os.close(self.fd)  # type: ignore[arg-type]
+            self.fd = None
+
     def close(self) -> None:
         try:
             self.map.close()
         except BufferError:  # a reader's view still open: the mapping goes with it
             pass
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
