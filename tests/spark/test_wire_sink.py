@@ -13,8 +13,9 @@ from wire_cluster import PULL_LIMITS, WireCluster, wait_until
 from rmq_client import MessageQueue, Producer, PullConsumer
 
 BROKERS = ("broker-a", "broker-b")
-# short check windows, so that halves nobody ends are checked and rolled back within the test
-CONF = PULL_LIMITS + "transactionTimeOut = 1000\ntransactionCheckInterval = 500\ntransactionCheckMax = 4\n"
+# short check windows, so that halves nobody ends are checked and rolled back within the test (about 11 s), yet
+# long enough for a write's commit on a loaded 2-core machine (1 s + 4 x 0.5 s rolled back a batch write once)
+CONF = PULL_LIMITS + "transactionTimeOut = 3000\ntransactionCheckInterval = 1000\ntransactionCheckMax = 8\n"
 
 
 @pytest.fixture(scope="module")

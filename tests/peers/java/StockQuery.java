@@ -105,8 +105,8 @@ public class StockQuery {
                         case "uniq":
                             found.add(fields(admin.viewMessage(q.getString("topic"), q.getString("msgId"))));
                             break;
-                        case "offset":
-                            found.add(fields(admin.viewMessage(q.getString("msgId"))));
+                        case "offset":  // an offset msgId decodes first (4.9), and 5.x has only this form
+                            found.add(fields(admin.viewMessage(q.getString("topic"), q.getString("msgId"))));
                             break;
                         default:
                             throw new IllegalArgumentException("unknown kind " + q.getString("kind"));
