@@ -29,6 +29,9 @@ _HEADER = struct.Struct(">qqqqii")
 _ENTRY = struct.Struct(">iqii")
 
 
+ALLOCATE_AHEAD = 1 << 20  # bytes of entries allocated at a time (52,428 entries)
+
+
 def file_size(slots: int, entries: int) -> int:
     return HEADER_SIZE + slots * SLOT_SIZE + entries * ENTRY_SIZE
 
@@ -60,6 +63,7 @@ class IndexFile:
         # a full disk is an OSError (ENOSPC) the index service logs, never a SIGBUS on a sparse file's hole.
         self.fd: Optional[int] = fd if writable else None
         self._slots_allocated = False
+        self._allocated_to = 0  # entries allocated below this file offset by this process
         try:
             if create:
                 os.ftruncate(fd, size)
@@ -110,14 +114,19 @@ class IndexFile:
             self._slots_allocated = True
 
     def _allocate_entries(self, n: int) -> None:
-        """The places of the next n entries (appended after the counted ones)."""
+        """The places of the next n entries (appended after the counted ones), allocated ahead in steps of
+        ALLOCATE_AHEAD so that single puts do not pay a system call each."""
         if self.fd is None:
             return
         self._allocate_slots()
+        base = HEADER_SIZE + self.slots * SLOT_SIZE
         count = max(1, self.header()[5])
-        n = min(n, self.entries - count)
-        if n > 0:
-            os.posix_fallocate(self.fd, HEADER_SIZE + self.slots * SLOT_SIZE + count * ENTRY_SIZE, n * ENTRY_SIZE)
+        end = base + min(count + n, self.entries) * ENTRY_SIZE
+        start = max(self._allocated_to, base + count * ENTRY_SIZE)
+        if end > start:
+            upto = min(max(end, start + ALLOCATE_AHEAD), base + self.entries * ENTRY_SIZE)
+            os.posix_fallocate(self.fd, start, upto - start)
+            self._allocated_to = upto
 
     def put(self, hashes: np.ndarray, offsets: np.ndarray, timestamps: np.ndarray, first: int = 0) -> int:
         """IndexFile.putKey for entries first.. until the file is full; returns the first entry not written."""
