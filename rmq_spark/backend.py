@@ -5,7 +5,7 @@ picks one KafkaOffsetReader); nothing else asks which one it is."""
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterator, Protocol
+from typing import Any, Iterator, Optional, Protocol
 
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
@@ -55,6 +55,11 @@ class SourceBackend:
     def note_batch_plan(self, queues: list) -> None:
         """A batch read's queues are known: say where they come from when that may surprise."""
 
+    def index_runs(self, store: ReadStore, ranges: list, msg_ids) -> Optional[list]:
+        """The runs of a batch read's key, unique-key or msg_id lookup found through the store's index, or None
+        when there is no index to ask (then the ranges are scanned)."""
+        return None
+
     def partitions(self, ranges: list, scan_filter, client_filter, residual, selection: Selection) -> list:
         """The InputPartitions of (topic, queue, start, end) ranges. scan_filter: what a directory's scan applies
         (tags, SQL and pushed filters combined); client_filter: what is checked on the client over the wire (the
@@ -84,6 +89,10 @@ class LocalBackend(SourceBackend):
 
     def committer(self) -> Committer:
         return OffsetCommitter(self.opts.path, self.opts.consumer_group)
+
+    def index_runs(self, store: ReadStore, ranges: list, msg_ids) -> Optional[list]:
+        from .index_lookup import lookup_runs
+        return lookup_runs(store, ranges, self.opts.key, self.opts.uniq_key, msg_ids)
 
     def partitions(self, ranges: list, scan_filter, client_filter, residual, selection: Selection) -> list:
         from .partition import QueueRange

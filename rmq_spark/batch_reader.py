@@ -53,11 +53,9 @@ class RmqBatchReader(DataSourceReader):
         return split_ranges(ranges, self.opts.min_partitions), False
 
     def _index_runs(self, store, ranges: list) -> Optional[list]:
-        if not self.opts.use_index or self.opts.namesrv_addr:
+        if not self.opts.use_index:
             return None
-        msg_ids = None if self.pushed is None else self.pushed.msg_ids
-        from .index_lookup import lookup_runs
-        return lookup_runs(store, ranges, self.opts.key, self.opts.uniq_key, msg_ids)
+        return self.backend.index_runs(store, ranges, None if self.pushed is None else self.pushed.msg_ids)
 
     def partitions(self):
         pushed = None if self.pushed is None else self.pushed.message_filter

@@ -181,3 +181,63 @@ def test_no_class_name_is_defined_in_two_packages():
                         where.setdefault(node.name, set()).add(package)
     twice = {name: sorted(packages) for name, packages in where.items() if len(packages) > 1}
     assert not twice, f"class names defined in more than one package: {twice}"
+
+
+def _sources(*folders: str):
+    for folder in folders:
+        for d, _, files in os.walk(os.path.join(ROOT, folder)):
+            for name in files:
+                if name.endswith(".py"):
+                    path = os.path.join(d, name)
+                    yield os.path.relpath(path, ROOT), open(path, encoding="utf-8").read()
+
+
+def test_only_the_store_touches_its_files():
+    """The broker, the clients, Spark and the tools read records through MessageStore (get_message_records,
+    scan, ...), as RocketMQ's processors call only messageStore.getMessage: nothing else slices consume-queue
+    units or reads the commitlog itself."""
+    import re
+    reach = re.compile(r"\bcq\.units\(|\bcommit_log\.")
+    found = [f"{path}:{n}" for path, text in _sources(*(p for p in ALLOWED if p != "store"), "benchmarks")
+             for n, line in enumerate(text.splitlines(), 1) if reach.search(line)]
+    assert not found, f"reads of the store's files outside store/: {found}"
+
+
+def _tests_of(name: str, tree: ast.AST) -> list[int]:
+    """Lines where `name` (an attribute or a variable) is tested: an if/while/ternary/assert condition, a boolean
+    operand, a comparison or a `not`."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.If, ast.While, ast.IfExp, ast.Assert)):
+            tests = [node.test]
+        elif isinstance(node, ast.BoolOp):
+            tests = list(node.values)
+        elif isinstance(node, ast.Compare):
+            tests = [node.left, *node.comparators]
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            tests = [node.operand]
+        else:
+            continue
+        for t in tests:
+            for sub in ast.walk(t):
+                if (isinstance(sub, ast.Attribute) and sub.attr == name) or (isinstance(sub, ast.Name)
+                                                                             and sub.id == name):
+                    lines.append(sub.lineno)
+    return sorted(set(lines))
+
+
+# Where the Spark source and sink choose between a store directory and a cluster, once.
+BACKEND_CHOICE = {"rmq_spark/backend.py", "rmq_spark/sink/__init__.py", "rmq_spark/options.py"}
+
+
+def test_the_spark_source_and_sink_ask_for_a_cluster_only_where_they_choose_their_backend():
+    found = [f"{path}:{n}" for path, text in _sources("rmq_spark") if path not in BACKEND_CHOICE
+             for n in _tests_of("namesrv_addr", ast.parse(text, path))]
+    assert not found, f"namesrv_addr tested outside the backend choice {sorted(BACKEND_CHOICE)}: {found}"
+
+
+def test_the_backend_check_sees_a_test_of_namesrv_addr_and_not_its_use():
+    tested = "def plan(self):\n    if not self.opts.use_index or self.opts.namesrv_addr:\n        return None\n"
+    used = "def ranges(opts):\n    return [Range(opts.namesrv_addr, 1)]\n"
+    assert _tests_of("namesrv_addr", ast.parse(tested)) == [2]
+    assert _tests_of("namesrv_addr", ast.parse(used)) == []
