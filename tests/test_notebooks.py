@@ -49,6 +49,33 @@ def test_notebooks_are_saved_without_outputs():
         assert nb.metadata.kernelspec.name == KERNEL
 
 
+def shown_failures(outputs) -> list[str]:
+    """What a reader of the executed notebook would take for a failure: an error output, a Java stack trace (or
+    the /tmp/artifacts-... deletion trace) on stderr, a Python traceback in any stream (Spark's Python workers
+    and daemon print theirs to the kernel's stderr, which the cell shows)."""
+    found = [f"error output: {o.get('ename')}: {o.get('evalue')}" for o in outputs if o.output_type == "error"]
+    stderr = "".join(o.get("text", "") for o in outputs if o.output_type == "stream" and o.get("name") == "stderr")
+    if "\tat org.apache." in stderr or "artifacts-" in stderr:
+        found.append(f"Java trace: {stderr[-2000:]}")
+    streams = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+    if "Traceback (most recent call last)" in streams:
+        found.append(f"Python traceback: {streams[-3000:]}")
+    return found
+
+
+def test_a_python_workers_traceback_in_a_cell_fails_the_notebook():
+    """As pyspark's daemon printed it in notebook 06 when show(5) ended a Python reader's task early."""
+    daemon = ('Traceback (most recent call last):\n  File ".../pyspark/daemon.py", line 264, in manager\n'
+              '  File ".../pyspark/daemon.py", line 95, in worker\nBrokenPipeError: [Errno 32] Broken pipe\n')
+    clean = [nbformat.v4.new_output("stream", name="stdout", text="+-----+\n|count|\n+-----+\n")]
+    assert shown_failures(clean) == []
+    for name in ("stderr", "stdout"):
+        [found] = shown_failures(clean + [nbformat.v4.new_output("stream", name=name, text=daemon)])
+        assert found.startswith("Python traceback") and "BrokenPipeError" in found
+    java = "py4j.protocol.Py4JJavaError\n\tat org.apache.spark.sql.Dataset.show(Dataset.scala:1)\n"
+    assert shown_failures([nbformat.v4.new_output("stream", name="stderr", text=java)])[0].startswith("Java trace")
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs(path):
     check_kernel()
@@ -59,10 +86,6 @@ def test_notebook_runs(path):
     client.execute()  # raises CellExecutionError, naming the cell, on any error
     print(f"{path.name}: {time.monotonic() - started:.1f} s")
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
-    assert not [o for o in outputs if o.output_type == "error"]
-    stderr = "".join(o.get("text", "") for o in outputs if o.output_type == "stream" and o.get("name") == "stderr")
-    assert "\tat org.apache." not in stderr and "artifacts-" not in stderr, stderr[-2000:]  # no Java trace shown
-    streams = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
-    assert "Traceback (most recent call last)" not in streams, streams[-3000:]  # nor a Python one (a worker's)
+    assert not shown_failures(outputs), shown_failures(outputs)
     if path.name in PLOTS:
         assert any("image/png" in o.get("data", {}) for o in outputs), f"{path.name} drew no plot"
