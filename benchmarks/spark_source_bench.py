@@ -165,9 +165,11 @@ def best_interleaved(cases: dict, repeat: int) -> dict:
     """Best (shortest) run of each case, the cases taking turns round after round: other load on the machine
     drifts over minutes, and a ratio of two cases measured minutes apart would carry that drift."""
     runs = {name: [] for name in cases}
-    for _ in range(repeat):
+    for i in range(repeat):
         for name, fn in cases.items():
             runs[name].append(fn())
+            # each run as it ends: a long run stopped early still says what it measured
+            print(f"  run {i + 1}/{repeat} {name}: {runs[name][-1][0]:.2f} s", flush=True)
     return {name: min(r, key=lambda x: x[0]) for name, r in runs.items()}
 
 
