@@ -26,6 +26,7 @@ The store and the Parquet copy are built once under --dir and reused by later ru
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import shutil
@@ -334,11 +335,21 @@ def _serve(store_path: str, workdir: str, conf_text: str = ""):
                              "--listen", "127.0.0.1:0", "--namesrv-listen", "127.0.0.1:0"],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                             env=dict(os.environ, PYTHONPATH=root))
+    atexit.register(_stop, proc)  # also when a run fails: the server is this process's to stop
     line = proc.stdout.readline() if proc.stdout else ""
     if not line:
         proc.kill()
         raise SystemExit("rmq serve did not start")
     return proc, json.loads(line)["namesrv"]
+
+
+def _stop(proc) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except Exception:
+            proc.kill()
 
 
 def _timed(fn):
