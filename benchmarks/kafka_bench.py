@@ -259,6 +259,8 @@ def main() -> None:
         namesrv, topic, rate, seconds = args.send_rmq
         send_rmq(namesrv, topic, float(rate), float(seconds))
         return
+    if args.profile and not os.path.exists(os.path.join(os.path.dirname(sys.executable), "py-spy")):
+        raise SystemExit("--profile needs py-spy beside this interpreter: pip install py-spy")
     n = args.messages
     store_path = os.path.join(args.dir, "store")
     parquet_path = os.path.join(args.dir, "parquet")
@@ -439,28 +441,99 @@ def report(got: dict, lat: dict, args, n: int, connector: str, broker: str, load
 
 
 def profile(spark, args, bootstrap: str, namesrv: str, store_path: str) -> None:
-    """One stream run of K under JFR (the driver JVM, where local[2]'s tasks run) and one of a and w under py-spy
-    (this process and its children: the JVM, its Python workers and `rmq serve`)."""
+    """One stream run each of K, a and w with JFR recording the driver JVM (where local[2]'s tasks run), a and w
+    also under py-spy (this process and its children: Spark's Python workers and `rmq serve`); prints where the
+    task threads and the Python processes spent their samples."""
     kafka, ours = _readers(spark, bootstrap, namesrv, store_path)
     tmp = os.path.join(args.dir, "tmp")
     os.makedirs(args.profile, exist_ok=True)
-    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
-    jfr = os.path.abspath(os.path.join(args.profile, "kafka.jfr"))
-    subprocess.run(["jcmd", str(pid), "JFR.start", "name=kbench", "settings=profile", f"filename={jfr}"],
-                   check=True, capture_output=True)
-    t, _ = run_stream(spark, kafka(True, True), tmp)
-    subprocess.run(["jcmd", str(pid), "JFR.stop", "name=kbench"], check=True, capture_output=True)
-    print(f"profile: K under JFR {t:.2f} s -> {jfr}", flush=True)
+    pid = str(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
     spy = os.path.join(os.path.dirname(sys.executable), "py-spy")
-    for name, df in (("a", lambda: ours(True, False)), ("w", lambda: ours(True, True))):
-        out = os.path.abspath(os.path.join(args.profile, f"rmq-{name}.txt"))
-        rec = subprocess.Popen([spy, "record", "--subprocesses", "--idle", "-r", "50", "-f", "raw", "-o", out,
-                                "--pid", str(os.getpid())], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(2)
+    for name, df in (("K", lambda: kafka(True, True)), ("a", lambda: ours(True, False)),
+                     ("w", lambda: ours(True, True))):
+        jfr = os.path.abspath(os.path.join(args.profile, f"{name}.jfr"))
+        raw = os.path.abspath(os.path.join(args.profile, f"{name}.pyspy.txt"))
+        subprocess.run(["jcmd", pid, "JFR.start", f"name=kbench-{name}", "settings=profile", f"filename={jfr}"],
+                       check=True, capture_output=True)
+        rec = None
+        if name != "K":
+            rec = subprocess.Popen([spy, "record", "--subprocesses", "-r", "50", "-f", "raw", "-o", raw,
+                                    "--pid", str(os.getpid())], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(2)
         t, _ = run_stream(spark, df(), tmp)
-        rec.send_signal(2)
-        rec.wait(120)
-        print(f"profile: {name} under py-spy {t:.2f} s -> {out}", flush=True)
+        if rec is not None:
+            rec.send_signal(2)
+            rec.wait(120)
+        subprocess.run(["jcmd", pid, "JFR.stop", f"name=kbench-{name}"], check=True, capture_output=True)
+        print(f"\nprofile of {name} ({LABELS[name]}, {t:.2f} s): {jfr}" + (f", {raw}" if rec else ""))
+        print(jfr_summary(jfr))
+        if rec is not None:
+            print(pyspy_summary(raw), flush=True)
+
+
+# What a task thread's sample is doing: the first of these found walking its stack from the top.
+JFR_KINDS = (("Kafka consumer: fetch, decode records", ("org.apache.kafka.",)),
+             ("Spark Kafka source: record -> row", ("org.apache.spark.sql.kafka010.",)),
+             ("Python data source: Arrow from the worker -> rows", ("org.apache.spark.sql.execution.python.",
+                                                                   "org.apache.spark.sql.execution.arrow.",
+                                                                   "org.apache.arrow.",
+                                                                   "org.apache.spark.api.python.",
+                                                                   "org.apache.spark.sql.vectorized.")),
+             ("Spark generated code, rows, noop", ("org.apache.spark.sql.catalyst.", "GeneratedClass",
+                                                  "org.apache.spark.sql.execution.")),
+             ("socket / native I/O", ("sun.nio.", "java.net.", "java.io.")))
+
+
+def jfr_summary(path: str, top: int = 8) -> str:
+    """Execution samples of Spark's task threads ("Executor task launch worker"): the share of each kind above and
+    the methods with the most samples on top of the stack."""
+    out = subprocess.run(["jfr", "print", "--json", "--stack-depth", "64", "--events", "jdk.ExecutionSample", path],
+                         capture_output=True, text=True, check=True).stdout
+    kinds: dict[str, int] = {}
+    tops: dict[str, int] = {}
+    total = 0
+    for ev in json.loads(out)["recording"]["events"]:
+        v = ev["values"]
+        if not (v["sampledThread"].get("javaName") or "").startswith("Executor task"):
+            continue
+        frames = [f"{f['method']['type']['name'].replace('/', '.')}.{f['method']['name']}"
+                  for f in v["stackTrace"]["frames"]]
+        if not frames:
+            continue
+        total += 1
+        tops[frames[0]] = tops.get(frames[0], 0) + 1
+        kind = next((k for fr in frames for k, marks in JFR_KINDS if any(m in fr for m in marks)), "other")
+        kinds[kind] = kinds.get(kind, 0) + 1
+    lines = [f"  JFR, task threads: {total} samples"]
+    lines += [f"    {k:<52} {c / total:6.1%}" for k, c in sorted(kinds.items(), key=lambda x: -x[1])]
+    lines += ["    top of stack:"] + [f"      {c / total:6.1%}  {m}" for m, c in
+                                      sorted(tops.items(), key=lambda x: -x[1])[:top]]
+    return "\n".join(lines)
+
+
+def pyspy_summary(path: str, top: int = 10) -> str:
+    """py-spy's raw samples (CPU only) by process (Spark's Python workers, `rmq serve`, the driver) and the
+    workers' functions with the most samples on top of the stack."""
+    procs: dict[str, int] = {}
+    tops: dict[str, int] = {}
+    for line in open(path):
+        stack, _, count = line.rstrip("\n").rpartition(" ")
+        frames = stack.split(";")
+        at = max(i for i, f in enumerate(frames) if f.startswith("process "))
+        cmd = frames[at]
+        proc = ("Python workers" if "pyspark.daemon" in cmd or "pyspark.worker" in cmd else
+                "rmq serve" if "rmq_cli" in cmd else "driver (this process)" if "kafka_bench" in cmd else
+                "Spark's driver-side Python source runner" if "pyspark.sql." in cmd else cmd[:60])
+        procs[proc] = procs.get(proc, 0) + int(count)
+        if proc == "Python workers" and len(frames) > at + 1:
+            tops[frames[-1]] = tops.get(frames[-1], 0) + int(count)
+    total = sum(procs.values()) or 1
+    workers = procs.get("Python workers", 0) or 1
+    lines = [f"  py-spy, CPU samples at 50/s: {total}"]
+    lines += [f"    {p:<52} {c / total:6.1%}" for p, c in sorted(procs.items(), key=lambda x: -x[1])]
+    lines += ["    Python workers, top of stack:"] + [f"      {c / workers:6.1%}  {f}" for f, c in
+                                                      sorted(tops.items(), key=lambda x: -x[1])[:top]]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
