@@ -160,7 +160,7 @@ def test_retries_are_logged_compactly_not_once_per_attempt(caplog):
 
 @pytest.mark.parametrize("conf, warned", [
     ("maxTransferCountOnMessageInMemory = 32\n", True), ("", False),
-    # consume-queue files of 300 units: the pull at 256 stops at the file's end with 44 messages, once per file
+    # consume-queue files of 300 units: the pull at offset 256 stops at the first file's end with 44, then 256
     ("mappedFileSizeConsumeQueue = 6000\n", False)])
 def test_pulls_capped_far_below_pull_batch_size_are_logged_once_naming_the_broker_keys(tmp_path, caplog, conf,
                                                                                         warned):
