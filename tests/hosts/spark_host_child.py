@@ -96,8 +96,11 @@ def main(root: str) -> None:
         except Exception:  # nothing committed yet: no file to read the schema from
             return 0
 
+    began = time.monotonic()
+
     def answer(obj: dict) -> None:
         print(json.dumps(obj), flush=True)
+        print(f"spark_host_child: answered {cmd[0]} at {time.monotonic() - began:.1f} s", file=sys.stderr, flush=True)
 
     def start_stream(name: str):
         reader = (spark.readStream.format("rmq").option("namesrvAddr", namesrv).option("topic", "Hosts")

@@ -139,7 +139,9 @@ def test_spark_on_another_host_reads_and_writes_exactly_once_through_a_brokers_l
         # checked then
         child = hosts.popen("d", [sys.executable, os.path.join(HERE, "spark_host_child.py"), str(tmp_path / "out")],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
-                            env=dict(os.environ, SPARK_LOCAL_IP=hosts.ip4("d"), RMQ_HOSTS_TOTAL="800",
+                            # driver and executors address each other by host D's address (no name lookups)
+                            env=dict(os.environ, SPARK_LOCAL_IP=hosts.ip4("d"), SPARK_LOCAL_HOSTNAME=hosts.ip4("d"),
+                                     RMQ_HOSTS_TOTAL="800",
                                      SPARK_AUTH_SOCKET_TIMEOUT="120",
                                      RMQ_WIRE_SINK_TEST_PAUSE="before_decision@0:8"))
     watcher = None
