@@ -31,8 +31,9 @@ def spark():
     session.stop()
 
 
-# Seconds per work unit, measured (full suite on two workers, CI-like load); units not named here are short
-# (a few seconds) and weigh by their number of tests. Only the order of the units depends on these figures.
+# Seconds per work unit in a full run on two workers (fresh clone, loaded 2-core machine: the slowest tests'
+# durations summed per unit, rounded up); units not named here take a few seconds and weigh by their number of tests.
+# Only the order in which units are dealt depends on these figures.
 UNIT_SECONDS = {
     "tests/test_notebooks.py": 470,
     "tests/hosts/test_across_hosts.py": 200,

@@ -122,6 +122,10 @@ def main(root: str) -> None:
             restarts.append(str(error).splitlines()[0])
             queries[name] = start_stream(name)
 
+    def started(name: str) -> bool:
+        running(name)
+        return queries[name].status["message"] != "Initializing sources"
+
     try:
         for line in sys.stdin:
             cmd = line.split()
@@ -132,13 +136,13 @@ def main(root: str) -> None:
                 with Producer(namesrv) as p:
                     p.create_topic("Hosts", 2)
                     p.create_topic("HostsOut", 2)
+                # the executor JVMs and their Python workers start before the streams and the C++ producer do, and
+                # the streams one after the other: each one's Python source runner must connect back to the driver
+                # within 10 s (fixed), which a loaded 2-core machine misses when they all start at once
+                spark.sparkContext.parallelize(range(4), 2).map(lambda x: x).collect()
                 for name in ("all", *FILTERS):
                     queries[name] = start_stream(name)
-                # the executor JVMs and their Python workers start before the C++ producer does, so its route
-                # lookups (3 s each) do not compete with them for the two cores
-                spark.sparkContext.parallelize(range(4), 2).map(lambda x: x).collect()
-                _wait(lambda: all(q.status["message"] != "Initializing sources" for q in queries.values()), 180,
-                      "the streams past their start")
+                    _wait(lambda: started(name), 180, f"the stream {name} past its start")
                 answer({"started": True})
             elif cmd[0] == "wait":
                 want = int(cmd[1])
