@@ -99,8 +99,8 @@ def main(root: str) -> None:
     began = time.monotonic()
 
     def answer(obj: dict) -> None:
-        print(json.dumps(obj), flush=True)
         print(f"spark_host_child: answered {cmd[0]} at {time.monotonic() - began:.1f} s", file=sys.stderr, flush=True)
+        print(json.dumps(obj), flush=True)
 
     def start_stream(name: str):
         reader = (spark.readStream.format("rmq").option("namesrvAddr", namesrv).option("topic", "Hosts")
