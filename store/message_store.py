@@ -30,6 +30,7 @@ from .errors import (
     disk_full_named,
 )
 from .file_sizes import STORE_MARKER
+from .flush_service import FlushService
 from .get_message import get_message_records
 from .get_message_result import GetMessageResult, PutResult
 from .index_service import IndexService
@@ -87,6 +88,7 @@ class MessageStore:
         self._lock_fd: Optional[int] = None
         self._abort_fd: Optional[int] = None
         self._closed = False
+        self._flush_service: Optional[FlushService] = None
         self.commit_log = CommitLog(self.path, self.config.mappedFileSizeCommitLog, writable=not read_only)
         self.topic_config = TopicConfigManager(self.path, topic_config_problems)
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
@@ -195,6 +197,9 @@ class MessageStore:
         if self._closed:
             return
         self._closed = True
+        if self._flush_service is not None:
+            self._flush_service.stop()  # before the write lock: its last round takes it
+            self._flush_service = None
         if not self.read_only:
             with self.write_lock():
                 self._flush_checkpoint(force=True)
@@ -639,6 +644,12 @@ class MessageStore:
         self._round_robin[topic] = int((start + count) % nq)
         return start
 
+    def start_flush_service(self) -> None:
+        """Flush from a thread of its own from now on (flush_service.py, RocketMQ's FlushRealTimeService), for a
+        long-running writer such as the broker; close() stops it and flushes the rest itself."""
+        if not self.read_only and self._flush_service is None:
+            self._flush_service = FlushService(self)
+
     def _flush_checkpoint(self, force: bool = False) -> None:
         """At most once a second (RocketMQ flushes every 500 ms): fsync the commitlog's last files and the
         consume queues this process wrote, and only then stamp the checkpoint with the newest record so
@@ -650,6 +661,14 @@ class MessageStore:
         if not (force or now - self._last_checkpoint_flush > 1.0):
             return
         stamp = self._last_store_ts
+        if stamp is not None and not force and self._flush_service is not None:
+            paths = [f.path for f in self.commit_log.files.files[-2:]]
+            paths += [f.path for cq in self._dirty_queues for f in cq.files.files[-2:]]
+            if self._flush_service.submit(paths, stamp, self._write_pos):
+                self._dirty_queues.clear()
+                self._last_store_ts = None
+                self._last_checkpoint_flush = now
+            return
         if stamp is not None:
             self.commit_log.flush()
             for cq in self._dirty_queues:
