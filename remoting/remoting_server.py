@@ -86,7 +86,7 @@ class Channel:
         if self.closed.is_set():
             return
         while self.buffered() > self.limits.write_high_water:
-            await self.writer.drain()  # returns at the low-water mark; ConnectionError when the client is gone
+            await self._drain()
             if self.writer.transport.is_closing():
                 return
         if len(cmd.body) < LARGE_BODY:
@@ -132,6 +132,13 @@ class Channel:
         else:
             self._out.append(data)
 
+    async def _drain(self) -> None:
+        """Wait until the client has read its answers down to the low-water mark (ConnectionError when it is
+        gone): what is gathered for this turn's writev goes to the transport first, or drain has nothing to wait
+        for."""
+        self._flush()
+        await self.writer.drain()
+
     def _flush(self) -> None:
         """Hand the answers written since the last flush to the transport, together."""
         out, self._out, self._out_bytes = self._out, None, 0
@@ -155,7 +162,7 @@ class Channel:
         limits = self.limits
         while True:
             if self.buffered() > limits.write_high_water:
-                await self.writer.drain()
+                await self._drain()
             elif self.busy >= limits.max_channel_busy or len(self.held) >= limits.max_channel_held:
                 self._changed.clear()
                 await self._changed.wait()
