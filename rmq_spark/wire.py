@@ -382,6 +382,7 @@ def read_wire_partition(p: InputPartition) -> Iterator[pa.RecordBatch]:
         p.selection.scan_columns("queue_offset")
     unfiltered = p.subscription.matches_everything
     pos = p.start
+    short_pulls = 0  # in a row: one short pull is a consume-queue file's end, a cap shortens every pull
     deadline: Optional[float] = None
     retries = RetryLog(f"pull of {where} from broker {broker!r}")
     while pos < p.end:
@@ -392,7 +393,9 @@ def read_wire_partition(p: InputPartition) -> Iterator[pa.RecordBatch]:
                     pos = batch.column("queue_offset")[-1].as_py() + 1
                     deadline = None
                     if unfiltered and pos < p.end:  # one pull's messages, and the range goes on
-                        _note_capped_pull(broker, batch.num_rows, p.pull_batch_size)
+                        short_pulls = short_pulls + 1 if batch.num_rows * 4 <= p.pull_batch_size else 0
+                        if short_pulls >= 2:
+                            _note_capped_pull(broker, batch.num_rows, p.pull_batch_size)
                 if p.client_filter is not None and batch.num_rows:
                     batch = batch.filter(p.client_filter.commit_log_mask(batch))
                 if p.residual is not None and batch.num_rows:
@@ -417,9 +420,9 @@ _CAPPED: set[str] = set()  # brokers whose capped pulls this process has logged
 
 
 def _note_capped_pull(broker: str, got: int, asked: int) -> None:
-    """A pull of every message that came back with far fewer than pullBatchSize, the range going on: the broker
-    caps its pulls (RocketMQ's defaults: 32 messages, 256 KiB). Logged once per broker and process."""
-    if got * 4 > asked or broker in _CAPPED:
+    """Pulls of every message that came back with far fewer than pullBatchSize twice in a row, the range going on:
+    the broker caps its pulls (RocketMQ's defaults: 32 messages, 256 KiB). Logged once per broker and process."""
+    if broker in _CAPPED:
         return
     _CAPPED.add(broker)
     log.warning("pulls from broker %r come back with %d messages, far below pullBatchSize=%d: the broker caps them. "

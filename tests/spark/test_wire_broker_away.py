@@ -158,7 +158,10 @@ def test_retries_are_logged_compactly_not_once_per_attempt(caplog):
     assert len(caplog.records) == 1, [r.getMessage() for r in caplog.records]  # ~6 attempts, one line
 
 
-@pytest.mark.parametrize("conf, warned", [("maxTransferCountOnMessageInMemory = 32\n", True), ("", False)])
+@pytest.mark.parametrize("conf, warned", [
+    ("maxTransferCountOnMessageInMemory = 32\n", True), ("", False),
+    # consume-queue files of 300 units: the pull at offset 256 stops at the first file's end with 44, then 256
+    ("mappedFileSizeConsumeQueue = 6000\n", False)])
 def test_pulls_capped_far_below_pull_batch_size_are_logged_once_naming_the_broker_keys(tmp_path, caplog, conf,
                                                                                         warned):
     from rmq_client import Subscription
