@@ -161,6 +161,8 @@ class Broker:
         except DiskFullError as e:  # a full disk refuses writes, not reads: serve what is stored
             log.warning("%s: starting without them; writes are refused until there is room", e)
         await self.server.start()
+        if not self.store.read_only:
+            self.store.start_flush_service()  # the once-a-second fsync off the event loop, on the other core
         # STOREHOST of every record this broker stores: clients send a message back to the broker it names
         self.store.store_host = codec.parse_host((self._advertised[0], self.server.port))
         _, why, warning = self._advertised

@@ -1135,7 +1135,186 @@ static PyObject *set_clmul(PyObject *self, PyObject *arg) {
     return PyBool_FromLong(was);
 }
 
+/* ---- a client's MessageBatch body, straight into records (SEND_BATCH_MESSAGE) ------------------------- */
+
+/* plan columns, one int64 row per message */
+enum { MB_BODY = 0, MB_BODY_LEN, MB_PROPS, MB_PROPS_LEN, MB_FLAG, MB_EXTRA, MB_TAGS_CODE, MB_SIZE, MB_COLS };
+#define MB_CLOSE 1 /* the properties text's last pair lacks its \x02 */
+#define MB_UNIQ 2  /* no UNIQ_KEY: one is generated */
+static const char UNIQ_HEAD[] = "UNIQ_KEY\x01";
+#define UNIQ_HEAD_LEN 9
+
+static inline uint32_t get32(const uint8_t *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+/* message_batch_plan(body, topic_len, hosts_len, max_body, plan) -> (n, generated ids), or (-1, message) when a
+ * message is not the usual kind (properties not plain ASCII, a transaction half (TRAN_MSG), a body over max_body,
+ * properties over 32767 bytes): the caller then takes the general path, which words any error. ValueError when
+ * the body does not decode (as message_batch_spans). plan: int64 rows of MB_COLS per message (len(body) // 22 + 1
+ * rows). Property rules as PropertiesText: pairs end at \x02, the key at the first \x01, an empty key or value is
+ * no pair, a later duplicate wins. hosts_len: born + store address bytes (8, 20 or 32). */
+static PyObject *message_batch_plan(PyObject *self, PyObject *args) {
+    Py_buffer body, plan;
+    Py_ssize_t topic_len, hosts_len, max_body;
+    if (!PyArg_ParseTuple(args, "y*nnnw*", &body, &topic_len, &hosts_len, &max_body, &plan)) return NULL;
+    const uint8_t *b = (const uint8_t *)body.buf;
+    const Py_ssize_t len = body.len, cap = plan.len / (8 * MB_COLS);
+    int64_t *row = (int64_t *)plan.buf;
+    const int64_t fixed = fixed_record_bytes(hosts_len) + (topic_len > 127 ? 2 : 1) + topic_len;
+    Py_ssize_t pos = 0, i = 0, generated = 0, unusual = -1;
+    const char *bad = NULL;
+    while (pos < len && unusual < 0) {
+        if (i >= cap) { bad = "more messages than the plan holds"; break; }
+        if (len - pos < 22) { bad = "bytes left, fewer than a message's 22"; break; }
+        int64_t total = (int32_t)get32(b + pos), body_len = (int32_t)get32(b + pos + 16);
+        if (total < 22 || total > len - pos) { bad = "TOTALSIZE runs past the body"; break; }
+        if (body_len < 0 || 22 + body_len > total) { bad = "BODY length runs past its TOTALSIZE"; break; }
+        int64_t props_len = (int16_t)(((uint16_t)b[pos + 20 + body_len] << 8) | b[pos + 21 + body_len]);
+        if (props_len < 0 || 22 + body_len + props_len > total) { bad = "PROPERTIES length runs past its TOTALSIZE"; break; }
+        const uint8_t *p = b + pos + 22 + body_len, *e = p + props_len;
+        int64_t *r = row + i * MB_COLS;
+        r[MB_BODY] = pos + 20;
+        r[MB_BODY_LEN] = body_len;
+        r[MB_PROPS] = pos + 22 + body_len;
+        r[MB_PROPS_LEN] = props_len;
+        r[MB_FLAG] = (int32_t)get32(b + pos + 12);
+        const uint8_t *tag = NULL, *tag_end = NULL;
+        int has_uniq = 0;
+        for (const uint8_t *q = p; q < e && unusual < 0;) {
+            const uint8_t *pair_end = q, *sep = NULL;
+            while (pair_end < e && *pair_end != 2) {
+                if (*pair_end & 0x80) unusual = i;
+                if (*pair_end == 1 && sep == NULL) sep = pair_end;
+                pair_end++;
+            }
+            if (sep != NULL && sep > q && pair_end > sep + 1) {
+                size_t k = (size_t)(sep - q);
+                if (k == 4 && memcmp(q, "TAGS", 4) == 0) { tag = sep + 1; tag_end = pair_end; }
+                else if (k == 8 && memcmp(q, "UNIQ_KEY", 8) == 0) has_uniq = 1;
+                else if (k == 8 && memcmp(q, "TRAN_MSG", 8) == 0) unusual = i;
+            }
+            q = pair_end + 1;
+        }
+        int64_t extra = (props_len > 0 && p[props_len - 1] != 2 ? MB_CLOSE : 0) | (has_uniq ? 0 : MB_UNIQ);
+        int64_t stored_props = props_len + (extra & MB_CLOSE ? 1 : 0) + (extra & MB_UNIQ ? UNIQ_HEAD_LEN + ID_LEN + 1 : 0);
+        if (body_len > max_body || stored_props > 32767) unusual = i;
+        r[MB_EXTRA] = extra;
+        generated += has_uniq ? 0 : 1;
+        r[MB_TAGS_CODE] = 0;
+        if (tag != NULL) java_hash(tag, tag_end, &r[MB_TAGS_CODE]);
+        r[MB_SIZE] = fixed + body_len + stored_props;
+        pos += total;
+        i++;
+    }
+    PyBuffer_Release(&body);
+    PyBuffer_Release(&plan);
+    if (bad != NULL) {
+        PyErr_Format(PyExc_ValueError, "batch message %zd: %s", i, bad);
+        return NULL;
+    }
+    if (unusual >= 0) return Py_BuildValue("nn", (Py_ssize_t)-1, unusual);
+    return Py_BuildValue("nn", i, generated);
+}
+
+/* encode_message_batch(out, units, body, plan, n, topic, queue_id, queue_offset, write_pos, sys_flag,
+ * born_timestamp, hosts, id_head, id_start): the n planned messages' records back to back into out (exactly their
+ * sizes' sum), with consecutive queue offsets from queue_offset and commitlog offsets from write_pos, and their
+ * consume-queue units (20 bytes each, big-endian) into units. Each message keeps its FLAG and properties text
+ * (closed with \x02 where its last pair lacks one), then a generated UNIQ_KEY where it has none (id_head's 24
+ * digits and the low 32 bits of id_start + k, k counting the messages that get one). hosts as Fixed's. */
+static PyObject *encode_message_batch(PyObject *self, PyObject *args) {
+    Py_buffer out, units, body, plan, topic, hosts, id_head;
+    Py_ssize_t n;
+    int queue_id, sys_flag;
+    long long queue_offset, write_pos, born_ts;
+    unsigned long long id_start;
+    if (!PyArg_ParseTuple(args, "w*w*y*y*ny*iLLiLy*y*K", &out, &units, &body, &plan, &n, &topic, &queue_id,
+                          &queue_offset, &write_pos, &sys_flag, &born_ts, &hosts, &id_head, &id_start))
+        return NULL;
+    PyObject *result = NULL;
+    const int64_t *row = (const int64_t *)plan.buf;
+    int64_t total = 0;
+    int ok = n >= 0 && plan.len >= n * MB_COLS * 8 && units.len >= n * 20 && id_head.len == ID_HEAD_LEN &&
+             hosts.len >= 24;
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        const int64_t *r = row + i * MB_COLS;
+        total += r[MB_SIZE];
+        if (r[MB_BODY] < 0 || r[MB_BODY] + r[MB_BODY_LEN] > body.len || r[MB_PROPS] < 0 ||
+            r[MB_PROPS] + r[MB_PROPS_LEN] > body.len)
+            ok = 0;
+    }
+    if (!ok || total != out.len) {
+        PyErr_SetString(PyExc_ValueError, "encode_message_batch: the plan does not match its buffers");
+        goto done;
+    }
+    const uint8_t *b = (const uint8_t *)body.buf, *t = (const uint8_t *)topic.buf;
+    const Py_ssize_t tl = topic.len;
+    uint8_t *o = (uint8_t *)out.buf, *u = (uint8_t *)units.buf;
+    uint32_t counter = (uint32_t)id_start;
+    int64_t at = write_pos;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const int64_t *r = row + i * MB_COLS;
+        const int64_t size = r[MB_SIZE], body_len = r[MB_BODY_LEN], props_len = r[MB_PROPS_LEN];
+        const int64_t extra = r[MB_EXTRA];
+        put32(o, (uint32_t)size);
+        put32(o + 4, tl > 127 ? MAGIC_V2 : MAGIC_V1);
+        put32(o + 12, (uint32_t)queue_id);
+        put32(o + 16, (uint32_t)r[MB_FLAG]);
+        put64(o + 20, (uint64_t)(queue_offset + i));
+        put64(o + 28, (uint64_t)at);
+        put32(o + 36, (uint32_t)sys_flag);
+        put64(o + 40, (uint64_t)born_ts);
+        uint8_t *crc_at = o + 8;
+        o += 48;
+        memcpy(o, hosts.buf, (size_t)hosts.len);
+        o += hosts.len;
+        put32(o, 0);       /* RECONSUMETIMES */
+        put64(o + 4, 0);   /* PREPAREDTRANSACTIONOFFSET */
+        put32(o + 12, (uint32_t)body_len);
+        o += 16;
+        put32(crc_at, body_crc_copy(o, b + r[MB_BODY], (size_t)body_len));
+        o += body_len;
+        if (tl > 127) *o++ = (uint8_t)(tl >> 8);
+        *o++ = (uint8_t)tl;
+        memcpy(o, t, (size_t)tl);
+        o += tl;
+        int64_t stored = props_len + (extra & MB_CLOSE ? 1 : 0) + (extra & MB_UNIQ ? UNIQ_HEAD_LEN + ID_LEN + 1 : 0);
+        *o++ = (uint8_t)(stored >> 8);
+        *o++ = (uint8_t)stored;
+        memcpy(o, b + r[MB_PROPS], (size_t)props_len);
+        o += props_len;
+        if (extra & MB_CLOSE) *o++ = 2;
+        if (extra & MB_UNIQ) {
+            memcpy(o, UNIQ_HEAD, UNIQ_HEAD_LEN);
+            memcpy(o + UNIQ_HEAD_LEN, id_head.buf, ID_HEAD_LEN);
+            put_hex32(o + UNIQ_HEAD_LEN + ID_HEAD_LEN, counter++);
+            o += UNIQ_HEAD_LEN + ID_LEN;
+            *o++ = 2;
+        }
+        put64(u, (uint64_t)at);
+        put32(u + 8, (uint32_t)size);
+        put64(u + 12, (uint64_t)r[MB_TAGS_CODE]);
+        u += 20;
+        at += size;
+    }
+    Py_END_ALLOW_THREADS
+    result = PyLong_FromLongLong(at);
+done:
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&units);
+    PyBuffer_Release(&body);
+    PyBuffer_Release(&plan);
+    PyBuffer_Release(&topic);
+    PyBuffer_Release(&hosts);
+    PyBuffer_Release(&id_head);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"message_batch_plan", message_batch_plan, METH_VARARGS, "Plan a client's MessageBatch body's records."},
+    {"encode_message_batch", encode_message_batch, METH_VARARGS, "Encode a planned MessageBatch body's records."},
     {"encode_batch", encode_batch, METH_VARARGS, "Encode a batch of CommitLog records into a buffer."},
     {"write_batch", write_batch, METH_VARARGS, "Encode a batch of CommitLog records and write them to files."},
     {"record_sizes", record_sizes, METH_VARARGS, "Sizes of the records of a batch."},

@@ -30,12 +30,14 @@ from .errors import (
     disk_full_named,
 )
 from .file_sizes import STORE_MARKER
+from .flush_service import FlushService
 from .get_message import get_message_records
 from .get_message_result import GetMessageResult, PutResult
 from .index_service import IndexService
 from .json_file import load_rocketmq_json, persist_config_json
 from .mapped_file import fsync_path
 from .put_batch import PutBatchResult, build_batch, incomplete_atomic_start
+from .put_message_batch import plan_message_batch
 from .put_one import OneRecord, build_one
 from .store_checkpoint import StoreCheckpoint
 from .store_config import SYNC_FLUSH, StoreConfig
@@ -86,6 +88,7 @@ class MessageStore:
         self._lock_fd: Optional[int] = None
         self._abort_fd: Optional[int] = None
         self._closed = False
+        self._flush_service: Optional[FlushService] = None
         self.commit_log = CommitLog(self.path, self.config.mappedFileSizeCommitLog, writable=not read_only)
         self.topic_config = TopicConfigManager(self.path, topic_config_problems)
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
@@ -194,6 +197,9 @@ class MessageStore:
         if self._closed:
             return
         self._closed = True
+        if self._flush_service is not None:
+            self._flush_service.stop()  # before the write lock: its last round takes it
+            self._flush_service = None
         if not self.read_only:
             with self.write_lock():
                 self._flush_checkpoint(force=True)
@@ -528,36 +534,77 @@ class MessageStore:
         queue_offset = self.queue_end(topic, queue_id)
         store_ts = int(time.time() * 1000)
         one.set_place(queue_id, queue_offset, write_pos, store_ts)
+        unit = np.frombuffer(bytearray(_UNIT.pack(write_pos, len(one.record), one.tags_code)), dtype=UNIT_DTYPE)
+        if self._append_run_locked(topic, queue_id, queue_offset, one.record, unit, write_pos, store_ts,
+                                   defer_flush) is None:
+            return None
+        return PutResult(msg_id=codec.create_message_id(self.store_host[0], self.store_host[1], write_pos),
+                         topic=topic, queue_id=queue_id, queue_offset=queue_offset, commit_log_offset=write_pos,
+                         uniq_key=one.uniq_key)
+
+    def put_message_batch(self, topic: str, body, queue_id: int, *, born_timestamp: int, born_host=None,
+                          defer_flush: bool = False) -> Optional[PutBatchResult]:
+        """A client's MessageBatch body (SEND_BATCH_MESSAGE) appended to one queue without the batch machinery
+        (put_message_batch.py), the same records put_batch stores for the bodies and properties texts it holds.
+        None, with nothing written, when it is not the usual batch or must roll the commitlog file: the caller
+        then takes put_batch. ValueError when the body does not decode. defer_flush as put's."""
+        if self.read_only:
+            raise ReadOnlyStoreError(f"store {self.path} is open read-only")
+        planned = plan_message_batch(self, topic, body, born_timestamp, born_host)
+        if planned is None:
+            return None
+        with self.write_lock():
+            write_pos = self._sync_write_state()
+            config = self.topic_config.table.get(topic)
+            if config is None:
+                config = self._create_topic_locked(topic, self.config.defaultTopicQueueNums)
+            if not 0 <= queue_id < config.writeQueueNums:
+                return None
+            queue_offset = self.queue_end(topic, queue_id)
+            store_ts = int(time.time() * 1000)
+            records, units, positions, _ = planned.encode(queue_id, queue_offset, write_pos, store_ts,
+                                                          self.store_host)
+            if self._append_run_locked(topic, queue_id, queue_offset, records, units, write_pos, store_ts,
+                                       defer_flush) is None:
+                return None
+        return PutBatchResult([topic], np.zeros(1, np.int32), np.full(planned.n, queue_id, np.int32),
+                              np.arange(queue_offset, queue_offset + planned.n, dtype=np.int64), positions,
+                              self.store_host, None)
+
+    def _append_run_locked(self, topic: str, queue_id: int, queue_offset: int, records, units: np.ndarray,
+                           write_pos: int, store_ts: int, defer_flush: bool) -> Optional[int]:
+        """Records for one queue appended at write_pos (put_one's, a message batch's): the commitlog bytes, then
+        their consume-queue units (from queue_offset), then the committed end, as _append_locked does for a
+        batch; the new end, or None, with nothing written, when they do not fit in the current commitlog file."""
         sync = self.config.flushDiskType == SYNC_FLUSH
         with disk_full_named(self.commit_log.directory, "the commitlog; nothing of this message was acknowledged"):
-            written = self.commit_log.append_record(write_pos, one.record, sync=sync and not defer_flush,
+            written = self.commit_log.append_record(write_pos, records, sync=sync and not defer_flush,
                                                     new_file_sync=sync)
             if written is None:
                 return None
-        end = write_pos + len(one.record)
+        end = write_pos + len(records)
         if sync and defer_flush:
             with self._unsynced_lock:
                 self._unsynced.add(written.path)
                 self._deferred_end = end
         self._write_pos = end
         cq = self.consume_queue(topic, queue_id)
-        unit = np.frombuffer(bytearray(_UNIT.pack(write_pos, len(one.record), one.tags_code)), dtype=UNIT_DTYPE)
-        writes = UnitWrites(unit)
-        writes.add(cq, queue_offset, 0, 1)
+        count = len(units)
+        writes = UnitWrites(units)
+        writes.add(cq, queue_offset, 0, count)
         with disk_full_named(os.path.join(self.path, "consumequeue"), "a consume-queue unit; the message was not "
                              "acknowledged (its record is dispatched by the next writer)"):
             writes.flush()
-        cq.written_to(queue_offset + 1)
-        self._queue_ends[(topic, queue_id)] = queue_offset + 1
+        cq.written_to(queue_offset + count)
+        self._queue_ends[(topic, queue_id)] = queue_offset + count
         self._dirty_queues.add(cq)
-        self.index.index_records(np.array([write_pos], dtype=np.int64), write_pos, end)  # never fails the append
+        positions = np.array([write_pos], dtype=np.int64) if count == 1 else units["offset"].astype(np.int64)
+        self.index.index_records(positions, write_pos, end)  # never fails the append
         self._publish_committed_end(end)
         self._last_store_ts = store_ts
         self._flush_checkpoint()
         self.pull_request_hold.notify_message_arriving()
-        return PutResult(msg_id=codec.create_message_id(self.store_host[0], self.store_host[1], write_pos),
-                         topic=topic, queue_id=queue_id, queue_offset=queue_offset, commit_log_offset=write_pos,
-                         uniq_key=one.uniq_key)
+        return end
 
     @property
     def synced_end(self) -> int:
@@ -597,6 +644,12 @@ class MessageStore:
         self._round_robin[topic] = int((start + count) % nq)
         return start
 
+    def start_flush_service(self) -> None:
+        """Flush from a thread of its own from now on (flush_service.py, RocketMQ's FlushRealTimeService), for a
+        long-running writer such as the broker; close() stops it and flushes the rest itself."""
+        if not self.read_only and self._flush_service is None:
+            self._flush_service = FlushService(self)
+
     def _flush_checkpoint(self, force: bool = False) -> None:
         """At most once a second (RocketMQ flushes every 500 ms): fsync the commitlog's last files and the
         consume queues this process wrote, and only then stamp the checkpoint with the newest record so
@@ -608,6 +661,14 @@ class MessageStore:
         if not (force or now - self._last_checkpoint_flush > 1.0):
             return
         stamp = self._last_store_ts
+        if stamp is not None and not force and self._flush_service is not None:
+            paths = [f.path for f in self.commit_log.files.files[-2:]]
+            paths += [f.path for cq in self._dirty_queues for f in cq.files.files[-2:]]
+            if self._flush_service.submit(paths, stamp, self._write_pos):
+                self._dirty_queues.clear()
+                self._last_store_ts = None
+                self._last_checkpoint_flush = now
+            return
         if stamp is not None:
             self.commit_log.flush()
             for cq in self._dirty_queues:

@@ -31,17 +31,62 @@ def spark():
     session.stop()
 
 
+# Seconds per work unit in a full run on two workers (fresh clone, loaded 2-core machine: the slowest tests'
+# durations summed per unit, rounded up); units not named here take a few seconds and weigh by their number of tests.
+# Only the order in which units are dealt depends on these figures.
+UNIT_SECONDS = {
+    "tests/test_notebooks.py": 470,
+    "tests/hosts/test_across_hosts.py": 200,
+    "stock-4.9.7": 160,
+    "stock-5.5.0": 160,
+    "tests/spark/test_wire_sink_faults.py": 170,
+    "tests/peers/test_stock_store.py": 100,
+    "tests/peers/test_java_client_matrix.py": 90,
+    "tests/broker/test_broker.py": 80,
+    "tests/spark/test_wire_broker_away.py": 76,
+    "tests/spark/test_source_columns.py": 70,
+    "tests/spark/test_wire_sink.py": 70,
+    "tests/spark/test_source_discovery.py": 65,
+    "tests/test_demo.py": 62,
+    "tests/spark/test_sink_exactly_once.py": 60,
+    "tests/spark/test_wire_acl.py": 55,
+    "tests/store/test_recovery.py": 50,
+    "tests/peers/test_mqadmin_matrix.py": 40,
+    "tests/broker/test_cpp_orderly.py": 33,
+    "tests/spark/test_source_stream.py": 30,
+    "tests/spark/test_sink_errors.py": 25,
+    "tests/spark/test_sink_roundtrip.py": 20,
+    "tests/spark/test_source_offsets_past_end.py": 20,
+    "tests/spark/test_wire_source.py": 20,
+}
+
+
+def unit_of(nodeid: str) -> str:
+    """A test's work unit: its module, or every test of one stock RocketMQ version (one stock cluster per version
+    for the session, tests/peers/conftest.py)."""
+    stock = re.search(r"\[rocketmq-(\d[\d.]*\d)", nodeid)
+    return f"stock-{stock.group(1)}" if stock else nodeid.split("::")[0]
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """`make test` runs two pytest-xdist workers. A work unit is a module (its module fixtures are set up once), and
-    every test of one stock RocketMQ version (one stock cluster per version for the session, tests/peers/conftest.py).
-    pytest-xdist's own --dist loadgroup cannot do this under pytest 9 (it renames items through an attribute pytest
-    no longer reads)."""
+    """`make test` runs two pytest-xdist workers. A work unit is a module (its module fixtures are set up once), or
+    every test of one stock RocketMQ version (unit_of). pytest-xdist's own --dist loadgroup cannot do this under
+    pytest 9 (it renames items through an attribute pytest no longer reads). Units are dealt longest first
+    (UNIT_SECONDS): xdist's own order (most tests first) left the 3-minute one-test units to the end, one worker
+    running them while the other idled."""
+    from collections import OrderedDict
+
     from xdist.scheduler import LoadScopeScheduling
 
-    class ModuleOrStockVersion(LoadScopeScheduling):
+    class LongestUnitFirst(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            stock = re.search(r"\[rocketmq-(\d[\d.]*\d)", nodeid)
-            return f"stock-{stock.group(1)}" if stock else nodeid.split("::")[0]
+            return unit_of(nodeid)
 
-    return ModuleOrStockVersion(config, log)
+        def _assign_work_unit(self, node) -> None:
+            def seconds(unit: tuple[str, dict]) -> float:
+                return UNIT_SECONDS.get(unit[0], 0.3 * len(unit[1]))
+            self.workqueue = OrderedDict(sorted(self.workqueue.items(), key=seconds, reverse=True))
+            super()._assign_work_unit(node)
+
+    return LongestUnitFirst(config, log)

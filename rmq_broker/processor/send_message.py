@@ -8,6 +8,7 @@ import logging
 import time
 from typing import Optional
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -98,7 +99,26 @@ class SendMessageProcessor(RequestProcessor):
         """A MessageBatch body (each message as MessageDecoder.encodeMessage writes it) appended with one
         put_batch, so its messages get consecutive queue offsets."""
         topic = h.topic
-        bodies, props = decode_message_batch(cmd.body)
+        if cmd.body:  # the usual batch: straight from the body into records, as RocketMQ's putMessages does
+            await self.broker.topics.topic_for_send(topic, h.default_topic_queue_nums)
+            queue_id = _or(h.queue_id, -1)
+            if queue_id < 0:
+                queue_id = self.store.take_round_robin(topic, len(self.store.queues(topic)), 1)
+            born_timestamp = _or(h.born_timestamp, int(time.time() * 1000))
+            group_commit = self.broker.group_commit
+            try:
+                put = self.store.put_message_batch(topic, cmd.body, queue_id, born_timestamp=born_timestamp,
+                                                   born_host=channel.remote_address,
+                                                   defer_flush=group_commit is not None)
+            except ValueError as e:
+                raise BadRequest(str(e), ResponseCode.MESSAGE_ILLEGAL) from None
+            if put is not None:
+                self.broker.arrived(topic, queue_id, len(put))
+                if group_commit is not None:  # SYNC_FLUSH: SEND_OK only once the records are on disk
+                    await group_commit.wait(int(put.commit_log_offsets[-1]) + 1)
+                ids = codec.message_ids_text(put.store_host[0], put.store_host[1], put.commit_log_offsets)
+                return self._response(cmd, ids, queue_id, int(put.queue_offsets[0]))
+        bodies, flags, props = decode_message_batch(cmd.body)
         if not len(bodies):
             raise BadRequest("the batch holds no message", ResponseCode.MESSAGE_ILLEGAL)
         await self.broker.topics.topic_for_send(topic, h.default_topic_queue_nums)
@@ -116,7 +136,7 @@ class SendMessageProcessor(RequestProcessor):
                 return self._prepare(cmd, topic, queue_id, bodies, props, looked, dict(
                     born_timestamp=born_timestamp, born_host=channel.remote_address))
         try:
-            result = self.store.put_batch(topic, bodies, properties=props, queue_id=queue_id,
+            result = self.store.put_batch(topic, bodies, properties=props, queue_id=queue_id, flag=flags,
                                           born_timestamp=born_timestamp, born_host=channel.remote_address)
         except ValueError as e:
             raise BadRequest(str(e), ResponseCode.MESSAGE_ILLEGAL) from None
@@ -187,22 +207,25 @@ class SendMessageProcessor(RequestProcessor):
         return cmd.response(ResponseCode.SUCCESS)
 
 
-def decode_message_batch(body: bytes) -> tuple[pa.Array, Optional[pa.StringArray]]:
+def decode_message_batch(body: bytes) -> tuple[pa.Array, np.ndarray, Optional[pa.StringArray]]:
     """MessageBatch's body: per message TOTALSIZE i32, MAGICCODE i32, BODYCRC i32, FLAG i32, BODY (i32 length),
-    PROPERTIES (i16 length); BadRequest naming the message that does not decode. The bodies as a binary column
-    and the properties texts as a string column (None when no message has any), ready for put_batch, which
-    stores them as they came."""
+    PROPERTIES (i16 length); BadRequest naming the message that does not decode. The bodies as a binary column,
+    the FLAGs, and the properties texts as a string column (None when no message has any), ready for put_batch,
+    which stores them as they came."""
     try:
         body_starts, body_lengths, props_starts, props_lengths = native.message_batch_spans(body)
     except ValueError as e:
         raise BadRequest(str(e), ResponseCode.MESSAGE_ILLEGAL) from None
     bodies = native.gather_spans(body, body_starts, body_starts + body_lengths)
+    raw = np.frombuffer(body, dtype=np.uint8)
+    flag_bytes = raw[(body_starts - 8)[:, None] + np.arange(4)] if len(body_starts) else np.zeros((0, 4), np.uint8)
+    flags = np.ascontiguousarray(flag_bytes).view(">i4").ravel().astype(np.int32)
     if not props_lengths.any():
-        return bodies, None
+        return bodies, flags, None
     texts = native.gather_spans(body, props_starts, props_starts + props_lengths, pa.string())
     try:
         texts.validate(full=True)  # UTF-8
     except pa.ArrowInvalid as e:
         raise BadRequest(f"a batch message's properties are not UTF-8: {e}", ResponseCode.MESSAGE_ILLEGAL) from None
-    return bodies, texts
+    return bodies, flags, texts
 

@@ -1,13 +1,14 @@
 """Brokers, clients and Spark on separate test hosts (network namespaces made here, see netns_hosts.py): a name
 server on host A; brokers on hosts B and C listening on 0.0.0.0 with nothing else said about their address; the
-Spark job on host D (local[2]: a local-cluster's executor JVMs started in a namespace cost ~30 s more); the Apache
-RocketMQ C++ producer (PyPI rocketmq 0.4.4) on host E. Nothing here runs on the machine's own network: what a
-client gets is what a client on another machine would get."""
+Spark job on host D (local-cluster[2,1,1024]: two executor JVMs with their Python workers, the driver, all on D); the
+Apache RocketMQ C++ producer and push consumer (PyPI rocketmq 0.4.4) on host E. Nothing here runs on the machine's
+own network: what a client gets is what a client on another machine would get."""
 from __future__ import annotations
 
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import textwrap
@@ -92,6 +93,23 @@ def _cpp(hosts: TestHosts, namesrv: str, first: int, end: int, home) -> None:
     assert r.returncode == 0, r.stderr[-3000:]
 
 
+CPP_CONSUMER = """
+import sys
+import time
+from rocketmq.client import PushConsumer
+out = open(sys.argv[2], "a")
+def on_message(msg):  # returning normally is CONSUME_SUCCESS
+    out.write((msg.body.decode() if isinstance(msg.body, bytes) else msg.body) + "\\n")
+    out.flush()
+c = PushConsumer("cpp-sink-watcher")
+c.set_namesrv_addr(sys.argv[1])
+c.subscribe("HostsOut", on_message, "*")
+c.start()
+time.sleep(float(sys.argv[3]))
+c.shutdown()
+"""
+
+
 def _ask(child: subprocess.Popen, command: str) -> dict:
     assert child.stdin is not None and child.stdout is not None
     child.stdin.write(command + "\n")
@@ -106,15 +124,27 @@ def _ask(child: subprocess.Popen, command: str) -> dict:
 
 def test_spark_on_another_host_reads_and_writes_exactly_once_through_a_brokers_link_down_and_up(
         hosts, cluster, tmp_path):
+    """Three streams (all of it, a tag filter, a SQL92 filter) on the executors of host D while the C++ producer on
+    host E sends and host C's link goes down and up; batch reads with the same filters; then the wire sink on the
+    executors writes the topic back through both brokers exactly once, nothing of its microbatch visible to a pull
+    or to the C++ push consumer on host E before its commit and all of it after."""
     pytest.importorskip("rocketmq.client", reason="the rocketmq==0.4.4 test extra (the Apache RocketMQ C++ client)")
     namesrv = cluster["namesrv"]["namesrv"]
     c_addr = cluster["brokers"]["c"]["broker"]
     ns_log = cluster["root"] / "namesrv.log"
+    seen_file = tmp_path / "cpp-seen.txt"
+    seen_file.write_text("")
     with open(tmp_path / "spark.log", "wb") as log:
+        # the sink's commit of microbatch 0 pauses after the tasks' sends, before its decision: consumers are
+        # checked then
         child = hosts.popen("d", [sys.executable, os.path.join(HERE, "spark_host_child.py"), str(tmp_path / "out")],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
-                            env=dict(os.environ, SPARK_LOCAL_IP=hosts.ip4("d"), RMQ_HOSTS_TOTAL="800",
-                                     SPARK_AUTH_SOCKET_TIMEOUT="120"))
+                            # driver and executors address each other by host D's address (no name lookups)
+                            env=dict(os.environ, SPARK_LOCAL_IP=hosts.ip4("d"), SPARK_LOCAL_HOSTNAME=hosts.ip4("d"),
+                                     RMQ_HOSTS_TOTAL="800",
+                                     SPARK_AUTH_SOCKET_TIMEOUT="120",
+                                     RMQ_WIRE_SINK_TEST_PAUSE="before_decision@0:8"))
+    watcher = None
     try:
         assert _ask(child, f"start {namesrv}")["started"]
         _cpp(hosts, namesrv, 0, 400, tmp_path)
@@ -132,19 +162,31 @@ def test_spark_on_another_host_reads_and_writes_exactly_once_through_a_brokers_l
         wait_for(lambda: ns_log.read_text().count(added) > before.count(added), 30, "host C re-added")
         _cpp(hosts, namesrv, 600, 800, tmp_path)
         assert _ask(child, "wait 800")["rows"] >= 800
+        # the C++ push consumer of the sink's topic rebalances while the streams finish
+        watcher = hosts.popen("e", [sys.executable, "-c", textwrap.dedent(CPP_CONSUMER), namesrv, str(seen_file),
+                                    "600"], env=dict(os.environ, HOME=str(tmp_path)), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
         out = _ask(child, "finish")
+        sink = _ask(child, f"sink {seen_file}")
     finally:
         TestHosts.stop(child)
+        if watcher is not None:
+            TestHosts.stop(watcher, signal.SIGKILL)
     stores = sorted(f"{hosts.ip4(h)}:10911" for h in ("b", "c"))
-    for name, rows in (("all", 800), ("tags", 200), ("sql", 100)):
+    for name, rows in (("all", 800), ("tags", 200), ("sql", 100), ("batch-tags", 200), ("batch-sql", 100)):
         r = out[name]
         assert (r["rows"], r["duplicates"], r["lost"], r["extra"], r["wrong_tags"]) == (rows, 0, 0, 0, 0), (name, r)
         # stamped with the brokers' advertised addresses; TagA (every 4th message) all went to one queue of B,
         # as the producer's round robin over 4 queues puts them
-        assert r["store_hosts"] == (stores if name != "tags" else stores[:1]), (name, r)
+        assert r["store_hosts"] == (stores if not name.endswith("tags") else stores[:1]), (name, r)
         assert r["born_hosts"] == [hosts.ip4("e")], (name, r)  # the producer's real source address
-    sink = out["sink"]
+        if not name.startswith("batch-"):  # each stream's group committed at the queue ends of both brokers
+            assert r["brokers"] == ["broker-b", "broker-c"] and r["offsets_at_end"], (name, r)
+    # the wire sink on the executor JVMs, read back by a pull and by the C++ push consumer on host E
+    assert sink["before_commit"] == {"cpp": 0, "pull": 0}, sink  # nothing of the microbatch before its commit
     assert (sink["rows"], sink["duplicates"], sink["lost"]) == (800, 0, 0), sink
+    assert (sink["cpp_rows"], sink["cpp_lost"]) == (800, 0), sink  # all of it after
+    assert sink["brokers"] == ["broker-b", "broker-c"], sink
     # the wire sink's transactional producer named itself by its connection's source address (clientIP)
     logs = "".join((cluster["root"] / f"{b}.log").read_text() for b in ("broker-b", "broker-c"))
     assert re.search(rf"producer {re.escape(hosts.ip4('d'))}@\w+ of group \S+ connected from "
