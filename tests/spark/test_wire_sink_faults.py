@@ -37,11 +37,26 @@ def cluster(tmp_path_factory):
         yield c
 
 
-def _driver(cluster, topic: str, checkpoint: str, pause: str = "", log=None) -> subprocess.Popen:
+def _driver(cluster, topic: str, checkpoint: str, pause: str = "") -> subprocess.Popen:
+    """The driver's stderr goes to <checkpoint>.driver.log, shown when it ends before a pause is reached."""
     env = dict(os.environ, PYTHONPATH=ROOT, PYSPARK_PYTHON=sys.executable, RMQ_WIRE_SINK_TEST_PAUSE=pause)
-    return subprocess.Popen([sys.executable, os.path.join(HERE, "wire_sink_child.py"), cluster.src, cluster.namesrv,
-                             topic, checkpoint], env=env, stdout=subprocess.PIPE, stderr=log or subprocess.DEVNULL,
-                            text=True, start_new_session=True)
+    with open(checkpoint + ".driver.log", "a") as log:
+        return subprocess.Popen([sys.executable, os.path.join(HERE, "wire_sink_child.py"), cluster.src,
+                                 cluster.namesrv, topic, checkpoint], env=env, stdout=subprocess.PIPE, stderr=log,
+                                text=True, start_new_session=True)
+
+
+def _wait_paused(proc: subprocess.Popen, checkpoint: str, marker: str) -> None:
+    """Until the driver's commit pauses at marker; fails at once, with the driver's log, if the driver ends."""
+    def paused() -> bool:
+        if os.path.exists(os.path.join(checkpoint, "rmq-wire-sink", marker)):
+            return True
+        if proc.poll() is not None:
+            with open(checkpoint + ".driver.log") as log:
+                tail = log.read()[-4000:]
+            pytest.fail(f"the driver ended (exit {proc.returncode}) before pausing at {marker}:\n{tail}")
+        return False
+    wait_until(paused, 300, f"the commit pausing at {marker}")
 
 
 def _kill_driver(proc: subprocess.Popen) -> None:
@@ -57,8 +72,7 @@ def _run(cluster, topic: str, checkpoint: str, pause: str = "", on_pause=None, m
     proc = _driver(cluster, topic, checkpoint, pause)
     try:
         if on_pause is not None:
-            wait_until(lambda: os.path.exists(os.path.join(checkpoint, "rmq-wire-sink", marker)), 300,
-                       f"the commit pausing at {marker}")
+            _wait_paused(proc, checkpoint, marker)
             on_pause(proc)
         out, _ = proc.communicate(timeout=300)
         if on_pause is None or proc.returncode != -signal.SIGKILL:
@@ -107,7 +121,7 @@ def test_driver_and_broker_kills_at_each_commit_step_lose_and_duplicate_nothing(
     proc = _driver(cluster, topic, cp, pause="before_decision@2:6,after_commit@2:6")
     try:
         for marker, name in (("paused-before_decision-2", "broker-b"), ("paused-after_commit-2", "broker-a")):
-            wait_until(lambda: os.path.exists(os.path.join(decisions, marker)), 300, marker)
+            _wait_paused(proc, cp, marker)
             cluster.kill(name)  # SIGKILL, while the commit waits
             kills.append(name)
             cluster.start(name)
