@@ -27,11 +27,11 @@ venv: $(VENV)/.installed
 peers:
 	peers/fetch.sh
 
-# Lint and types first (ruff, mypy: settings in pyproject.toml), then the suite on three pytest-xdist workers (most
+# Lint and types first (ruff, mypy: settings in pyproject.toml), then the suite on two pytest-xdist workers (most
 # of its time is spent waiting on JVMs, brokers and Spark; tests/conftest.py's scheduler keeps each module, and
 # each stock RocketMQ version, on one worker). TEST_WORKERS=0 runs it in one process.
 # The venv (pip) and the peers (Maven) are independent downloads: fetched side by side.
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 2
 test:
 	$(MAKE) -j2 venv peers
 	$(PY) -m ruff check .

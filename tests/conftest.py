@@ -70,7 +70,7 @@ def unit_of(nodeid: str) -> str:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """`make test` runs three pytest-xdist workers. A work unit is a module (its module fixtures are set up once), or
+    """`make test` runs two pytest-xdist workers. A work unit is a module (its module fixtures are set up once), or
     every test of one stock RocketMQ version (unit_of). pytest-xdist's own --dist loadgroup cannot do this under
     pytest 9 (it renames items through an attribute pytest no longer reads). Units are dealt longest first
     (UNIT_SECONDS): xdist's own order (most tests first) left the 3-minute one-test units to the end, one worker
