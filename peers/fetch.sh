@@ -5,9 +5,7 @@
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DEST=${RMQ_PEERS_DIR:-$ROOT/.peers}
-MVN=${MVN:-mvn}
-# The plugin's version must be named: the bare `dependency:...` prefix does not resolve on these machines.
-PLUGIN=org.apache.maven.plugins:maven-dependency-plugin:3.6.1
+. "$ROOT/peers/maven_fetch.sh"
 
 for version in $(grep -v '^#' "$ROOT/peers/versions"); do
     case $version in
@@ -15,30 +13,10 @@ for version in $(grep -v '^#' "$ROOT/peers/versions"); do
         4.*) artifacts="rocketmq-namesrv rocketmq-broker rocketmq-client rocketmq-tools rocketmq-acl" ;;
         *) artifacts="rocketmq-namesrv rocketmq-broker rocketmq-client rocketmq-tools rocketmq-auth" ;;
     esac
-    home=$DEST/rocketmq-$version
-    marker="$version: $artifacts"
-    if [ -f "$home/lib/.complete" ] && [ "$(cat "$home/lib/.complete")" = "$marker" ]; then
-        continue
-    fi
-    echo "peers: fetching Apache RocketMQ $version ($artifacts) with Maven into $home/lib" >&2
-    rm -rf "$home/lib" "$home/lib.partial"
-    mkdir -p "$home"
-    deps=""
+    gavs=""
     for a in $artifacts; do
-        deps="$deps<dependency><groupId>org.apache.rocketmq</groupId><artifactId>$a</artifactId><version>$version</version></dependency>"
+        gavs="$gavs org.apache.rocketmq:$a:$version"
     done
-    cat > "$home/pom.xml" <<POM
-<?xml version="1.0" encoding="UTF-8"?>
-<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>rmq-spark.peers</groupId><artifactId>rocketmq-$version</artifactId><version>1</version>
-  <packaging>pom</packaging>
-  <dependencies>$deps</dependencies>
-</project>
-POM
-    "$MVN" -q -B -Dstyle.color=never -f "$home/pom.xml" "$PLUGIN:copy-dependencies" -DincludeScope=runtime \
-        -DoutputDirectory="$home/lib.partial"
-    mv "$home/lib.partial" "$home/lib"
-    echo "$marker" > "$home/lib/.complete"
-    echo "peers: Apache RocketMQ $version: $(ls "$home/lib" | wc -l) jars, $(du -sh "$home/lib" | cut -f1)" >&2
+    # shellcheck disable=SC2086  # one argument per artifact
+    maven_fetch peers "$DEST/rocketmq-$version" $gavs
 done
