@@ -157,7 +157,7 @@ def _pull_compiled(store, units: np.ndarray, keep: Optional[np.ndarray], offset:
         if got is None or got[3] >= 0:
             return None
         body, n, examined, _ = got
-        if n == 0:
+        if n == 0 or body is None:
             break
         parts.append(body)
         taken += n
