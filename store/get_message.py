@@ -168,7 +168,7 @@ def _pull_compiled(store, units: np.ndarray, keep: Optional[np.ndarray], offset:
             break  # ended by the caps or the queue's end, not by the file's
     if not taken:
         return None
-    result.status, result.next_begin_offset = GetMessageStatus.FOUND, offset + at
+    result.status, result.next_begin_offset, result.records = GetMessageStatus.FOUND, offset + at, taken
     return np.frombuffer(parts[0] if len(parts) == 1 else b"".join(parts), dtype=np.uint8)
 
 
@@ -237,7 +237,7 @@ def get_message_records(store, topic: str, queue_id: int, offset: int, max_msgs:
         result.status, result.next_begin_offset = GetMessageStatus.OFFSET_TOO_SMALL, \
             queue_min_offset(store, cq, fresh=True)
         return result, None
-    result.status = GetMessageStatus.FOUND
+    result.status, result.records = GetMessageStatus.FOUND, len(taken)
     # past the units scanned, as RocketMQ's getMessage: a full batch ends at its last message
     result.next_begin_offset = offset + (int(taken[-1]) + 1 if len(taken) == max_msgs else len(units))
     return result, body

@@ -58,9 +58,40 @@ class SendMessageProcessor(RequestProcessor):
                                                               "TRACE_ON": "false"})
 
     @handles(RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, header=read_send_header)
-    async def send(self, h: SendMessageRequestHeader, cmd: RemotingCommand, channel) -> RemotingCommand:
+    def send(self, h: SendMessageRequestHeader, cmd: RemotingCommand, channel):
+        """Answered at once to a topic that exists (under SYNC_FLUSH, once the group commit covers the record); a
+        topic to create first is awaited."""
+        if not self.broker.topics.ready_for_send(h.topic):
+            return self._after_topic(self._send, h, cmd, channel)
+        return self._send(h, cmd, channel)
+
+    @handles(RequestCode.SEND_BATCH_MESSAGE, header=read_send_header)
+    def send_batch(self, h: SendMessageRequestHeader, cmd: RemotingCommand, channel):
+        """A MessageBatch body (each message as MessageDecoder.encodeMessage writes it) appended in one write, so
+        its messages get consecutive queue offsets."""
+        if not self.broker.topics.ready_for_send(h.topic):
+            return self._after_topic(self._send_batch, h, cmd, channel)
+        return self._send_batch(h, cmd, channel)
+
+    async def _after_topic(self, send, h: SendMessageRequestHeader, cmd: RemotingCommand, channel):
+        await self.broker.topics.topic_for_send(h.topic, h.default_topic_queue_nums)
+        answer = send(h, cmd, channel)
+        return answer if isinstance(answer, RemotingCommand) else await answer
+
+    def _synced(self, end: int, answer: RemotingCommand):
+        """The answer, at once under ASYNC_FLUSH; under SYNC_FLUSH once the commitlog is fsynced up to end."""
+        group_commit = self.broker.group_commit
+        if group_commit is None:
+            return answer
+        return self._after_commit(group_commit, end, answer)
+
+    @staticmethod
+    async def _after_commit(group_commit, end: int, answer: RemotingCommand) -> RemotingCommand:
+        await group_commit.wait(end)  # SEND_OK only once the records are on disk
+        return answer
+
+    def _send(self, h: SendMessageRequestHeader, cmd: RemotingCommand, channel):
         topic = h.topic
-        await self.broker.topics.topic_for_send(topic, h.default_topic_queue_nums)
         queue_id = _or(h.queue_id, -1)
         refuse_illegal_queue(topic, queue_id, len(self.store.queues(topic)))
         properties = parse_properties(h.properties)
@@ -82,46 +113,37 @@ class SendMessageProcessor(RequestProcessor):
                 if queue_id < 0:
                     queue_id = self.store.take_round_robin(topic, len(self.store.queues(topic)), 1)
                 result = self.broker.schedule.schedule(topic, queue_id, cmd.body, properties, int(delay), **put_args)
-            else:
-                group_commit = self.broker.group_commit
-                result = self.store.put(topic, cmd.body, properties=properties or None,
-                                        queue_id=None if queue_id < 0 else queue_id,
-                                        defer_flush=group_commit is not None, **put_args)
-                self.broker.arrived(topic, result.queue_id)
-                if group_commit is not None:  # SYNC_FLUSH: SEND_OK only once the record is on disk
-                    await group_commit.wait(result.commit_log_offset + 1)
+                return self._response(cmd, result.msg_id, result.queue_id, result.queue_offset)
+            result = self.store.put(topic, cmd.body, properties=properties or None,
+                                    queue_id=None if queue_id < 0 else queue_id,
+                                    defer_flush=self.broker.group_commit is not None, **put_args)
         except ValueError as e:
             raise BadRequest(str(e), ResponseCode.MESSAGE_ILLEGAL) from None
-        return self._response(cmd, result.msg_id, result.queue_id, result.queue_offset)
+        self.broker.arrived(topic, result.queue_id)
+        return self._synced(result.commit_log_offset + 1,
+                            self._response(cmd, result.msg_id, result.queue_id, result.queue_offset))
 
-    @handles(RequestCode.SEND_BATCH_MESSAGE, header=read_send_header)
-    async def send_batch(self, h: SendMessageRequestHeader, cmd: RemotingCommand, channel) -> RemotingCommand:
-        """A MessageBatch body (each message as MessageDecoder.encodeMessage writes it) appended with one
-        put_batch, so its messages get consecutive queue offsets."""
+    def _send_batch(self, h: SendMessageRequestHeader, cmd: RemotingCommand, channel):
         topic = h.topic
         if cmd.body:  # the usual batch: straight from the body into records, as RocketMQ's putMessages does
-            await self.broker.topics.topic_for_send(topic, h.default_topic_queue_nums)
             queue_id = _or(h.queue_id, -1)
             if queue_id < 0:
                 queue_id = self.store.take_round_robin(topic, len(self.store.queues(topic)), 1)
             born_timestamp = _or(h.born_timestamp, int(time.time() * 1000))
-            group_commit = self.broker.group_commit
             try:
                 put = self.store.put_message_batch(topic, cmd.body, queue_id, born_timestamp=born_timestamp,
                                                    born_host=channel.remote_address,
-                                                   defer_flush=group_commit is not None)
+                                                   defer_flush=self.broker.group_commit is not None)
             except ValueError as e:
                 raise BadRequest(str(e), ResponseCode.MESSAGE_ILLEGAL) from None
             if put is not None:
                 self.broker.arrived(topic, queue_id, len(put))
-                if group_commit is not None:  # SYNC_FLUSH: SEND_OK only once the records are on disk
-                    await group_commit.wait(int(put.commit_log_offsets[-1]) + 1)
                 ids = codec.message_ids_text(put.store_host[0], put.store_host[1], put.commit_log_offsets)
-                return self._response(cmd, ids, queue_id, int(put.queue_offsets[0]))
+                return self._synced(int(put.commit_log_offsets[-1]) + 1,
+                                    self._response(cmd, ids, queue_id, int(put.queue_offsets[0])))
         bodies, flags, props = decode_message_batch(cmd.body)
         if not len(bodies):
             raise BadRequest("the batch holds no message", ResponseCode.MESSAGE_ILLEGAL)
-        await self.broker.topics.topic_for_send(topic, h.default_topic_queue_nums)
         queue_id = _or(h.queue_id, -1)
         if queue_id < 0:
             queue_id = self.store.take_round_robin(topic, len(self.store.queues(topic)), 1)
