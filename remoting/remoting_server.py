@@ -26,9 +26,10 @@ LARGE_BODY = 64 << 10
 # RocketMQ's remark when a request finds its processor's queue full (NettyRemotingAbstract)
 OVERLOAD_REMARK = "[OVERLOAD]system busy, start flow control for a while"
 
-# A processor answers a request at once (returns the answer, or None for none) or later (returns an awaitable of
-# it, run as a task of its own): the usual pull and send are answered at once, without a task's cost; anything
-# that waits (a held pull, a group commit, a name-server call) is awaited.
+# A processor answers a request at once (returns the answer, or None for none), or later: a future of it (written
+# when done) or any other awaitable of it (run as a task of its own). The usual pull is answered at once and a
+# single send by a future (appended with the others of its turn), without a task's cost; anything that waits
+# (a held pull, a name-server call) is awaited.
 Processor = Callable[[RemotingCommand, "Channel"],
                      Union[Awaitable[Optional[RemotingCommand]], Optional[RemotingCommand]]]
 # RocketMQ's RPCHook.doBeforeRequest: sees every request before its processor; an answer it returns is the answer
@@ -267,6 +268,9 @@ class RemotingServer:
                 if isinstance(answer, RemotingCommand) and not cmd.is_oneway \
                         and channel.buffered() <= self.limits.write_high_water:
                     self._answer_now(cmd, channel, answer)
+                elif isinstance(answer, asyncio.Future):
+                    channel._set_busy(+1)
+                    answer.add_done_callback(functools.partial(self._answered, cmd, channel))
                 elif answer is not None and not (isinstance(answer, RemotingCommand) and cmd.is_oneway):
                     later = self._finish(cmd, channel, answer)
                     task = asyncio.ensure_future(later)
@@ -395,6 +399,24 @@ class RemotingServer:
     def _done(self, channel: Channel, task: asyncio.Task) -> None:
         self._tasks.discard(task)
         channel._done(task)
+
+    def _answered(self, cmd: RemotingCommand, channel: Channel, done: asyncio.Future) -> None:
+        """A processor's future is done: its answer written (without a task while the client has room)."""
+        channel._set_busy(-1)
+        if done.cancelled():
+            return
+        error = done.exception()
+        if error is not None and not isinstance(error, Exception):
+            raise error
+        response = done.result() if error is None else self._failed(cmd, channel, error)
+        if response is None or cmd.is_oneway or channel.closed.is_set():
+            return
+        if channel.buffered() <= self.limits.write_high_water:
+            self._answer_now(cmd, channel, response)
+        else:
+            task = asyncio.ensure_future(self._answer(cmd, channel, response))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     def _answer_now(self, cmd: RemotingCommand, channel: Channel, response: RemotingCommand) -> None:
         """Write an answer given at once (the client has room for it)."""

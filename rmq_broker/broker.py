@@ -256,8 +256,8 @@ class Broker:
                 answer = processor.process_request(cmd, channel)
             except (BadRequest, HeaderFieldError, StoreError) as e:
                 return _refusal(cmd, e)
-            if answer is None or isinstance(answer, RemotingCommand):
-                return answer
+            if answer is None or isinstance(answer, (RemotingCommand, asyncio.Future)):
+                return answer  # a future's answer is the processor's own
             return _answered_later(cmd, answer)
         return run
 

@@ -19,12 +19,13 @@ from remoting.broker_headers import (
     SendMessageResponseHeader,
     read_send_header,
 )
+from store import StoreError, native
 from store import message_codec as codec
-from store import native
 from store.message_properties import PropertiesText, parse_properties
 
 from ..bad_request import BadRequest
 from ..schedule_message_service import PROPERTY_DELAY
+from ..send_coalescer import SendCoalescer
 from ..topic_validator import refuse_illegal_queue
 from ..transactional_message_service import (
     PROPERTY_PRODUCER_GROUP,
@@ -50,6 +51,7 @@ class SendMessageProcessor(RequestProcessor):
         super().__init__()
         self.broker = broker
         self.store = broker.store
+        self.coalescer = SendCoalescer(broker)
 
     def _response(self, cmd: RemotingCommand, msg_id: str, queue_id: int, queue_offset: int,
                   transaction_id: Optional[str] = None) -> RemotingCommand:
@@ -103,28 +105,39 @@ class SendMessageProcessor(RequestProcessor):
         put_args = dict(flag=_or(h.flag, 0), sys_flag=sys_flag,
                         born_timestamp=_or(h.born_timestamp, int(time.time() * 1000)),
                         born_host=channel.remote_address, reconsume_times=_or(h.reconsume_times, 0))
-        if properties.get(PROPERTY_TRANSACTION_PREPARED) == "true":
-            texts = pa.array([h.properties or ""], pa.string())
-            return self._prepare(cmd, topic, queue_id, pa.array([cmd.body], pa.binary()), texts,
-                                 PropertiesText(texts), put_args)
-        delay = properties.pop(PROPERTY_DELAY, None)
-        try:
-            if delay is not None and delay.isdigit() and int(delay) > 0:  # a delayed message: waits its level out
-                if queue_id < 0:
-                    queue_id = self.store.take_round_robin(topic, len(self.store.queues(topic)), 1)
-                result = self.broker.schedule.schedule(topic, queue_id, cmd.body, properties, int(delay), **put_args)
-                return self._response(cmd, result.msg_id, result.queue_id, result.queue_offset)
-            result = self.store.put(topic, cmd.body, properties=properties or None,
-                                    queue_id=None if queue_id < 0 else queue_id,
-                                    defer_flush=self.broker.group_commit is not None, **put_args)
-        except ValueError as e:
-            raise BadRequest(str(e), ResponseCode.MESSAGE_ILLEGAL) from None
-        self.broker.arrived(topic, result.queue_id)
-        return self._synced(result.commit_log_offset + 1,
-                            self._response(cmd, result.msg_id, result.queue_id, result.queue_offset))
+        prepared = properties.get(PROPERTY_TRANSACTION_PREPARED) == "true"
+        delay_text = properties.pop(PROPERTY_DELAY, None)
+        delay = int(delay_text) if delay_text is not None and delay_text.isdigit() else 0
+        if prepared or delay > 0:
+            self.coalescer.flush()  # the sends read before this one are appended before it
+            if prepared:
+                texts = pa.array([h.properties or ""], pa.string())
+                return self._prepare(cmd, topic, queue_id, pa.array([cmd.body], pa.binary()), texts,
+                                     PropertiesText(texts), put_args)
+            if queue_id < 0:  # a delayed message: waits its level out
+                queue_id = self.store.take_round_robin(topic, len(self.store.queues(topic)), 1)
+            try:
+                result = self.broker.schedule.schedule(topic, queue_id, cmd.body, properties, delay, **put_args)
+            except ValueError as e:
+                raise BadRequest(str(e), ResponseCode.MESSAGE_ILLEGAL) from None
+            return self._response(cmd, result.msg_id, result.queue_id, result.queue_offset)
+        return self.coalescer.put(dict(topic=topic, body=cmd.body, properties=properties or None,
+                                       queue_id=None if queue_id < 0 else queue_id, **put_args),
+                                  lambda result: self._put_answer(cmd, result))
+
+    def _put_answer(self, cmd: RemotingCommand, result) -> RemotingCommand:
+        """A coalesced send's answer: SEND_OK with where it went, or the refusal of the store."""
+        if isinstance(result, ValueError):
+            return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(result))
+        if isinstance(result, StoreError):
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(result).__name__}: {result}")
+        if isinstance(result, Exception):
+            raise result
+        return self._response(cmd, result.msg_id, result.queue_id, result.queue_offset)
 
     def _send_batch(self, h: SendMessageRequestHeader, cmd: RemotingCommand, channel):
         topic = h.topic
+        self.coalescer.flush()  # the single sends read before this batch are appended before it
         if cmd.body:  # the usual batch: straight from the body into records, as RocketMQ's putMessages does
             queue_id = _or(h.queue_id, -1)
             if queue_id < 0:
