@@ -647,6 +647,74 @@ class MessageStore:
                               np.arange(queue_offset, queue_offset + planned.n, dtype=np.int64), positions,
                               self.store_host, None)
 
+    def put_message_batches(self, batches: Sequence[tuple], defer_flush: bool = False) -> list:
+        """Several MessageBatch bodies, each (topic, body, queue id, born timestamp, born host), in one write when
+        every one is the usual batch and they fit in the current commitlog file, else put_message_batch one
+        after another: either way each batch gets consecutive queue offsets, in the order given. Per batch its
+        PutBatchResult, the ValueError its body raised, or None: not the usual batch (the caller takes
+        put_batch), and so is every batch after it, so that the caller keeps the order. The broker's batches that
+        arrive in one turn of its event loop."""
+        if self.read_only:
+            raise ReadOnlyStoreError(f"store {self.path} is open read-only")
+        if len(batches) > 1:
+            try:
+                plans = [plan_message_batch(self, topic, body, born_ts, born_host)
+                         for topic, body, _, born_ts, born_host in batches]
+            except ValueError:
+                plans = []
+            if plans and all(p is not None for p in plans):
+                with self.write_lock():
+                    placed = self._append_batches_locked(plans, [b[2] for b in batches], defer_flush)
+                if placed is not None:
+                    return placed
+        out: list = []
+        for topic, body, queue_id, born_ts, born_host in batches:
+            if out and out[-1] is None:
+                out.append(None)
+                continue
+            try:
+                out.append(self.put_message_batch(topic, body, queue_id, born_timestamp=born_ts, born_host=born_host,
+                                                  defer_flush=defer_flush))
+            except (ValueError, StoreError) as e:  # this one refused; those before it are stored
+                out.append(e)
+        return out
+
+    def _append_batches_locked(self, plans: list, queue_ids: list[int], defer_flush: bool) -> Optional[list]:
+        """Planned MessageBatch bodies appended together (put_message_batches); None, with nothing written, when a
+        queue id is outside its topic's write queues or they do not fit in the current commitlog file."""
+        write_pos = self._sync_write_state()
+        store_ts = int(time.time() * 1000)
+        next_offset: dict[tuple[str, int], int] = {}
+        records, units, positions, runs, placed = [], [], [], [], []
+        pos, first = write_pos, 0
+        for plan, queue_id in zip(plans, queue_ids):
+            config = self.topic_config.table.get(plan.topic)
+            if config is None:
+                config = self._create_topic_locked(plan.topic, self.config.defaultTopicQueueNums)
+            if not 0 <= queue_id < config.writeQueueNums:
+                return None
+            queue_offset = next_offset.get((plan.topic, queue_id))
+            if queue_offset is None:
+                queue_offset = self.queue_end(plan.topic, queue_id)
+            encoded, batch_units, batch_positions, pos = plan.encode(queue_id, queue_offset, pos, store_ts,
+                                                                     self.store_host)
+            next_offset[(plan.topic, queue_id)] = queue_offset + plan.n
+            runs.append((plan.topic, queue_id, queue_offset, first, plan.n))
+            first += plan.n
+            records.append(encoded)
+            units.append(batch_units)
+            positions.append(batch_positions)
+            placed.append((plan, queue_id, queue_offset, batch_positions))
+        all_units = np.empty(first, dtype=UNIT_DTYPE)  # np.concatenate would turn them to native byte order
+        for (_, _, _, at, n), batch_units in zip(runs, units):
+            all_units[at:at + n] = batch_units
+        if self._append_runs_locked(b"".join(records), all_units, runs, np.concatenate(positions), write_pos,
+                                    store_ts, defer_flush) is None:
+            return None
+        return [PutBatchResult([plan.topic], np.zeros(1, np.int32), np.full(plan.n, queue_id, np.int32),
+                               np.arange(queue_offset, queue_offset + plan.n, dtype=np.int64), at, self.store_host,
+                               None) for plan, queue_id, queue_offset, at in placed]
+
     def _append_runs_locked(self, records, units: np.ndarray, runs: list[tuple[str, int, int, int, int]],
                             positions: np.ndarray, write_pos: int, store_ts: int, defer_flush: bool) -> Optional[int]:
         """Records appended at write_pos (put_one's, a message batch's, single sends put together): the commitlog

@@ -126,40 +126,50 @@ class SendMessageProcessor(RequestProcessor):
                                   lambda result: self._put_answer(cmd, result))
 
     def _put_answer(self, cmd: RemotingCommand, result) -> RemotingCommand:
-        """A coalesced send's answer: SEND_OK with where it went, or the refusal of the store."""
-        if isinstance(result, ValueError):
-            return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(result))
-        if isinstance(result, StoreError):
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(result).__name__}: {result}")
-        if isinstance(result, Exception):
-            raise result
+        """A coalesced send's answer: SEND_OK with where it went, or the store's refusal."""
+        refused = _refusal(cmd, result)
+        if refused is not None:
+            return refused
+        self.broker.arrived(result.topic, result.queue_id)
         return self._response(cmd, result.msg_id, result.queue_id, result.queue_offset)
 
-    def _send_batch(self, h: SendMessageRequestHeader, cmd: RemotingCommand, channel):
-        topic = h.topic
-        self.coalescer.flush()  # the single sends read before this batch are appended before it
-        if cmd.body:  # the usual batch: straight from the body into records, as RocketMQ's putMessages does
-            queue_id = _or(h.queue_id, -1)
-            if queue_id < 0:
-                queue_id = self.store.take_round_robin(topic, len(self.store.queues(topic)), 1)
-            born_timestamp = _or(h.born_timestamp, int(time.time() * 1000))
+    def _batch_answer(self, h: SendMessageRequestHeader, cmd: RemotingCommand, channel, queue_id: int,
+                      result) -> RemotingCommand:
+        """A coalesced batch's answer; one that is not the usual batch is put here, in its turn."""
+        refused = _refusal(cmd, result)
+        if refused is not None:
+            return refused
+        if result is None:
             try:
-                put = self.store.put_message_batch(topic, cmd.body, queue_id, born_timestamp=born_timestamp,
-                                                   born_host=channel.remote_address,
-                                                   defer_flush=self.broker.group_commit is not None)
-            except ValueError as e:
-                raise BadRequest(str(e), ResponseCode.MESSAGE_ILLEGAL) from None
-            if put is not None:
-                self.broker.arrived(topic, queue_id, len(put))
-                ids = codec.message_ids_text(put.store_host[0], put.store_host[1], put.commit_log_offsets)
-                return self._synced(int(put.commit_log_offsets[-1]) + 1,
-                                    self._response(cmd, ids, queue_id, int(put.queue_offsets[0])))
+                return self._send_batch_general(h, cmd, channel, queue_id)
+            except BadRequest as e:
+                return cmd.response(e.code, str(e))
+            except StoreError as e:
+                return cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
+        self.broker.arrived(h.topic, queue_id, len(result))
+        ids = codec.message_ids_text(result.store_host[0], result.store_host[1], result.commit_log_offsets)
+        return self._response(cmd, ids, queue_id, int(result.queue_offsets[0]))
+
+    def _send_batch(self, h: SendMessageRequestHeader, cmd: RemotingCommand, channel):
+        queue_id = _or(h.queue_id, -1)
+        if queue_id < 0:
+            queue_id = self.store.take_round_robin(h.topic, len(self.store.queues(h.topic)), 1)
+        if not cmd.body:
+            self.coalescer.flush()  # the sends read before this one are appended before it
+            return self._send_batch_general(h, cmd, channel, queue_id)
+        # the usual batch: straight from the body into records, as RocketMQ's putMessages does
+        born_timestamp = _or(h.born_timestamp, int(time.time() * 1000))
+        return self.coalescer.put_batch((h.topic, cmd.body, queue_id, born_timestamp, channel.remote_address),
+                                        lambda result: self._batch_answer(h, cmd, channel, queue_id, result))
+
+    def _send_batch_general(self, h: SendMessageRequestHeader, cmd: RemotingCommand, channel,
+                            queue_id: int) -> RemotingCommand:
+        """A batch that is not the usual one: decoded into columns, put_batch (which words the errors) or the
+        halves of a transaction."""
+        topic = h.topic
         bodies, flags, props = decode_message_batch(cmd.body)
         if not len(bodies):
             raise BadRequest("the batch holds no message", ResponseCode.MESSAGE_ILLEGAL)
-        queue_id = _or(h.queue_id, -1)
-        if queue_id < 0:
-            queue_id = self.store.take_round_robin(topic, len(self.store.queues(topic)), 1)
         born_timestamp = _or(h.born_timestamp, int(time.time() * 1000))
         if props is not None:
             looked = PropertiesText(props)
@@ -264,3 +274,13 @@ def decode_message_batch(body: bytes) -> tuple[pa.Array, np.ndarray, Optional[pa
         raise BadRequest(f"a batch message's properties are not UTF-8: {e}", ResponseCode.MESSAGE_ILLEGAL) from None
     return bodies, flags, texts
 
+
+def _refusal(cmd: RemotingCommand, result) -> Optional[RemotingCommand]:
+    """The answer to a send the store refused (result: the error), or None."""
+    if isinstance(result, ValueError):
+        return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(result))
+    if isinstance(result, StoreError):
+        return cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(result).__name__}: {result}")
+    if isinstance(result, Exception):
+        raise result
+    return None

@@ -57,3 +57,28 @@ def test_sync_flush_sends_appended_together_are_acknowledged_after_their_fsync(t
                 assert b.store.synced_end >= b.store.commit_log_max_offset()
                 assert len(synced) < 11  # one fsync served several sends
     asyncio.run(main())
+
+
+def test_pipelined_batches_are_appended_together_in_order(tmp_path):
+    async def main():
+        async with Broker(tmp_path / "s", "127.0.0.1:0") as b:
+            async with RemotingClient(b.address) as client:
+                coalescer = b.processors[send("T", b"").code].coalescer
+                await client.invoke(send("T", b"first", queue_id=0))
+                before = coalescer.coalesced
+                requests = [send_batch("T", [b"a%d" % i, b"b%d" % i], queue_id=i % 2) for i in range(8)]
+                torn = send_batch("T", [b"torn"], queue_id=0)
+                torn.body = torn.body[:-2]
+                requests[3] = torn
+                requests[5] = send_batch("T", [b"\xff odd"], queue_id=1, k="vä\x01lue")  # not the usual batch
+                answers = await asyncio.gather(*[client.invoke(r) for r in requests])
+                assert coalescer.coalesced > before
+                assert answers[3].code == ResponseCode.MESSAGE_ILLEGAL, answers[3].remark
+                assert all(a.code == ResponseCode.SUCCESS for i, a in enumerate(answers) if i != 3), \
+                    [a.remark for a in answers]
+                stored = {q: [m.body for m in records((await client.invoke(pull("T", 0, queue_id=q))).body)]
+                          for q in (0, 1)}
+                assert stored[0] == [b"first"] + [x for i in (0, 2, 4, 6) for x in (b"a%d" % i, b"b%d" % i)]
+                assert stored[1] == [b"a1", b"b1", b"\xff odd", b"a7", b"b7"]  # 3 was torn, 5 went the long way
+                assert int(answers[7].ext_fields["queueOffset"]) == 3
+    asyncio.run(main())
