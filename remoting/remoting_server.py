@@ -8,7 +8,6 @@ import contextlib
 import dataclasses
 import functools
 import logging
-import os
 import struct
 import time
 from typing import Awaitable, Callable, Iterator, Optional, Union
@@ -24,7 +23,6 @@ log = logging.getLogger(__name__)
 
 EOF_GRACE_S = 0.5
 LARGE_BODY = 64 << 10
-FLUSH_BYTES = int(os.environ.get("RMQ_FLUSH_BYTES", str(1 << 40)))
 # RocketMQ's remark when a request finds its processor's queue full (NettyRemotingAbstract)
 OVERLOAD_REMARK = "[OVERLOAD]system busy, start flow control for a while"
 
@@ -139,8 +137,6 @@ class Channel:
             asyncio.get_running_loop().call_soon(self._flush)
         else:
             self._out.append(data)
-        if self._out_bytes >= FLUSH_BYTES:
-            self._flush()
 
     async def _drain(self) -> None:
         """Wait until the client has read its answers down to the low-water mark (ConnectionError when it is
