@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
 from .codes import RequestCode
-from .command_header import WIRE, CommandHeader, Int, Long
+from .command_header import WIRE, CommandHeader, Int, Long, make_reader
 
 
 # The send headers: RocketMQ requires (@CFNotNull) producerGroup, topic, defaultTopic, defaultTopicQueueNums,
@@ -76,8 +76,12 @@ def read_send_header(code: int, ext: Mapping[str, str]) -> SendMessageRequestHea
     sends every batch so); when the short topic `b` is there only the short names count, as RocketMQ decodes the V2
     header, so a long-named field beside them can never override what the ACL checked."""
     if code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE) and "b" in ext:
-        return SendMessageRequestHeaderV2.from_ext_fields(ext).to_v1()
+        return _read_v2(ext)
     return SendMessageRequestHeader.from_ext_fields(ext)
+
+
+# SendMessageRequestHeaderV2's fields read straight into SendMessageRequestHeader (errors name V2's fields)
+_read_v2 = make_reader(SendMessageRequestHeader, _V2_SHORT_NAMES, SendMessageRequestHeaderV2.__name__)
 
 
 @dataclass

@@ -94,15 +94,10 @@ def _write(value: Any) -> str:
 class CommandHeader:
     @classmethod
     def from_ext_fields(cls: type[H], ext: Mapping[str, str]) -> H:
-        values = {}
-        for f in _spec(cls):
-            value = ext.get(f.wire)
-            if value is None:
-                if f.required:
-                    raise HeaderFieldError(cls.__name__, f.wire, None, "")
-                continue
-            values[f.attr] = _read(cls.__name__, f, value)
-        return cls(**values)
+        reader = _readers.get(cls)
+        if reader is None:
+            reader = _readers[cls] = make_reader(cls)
+        return reader(ext)
 
     def required(self, attr: str) -> Any:
         """An optional field's value where the request needs it (an empty text counts as missing): HeaderFieldError
@@ -114,9 +109,50 @@ class CommandHeader:
         return value
 
     def to_ext_fields(self) -> dict[str, str]:
-        out = {}
-        for f in _spec(type(self)):
-            value = getattr(self, f.attr)
-            if value is not None:
-                out[f.wire] = _write(value)
-        return out
+        writer = _writers.get(type(self))
+        if writer is None:
+            writer = _writers[type(self)] = _make_writer(type(self))
+        return writer(self)
+
+
+# Each header class's reader and writer, made once as straight-line code (every request reads one: a loop over the
+# fields with a call per field cost more than the rest of the header's work)
+_readers: dict[type, Any] = {}
+_writers: dict[type, Any] = {}
+
+
+def make_reader(cls: type, wires: Optional[Mapping[str, str]] = None, name: Optional[str] = None) -> Any:
+    """cls's reader; wires (cls's wire names -> another's) and name: read it from another header's form (its names
+    in the errors), as SEND_MESSAGE_V2's short fields."""
+    spec = _spec(cls)
+    if wires is not None:
+        spec = tuple(f._replace(wire=wires[f.wire]) for f in spec)
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+    env: dict[str, Any] = {"cls": cls, "HeaderFieldError": HeaderFieldError, "_read": _read,
+                           "NAME": name or cls.__name__}
+    lines = ["def read(ext):", "    get = ext.get"]
+    for i, f in enumerate(spec):
+        env[f"F{i}"] = f
+        lines.append(f"    v = get({f.wire!r})")
+        if f.required:
+            lines.append(f"    if v is None: raise HeaderFieldError(NAME, {f.wire!r}, None, '')")
+            lines.append(f"    a{i} = v" if f.kind is str else f"    a{i} = _read(NAME, F{i}, v)")
+        else:
+            env[f"D{i}"] = defaults[f.attr]
+            conv = "v" if f.kind is str else f"_read(NAME, F{i}, v)"
+            lines.append(f"    a{i} = D{i} if v is None else {conv}")
+    lines.append("    return cls(" + ", ".join(f"a{i}" for i in range(len(spec))) + ")")
+    exec("\n".join(lines), env)
+    return env["read"]
+
+
+def _make_writer(cls: type) -> Any:
+    spec = _spec(cls)
+    env: dict[str, Any] = {"_write": _write}
+    lines = ["def write(h):", "    out = {}"]
+    for f in spec:
+        lines.append(f"    v = h.{f.attr}")
+        lines.append(f"    if v is not None: out[{f.wire!r}] = v if type(v) is str else _write(v)")
+    lines.append("    return out")
+    exec("\n".join(lines), env)
+    return env["write"]

@@ -23,6 +23,8 @@ DEFAULT_MAX_FRAME = 16 << 20
 
 _opaques = itertools.count(1)
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_JSON_DECODE = json.JSONDecoder().decode
+_MARK = struct.Struct(">I")
 # enum lookups by value or name are slow on a per-frame path: plain dicts
 _LANGUAGE_NAMES: dict[int, str] = {m.value: m.name for m in LanguageCode}
 _LANGUAGES: dict = {**{m.name: m for m in LanguageCode}, **{m.value: m for m in LanguageCode}}
@@ -118,44 +120,48 @@ class RemotingCommand:
         """A frame's payload (what follows the 4-byte length)."""
         if len(payload) < 4:
             raise FrameError(f"a frame of {len(payload)} bytes has no header length")
-        (mark,) = struct.unpack_from(">I", payload, 0)
+        (mark,) = _MARK.unpack_from(payload, 0)
         kind, header_len = mark >> 24, mark & 0xFFFFFF
         if 4 + header_len > len(payload):
             raise FrameError(f"header length {header_len} runs past the frame ({len(payload)} bytes)")
-        header = bytes(payload[4:4 + header_len])
-        body = bytes(payload[4 + header_len:])
+        body = payload[4 + header_len:] if 4 + header_len < len(payload) else b""
+        if type(body) is not bytes:
+            body = bytes(body)
         if kind == SerializeType.JSON:
-            cmd = cls._from_json(header)
+            cmd = cls._from_json(payload, header_len)
         elif kind == SerializeType.ROCKETMQ:
-            cmd = cls._from_binary(header)
+            cmd = cls._from_binary(bytes(payload[4:4 + header_len]))
         else:
             raise FrameError(f"unknown serialize type {kind}")
         cmd.body = body
         return cmd
 
     @classmethod
-    def _from_json(cls, header: bytes) -> "RemotingCommand":
+    def _from_json(cls, payload: bytes | bytearray, header_len: int) -> "RemotingCommand":
         try:
-            obj = json.loads(header)
+            obj = _JSON_DECODE(str(memoryview(payload)[4:4 + header_len], "utf-8"))
         except (ValueError, UnicodeDecodeError) as e:
             raise FrameError(f"the JSON header does not parse: {e}") from None
         except RecursionError:
             raise FrameError("the JSON header nests too deeply") from None
-        if not isinstance(obj, dict):
+        if type(obj) is not dict:
             raise FrameError("the JSON header is not an object")
         ext = obj.get("extFields")
         if ext is None:
             ext = {}
-        if not isinstance(ext, dict):
+        elif type(ext) is not dict:
             raise FrameError("extFields is not an object")
+        elif set(map(type, ext.values())) - _STR:  # JSON's keys are strings; values are as clients sent them
+            ext = _texts(ext)
         language = obj.get("language", "OTHER")
         lang = _LANGUAGES.get(language if type(language) in (str, int) else None, LanguageCode.OTHER)
         remark = obj.get("remark")
-        return cls(code=_int(obj.get("code"), "code"), opaque=_int(obj.get("opaque", 0), "opaque"),
-                   flag=_int(obj.get("flag", 0), "flag"), remark=None if remark is None else str(remark),
-                   ext_fields=_texts(ext),
-                   language=lang, version=_int(obj.get("version", 0), "version"),
-                   serialize_type=SerializeType.JSON)
+        code, opaque, flag, version = obj.get("code"), obj.get("opaque", 0), obj.get("flag", 0), obj.get("version", 0)
+        if not (type(code) is int and type(opaque) is int and type(flag) is int and type(version) is int):
+            code, opaque = _int(code, "code"), _int(opaque, "opaque")
+            flag, version = _int(flag, "flag"), _int(version, "version")
+        return cls(code, opaque, flag, None if remark is None else str(remark), ext, b"", lang, version,
+                   SerializeType.JSON)
 
     @classmethod
     def _from_binary(cls, header: bytes) -> "RemotingCommand":

@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 import struct
 import time
-from typing import Awaitable, Callable, Iterator, Optional
+from typing import Awaitable, Callable, Iterator, Optional, Union
 
 from .codes import RequestCode, ResponseCode
 from .command_header import HeaderFieldError
@@ -25,7 +26,12 @@ LARGE_BODY = 64 << 10
 # RocketMQ's remark when a request finds its processor's queue full (NettyRemotingAbstract)
 OVERLOAD_REMARK = "[OVERLOAD]system busy, start flow control for a while"
 
-Processor = Callable[[RemotingCommand, "Channel"], Awaitable[Optional[RemotingCommand]]]
+# A processor answers a request at once (returns the answer, or None for none), or later: a future of it (written
+# when done) or any other awaitable of it (run as a task of its own). The usual pull is answered at once and a
+# single send by a future (appended with the others of its turn), without a task's cost; anything that waits
+# (a held pull, a name-server call) is awaited.
+Processor = Callable[[RemotingCommand, "Channel"],
+                     Union[Awaitable[Optional[RemotingCommand]], Optional[RemotingCommand]]]
 # RocketMQ's RPCHook.doBeforeRequest: sees every request before its processor; an answer it returns is the answer
 # (a refusal) and the processor is not run
 BeforeRequest = Callable[[RemotingCommand, "Channel"], Optional[RemotingCommand]]
@@ -258,12 +264,20 @@ class RemotingServer:
                 if self.busy >= self.limits.max_busy:
                     self._refuse_busy(cmd, channel)
                     continue
-                task = asyncio.ensure_future(self._dispatch(cmd, channel))
-                channel._set_busy(+1)
-                self._tasks.add(task)
-                channel.tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
-                task.add_done_callback(channel._done)
+                answer = self._start(cmd, channel)
+                if isinstance(answer, RemotingCommand) and not cmd.is_oneway \
+                        and channel.buffered() <= self.limits.write_high_water:
+                    self._answer_now(cmd, channel, answer)
+                elif isinstance(answer, asyncio.Future):
+                    channel._set_busy(+1)
+                    answer.add_done_callback(functools.partial(self._answered, cmd, channel))
+                elif answer is not None and not (isinstance(answer, RemotingCommand) and cmd.is_oneway):
+                    later = self._finish(cmd, channel, answer)
+                    task = asyncio.ensure_future(later)
+                    channel._set_busy(+1)
+                    self._tasks.add(task)
+                    channel.tasks.add(task)
+                    task.add_done_callback(functools.partial(self._done, channel))
         except FrameError as e:
             log.warning("closing %s: %s", channel.remote_address, e)
         except (ConnectionError, asyncio.CancelledError):
@@ -358,21 +372,64 @@ class RemotingServer:
             return self._failed(cmd, channel, e)
         return None
 
-    async def _dispatch(self, cmd: RemotingCommand, channel: Channel) -> None:
+    def _start(self, cmd: RemotingCommand, channel: Channel) -> Union[RemotingCommand, Awaitable, None]:
+        """The request's answer if its processor gave one at once, else what to await for it (or None)."""
         processor = self.processors.get(cmd.code)
         response = self._before(cmd, channel) if self.before_request else None
         if response is not None:
-            pass  # refused before its processor
-        elif processor is None:
+            return response  # refused before its processor
+        if processor is None:
             name = RequestCode(cmd.code).name if cmd.code in RequestCode._value2member_map_ else "unknown"
-            response = cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                                    f"request code {cmd.code} ({name}) is not supported")
-        else:
+            return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                f"request code {cmd.code} ({name}) is not supported")
+        try:
+            return processor(cmd, channel)
+        except Exception as e:
+            return self._failed(cmd, channel, e)
+
+    async def _finish(self, cmd: RemotingCommand, channel: Channel, answer) -> None:
+        """A request answered later: its processor's awaitable, or an answer waiting for room to be written."""
+        if not isinstance(answer, RemotingCommand):
             try:
-                response = await processor(cmd, channel)
+                answer = await answer
             except Exception as e:
-                response = self._failed(cmd, channel, e)
-        await self._answer(cmd, channel, response)
+                answer = self._failed(cmd, channel, e)
+        await self._answer(cmd, channel, answer)
+
+    def _done(self, channel: Channel, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        channel._done(task)
+
+    def _answered(self, cmd: RemotingCommand, channel: Channel, done: asyncio.Future) -> None:
+        """A processor's future is done: its answer written (without a task while the client has room)."""
+        channel._set_busy(-1)
+        if done.cancelled():
+            return
+        error = done.exception()
+        if error is not None and not isinstance(error, Exception):
+            raise error
+        response = done.result() if error is None else self._failed(cmd, channel, error)
+        if response is None or cmd.is_oneway or channel.closed.is_set():
+            return
+        if channel.buffered() <= self.limits.write_high_water:
+            self._answer_now(cmd, channel, response)
+        else:
+            task = asyncio.ensure_future(self._answer(cmd, channel, response))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    def _answer_now(self, cmd: RemotingCommand, channel: Channel, response: RemotingCommand) -> None:
+        """Write an answer given at once (the client has room for it)."""
+        try:
+            parts = [response.encode()] if len(response.body) < LARGE_BODY else \
+                [response.encode_head(), response.body]
+        except (FrameError, struct.error, OverflowError) as e:  # an answer that does not fit its encoding
+            log.error("the answer to request code %d from %s does not encode: %s", cmd.code, channel.remote_address,
+                      e)
+            parts = [cmd.response(ResponseCode.SYSTEM_ERROR, f"the answer does not encode: {e}").encode()]
+        if not channel.closed.is_set():
+            for part in parts:
+                channel._write(part)
 
     async def _answer(self, cmd: RemotingCommand, channel: Channel, response: Optional[RemotingCommand]) -> None:
         if response is not None and not cmd.is_oneway:

@@ -249,13 +249,16 @@ class Broker:
             raise BadRequest(why, ResponseCode.NO_PERMISSION)
 
     def _answering(self, processor: RequestProcessor):
-        async def run(cmd: RemotingCommand, channel):
+        """The processor's requests as the server takes them: answered at once where the handler answers at once,
+        else awaited; a request's own fault (BadRequest, a header field) or the store's answered with its code."""
+        def run(cmd: RemotingCommand, channel):
             try:
-                return await processor.process_request(cmd, channel)
-            except (BadRequest, HeaderFieldError) as e:  # the request's fault: its code, a remark naming the field
-                return cmd.response(getattr(e, "code", ResponseCode.SYSTEM_ERROR), str(e))
-            except StoreError as e:
-                return cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
+                answer = processor.process_request(cmd, channel)
+            except (BadRequest, HeaderFieldError, StoreError) as e:
+                return _refusal(cmd, e)
+            if answer is None or isinstance(answer, (RemotingCommand, asyncio.Future)):
+                return answer  # a future's answer is the processor's own
+            return _answered_later(cmd, answer)
         return run
 
     def _channel_closed(self, channel) -> None:
@@ -268,3 +271,16 @@ class Broker:
             await asyncio.sleep(min(10.0, self.client_expiry_s / 4))
             self.producers.expire()
             await self.consumers.expire()
+
+
+def _refusal(cmd: RemotingCommand, e: Exception) -> RemotingCommand:
+    if isinstance(e, StoreError):
+        return cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
+    return cmd.response(getattr(e, "code", ResponseCode.SYSTEM_ERROR), str(e))  # its code, a remark naming the field
+
+
+async def _answered_later(cmd: RemotingCommand, answer) -> Optional[RemotingCommand]:
+    try:
+        return await answer
+    except (BadRequest, HeaderFieldError, StoreError) as e:
+        return _refusal(cmd, e)

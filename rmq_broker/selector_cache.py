@@ -90,6 +90,17 @@ class SelectorCache:
     def close(self) -> None:
         self._builder.shutdown(wait=False, cancel_futures=True)
 
+    def get_now(self, group: str, topic: str, kind: str, expression: str, version: int) -> Optional[Built]:
+        """The selector if it is built already (the usual pull), else None: `get` then builds or waits for it."""
+        if kind == "TAG" and expression.strip() in ("", "*"):
+            return None, False
+        key = (group, topic, kind, expression, version)
+        entry = self._entries.get(key)
+        if entry is None or not entry.done() or entry.cancelled() or entry.exception() is not None:
+            return None
+        self._entries.move_to_end(key)
+        return entry.result()
+
     async def get(self, group: str, topic: str, kind: str, expression: str, version: int) -> Built:
         if kind == "TAG" and expression.strip() in ("", "*"):
             return None, False

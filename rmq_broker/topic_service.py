@@ -48,10 +48,9 @@ class TopicService:
             raise BadRequest(f"the topic[{topic}] {action} message is forbidden (perm {cfg.perm})",
                              ResponseCode.NO_PERMISSION)
 
-    async def topic_for_send(self, topic: str, default_queues: Optional[int]) -> None:
-        """An unknown topic is created when autoCreateTopicEnable (default_queues: the send's
-        defaultTopicQueueNums), else the send is refused with TOPIC_NOT_EXIST (SendMessageProcessor /
-        TopicConfigManager.createTopicInSendMessageMethod)."""
+    def ready_for_send(self, topic: str) -> bool:
+        """Whether a send may go to the topic now (False: it does not exist yet, topic_for_send decides); a topic a
+        send may never go to is refused (BadRequest)."""
         try:
             codec.check_topic(topic)
         except ValueError as e:
@@ -59,6 +58,14 @@ class TopicService:
         refuse_not_allowed_send_topic(topic)
         if self.store.has_topic(topic):
             self.check_permission(topic, PERM_WRITE, "sending")
+            return True
+        return False
+
+    async def topic_for_send(self, topic: str, default_queues: Optional[int]) -> None:
+        """An unknown topic is created when autoCreateTopicEnable (default_queues: the send's
+        defaultTopicQueueNums), else the send is refused with TOPIC_NOT_EXIST (SendMessageProcessor /
+        TopicConfigManager.createTopicInSendMessageMethod)."""
+        if self.ready_for_send(topic):
             return
         if not self.config.autoCreateTopicEnable:
             raise BadRequest(f"topic[{topic}] not exist, apply first please! (autoCreateTopicEnable is false on "

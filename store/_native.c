@@ -1013,6 +1013,87 @@ done:
     return result;
 }
 
+
+/* pull_records(units, keep, cl, cl_base, max_msgs, max_bytes, first_fits, clear_mask) -> (body, taken, last, bad): a pull's
+ * answer decided and gathered in one pass (RocketMQ's getMessage for one consume-queue file). units: the queue's
+ * 20-byte big-endian units (commitlog offset i64, size i32, tags code i64) from the pull's offset; keep: one byte
+ * per unit (0: refused by the tag filter) or None; cl: the commitlog file holding the first unit's record, cl_base
+ * its first offset. Walks the units up to the first empty one (a unit being written), takes the kept ones while
+ * fewer than max_msgs are taken and their bytes fit max_bytes (the first always fits when first_fits), and stops
+ * at a record outside cl (in the next commitlog file: the caller goes on there). Each record's TOTALSIZE and MAGICCODE are
+ * checked against its unit; clear_mask is ANDed into the high byte of its SYSFLAG (the store's own bits). body:
+ * the records back to back (bytes); taken: how many; last: the index of the unit after the last one examined;
+ * bad: -1, or the index of the unit whose record did not match (nothing is returned then but bad). */
+static PyObject *pull_records(PyObject *self, PyObject *args) {
+    Py_buffer units, cl, keep = {0};
+    PyObject *keep_obj;
+    long long cl_base, max_msgs, max_bytes;
+    int first_fits, clear_mask;
+    if (!PyArg_ParseTuple(args, "y*Oy*LLLpi", &units, &keep_obj, &cl, &cl_base, &max_msgs, &max_bytes, &first_fits,
+                          &clear_mask))
+        return NULL;
+    PyObject *result = NULL, *body = NULL;
+    Py_ssize_t n = units.len / 20;
+    if (keep_obj != Py_None) {
+        if (PyObject_GetBuffer(keep_obj, &keep, PyBUF_SIMPLE) < 0) goto done;
+        if (keep.len < n) {
+            PyErr_SetString(PyExc_ValueError, "pull_records: keep is shorter than units");
+            goto done;
+        }
+    }
+    const unsigned char *u = (const unsigned char *)units.buf, *k = (const unsigned char *)keep.buf;
+    const unsigned char *c = (const unsigned char *)cl.buf;
+    /* first pass: which units, how many bytes */
+    Py_ssize_t i = 0, taken = 0, last = 0;
+    long long total = 0;
+    for (i = 0; i < n; i++) {
+        const unsigned char *p = u + 20 * i;
+        int64_t off = (int64_t)be64(p);
+        int32_t size = (int32_t)batch_i32(p + 8);
+        if (size == 0) { last = i; break; }  /* the end of the queue: a unit being written */
+        if (taken >= max_msgs) break;  /* a full pull ends at its last message */
+        if (k != NULL && !k[i]) continue;
+        if ((taken > 0 || !first_fits) && total + size > max_bytes) break;  /* so does one cut by bytes */
+        if (size < 8 || off < cl_base || off - cl_base + size > cl.len) { last = i; break; }  /* the next file */
+        taken++;
+        total += size;
+        last = i + 1;
+    }
+    if (i == n) last = n;  /* every unit examined */
+    body = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+    if (body == NULL) goto done;
+    unsigned char *to = (unsigned char *)PyBytes_AS_STRING(body);
+    Py_ssize_t bad = -1, got = 0;
+    for (i = 0; i < n && got < taken; i++) {
+        const unsigned char *p = u + 20 * i;
+        if (k != NULL && !k[i]) continue;
+        int64_t off = (int64_t)be64(p);
+        int32_t size = (int32_t)batch_i32(p + 8);
+        const unsigned char *r = c + (off - cl_base);
+        uint32_t magic = ((uint32_t)r[4] << 24) | ((uint32_t)r[5] << 16) | ((uint32_t)r[6] << 8) | r[7];
+        if (batch_i32(r) != size || (magic != 0xdaa320a7u && magic != 0xdaa320abu) || size < 36 + 4) {
+            bad = i;
+            break;
+        }
+        memcpy(to, r, (size_t)size);
+        to[36] &= (unsigned char)clear_mask;
+        to += size;
+        got++;
+    }
+    if (bad >= 0) {
+        Py_CLEAR(body);
+        result = Py_BuildValue("(OnnN)", Py_None, (Py_ssize_t)0, last, PyLong_FromSsize_t(bad));
+    } else {
+        result = Py_BuildValue("(Nnnn)", body, taken, last, (Py_ssize_t)-1);
+        body = NULL;
+    }
+done:
+    Py_XDECREF(body);
+    PyBuffer_Release(&units); PyBuffer_Release(&cl);
+    if (keep.obj != NULL) PyBuffer_Release(&keep);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"crc32_spans", crc32_spans, METH_VARARGS, "CRC32 of data[starts[i]:ends[i]] into out[i] (uint32)."},
     {"property_pairs", property_pairs, METH_VARARGS, "Kept key/value pair spans of many properties texts."},
@@ -1023,6 +1104,7 @@ static PyMethodDef methods[] = {
     {"gather_spans", gather_spans, METH_VARARGS, "Copy many spans of a buffer back to back."},
     {"message_batch_spans", message_batch_spans, METH_VARARGS, "Where each message of a MessageBatch body lies."},
     {"record_spans", record_spans, METH_VARARGS, "Where each record of a pull's body starts, and its size."},
+    {"pull_records", pull_records, METH_VARARGS, "A pull's records decided and gathered from one consume-queue span."},
     {"gather_records", gather_records, METH_VARARGS, "Copy records back to back, checking TOTALSIZE and MAGICCODE."},
     {"decode_v4_records", decode_v4_records, METH_VARARGS, "Fixed fields and spans of many IPv4-host records."},
     {"properties_columns", properties_columns, METH_VARARGS, "Map, TAGS and KEYS columns of many properties texts."},

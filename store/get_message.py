@@ -7,12 +7,16 @@ from typing import Optional
 
 import numpy as np
 
+from . import message_codec as codec
+from . import native
 from .consume_queue import CQ_STORE_UNIT_SIZE
 from .errors import CorruptRecordError, StoreError, UnknownTopicError
 from .filter_matches import filter_matches
 from .get_message_result import GetMessageResult, GetMessageStatus
 
 MIN = -(2**63)
+# the store's own SYSFLAG bits (atomic batches) stay in the store: the high byte of a record's SYSFLAG, ANDed
+_KEEP_SYSFLAG_BITS = ~(codec.RESERVED_SYS_FLAGS >> 24) & 0xFF
 
 
 def _batch_full(cfg, size: int, max_msgs: int, buffer_total: int, message_total: int, in_disk: bool) -> bool:
@@ -133,6 +137,41 @@ def _property_matches(store, topic: str, queue_id: int, offset: int, candidates:
     return taken, (int(taken[-1]) + 1 if len(taken) >= want else examined)
 
 
+def _pull_compiled(store, units: np.ndarray, keep: Optional[np.ndarray], offset: int, max_msgs: int,
+                   result: GetMessageResult) -> Optional[np.ndarray]:
+    """The usual pull (no filter on properties) in one compiled pass per commitlog file it meets: the records'
+    bytes, result made FOUND with its next offset; None for anything else (nothing found, a record that does not
+    match its unit, a file gone, no compiled module), which the numpy path answers and words."""
+    parts: list[bytes] = []
+    at = taken = 0
+    room = store.config.maxTransferBytesOnMessageInMemory
+    while at < len(units) and taken < max_msgs:
+        first = at if keep is None else at + int(keep[at:].argmax())
+        if (keep is not None and not keep[first]) or units["size"][first] == 0:
+            break
+        view, base = store.commit_log.view_at(int(units["offset"][first]), unit=True)
+        if view is None:
+            return None
+        got = native.pull_records(units[at:], None if keep is None else keep[at:], view, base, max_msgs - taken,
+                                  room, taken == 0, _KEEP_SYSFLAG_BITS)
+        if got is None or got[3] >= 0:
+            return None
+        body, n, examined, _ = got
+        if n == 0 or body is None:
+            break
+        parts.append(body)
+        taken += n
+        room -= len(body)
+        at += examined
+        nxt = units[at:at + 1]
+        if not len(nxt) or base <= int(nxt["offset"][0]) < base + len(view):
+            break  # ended by the caps or the queue's end, not by the file's
+    if not taken:
+        return None
+    result.status, result.next_begin_offset, result.records = GetMessageStatus.FOUND, offset + at, taken
+    return np.frombuffer(parts[0] if len(parts) == 1 else b"".join(parts), dtype=np.uint8)
+
+
 def get_message_records(store, topic: str, queue_id: int, offset: int, max_msgs: int, message_filter=None,
                         by_properties: bool = False) -> tuple[GetMessageResult, Optional[np.ndarray]]:
     """getMessage as buffers: the consume queue's units filtered by tag code (one vectorised mask), a filter on
@@ -161,13 +200,18 @@ def get_message_records(store, topic: str, queue_id: int, offset: int, max_msgs:
     ahead = max_msgs if message_filter is None else max(800, max_msgs * 25)
     window = min(max_offset, cq.file_end(offset), offset + ahead)
     units = cq.units(offset, window)
-    sizes = units["size"].astype(np.int64)
-    end = int(np.argmax(sizes == 0)) if (sizes == 0).any() else len(units)
-    units, sizes = units[:end], sizes[:end]
-    keep = np.ones(len(units), dtype=bool) if message_filter is None else \
+    tag_keep = None if message_filter is None else \
         np.asarray(message_filter.consume_queue_mask(units["tags_code"].astype(np.int64)), dtype=bool)
     # maxTransferCountOnMessageInMemory / maxTransferBytesOnMessageInMemory bound a pull, as in getMessage
     max_msgs = min(max_msgs, store.config.maxTransferCountOnMessageInMemory)
+    if not (by_properties and message_filter is not None):
+        compiled = _pull_compiled(store, units, tag_keep, offset, max_msgs, result)
+        if compiled is not None:
+            return result, compiled
+    sizes = units["size"].astype(np.int64)
+    end = int(np.argmax(sizes == 0)) if (sizes == 0).any() else len(units)
+    units, sizes = units[:end], sizes[:end]
+    keep = np.ones(len(units), dtype=bool) if tag_keep is None else tag_keep[:end]
     decided = len(units)
     if by_properties and message_filter is not None:
         taken, decided = _property_matches(store, topic, queue_id, offset, np.flatnonzero(keep), len(units),
@@ -193,7 +237,7 @@ def get_message_records(store, topic: str, queue_id: int, offset: int, max_msgs:
         result.status, result.next_begin_offset = GetMessageStatus.OFFSET_TOO_SMALL, \
             queue_min_offset(store, cq, fresh=True)
         return result, None
-    result.status = GetMessageStatus.FOUND
+    result.status, result.records = GetMessageStatus.FOUND, len(taken)
     # past the units scanned, as RocketMQ's getMessage: a full batch ends at its last message
     result.next_begin_offset = offset + (int(taken[-1]) + 1 if len(taken) == max_msgs else len(units))
     return result, body

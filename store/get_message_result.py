@@ -35,10 +35,11 @@ class GetMessageResult:
     min_offset: int
     max_offset: int
     messages: list = field(default_factory=list)
+    records: int = 0  # messages found as their stored bytes (the broker's pull), not decoded into `messages`
 
     @property
     def message_count(self) -> int:
-        return len(self.messages)
+        return len(self.messages) or self.records
 
     @property
     def buffer_total_size(self) -> int:

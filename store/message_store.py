@@ -25,6 +25,7 @@ from .errors import (
     CorruptRecordError,
     MissingFileError,
     ReadOnlyStoreError,
+    StoreError,
     StoreRecoveryError,
     UnknownTopicError,
     disk_full_named,
@@ -535,12 +536,87 @@ class MessageStore:
         store_ts = int(time.time() * 1000)
         one.set_place(queue_id, queue_offset, write_pos, store_ts)
         unit = np.frombuffer(bytearray(_UNIT.pack(write_pos, len(one.record), one.tags_code)), dtype=UNIT_DTYPE)
-        if self._append_run_locked(topic, queue_id, queue_offset, one.record, unit, write_pos, store_ts,
-                                   defer_flush) is None:
+        if self._append_runs_locked(one.record, unit, [(topic, queue_id, queue_offset, 0, 1)],
+                                    np.array([write_pos], dtype=np.int64), write_pos, store_ts, defer_flush) is None:
             return None
         return PutResult(msg_id=codec.create_message_id(self.store_host[0], self.store_host[1], write_pos),
                          topic=topic, queue_id=queue_id, queue_offset=queue_offset, commit_log_offset=write_pos,
                          uniq_key=one.uniq_key)
+
+    def put_many(self, messages: Sequence[dict], defer_flush: bool = False) -> list:
+        """Several single messages (each a dict of put's arguments) in one write when every one is the usual message
+        (put_one) and they fit in the current commitlog file, else put one after another: either way each gets its
+        queue offset in the order given. Per message its PutResult, or the ValueError or StoreError put raised
+        for it (the others are stored). The broker's single sends that arrive in one turn of its event loop."""
+        if self.read_only:
+            raise ReadOnlyStoreError(f"store {self.path} is open read-only")
+        if len(messages) > 1:
+            ones = []
+            for m in messages:
+                one = build_one(self, m["topic"], m["body"], m.get("tags"), m.get("keys"), m.get("properties"),
+                                m.get("queue_id"), m.get("sharding_key"), m.get("flag", 0), m.get("born_timestamp"),
+                                m.get("sys_flag", 0), m.get("born_host"), m.get("reconsume_times", 0))
+                if one is None:
+                    break
+                ones.append(one)
+            if len(ones) == len(messages):
+                with self.write_lock():
+                    placed = self._append_ones_locked(ones, defer_flush)
+                if placed is not None:
+                    return placed
+        out: list = []
+        for m in messages:
+            try:
+                out.append(self.put(defer_flush=defer_flush, **m))
+            except (ValueError, StoreError) as e:  # this one refused; those before it are stored
+                out.append(e)
+        return out
+
+    def _append_ones_locked(self, ones: list[OneRecord], defer_flush: bool) -> Optional[list[PutResult]]:
+        """put_one's records appended together (put_many); None, with nothing written, when a queue id is outside
+        its topic's write queues or they do not fit in the current commitlog file."""
+        write_pos = self._sync_write_state()
+        store_ts = int(time.time() * 1000)
+        ends: dict[tuple[str, int], list[int]] = {}  # (topic, queue id) -> [first queue offset, indexes of ones]
+        positions = np.empty(len(ones), dtype=np.int64)
+        offsets: list[int] = []
+        queue_ids: list[int] = []
+        pos = write_pos
+        for i, one in enumerate(ones):
+            config = self.topic_config.table.get(one.topic)
+            if config is None:
+                config = self._create_topic_locked(one.topic, self.config.defaultTopicQueueNums)
+            if one.queue_id is None:
+                one.queue_id = self.take_round_robin(one.topic, config.writeQueueNums, 1)
+            if one.queue_id >= config.writeQueueNums:
+                return None
+            queue = ends.get((one.topic, one.queue_id))
+            if queue is None:
+                queue = ends[(one.topic, one.queue_id)] = [self.queue_end(one.topic, one.queue_id)]
+            offsets.append(queue[0] + len(queue) - 1)
+            queue_ids.append(one.queue_id)
+            queue.append(i)
+            one.set_place(one.queue_id, offsets[-1], pos, store_ts)
+            positions[i] = pos
+            pos += len(one.record)
+        # the units grouped by queue (UnitWrites writes each queue's as one run)
+        unit_bytes = bytearray(len(ones) * CQ_STORE_UNIT_SIZE)
+        runs = []
+        k = 0
+        for (topic, queue_id), (first_offset, *members) in ends.items():
+            runs.append((topic, queue_id, first_offset, k, len(members)))
+            for i in members:
+                _UNIT.pack_into(unit_bytes, k * CQ_STORE_UNIT_SIZE, int(positions[i]), len(ones[i].record),
+                                ones[i].tags_code)
+                k += 1
+        units = np.frombuffer(unit_bytes, dtype=UNIT_DTYPE)
+        records = b"".join(one.record for one in ones)
+        if self._append_runs_locked(records, units, runs, positions, write_pos, store_ts, defer_flush) is None:
+            return None
+        host, port = self.store_host
+        return [PutResult(msg_id=codec.create_message_id(host, port, int(positions[i])), topic=one.topic,
+                          queue_id=queue_ids[i], queue_offset=offsets[i], commit_log_offset=int(positions[i]),
+                          uniq_key=one.uniq_key) for i, one in enumerate(ones)]
 
     def put_message_batch(self, topic: str, body, queue_id: int, *, born_timestamp: int, born_host=None,
                           defer_flush: bool = False) -> Optional[PutBatchResult]:
@@ -564,18 +640,88 @@ class MessageStore:
             store_ts = int(time.time() * 1000)
             records, units, positions, _ = planned.encode(queue_id, queue_offset, write_pos, store_ts,
                                                           self.store_host)
-            if self._append_run_locked(topic, queue_id, queue_offset, records, units, write_pos, store_ts,
-                                       defer_flush) is None:
+            if self._append_runs_locked(records, units, [(topic, queue_id, queue_offset, 0, planned.n)], positions,
+                                        write_pos, store_ts, defer_flush) is None:
                 return None
         return PutBatchResult([topic], np.zeros(1, np.int32), np.full(planned.n, queue_id, np.int32),
                               np.arange(queue_offset, queue_offset + planned.n, dtype=np.int64), positions,
                               self.store_host, None)
 
-    def _append_run_locked(self, topic: str, queue_id: int, queue_offset: int, records, units: np.ndarray,
-                           write_pos: int, store_ts: int, defer_flush: bool) -> Optional[int]:
-        """Records for one queue appended at write_pos (put_one's, a message batch's): the commitlog bytes, then
-        their consume-queue units (from queue_offset), then the committed end, as _append_locked does for a
-        batch; the new end, or None, with nothing written, when they do not fit in the current commitlog file."""
+    def put_message_batches(self, batches: Sequence[tuple], defer_flush: bool = False) -> list:
+        """Several MessageBatch bodies, each (topic, body, queue id, born timestamp, born host), in one write when
+        every one is the usual batch and they fit in the current commitlog file, else put_message_batch one
+        after another: either way each batch gets consecutive queue offsets, in the order given. Per batch its
+        PutBatchResult, the ValueError its body raised, or None: not the usual batch (the caller takes
+        put_batch), and so is every batch after it, so that the caller keeps the order. The broker's batches that
+        arrive in one turn of its event loop."""
+        if self.read_only:
+            raise ReadOnlyStoreError(f"store {self.path} is open read-only")
+        if len(batches) > 1:
+            try:
+                plans = [plan_message_batch(self, topic, body, born_ts, born_host)
+                         for topic, body, _, born_ts, born_host in batches]
+            except ValueError:
+                plans = []
+            if plans and all(p is not None for p in plans):
+                with self.write_lock():
+                    placed = self._append_batches_locked(plans, [b[2] for b in batches], defer_flush)
+                if placed is not None:
+                    return placed
+        out: list = []
+        for topic, body, queue_id, born_ts, born_host in batches:
+            if out and out[-1] is None:
+                out.append(None)
+                continue
+            try:
+                out.append(self.put_message_batch(topic, body, queue_id, born_timestamp=born_ts, born_host=born_host,
+                                                  defer_flush=defer_flush))
+            except (ValueError, StoreError) as e:  # this one refused; those before it are stored
+                out.append(e)
+        return out
+
+    def _append_batches_locked(self, plans: list, queue_ids: list[int], defer_flush: bool) -> Optional[list]:
+        """Planned MessageBatch bodies appended together (put_message_batches); None, with nothing written, when a
+        queue id is outside its topic's write queues or they do not fit in the current commitlog file."""
+        write_pos = self._sync_write_state()
+        store_ts = int(time.time() * 1000)
+        next_offset: dict[tuple[str, int], int] = {}
+        records, units, positions, runs, placed = [], [], [], [], []
+        pos, first = write_pos, 0
+        for plan, queue_id in zip(plans, queue_ids):
+            config = self.topic_config.table.get(plan.topic)
+            if config is None:
+                config = self._create_topic_locked(plan.topic, self.config.defaultTopicQueueNums)
+            if not 0 <= queue_id < config.writeQueueNums:
+                return None
+            queue_offset = next_offset.get((plan.topic, queue_id))
+            if queue_offset is None:
+                queue_offset = self.queue_end(plan.topic, queue_id)
+            encoded, batch_units, batch_positions, pos = plan.encode(queue_id, queue_offset, pos, store_ts,
+                                                                     self.store_host)
+            next_offset[(plan.topic, queue_id)] = queue_offset + plan.n
+            runs.append((plan.topic, queue_id, queue_offset, first, plan.n))
+            first += plan.n
+            records.append(encoded)
+            units.append(batch_units)
+            positions.append(batch_positions)
+            placed.append((plan, queue_id, queue_offset, batch_positions))
+        all_units = np.empty(first, dtype=UNIT_DTYPE)  # np.concatenate would turn them to native byte order
+        for (_, _, _, at, n), batch_units in zip(runs, units):
+            all_units[at:at + n] = batch_units
+        if self._append_runs_locked(b"".join(records), all_units, runs, np.concatenate(positions), write_pos,
+                                    store_ts, defer_flush) is None:
+            return None
+        return [PutBatchResult([plan.topic], np.zeros(1, np.int32), np.full(plan.n, queue_id, np.int32),
+                               np.arange(queue_offset, queue_offset + plan.n, dtype=np.int64), at, self.store_host,
+                               None) for plan, queue_id, queue_offset, at in placed]
+
+    def _append_runs_locked(self, records, units: np.ndarray, runs: list[tuple[str, int, int, int, int]],
+                            positions: np.ndarray, write_pos: int, store_ts: int, defer_flush: bool) -> Optional[int]:
+        """Records appended at write_pos (put_one's, a message batch's, single sends put together): the commitlog
+        bytes, then their consume-queue units (runs: topic, queue id, first queue offset, first unit and count of
+        units[] for that queue), then the committed end, as _append_locked does for a batch; the new end, or
+        None, with nothing written, when they do not fit in the current commitlog file. positions: each
+        record's commitlog offset, ascending."""
         sync = self.config.flushDiskType == SYNC_FLUSH
         with disk_full_named(self.commit_log.directory, "the commitlog; nothing of this message was acknowledged"):
             written = self.commit_log.append_record(write_pos, records, sync=sync and not defer_flush,
@@ -588,17 +734,18 @@ class MessageStore:
                 self._unsynced.add(written.path)
                 self._deferred_end = end
         self._write_pos = end
-        cq = self.consume_queue(topic, queue_id)
-        count = len(units)
         writes = UnitWrites(units)
-        writes.add(cq, queue_offset, 0, count)
+        queues = [(self.consume_queue(topic, queue_id), queue_offset, first, count)
+                  for topic, queue_id, queue_offset, first, count in runs]
+        for cq, queue_offset, first, count in queues:
+            writes.add(cq, queue_offset, first, count)
         with disk_full_named(os.path.join(self.path, "consumequeue"), "a consume-queue unit; the message was not "
                              "acknowledged (its record is dispatched by the next writer)"):
             writes.flush()
-        cq.written_to(queue_offset + count)
-        self._queue_ends[(topic, queue_id)] = queue_offset + count
-        self._dirty_queues.add(cq)
-        positions = np.array([write_pos], dtype=np.int64) if count == 1 else units["offset"].astype(np.int64)
+        for cq, queue_offset, _, count in queues:
+            cq.written_to(queue_offset + count)
+            self._queue_ends[(cq.topic, cq.queue_id)] = queue_offset + count
+            self._dirty_queues.add(cq)
         self.index.index_records(positions, write_pos, end)  # never fails the append
         self._publish_committed_end(end)
         self._last_store_ts = store_ts

@@ -303,6 +303,19 @@ def record_spans(body) -> tuple[np.ndarray, np.ndarray]:
     return starts[:i], sizes[:i]
 
 
+def pull_records(units: np.ndarray, keep: Optional[np.ndarray], data, base: int, max_msgs: int, max_bytes: int,
+                 first_fits: bool, clear_mask: int) -> Optional[tuple[Optional[bytes], int, int, int]]:
+    """A pull's answer from consume-queue units in one compiled pass (_native.pull_records: which kept units fit
+    max_msgs and max_bytes, the first always when first_fits, their records gathered from data, the commitlog
+    file starting at base, up to the first record past it; each checked and its SYSFLAG's high byte ANDed with
+    clear_mask): (body, taken, units examined, bad unit or -1); None without the compiled module (the caller
+    takes its numpy path)."""
+    if _native is None:
+        return None
+    return _native.pull_records(units, None if keep is None else keep.view(np.uint8), data, base, max_msgs,
+                                max_bytes, first_fits, clear_mask)
+
+
 def gather_records(data, starts: np.ndarray, sizes: np.ndarray, out: np.ndarray) -> int:
     """Copy the records data[starts[i]:starts[i]+sizes[i]] back to back into out (uint8, at least their total
     length); -1, or the index of the first record whose TOTALSIZE or MAGICCODE does not match (nothing of it or

@@ -44,14 +44,6 @@ class PullMessageProcessor(RequestProcessor):
         self.store = broker.store
         self.hold = broker.store.pull_request_hold
 
-    async def _message_filter(self, h: PullMessageRequestHeader) -> tuple[Optional[MessageFilter], bool]:
-        """The subscription's filter, and whether it is SQL92 (decided on the records' properties): the one the
-        pull carries (FLAG_SUBSCRIPTION), else the one its group's members sent in their heartbeats; built once
-        per subscription version, off the event loop (the broker's SelectorCache)."""
-        kind, expression, version = self._subscription(h)
-        check_selector_type(kind, self.broker.broker_config.enablePropertyFilter)
-        return await self.broker.selectors.get(h.consumer_group, h.topic, kind, expression, version)
-
     def _subscription(self, h: PullMessageRequestHeader) -> tuple[str, str, int]:
         """(expression type, expression, version) of the pull's subscription, or of the last heartbeat's."""
         group, topic = h.consumer_group, h.topic
@@ -71,30 +63,70 @@ class PullMessageProcessor(RequestProcessor):
         return str(client_sub.get("expressionType") or "TAG").upper(), str(client_sub.get("subString") or "*"), latest
 
     @handles(RequestCode.PULL_MESSAGE, header=PullMessageRequestHeader)
-    async def pull(self, h: PullMessageRequestHeader, cmd: RemotingCommand, channel) -> RemotingCommand:
-        group, topic, queue_id = h.consumer_group, h.topic, h.queue_id
-        max_msgs = max(1, min(h.max_msg_nums, MAX_MSG_NUMS))
-        self.broker.subscription_groups.consumable(group)
-        self.broker.topics.check_queue(topic, queue_id)
-        self.broker.topics.check_permission(topic, PERM_READ, "pulling")
-        message_filter, sql = await self._message_filter(h)
+    def pull(self, h: PullMessageRequestHeader, cmd: RemotingCommand, channel):
+        """Answered at once when the subscription's filter is built (or none) and the queue has something to say;
+        a filter to build, or a pull to hold, is awaited."""
+        self.broker.subscription_groups.consumable(h.consumer_group)
+        self.broker.topics.check_queue(h.topic, h.queue_id)
+        self.broker.topics.check_permission(h.topic, PERM_READ, "pulling")
+        # the subscription's filter: the one the pull carries (FLAG_SUBSCRIPTION), else the one its group's members
+        # sent in their heartbeats; built once per subscription version, off the event loop (the SelectorCache)
+        kind, expression, version = self._subscription(h)
+        check_selector_type(kind, self.broker.broker_config.enablePropertyFilter)
+        built = self.broker.selectors.get_now(h.consumer_group, h.topic, kind, expression, version)
+        if built is None:
+            return self._pull_built(h, cmd, channel, kind, expression, version)
+        return self._pull_with(h, cmd, channel, *built)
+
+    async def _pull_built(self, h: PullMessageRequestHeader, cmd: RemotingCommand, channel, kind: str,
+                          expression: str, version: int) -> RemotingCommand:
+        built = await self.broker.selectors.get(h.consumer_group, h.topic, kind, expression, version)
+        answer = self._pull_with(h, cmd, channel, *built)
+        return answer if isinstance(answer, RemotingCommand) else await answer
+
+    def _pull_with(self, h: PullMessageRequestHeader, cmd: RemotingCommand, channel,
+                   message_filter: Optional[MessageFilter], sql: bool):
+        """The pull with its filter: its offset commit, the store's answer, or the held pull to await."""
         if h.sys_flag & FLAG_COMMIT_OFFSET and h.commit_offset >= 0:
-            self.broker.offsets.commit_offset(group, topic, queue_id, h.commit_offset)
+            self.broker.offsets.commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         suspend_ms = h.suspend_timeout_millis if h.sys_flag & FLAG_SUSPEND else 0
         if suspend_ms and not self.broker.broker_config.longPollingEnable:
             suspend_ms = self.broker.broker_config.shortPollingTimeMills
         held = HeldPull(h.queue_offset, suspend_ms / 1000)
+        max_msgs = max(1, min(h.max_msg_nums, MAX_MSG_NUMS))
         while True:
-            result, body = self.store.get_message_records(topic, queue_id, held.offset, max_msgs, message_filter,
+            result, body = self.store.get_message_records(h.topic, h.queue_id, held.offset, max_msgs, message_filter,
                                                           by_properties=sql)
-            # an empty queue is waited on from offset 0 only: past it the answer is PULL_OFFSET_MOVED (to 0)
-            empty_past = result.status == GetMessageStatus.NO_MESSAGE_IN_QUEUE and held.offset != 0
-            wait_s = held.wait_s(result) if suspend_ms and not empty_past else None
-            if wait_s is None or channel.closed.is_set() or self.broker.stopping:
-                break
+            wait_s = self._wait_s(h, channel, held, result, suspend_ms)
+            if wait_s is None:
+                return self._answer(cmd, held, result, body)
+            if wait_s:  # held: read again from held.offset once something may have arrived
+                return self._held(h, cmd, channel, held, max_msgs, message_filter, sql, suspend_ms)
+
+    def _wait_s(self, h: PullMessageRequestHeader, channel, held: HeldPull, result, suspend_ms: int):
+        """How long the pull waits before reading again (0: at once), or None: the result is the answer."""
+        # an empty queue is waited on from offset 0 only: past it the answer is PULL_OFFSET_MOVED (to 0)
+        empty_past = result.status == GetMessageStatus.NO_MESSAGE_IN_QUEUE and held.offset != 0
+        wait_s = held.wait_s(result) if suspend_ms and not empty_past else None
+        if channel.closed.is_set() or self.broker.stopping:
+            return None
+        return wait_s
+
+    async def _held(self, h: PullMessageRequestHeader, cmd: RemotingCommand, channel, held: HeldPull, max_msgs: int,
+                    message_filter: Optional[MessageFilter], sql: bool, suspend_ms: int) -> RemotingCommand:
+        wait_s: Optional[float] = 0.0
+        while True:
             if wait_s:
                 with channel.holding():  # not counted among the connection's busy requests while it waits
-                    await self.hold.suspend(topic, queue_id, held.offset, wait_s)
+                    await self.hold.suspend(h.topic, h.queue_id, held.offset, wait_s)
+            # read again before waiting: the first read and this task's start are a turn of the loop apart
+            result, body = self.store.get_message_records(h.topic, h.queue_id, held.offset, max_msgs, message_filter,
+                                                          by_properties=sql)
+            wait_s = self._wait_s(h, channel, held, result, suspend_ms)
+            if wait_s is None:
+                return self._answer(cmd, held, result, body)
+
+    def _answer(self, cmd: RemotingCommand, held: HeldPull, result, body) -> RemotingCommand:
         result = held.answer(result)
         self.broker.stats.got(result.message_count)
         code = _PULL_STATUS[result.status]

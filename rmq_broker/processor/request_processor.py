@@ -2,9 +2,11 @@
 typed header it is read through, one dispatch, and the executor it may be given at registration
 (`Broker.register_processor(processor, executor)`, as RocketMQ's registerProcessor(code, processor, executor)).
 
-A handler is `async def name(self, header, cmd, channel)`, marked `@handles(RequestCode.X, XRequestHeader)`: the
-dispatch reads the header (HeaderFieldError, answered SYSTEM_ERROR naming the field, when a field is missing or
-malformed) and a handler refuses a request by raising BadRequest with the RocketMQ code and a remark."""
+A handler is `async def name(self, header, cmd, channel)`, marked `@handles(RequestCode.X, XRequestHeader)`, or a
+plain `def` that answers at once when it can and returns an awaitable of its answer when it must wait (the hot
+pull and send: no task is made for a request answered at once). The dispatch reads the header (HeaderFieldError,
+answered SYSTEM_ERROR naming the field, when a field is missing or malformed) and a handler refuses a request by
+raising BadRequest with the RocketMQ code and a remark."""
 from __future__ import annotations
 
 import asyncio
@@ -57,9 +59,11 @@ class RequestProcessor:
     def header_of(self, code: int) -> HeaderReader:
         return self._handlers[code][1]
 
-    async def process_request(self, cmd: RemotingCommand, channel) -> Optional[RemotingCommand]:
+    def process_request(self, cmd: RemotingCommand, channel) -> Any:
+        """The handler's answer: at once (a RemotingCommand or None) from a plain handler that had it, else an
+        awaitable of it (every `async def` handler, and a plain one that must wait)."""
         handler, reader = self._handlers[cmd.code]
-        return await handler(read_header(reader, cmd), cmd, channel)
+        return handler(read_header(reader, cmd), cmd, channel)
 
     async def blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
         """fn(*args) in the processor's executor when it was given one, else here on the event loop (a store

@@ -19,12 +19,13 @@ from remoting.broker_headers import (
     SendMessageResponseHeader,
     read_send_header,
 )
+from store import StoreError, native
 from store import message_codec as codec
-from store import native
 from store.message_properties import PropertiesText, parse_properties
 
 from ..bad_request import BadRequest
 from ..schedule_message_service import PROPERTY_DELAY
+from ..send_coalescer import SendCoalescer
 from ..topic_validator import refuse_illegal_queue
 from ..transactional_message_service import (
     PROPERTY_PRODUCER_GROUP,
@@ -50,6 +51,7 @@ class SendMessageProcessor(RequestProcessor):
         super().__init__()
         self.broker = broker
         self.store = broker.store
+        self.coalescer = SendCoalescer(broker)
 
     def _response(self, cmd: RemotingCommand, msg_id: str, queue_id: int, queue_offset: int,
                   transaction_id: Optional[str] = None) -> RemotingCommand:
@@ -58,9 +60,40 @@ class SendMessageProcessor(RequestProcessor):
                                                               "TRACE_ON": "false"})
 
     @handles(RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, header=read_send_header)
-    async def send(self, h: SendMessageRequestHeader, cmd: RemotingCommand, channel) -> RemotingCommand:
+    def send(self, h: SendMessageRequestHeader, cmd: RemotingCommand, channel):
+        """Answered at once to a topic that exists (under SYNC_FLUSH, once the group commit covers the record); a
+        topic to create first is awaited."""
+        if not self.broker.topics.ready_for_send(h.topic):
+            return self._after_topic(self._send, h, cmd, channel)
+        return self._send(h, cmd, channel)
+
+    @handles(RequestCode.SEND_BATCH_MESSAGE, header=read_send_header)
+    def send_batch(self, h: SendMessageRequestHeader, cmd: RemotingCommand, channel):
+        """A MessageBatch body (each message as MessageDecoder.encodeMessage writes it) appended in one write, so
+        its messages get consecutive queue offsets."""
+        if not self.broker.topics.ready_for_send(h.topic):
+            return self._after_topic(self._send_batch, h, cmd, channel)
+        return self._send_batch(h, cmd, channel)
+
+    async def _after_topic(self, send, h: SendMessageRequestHeader, cmd: RemotingCommand, channel):
+        await self.broker.topics.topic_for_send(h.topic, h.default_topic_queue_nums)
+        answer = send(h, cmd, channel)
+        return answer if isinstance(answer, RemotingCommand) else await answer
+
+    def _synced(self, end: int, answer: RemotingCommand):
+        """The answer, at once under ASYNC_FLUSH; under SYNC_FLUSH once the commitlog is fsynced up to end."""
+        group_commit = self.broker.group_commit
+        if group_commit is None:
+            return answer
+        return self._after_commit(group_commit, end, answer)
+
+    @staticmethod
+    async def _after_commit(group_commit, end: int, answer: RemotingCommand) -> RemotingCommand:
+        await group_commit.wait(end)  # SEND_OK only once the records are on disk
+        return answer
+
+    def _send(self, h: SendMessageRequestHeader, cmd: RemotingCommand, channel):
         topic = h.topic
-        await self.broker.topics.topic_for_send(topic, h.default_topic_queue_nums)
         queue_id = _or(h.queue_id, -1)
         refuse_illegal_queue(topic, queue_id, len(self.store.queues(topic)))
         properties = parse_properties(h.properties)
@@ -72,59 +105,71 @@ class SendMessageProcessor(RequestProcessor):
         put_args = dict(flag=_or(h.flag, 0), sys_flag=sys_flag,
                         born_timestamp=_or(h.born_timestamp, int(time.time() * 1000)),
                         born_host=channel.remote_address, reconsume_times=_or(h.reconsume_times, 0))
-        if properties.get(PROPERTY_TRANSACTION_PREPARED) == "true":
-            texts = pa.array([h.properties or ""], pa.string())
-            return self._prepare(cmd, topic, queue_id, pa.array([cmd.body], pa.binary()), texts,
-                                 PropertiesText(texts), put_args)
-        delay = properties.pop(PROPERTY_DELAY, None)
-        try:
-            if delay is not None and delay.isdigit() and int(delay) > 0:  # a delayed message: waits its level out
-                if queue_id < 0:
-                    queue_id = self.store.take_round_robin(topic, len(self.store.queues(topic)), 1)
-                result = self.broker.schedule.schedule(topic, queue_id, cmd.body, properties, int(delay), **put_args)
-            else:
-                group_commit = self.broker.group_commit
-                result = self.store.put(topic, cmd.body, properties=properties or None,
-                                        queue_id=None if queue_id < 0 else queue_id,
-                                        defer_flush=group_commit is not None, **put_args)
-                self.broker.arrived(topic, result.queue_id)
-                if group_commit is not None:  # SYNC_FLUSH: SEND_OK only once the record is on disk
-                    await group_commit.wait(result.commit_log_offset + 1)
-        except ValueError as e:
-            raise BadRequest(str(e), ResponseCode.MESSAGE_ILLEGAL) from None
-        return self._response(cmd, result.msg_id, result.queue_id, result.queue_offset)
-
-    @handles(RequestCode.SEND_BATCH_MESSAGE, header=read_send_header)
-    async def send_batch(self, h: SendMessageRequestHeader, cmd: RemotingCommand, channel) -> RemotingCommand:
-        """A MessageBatch body (each message as MessageDecoder.encodeMessage writes it) appended with one
-        put_batch, so its messages get consecutive queue offsets."""
-        topic = h.topic
-        if cmd.body:  # the usual batch: straight from the body into records, as RocketMQ's putMessages does
-            await self.broker.topics.topic_for_send(topic, h.default_topic_queue_nums)
-            queue_id = _or(h.queue_id, -1)
-            if queue_id < 0:
+        prepared = properties.get(PROPERTY_TRANSACTION_PREPARED) == "true"
+        delay_text = properties.pop(PROPERTY_DELAY, None)
+        delay = int(delay_text) if delay_text is not None and delay_text.isdigit() else 0
+        if prepared or delay > 0:
+            self.coalescer.flush()  # the sends read before this one are appended before it
+            if prepared:
+                texts = pa.array([h.properties or ""], pa.string())
+                return self._prepare(cmd, topic, queue_id, pa.array([cmd.body], pa.binary()), texts,
+                                     PropertiesText(texts), put_args)
+            if queue_id < 0:  # a delayed message: waits its level out
                 queue_id = self.store.take_round_robin(topic, len(self.store.queues(topic)), 1)
-            born_timestamp = _or(h.born_timestamp, int(time.time() * 1000))
-            group_commit = self.broker.group_commit
             try:
-                put = self.store.put_message_batch(topic, cmd.body, queue_id, born_timestamp=born_timestamp,
-                                                   born_host=channel.remote_address,
-                                                   defer_flush=group_commit is not None)
+                result = self.broker.schedule.schedule(topic, queue_id, cmd.body, properties, delay, **put_args)
             except ValueError as e:
                 raise BadRequest(str(e), ResponseCode.MESSAGE_ILLEGAL) from None
-            if put is not None:
-                self.broker.arrived(topic, queue_id, len(put))
-                if group_commit is not None:  # SYNC_FLUSH: SEND_OK only once the records are on disk
-                    await group_commit.wait(int(put.commit_log_offsets[-1]) + 1)
-                ids = codec.message_ids_text(put.store_host[0], put.store_host[1], put.commit_log_offsets)
-                return self._response(cmd, ids, queue_id, int(put.queue_offsets[0]))
+            return self._response(cmd, result.msg_id, result.queue_id, result.queue_offset)
+        return self.coalescer.put(dict(topic=topic, body=cmd.body, properties=properties or None,
+                                       queue_id=None if queue_id < 0 else queue_id, **put_args),
+                                  lambda result: self._put_answer(cmd, result))
+
+    def _put_answer(self, cmd: RemotingCommand, result) -> RemotingCommand:
+        """A coalesced send's answer: SEND_OK with where it went, or the store's refusal."""
+        refused = _refusal(cmd, result)
+        if refused is not None:
+            return refused
+        self.broker.arrived(result.topic, result.queue_id)
+        return self._response(cmd, result.msg_id, result.queue_id, result.queue_offset)
+
+    def _batch_answer(self, h: SendMessageRequestHeader, cmd: RemotingCommand, channel, queue_id: int,
+                      result) -> RemotingCommand:
+        """A coalesced batch's answer; one that is not the usual batch is put here, in its turn."""
+        refused = _refusal(cmd, result)
+        if refused is not None:
+            return refused
+        if result is None:
+            try:
+                return self._send_batch_general(h, cmd, channel, queue_id)
+            except BadRequest as e:
+                return cmd.response(e.code, str(e))
+            except StoreError as e:
+                return cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
+        self.broker.arrived(h.topic, queue_id, len(result))
+        ids = codec.message_ids_text(result.store_host[0], result.store_host[1], result.commit_log_offsets)
+        return self._response(cmd, ids, queue_id, int(result.queue_offsets[0]))
+
+    def _send_batch(self, h: SendMessageRequestHeader, cmd: RemotingCommand, channel):
+        queue_id = _or(h.queue_id, -1)
+        if queue_id < 0:
+            queue_id = self.store.take_round_robin(h.topic, len(self.store.queues(h.topic)), 1)
+        if not cmd.body:
+            self.coalescer.flush()  # the sends read before this one are appended before it
+            return self._send_batch_general(h, cmd, channel, queue_id)
+        # the usual batch: straight from the body into records, as RocketMQ's putMessages does
+        born_timestamp = _or(h.born_timestamp, int(time.time() * 1000))
+        return self.coalescer.put_batch((h.topic, cmd.body, queue_id, born_timestamp, channel.remote_address),
+                                        lambda result: self._batch_answer(h, cmd, channel, queue_id, result))
+
+    def _send_batch_general(self, h: SendMessageRequestHeader, cmd: RemotingCommand, channel,
+                            queue_id: int) -> RemotingCommand:
+        """A batch that is not the usual one: decoded into columns, put_batch (which words the errors) or the
+        halves of a transaction."""
+        topic = h.topic
         bodies, flags, props = decode_message_batch(cmd.body)
         if not len(bodies):
             raise BadRequest("the batch holds no message", ResponseCode.MESSAGE_ILLEGAL)
-        await self.broker.topics.topic_for_send(topic, h.default_topic_queue_nums)
-        queue_id = _or(h.queue_id, -1)
-        if queue_id < 0:
-            queue_id = self.store.take_round_robin(topic, len(self.store.queues(topic)), 1)
         born_timestamp = _or(h.born_timestamp, int(time.time() * 1000))
         if props is not None:
             looked = PropertiesText(props)
@@ -229,3 +274,13 @@ def decode_message_batch(body: bytes) -> tuple[pa.Array, np.ndarray, Optional[pa
         raise BadRequest(f"a batch message's properties are not UTF-8: {e}", ResponseCode.MESSAGE_ILLEGAL) from None
     return bodies, flags, texts
 
+
+def _refusal(cmd: RemotingCommand, result) -> Optional[RemotingCommand]:
+    """The answer to a send the store refused (result: the error), or None."""
+    if isinstance(result, ValueError):
+        return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(result))
+    if isinstance(result, StoreError):
+        return cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(result).__name__}: {result}")
+    if isinstance(result, Exception):
+        raise result
+    return None

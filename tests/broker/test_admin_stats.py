@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 import time
 
-from broker_testkit import send
+from broker_testkit import pull, send
 
 from remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+from remoting import remoting_serializable as rs
 from remoting.admin_bodies import ConsumeStats, MessageQueue, OffsetWrapper, TopicStatsTable
 from rmq_broker import Broker
 from store import OffsetStore
@@ -23,6 +24,11 @@ def test_topic_stats_and_consume_stats(tmp_path):
                     assert (await client.invoke(send("T", b"m%d" % i, queue_id=i % 2))).code == ResponseCode.SUCCESS
                 await client.invoke(send("Other", b"o", queue_id=0))
                 after = int(time.time() * 1000)
+                # GET_BROKER_RUNTIME_INFO counts the messages pulls found (mqadmin brokerStatus' msgGetTotalTodayNow)
+                assert (await client.invoke(pull("T", 0))).code == ResponseCode.SUCCESS
+                runtime = rs.decode((await client.invoke(RemotingCommand.request(
+                    RequestCode.GET_BROKER_RUNTIME_INFO))).body)["table"]
+                assert (runtime["msgPutTotalTodayNow"], runtime["msgGetTotalTodayNow"]) == ("6", "3")
                 answer = await client.invoke(RemotingCommand.request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": "T"}))
                 assert answer.code == ResponseCode.SUCCESS
                 assert answer.body.startswith(b'{"offsetTable":{{"brokerName":"broker-s","queueId":0,"topic":"T"}:')

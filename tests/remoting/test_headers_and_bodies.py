@@ -9,13 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from remoting import BodyError, HeaderFieldError
+from remoting import BodyError, HeaderFieldError, RequestCode
 from remoting import remoting_serializable as rs
 from remoting.broker_headers import (
     PullMessageRequestHeader,
     SendMessageRequestHeader,
     SendMessageRequestHeaderV2,
     UnregisterClientRequestHeader,
+    read_send_header,
 )
 from remoting.namesrv_bodies import ClusterInfo, RegisterBrokerBody, RegisteredTopicConfig, TopicList
 from remoting.namesrv_headers import GetRouteInfoRequestHeader, RegisterBrokerRequestHeader
@@ -76,6 +77,11 @@ def test_send_message_v2_is_the_same_header_abbreviated():
     assert SendMessageRequestHeaderV2.from_ext_fields(v2.to_ext_fields()).to_v1() == v1
     with pytest.raises(HeaderFieldError, match="SendMessageRequestHeaderV2: field e is 'q'"):
         SendMessageRequestHeaderV2.from_ext_fields(dict(v2.to_ext_fields(), e="q"))
+    # the broker reads the short form straight into the long header: the same values, the same errors
+    assert read_send_header(RequestCode.SEND_MESSAGE_V2, v2.to_ext_fields()) == v1
+    assert read_send_header(RequestCode.SEND_BATCH_MESSAGE, {"b": "T"}) == SendMessageRequestHeader(topic="T")
+    with pytest.raises(HeaderFieldError, match="SendMessageRequestHeaderV2: field g is '1e3', not an integer"):
+        read_send_header(RequestCode.SEND_MESSAGE_V2, dict(v2.to_ext_fields(), g="1e3"))
 
 
 def _route() -> TopicRouteData:

@@ -113,3 +113,37 @@ def test_a_batch_that_must_roll_the_file_is_left_to_put_batch(tmp_path):
         assert store.put_message_batch("T", body, 0, born_timestamp=1) is None
         rolled = store.put_batch("T", [b"x"] * 32, queue_id=0)
         assert rolled.queue_offsets[0] == 32 and rolled.commit_log_offsets[0] == 8192
+
+
+def test_batches_put_together_write_what_they_write_one_after_another(tmp_path, monkeypatch):
+    """The broker's batches of one turn go in one write (put_message_batches): the same records (but the store
+    timestamp), units and offsets as put_message_batch one after another; a body that does not decode is refused
+    alone; an unusual batch makes it and every later one None (the caller puts them in order)."""
+    _same_ids(monkeypatch)
+    batches = [("T", message_batch(JAVA[:5]), 0), ("T", message_batch(ODD), 1), ("U", message_batch(JAVA), 0),
+               ("T", message_batch(JAVA[5:9]), 0)]
+    with MessageStore(tmp_path / "many") as many, MessageStore(tmp_path / "each") as each:
+        for store in (many, each):
+            store.store_host = codec.parse_host("192.168.0.9:10911")
+        got = many.put_message_batches([(t, b, q, 1700000000000, "10.0.0.1:5") for t, b, q in batches])
+        want = [each.put_message_batch(t, b, q, born_timestamp=1700000000000, born_host="10.0.0.1:5")
+                for t, b, q in batches]
+        for a, b in zip(got, want):
+            assert a.queue_offsets.tolist() == b.queue_offsets.tolist()
+            assert a.commit_log_offsets.tolist() == b.commit_log_offsets.tolist()
+            sizes = np.diff(np.append(a.commit_log_offsets, a.commit_log_offsets[-1]))  # all but the last
+            assert _records(many, a.commit_log_offsets[:-1], sizes[:-1]) == \
+                _records(each, b.commit_log_offsets[:-1], sizes[:-1])
+        assert got[3].queue_offsets.tolist() == [5, 6, 7, 8]  # after the first batch of T/0
+        for q in (0, 1):
+            cq_many, cq_each = many.consume_queue("T", q), each.consume_queue("T", q)
+            assert cq_many.units(0, cq_many.max_offset()).tolist() == cq_each.units(0, cq_each.max_offset()).tolist()
+
+        bad = message_batch(JAVA[:2])[:-3]
+        unusual = message_batch([(b"x", 0, "TRAN_MSG\x01true\x02PGROUP\x01p\x02")])
+        out = many.put_message_batches([("T", message_batch(JAVA[:2]), 0, 1, None), ("T", bad, 0, 1, None),
+                                        ("T", unusual, 0, 1, None), ("T", message_batch(JAVA[:1]), 0, 1, None)])
+        assert out[0].queue_offsets.tolist() == [9, 10]
+        assert isinstance(out[1], ValueError)
+        assert out[2:] == [None, None]
+        assert many.max_offset("T", 0) == 11

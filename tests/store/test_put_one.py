@@ -90,3 +90,40 @@ def test_refusals_are_the_batch_paths(tmp_path, bad, named):
         with pytest.raises(ValueError, match=named):
             store.put("Q", b"x", **bad)
         assert store.max_offset("Q", 0) == 0 and store.commit_log_max_offset() == 0
+
+
+def test_put_many_writes_what_puts_one_after_another_write(tmp_path):
+    """The broker's single sends of one turn of its loop go in one write (put_many): the same records (but the
+    store timestamp), units, queue offsets in the order given, and the index; one that cannot go with the others
+    sends them all one by one, and a refused one is refused alone."""
+    cases = [dict(c, topic=c.get("topic", "T")) for c in CASES] + \
+        [dict(topic="T", body=b"again %d" % i, properties={"UNIQ_KEY": f"R{i}"}, queue_id=i % 2) for i in range(6)]
+    for c in cases:
+        c.setdefault("born_timestamp", 1700000000000)
+        c.setdefault("queue_id", 1)  # round robin starts at random
+    with MessageStore(tmp_path / "many") as many, MessageStore(tmp_path / "each") as each:
+        for store in (many, each):
+            store.store_host = codec.parse_host("192.168.0.9:10911")
+        together = []
+        real = many._append_ones_locked
+        many._append_ones_locked = lambda ones, defer: together.append(len(ones)) or real(ones, defer)
+        got = many.put_many([dict(c) for c in cases])
+        assert together == [len(cases)]  # in one write
+        want = [each.put(**dict(c)) for c in cases]
+        assert [(r.queue_id, r.queue_offset, r.commit_log_offset, r.msg_id, r.uniq_key) for r in got] == \
+            [(r.queue_id, r.queue_offset, r.commit_log_offset, r.msg_id, r.uniq_key) for r in want]
+        assert len({r.commit_log_offset for r in got}) == len(cases)
+        for a, b in zip(got, want):
+            size = int(many.consume_queue(a.topic, a.queue_id).units(a.queue_offset, a.queue_offset + 1)["size"][0])
+            assert _record(many, a.commit_log_offset, size) == _record(each, b.commit_log_offset, size)
+            assert _unit(many, a.topic, a.queue_id, a.queue_offset) == _unit(each, b.topic, b.queue_id, b.queue_offset)
+        assert many.query_message_by_unique_key("T", "R3").queue_offset == \
+            each.query_message_by_unique_key("T", "R3").queue_offset
+
+        # a message with KEYS is not put_one's: all of them go one by one, in order; a bad queue is refused alone
+        mixed = [dict(topic="T", body=b"k", keys="K1", queue_id=0), dict(topic="T", body=b"bad", queue_id=99),
+                 dict(topic="T", body=b"after", queue_id=0)]
+        out = many.put_many(mixed)
+        assert together == [len(cases)]
+        assert isinstance(out[1], ValueError) and "99" in str(out[1])
+        assert [r.queue_offset for r in (out[0], out[2])] == [many.max_offset("T", 0) - 2, many.max_offset("T", 0) - 1]
