@@ -1,8 +1,16 @@
-"""Every notebook in notebooks/ runs top to bottom in a fresh kernel, as a user's first run would.
+"""Every notebook in notebooks/ runs top to bottom, every cell in order, as a user runs it.
 
 The kernel is "rmq-spark", which `make venv` installs into .venv (ipykernel install --sys-prefix): it runs
 this interpreter, so Spark's Python workers and the notebook share the project's packages. A notebook fails
-the test on any error in any cell; plots must come out as images.
+the test on any error in any cell, on a trace in any cell's output (the JVM and Spark's Python workers write to
+the kernel's stderr, which the running cell shows); plots must come out as images.
+
+The notebooks of one test run share one kernel (SharedKernel): each one starts with an empty namespace and must
+leave no SparkContext behind (each ends with spark.stop()), and the next one's SparkSession is a new SparkContext
+in the JVM the first notebook started. A kernel and JVM of their own for each notebook cost 20-30 s apiece
+(Spark's start and its first queries' warm-up); a notebook that fails leaves its kernel, and the next one gets a
+fresh kernel. The first notebook run, or one run alone (`pytest -k 03_exactly`), starts its own JVM as a user's
+first run does.
 """
 from __future__ import annotations
 
@@ -14,7 +22,9 @@ from pathlib import Path
 import nbformat
 import pytest
 from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
+from nbclient.util import run_sync
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK_DIR = ROOT / "notebooks"
@@ -76,16 +86,63 @@ def test_a_python_workers_traceback_in_a_cell_fails_the_notebook():
     assert shown_failures([nbformat.v4.new_output("stream", name="stderr", text=java)])[0].startswith("Java trace")
 
 
+class SharedKernel:
+    """One "rmq-spark" kernel for the notebooks of a test run, started by the first notebook executed in it, its
+    namespace emptied (%reset -f) before each later notebook and checked to hold no SparkContext after each."""
+
+    def __init__(self) -> None:
+        self.km: AsyncKernelManager | None = None
+
+    def _client(self, nb) -> NotebookClient:
+        if self.km is None:
+            self.km = AsyncKernelManager(kernel_name=KERNEL)
+        return NotebookClient(nb, km=self.km, kernel_name=KERNEL, timeout=180, allow_errors=False,
+                              resources={"metadata": {"path": str(NOTEBOOK_DIR)}})
+
+    def _run(self, nb) -> list:
+        """Every cell of `nb` in order (its outputs kept in `nb`); the outputs."""
+        client = self._client(nb)
+        try:
+            client.execute()  # raises CellExecutionError, naming the cell, on any error
+        except BaseException:
+            self.shutdown()  # whatever the notebook left (a SparkContext, brokers): the next one starts afresh
+            raise
+        finally:
+            if client.kc is not None:
+                client.kc.stop_channels()
+        return [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+
+    def execute(self, nb) -> list:
+        """Every cell of `nb` in order; the outputs of its cells and of the kernel's housekeeping around it (what
+        the JVM wrote after the notebook's last cell is shown in the next cell the kernel runs)."""
+        fresh = self.km is None or not self.km.has_kernel
+        reset = [] if fresh else self._run(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("%reset -f")]))
+        outputs = self._run(nb)
+        check = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+            "from pyspark import SparkContext\n"
+            "assert SparkContext._active_spark_context is None, 'the notebook left its SparkContext running'")])
+        return reset + outputs + self._run(check)
+
+    def shutdown(self) -> None:
+        if self.km is not None and self.km.has_kernel:
+            run_sync(self.km.shutdown_kernel)(now=True)
+        self.km = None
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    shared = SharedKernel()
+    yield shared
+    shared.shutdown()
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook_runs(path):
+def test_notebook_runs(path, kernel):
     check_kernel()
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, kernel_name=KERNEL, timeout=180, allow_errors=False,
-                            resources={"metadata": {"path": str(NOTEBOOK_DIR)}})
     started = time.monotonic()
-    client.execute()  # raises CellExecutionError, naming the cell, on any error
+    outputs = kernel.execute(nb)
     print(f"{path.name}: {time.monotonic() - started:.1f} s")
-    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not shown_failures(outputs), shown_failures(outputs)
     if path.name in PLOTS:
         assert any("image/png" in o.get("data", {}) for o in outputs), f"{path.name} drew no plot"

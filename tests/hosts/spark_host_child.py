@@ -84,7 +84,11 @@ def main(root: str) -> None:
              .config("spark.sql.shuffle.partitions", "2")
              # Python workers start slowly on a loaded 2-core machine: more than the default 15 s to connect back
              .config("spark.python.authenticate.socketTimeout", "120s")
-             .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable).getOrCreate())
+             .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
+             # the tests' JVM flags (tests/conftest.py), for the driver and the executor JVMs
+             .config("spark.driver.extraJavaOptions", os.environ.get("RMQ_TEST_SPARK_JAVA_OPTIONS", ""))
+             .config("spark.executor.extraJavaOptions", os.environ.get("RMQ_TEST_SPARK_JAVA_OPTIONS", ""))
+             .getOrCreate())
     queries: dict = {}
     namesrv = ""
     restarts: list[str] = []

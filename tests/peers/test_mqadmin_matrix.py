@@ -24,7 +24,9 @@ from store import message_codec as codec
 
 TOPIC = "AdmTopic"
 BROKER, OTHER = "broker-a", "broker-b"
-pytestmark = pytest.mark.parametrize("stock_version", [STOCK_4], indirect=True)  # the session's 4.9.7 cluster
+# the session's 4.9.7 cluster; its id as conftest's, so that these tests are in that version's work unit (one worker
+# boots the cluster once: tests/conftest.py's unit_of)
+pytestmark = pytest.mark.parametrize("stock_version", [STOCK_4], indirect=True, ids=[f"rocketmq-{STOCK_4}"])
 LOCALHOST = bytes([127, 0, 0, 1])
 # (queue, tags, keys) of the messages both brokers get, in order
 MESSAGES = [(0, "TagA", "k0 shared"), (0, "TagB", "k1"), (0, "TagA", "k2 shared"), (1, "TagA", "k3"), (1, "TagB", "k4")]

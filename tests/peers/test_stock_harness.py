@@ -17,7 +17,10 @@ def test_a_stock_cluster_serves_the_stock_clients(stock_cluster, stock_java):
     sent = stock_java.produce(msgs[:20] + [{"batch": msgs[20:30]}, {"batch": msgs[30:]}])
     assert all(r["status"] == "SEND_OK" for r in sent)
 
-    tagged = stock_java.consume("HarnessTopic", 40, "harness-tag", "tag", "TagA || TagB")
+    # both consumers in one JVM
+    got = stock_java.consume_many("HarnessTopic", [("harness-tag", "tag", "TagA || TagB", 40),
+                                                   ("harness-sql", "sql", "color = 'red'", 14)])
+    tagged = got["harness-tag"]
     assert sorted(int(m["properties"]["i"]) for m in tagged) == list(range(40))
     for m in tagged:
         i = int(m["properties"]["i"])
@@ -25,7 +28,7 @@ def test_a_stock_cluster_serves_the_stock_clients(stock_cluster, stock_java):
                                                                                         f"k{i} key{i}", f"body-{i}")
         assert m["properties"]["color"] == msgs[i]["props"]["color"]
 
-    sql = stock_java.consume("HarnessTopic", 14, "harness-sql", "sql", "color = 'red'")
+    sql = got["harness-sql"]
     assert sorted(int(m["properties"]["i"]) for m in sql) == list(range(0, 40, 3))
 
     # every message consumed: the group's offsets reach the queue ends (the client persists them at shutdown, with

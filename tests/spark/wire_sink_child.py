@@ -3,6 +3,7 @@ a store directory into a topic through brokers with the wire sink, availableNow,
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 
@@ -10,7 +11,9 @@ def main(src: str, namesrv: str, topic: str, checkpoint: str) -> None:
     from pyspark.sql import SparkSession
 
     spark = (SparkSession.builder.master("local[2]").appName("rmq-wire-sink-faults")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false").getOrCreate())
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.driver.extraJavaOptions", os.environ.get("RMQ_TEST_SPARK_JAVA_OPTIONS", ""))  # conftest
+             .getOrCreate())
     try:
         q = (spark.readStream.format("rmq").option("path", src).option("topic", "In")
              .option("startingOffsets", "earliest").option("maxMessagesPerTrigger", 500).load()
