@@ -16,18 +16,18 @@ from typing import Optional
 
 import pyarrow as pa
 
-from remoting import HeaderFieldError, RemotingCommand, RemotingServer, ResponseCode
+from remoting import RemotingCommand, RemotingServer, ResponseCode
 from remoting.local_address import advertised_host, join_address, split_address
 from remoting.remoting_server import Channel
 from rmq_acl.acl_exception import AclException
 from rmq_acl.permission import SUB
 from rmq_acl.plain_access_validator import PlainAccessValidator
-from store import MessageStore, StoreError
+from store import MessageStore
 from store import message_codec as codec
 from store.errors import DiskFullError
 from store.store_config import SYNC_FLUSH, StoreConfig
 
-from .bad_request import BadRequest
+from .bad_request import REFUSED, BadRequest, refusal
 from .broker_config import BrokerConfig
 from .broker_outer_api import BrokerOuterAPI
 from .broker_stats import BrokerStats
@@ -254,8 +254,8 @@ class Broker:
         def run(cmd: RemotingCommand, channel):
             try:
                 answer = processor.process_request(cmd, channel)
-            except (BadRequest, HeaderFieldError, StoreError) as e:
-                return _refusal(cmd, e)
+            except REFUSED as e:
+                return refusal(cmd, e)
             if answer is None or isinstance(answer, (RemotingCommand, asyncio.Future)):
                 return answer  # a future's answer is the processor's own
             return _answered_later(cmd, answer)
@@ -273,14 +273,8 @@ class Broker:
             await self.consumers.expire()
 
 
-def _refusal(cmd: RemotingCommand, e: Exception) -> RemotingCommand:
-    if isinstance(e, StoreError):
-        return cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
-    return cmd.response(getattr(e, "code", ResponseCode.SYSTEM_ERROR), str(e))  # its code, a remark naming the field
-
-
 async def _answered_later(cmd: RemotingCommand, answer) -> Optional[RemotingCommand]:
     try:
         return await answer
-    except (BadRequest, HeaderFieldError, StoreError) as e:
-        return _refusal(cmd, e)
+    except REFUSED as e:
+        return refusal(cmd, e)

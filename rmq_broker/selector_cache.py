@@ -102,8 +102,9 @@ class SelectorCache:
         return entry.result()
 
     async def get(self, group: str, topic: str, kind: str, expression: str, version: int) -> Built:
-        if kind == "TAG" and expression.strip() in ("", "*"):
-            return None, False
+        built = self.get_now(group, topic, kind, expression, version)
+        if built is not None:
+            return built
         key = (group, topic, kind, expression, version)
         entry = self._entries.get(key)
         if entry is None:

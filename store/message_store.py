@@ -441,9 +441,9 @@ class MessageStore:
                         sys_flag, born_host, reconsume_times)
         if one is not None:
             with self.write_lock():
-                placed = self._append_one_locked(one, defer_flush)
+                placed = self._append_ones_locked([one], defer_flush)
             if placed is not None:
-                return placed
+                return placed[0]
             queue_id = one.queue_id  # the queue round robin chose stays the message's
         result = self.put_batch(topic, [body], tags=[tags], keys=[keys], properties=[properties],
                                 queue_id=None if queue_id is None else [queue_id],
@@ -477,10 +477,8 @@ class MessageStore:
 
     def _append_locked(self, batch, plan) -> PutBatchResult:
         write_pos = self._sync_write_state()
-        # Topics first: created on first write with the default queue count.
-        for t in batch.topics:
-            if t not in self.topic_config.table:
-                self._create_topic_locked(t, self.config.defaultTopicQueueNums)
+        for t in batch.topics:  # topics first
+            self._topic_for_write_locked(t)
         layout = self.commit_log.plan(write_pos, batch.sizes, batch.size_total)
         end = layout.end
         placed = plan.assign(self, batch.sizes, write_pos, layout.positions)
@@ -516,33 +514,6 @@ class MessageStore:
         return PutBatchResult(batch.topics, batch.topic_index, placed.queue_ids, placed.queue_offsets,
                               placed.positions, self.store_host, plan.uniq_keys)
 
-    def _append_one_locked(self, one: OneRecord, defer_flush: bool = False) -> Optional[PutResult]:
-        """Append one record (put_one): the commitlog bytes, then its consume-queue unit, then the committed end,
-        as _append_locked does for a batch. None, with nothing written, when the queue id is outside the topic's
-        write queues or the record does not fit in the current commitlog file: put_batch words the error or rolls
-        the file (one.queue_id then holds the queue chosen)."""
-        write_pos = self._sync_write_state()
-        topic = one.topic
-        config = self.topic_config.table.get(topic)
-        if config is None:
-            config = self._create_topic_locked(topic, self.config.defaultTopicQueueNums)
-        nq = config.writeQueueNums
-        if one.queue_id is None:
-            one.queue_id = self.take_round_robin(topic, nq, 1)
-        queue_id = one.queue_id
-        if queue_id >= nq:
-            return None
-        queue_offset = self.queue_end(topic, queue_id)
-        store_ts = int(time.time() * 1000)
-        one.set_place(queue_id, queue_offset, write_pos, store_ts)
-        unit = np.frombuffer(bytearray(_UNIT.pack(write_pos, len(one.record), one.tags_code)), dtype=UNIT_DTYPE)
-        if self._append_runs_locked(one.record, unit, [(topic, queue_id, queue_offset, 0, 1)],
-                                    np.array([write_pos], dtype=np.int64), write_pos, store_ts, defer_flush) is None:
-            return None
-        return PutResult(msg_id=codec.create_message_id(self.store_host[0], self.store_host[1], write_pos),
-                         topic=topic, queue_id=queue_id, queue_offset=queue_offset, commit_log_offset=write_pos,
-                         uniq_key=one.uniq_key)
-
     def put_many(self, messages: Sequence[dict], defer_flush: bool = False) -> list:
         """Several single messages (each a dict of put's arguments) in one write when every one is the usual message
         (put_one) and they fit in the current commitlog file, else put one after another: either way each gets its
@@ -573,8 +544,9 @@ class MessageStore:
         return out
 
     def _append_ones_locked(self, ones: list[OneRecord], defer_flush: bool) -> Optional[list[PutResult]]:
-        """put_one's records appended together (put_many); None, with nothing written, when a queue id is outside
-        its topic's write queues or they do not fit in the current commitlog file."""
+        """put_one's records appended together (put, put_many): the commitlog bytes, then their consume-queue units,
+        then the committed end; None, with nothing written, when a queue id is outside its topic's write queues or
+        they do not fit in the current commitlog file (one.queue_id then holds the queue round robin chose)."""
         write_pos = self._sync_write_state()
         store_ts = int(time.time() * 1000)
         ends: dict[tuple[str, int], list[int]] = {}  # (topic, queue id) -> [first queue offset, indexes of ones]
@@ -583,9 +555,7 @@ class MessageStore:
         queue_ids: list[int] = []
         pos = write_pos
         for i, one in enumerate(ones):
-            config = self.topic_config.table.get(one.topic)
-            if config is None:
-                config = self._create_topic_locked(one.topic, self.config.defaultTopicQueueNums)
+            config = self._topic_for_write_locked(one.topic)
             if one.queue_id is None:
                 one.queue_id = self.take_round_robin(one.topic, config.writeQueueNums, 1)
             if one.queue_id >= config.writeQueueNums:
@@ -630,22 +600,8 @@ class MessageStore:
         if planned is None:
             return None
         with self.write_lock():
-            write_pos = self._sync_write_state()
-            config = self.topic_config.table.get(topic)
-            if config is None:
-                config = self._create_topic_locked(topic, self.config.defaultTopicQueueNums)
-            if not 0 <= queue_id < config.writeQueueNums:
-                return None
-            queue_offset = self.queue_end(topic, queue_id)
-            store_ts = int(time.time() * 1000)
-            records, units, positions, _ = planned.encode(queue_id, queue_offset, write_pos, store_ts,
-                                                          self.store_host)
-            if self._append_runs_locked(records, units, [(topic, queue_id, queue_offset, 0, planned.n)], positions,
-                                        write_pos, store_ts, defer_flush) is None:
-                return None
-        return PutBatchResult([topic], np.zeros(1, np.int32), np.full(planned.n, queue_id, np.int32),
-                              np.arange(queue_offset, queue_offset + planned.n, dtype=np.int64), positions,
-                              self.store_host, None)
+            placed = self._append_batches_locked([planned], [queue_id], defer_flush)
+        return None if placed is None else placed[0]
 
     def put_message_batches(self, batches: Sequence[tuple], defer_flush: bool = False) -> list:
         """Several MessageBatch bodies, each (topic, body, queue id, born timestamp, born host), in one write when
@@ -679,18 +635,22 @@ class MessageStore:
                 out.append(e)
         return out
 
+    def _topic_for_write_locked(self, topic: str) -> TopicConfig:
+        """The topic's config, the topic created with the default queue count on its first write."""
+        config = self.topic_config.table.get(topic)
+        return config if config is not None else self._create_topic_locked(topic, self.config.defaultTopicQueueNums)
+
     def _append_batches_locked(self, plans: list, queue_ids: list[int], defer_flush: bool) -> Optional[list]:
-        """Planned MessageBatch bodies appended together (put_message_batches); None, with nothing written, when a
-        queue id is outside its topic's write queues or they do not fit in the current commitlog file."""
+        """Planned MessageBatch bodies appended together (put_message_batch, put_message_batches); None, with nothing
+        written, when a queue id is outside its topic's write queues or they do not fit in the current commitlog
+        file."""
         write_pos = self._sync_write_state()
         store_ts = int(time.time() * 1000)
         next_offset: dict[tuple[str, int], int] = {}
         records, units, positions, runs, placed = [], [], [], [], []
         pos, first = write_pos, 0
         for plan, queue_id in zip(plans, queue_ids):
-            config = self.topic_config.table.get(plan.topic)
-            if config is None:
-                config = self._create_topic_locked(plan.topic, self.config.defaultTopicQueueNums)
+            config = self._topic_for_write_locked(plan.topic)
             if not 0 <= queue_id < config.writeQueueNums:
                 return None
             queue_offset = next_offset.get((plan.topic, queue_id))

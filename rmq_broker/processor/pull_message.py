@@ -97,13 +97,13 @@ class PullMessageProcessor(RequestProcessor):
         while True:
             result, body = self.store.get_message_records(h.topic, h.queue_id, held.offset, max_msgs, message_filter,
                                                           by_properties=sql)
-            wait_s = self._wait_s(h, channel, held, result, suspend_ms)
+            wait_s = self._wait_s(channel, held, result, suspend_ms)
             if wait_s is None:
                 return self._answer(cmd, held, result, body)
             if wait_s:  # held: read again from held.offset once something may have arrived
                 return self._held(h, cmd, channel, held, max_msgs, message_filter, sql, suspend_ms)
 
-    def _wait_s(self, h: PullMessageRequestHeader, channel, held: HeldPull, result, suspend_ms: int):
+    def _wait_s(self, channel, held: HeldPull, result, suspend_ms: int):
         """How long the pull waits before reading again (0: at once), or None: the result is the answer."""
         # an empty queue is waited on from offset 0 only: past it the answer is PULL_OFFSET_MOVED (to 0)
         empty_past = result.status == GetMessageStatus.NO_MESSAGE_IN_QUEUE and held.offset != 0
@@ -122,7 +122,7 @@ class PullMessageProcessor(RequestProcessor):
             # read again before waiting: the first read and this task's start are a turn of the loop apart
             result, body = self.store.get_message_records(h.topic, h.queue_id, held.offset, max_msgs, message_filter,
                                                           by_properties=sql)
-            wait_s = self._wait_s(h, channel, held, result, suspend_ms)
+            wait_s = self._wait_s(channel, held, result, suspend_ms)
             if wait_s is None:
                 return self._answer(cmd, held, result, body)
 

@@ -23,7 +23,7 @@ from store import StoreError, native
 from store import message_codec as codec
 from store.message_properties import PropertiesText, parse_properties
 
-from ..bad_request import BadRequest
+from ..bad_request import REFUSED, BadRequest, refusal
 from ..schedule_message_service import PROPERTY_DELAY
 from ..send_coalescer import SendCoalescer
 from ..topic_validator import refuse_illegal_queue
@@ -80,18 +80,6 @@ class SendMessageProcessor(RequestProcessor):
         answer = send(h, cmd, channel)
         return answer if isinstance(answer, RemotingCommand) else await answer
 
-    def _synced(self, end: int, answer: RemotingCommand):
-        """The answer, at once under ASYNC_FLUSH; under SYNC_FLUSH once the commitlog is fsynced up to end."""
-        group_commit = self.broker.group_commit
-        if group_commit is None:
-            return answer
-        return self._after_commit(group_commit, end, answer)
-
-    @staticmethod
-    async def _after_commit(group_commit, end: int, answer: RemotingCommand) -> RemotingCommand:
-        await group_commit.wait(end)  # SEND_OK only once the records are on disk
-        return answer
-
     def _send(self, h: SendMessageRequestHeader, cmd: RemotingCommand, channel):
         topic = h.topic
         queue_id = _or(h.queue_id, -1)
@@ -127,7 +115,7 @@ class SendMessageProcessor(RequestProcessor):
 
     def _put_answer(self, cmd: RemotingCommand, result) -> RemotingCommand:
         """A coalesced send's answer: SEND_OK with where it went, or the store's refusal."""
-        refused = _refusal(cmd, result)
+        refused = _put_refusal(cmd, result)
         if refused is not None:
             return refused
         self.broker.arrived(result.topic, result.queue_id)
@@ -136,16 +124,14 @@ class SendMessageProcessor(RequestProcessor):
     def _batch_answer(self, h: SendMessageRequestHeader, cmd: RemotingCommand, channel, queue_id: int,
                       result) -> RemotingCommand:
         """A coalesced batch's answer; one that is not the usual batch is put here, in its turn."""
-        refused = _refusal(cmd, result)
+        refused = _put_refusal(cmd, result)
         if refused is not None:
             return refused
         if result is None:
             try:
                 return self._send_batch_general(h, cmd, channel, queue_id)
-            except BadRequest as e:
-                return cmd.response(e.code, str(e))
-            except StoreError as e:
-                return cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
+            except REFUSED as e:
+                return refusal(cmd, e)
         self.broker.arrived(h.topic, queue_id, len(result))
         ids = codec.message_ids_text(result.store_host[0], result.store_host[1], result.commit_log_offsets)
         return self._response(cmd, ids, queue_id, int(result.queue_offsets[0]))
@@ -275,12 +261,12 @@ def decode_message_batch(body: bytes) -> tuple[pa.Array, np.ndarray, Optional[pa
     return bodies, flags, texts
 
 
-def _refusal(cmd: RemotingCommand, result) -> Optional[RemotingCommand]:
-    """The answer to a send the store refused (result: the error), or None."""
+def _put_refusal(cmd: RemotingCommand, result) -> Optional[RemotingCommand]:
+    """The answer to a send the store refused (result: its error), or None."""
     if isinstance(result, ValueError):
         return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(result))
     if isinstance(result, StoreError):
-        return cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(result).__name__}: {result}")
+        return refusal(cmd, result)
     if isinstance(result, Exception):
         raise result
     return None
