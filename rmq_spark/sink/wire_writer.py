@@ -339,13 +339,19 @@ def _checker(options: WireSinkOptions, decisions: TransactionLog, topics: list[s
 def _test_pause(tlog: TransactionLog, point: str, batch_id: int) -> None:
     """For the fault tests (a driver or broker killed at a known step of a commit): with
     RMQ_WIRE_SINK_TEST_PAUSE=<point>@<batchId>:<seconds>[,...] in the driver's environment the commit writes
-    paused-<point>-<batchId> into the decisions directory and sleeps there. Unset, it does nothing."""
+    paused-<point>-<batchId> into the decisions directory and sleeps there. With `kill` for the seconds it
+    SIGKILLs the driver's session there instead (for a driver started as a session leader): a kill from outside
+    comes late, and meanwhile the still-living checker may answer the brokers' checks. Unset, it does nothing."""
     for spec in filter(None, os.environ.get("RMQ_WIRE_SINK_TEST_PAUSE", "").split(",")):
         where, _, seconds = spec.partition(":")
         if where == f"{point}@{batch_id}":
             import time
             os.makedirs(tlog.dir, exist_ok=True)
             open(os.path.join(tlog.dir, f"paused-{point}-{batch_id}"), "w").close()
+            if seconds == "kill":
+                import signal
+                os.killpg(os.getsid(0), signal.SIGKILL)  # the driver's group; Spark's daemon has its own
+                os.kill(os.getpid(), signal.SIGKILL)
             time.sleep(float(seconds))
 
 
