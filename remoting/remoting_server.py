@@ -26,15 +26,50 @@ LARGE_BODY = 64 << 10
 # RocketMQ's remark when a request finds its processor's queue full (NettyRemotingAbstract)
 OVERLOAD_REMARK = "[OVERLOAD]system busy, start flow control for a while"
 
-# A processor answers a request at once (returns the answer, or None for none), or later: a future of it (written
-# when done) or any other awaitable of it (run as a task of its own). The usual pull is answered at once and a
-# single send by a future (appended with the others of its turn), without a task's cost; anything that waits
-# (a held pull, a name-server call) is awaited.
+# A processor answers a request at once (returns the answer, or None for none), or later: a ResponseCallback it
+# calls itself, a future of it (written when done) or any other awaitable of it (run as a task of its own). The
+# usual pull is answered at once and a single send by a callback (appended with the others of its turn), without
+# a task's cost; anything that waits (a held pull, a name-server call) is awaited.
 Processor = Callable[[RemotingCommand, "Channel"],
                      Union[Awaitable[Optional[RemotingCommand]], Optional[RemotingCommand]]]
 # RocketMQ's RPCHook.doBeforeRequest: sees every request before its processor; an answer it returns is the answer
 # (a refusal) and the processor is not run
 BeforeRequest = Callable[[RemotingCommand, "Channel"], Optional[RemotingCommand]]
+
+
+class ResponseCallback:
+    """A request its processor answers from a callback of its own (RocketMQ's RemotingResponseCallback), without a
+    task or a future: callback() puts the answer in the connection's output at once; flush() hands that output to
+    the socket now rather than at the end of the turn (an answer sent before the work that follows it)."""
+
+    __slots__ = ("server", "cmd", "channel", "answered", "counted")
+
+    def __init__(self, server: "RemotingServer", cmd: RemotingCommand, channel: "Channel"):
+        self.server = server
+        self.cmd = cmd
+        self.channel = channel
+        self.answered = False
+        self.counted = False  # among the connection's busy requests (from when the server has it)
+
+    def callback(self, response: Optional[RemotingCommand]) -> None:
+        if self.answered:
+            return
+        self.answered = True
+        if self.counted:
+            self.channel._set_busy(-1)
+        self.server._respond(self.cmd, self.channel, response)
+
+    def _count(self) -> None:
+        if not self.answered:
+            self.counted = True
+            self.channel._set_busy(+1)
+
+    def failed(self, e: Exception) -> None:
+        """Answered with what the server answers for a processor's failure."""
+        self.callback(self.server._failed(self.cmd, self.channel, e))
+
+    def flush(self) -> None:
+        self.channel._flush()
 
 
 class Channel:
@@ -128,6 +163,11 @@ class Channel:
         finally:
             self.held.discard(task)
             self._set_busy(+1)
+
+    def response_callback(self, cmd: RemotingCommand) -> ResponseCallback:
+        """What a processor returns for a request it answers later by calling it."""
+        assert self.server is not None
+        return ResponseCallback(self.server, cmd, self)
 
     def _write(self, data: bytes) -> None:
         self.bytes_out += len(data)
@@ -268,6 +308,8 @@ class RemotingServer:
                 if isinstance(answer, RemotingCommand) and not cmd.is_oneway \
                         and channel.buffered() <= self.limits.write_high_water:
                     self._answer_now(cmd, channel, answer)
+                elif isinstance(answer, ResponseCallback):
+                    answer._count()
                 elif isinstance(answer, asyncio.Future):
                     channel._set_busy(+1)
                     answer.add_done_callback(functools.partial(self._answered, cmd, channel))
@@ -408,7 +450,10 @@ class RemotingServer:
         error = done.exception()
         if error is not None and not isinstance(error, Exception):
             raise error
-        response = done.result() if error is None else self._failed(cmd, channel, error)
+        self._respond(cmd, channel, done.result() if error is None else self._failed(cmd, channel, error))
+
+    def _respond(self, cmd: RemotingCommand, channel: Channel, response: Optional[RemotingCommand]) -> None:
+        """A later answer written (without a task while the client has room)."""
         if response is None or cmd.is_oneway or channel.closed.is_set():
             return
         if channel.buffered() <= self.limits.write_high_water:

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from remoting import RemotingCommand, RemotingServer, ResponseCode
 from remoting.local_address import advertised_host, join_address, split_address
-from remoting.remoting_server import Channel
+from remoting.remoting_server import Channel, ResponseCallback
 from rmq_acl.acl_exception import AclException
 from rmq_acl.permission import SUB
 from rmq_acl.plain_access_validator import PlainAccessValidator
@@ -256,8 +256,8 @@ class Broker:
                 answer = processor.process_request(cmd, channel)
             except REFUSED as e:
                 return refusal(cmd, e)
-            if answer is None or isinstance(answer, (RemotingCommand, asyncio.Future)):
-                return answer  # a future's answer is the processor's own
+            if answer is None or isinstance(answer, (RemotingCommand, asyncio.Future, ResponseCallback)):
+                return answer  # a future's or a callback's answer is the processor's own
             return _answered_later(cmd, answer)
         return run
 

@@ -1,41 +1,53 @@
 """The sends read in one turn of the event loop, appended together at its end (MessageStore.put_many for single
 messages, put_message_batches for MessageBatch bodies): one write lock, one commitlog write, one index pass and
 one committed end for all of them, where each send alone paid all of it (most of a send's cost). Each send gets
-its queue offsets in the order it was read, and its answer once its records are appended, under SYNC_FLUSH once
-the group commit covers them: nothing is acknowledged before it is stored. A producer with one send in flight
-waits no longer than the turn it arrived in."""
+its queue offsets in the order it was read. Under ASYNC_FLUSH its answer leaves as soon as the commitlog holds its
+records, before their consume-queue units and index entries are written (RocketMQ answers there too, and
+dispatches after); under SYNC_FLUSH once the group commit covers them: nothing is acknowledged before it is
+stored. A producer with one send in flight waits no longer than the turn it arrived in."""
 from __future__ import annotations
 
 import asyncio
 from typing import Callable
 
 from remoting import RemotingCommand
+from remoting.remoting_server import ResponseCallback
 from store import PutBatchResult, PutResult
+
+Answer = Callable[[object], RemotingCommand]
+
+
+class _Send:
+    __slots__ = ("batch", "args", "respond", "answer")
+
+    def __init__(self, batch: bool, args, respond: ResponseCallback, answer: Answer):
+        self.batch = batch
+        self.args = args
+        self.respond = respond
+        self.answer = answer
 
 
 class SendCoalescer:
     def __init__(self, broker):
         self.broker = broker
         self.coalesced = 0  # sends appended together with others, since start
-        self._pending: list[tuple[bool, object, asyncio.Future, Callable[[object], RemotingCommand]]] = []
+        self._pending: list[_Send] = []
 
-    def put(self, args: dict, answer: Callable[[object], RemotingCommand]) -> asyncio.Future:
-        """A single message (put's arguments); the future of the send's answer: answer(its PutResult, or the error
+    def put(self, args: dict, respond: ResponseCallback, answer: Answer) -> ResponseCallback:
+        """A single message (put's arguments), answered through respond with answer(its PutResult, or the error
         that refused it)."""
-        return self._add(False, args, answer)
+        return self._add(_Send(False, args, respond, answer))
 
-    def put_batch(self, batch: tuple, answer: Callable[[object], RemotingCommand]) -> asyncio.Future:
-        """A MessageBatch body (topic, body, queue id, born timestamp, born host); answer(its PutBatchResult, None
-        when it is not the usual batch, or the error that refused it)."""
-        return self._add(True, batch, answer)
+    def put_batch(self, batch: tuple, respond: ResponseCallback, answer: Answer) -> ResponseCallback:
+        """A MessageBatch body (topic, body, queue id, born timestamp, born host), answered through respond with
+        answer(its PutBatchResult, None when it is not the usual batch, or the error that refused it)."""
+        return self._add(_Send(True, batch, respond, answer))
 
-    def _add(self, batch: bool, args, answer) -> asyncio.Future:
-        loop = asyncio.get_running_loop()
+    def _add(self, send: _Send) -> ResponseCallback:
         if not self._pending:
-            loop.call_soon(self.flush)
-        done = loop.create_future()
-        self._pending.append((batch, args, done, answer))
-        return done
+            asyncio.get_running_loop().call_soon(self.flush)
+        self._pending.append(send)
+        return send.respond
 
     def flush(self) -> None:
         """Append what is pending now (at the end of the turn; before any other write that must come after)."""
@@ -48,25 +60,32 @@ class SendCoalescer:
         i = 0
         while i < len(pending):  # runs of the same kind, in the order read
             j = i
-            while j < len(pending) and pending[j][0] == pending[i][0]:
+            while j < len(pending) and pending[j].batch == pending[i].batch:
                 j += 1
-            args = [p[1] for p in pending[i:j]]
-            put = store.put_message_batches if pending[i][0] else store.put_many
+            run = pending[i:j]
+            put = store.put_message_batches if run[0].batch else store.put_many
             try:
-                results.extend(put(args, defer_flush=group_commit is not None))
-            except Exception as e:  # nothing of them acknowledged: each is answered with the error
-                results.extend([e] * len(args))
+                results.extend(put([s.args for s in run], defer_flush=group_commit is not None,
+                                   on_written=None if group_commit is not None else lambda r, run=run: _early(run, r)))
+            except Exception as e:  # those not answered yet are answered with the error
+                results.extend([e] * len(run))
             i = j
         if len(pending) > 1:
             self.coalesced += len(pending)
         answers = []
         end = 0
-        for (_, _, done, answer), result in zip(pending, results):
+        for send, result in zip(pending, results):
+            if isinstance(result, PutResult):
+                self.broker.arrived(result.topic, result.queue_id)  # its units are written: held pulls find it
+            elif isinstance(result, PutBatchResult):
+                self.broker.arrived(result.topics[0], int(result.queue_ids[0]), len(result))
+            if send.respond.answered:
+                continue
             end = max(end, _end(result))
             try:
-                answers.append((done, answer(result)))
+                answers.append((send.respond, send.answer(result)))
             except Exception as e:
-                done.set_exception(e)
+                send.respond.failed(e)
         if group_commit is None or not end:
             _resolve(answers)
         else:
@@ -77,11 +96,23 @@ class SendCoalescer:
         try:
             await group_commit.wait(end)  # SEND_OK only once the records are on disk
         except Exception as e:
-            for done, _ in answers:
-                if not done.done():
-                    done.set_exception(e)
+            for respond, _ in answers:
+                respond.failed(e)
             return
         _resolve(answers)
+
+
+def _early(run: list[_Send], results: list) -> None:
+    """The run's records are in the commitlog: their answers leave now, each connection's in one write."""
+    flushes = {}
+    for send, result in zip(run, results):
+        try:
+            send.respond.callback(send.answer(result))
+        except Exception as e:
+            send.respond.failed(e)
+        flushes[id(send.respond.channel)] = send.respond
+    for respond in flushes.values():
+        respond.flush()
 
 
 def _end(result) -> int:
@@ -94,6 +125,5 @@ def _end(result) -> int:
 
 
 def _resolve(answers) -> None:
-    for done, answer in answers:
-        if not done.done():
-            done.set_result(answer)
+    for respond, answer in answers:
+        respond.callback(answer)

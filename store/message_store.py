@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import fcntl
+import functools
 import logging
 import os
 import random
@@ -11,7 +12,7 @@ import threading
 import time
 import zlib
 from contextlib import contextmanager
-from typing import Iterator, Optional, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -514,27 +515,30 @@ class MessageStore:
         return PutBatchResult(batch.topics, batch.topic_index, placed.queue_ids, placed.queue_offsets,
                               placed.positions, self.store_host, plan.uniq_keys)
 
-    def put_many(self, messages: Sequence[dict], defer_flush: bool = False) -> list:
+    def put_many(self, messages: Sequence[dict], defer_flush: bool = False,
+                 on_written: Optional[Callable[[list], None]] = None) -> list:
         """Several single messages (each a dict of put's arguments) in one write when every one is the usual message
         (put_one) and they fit in the current commitlog file, else put one after another: either way each gets its
         queue offset in the order given. Per message its PutResult, or the ValueError or StoreError put raised
-        for it (the others are stored). The broker's single sends that arrive in one turn of its event loop."""
+        for it (the others are stored). The broker's single sends that arrive in one turn of its event loop.
+        on_written(results), in one write only: called once the records are in the commitlog, before their
+        consume-queue units and index entries (RocketMQ answers a send there, and dispatches after); should a
+        later step fail, the next writer dispatches the records."""
         if self.read_only:
             raise ReadOnlyStoreError(f"store {self.path} is open read-only")
-        if len(messages) > 1:
-            ones = []
-            for m in messages:
-                one = build_one(self, m["topic"], m["body"], m.get("tags"), m.get("keys"), m.get("properties"),
-                                m.get("queue_id"), m.get("sharding_key"), m.get("flag", 0), m.get("born_timestamp"),
-                                m.get("sys_flag", 0), m.get("born_host"), m.get("reconsume_times", 0))
-                if one is None:
-                    break
-                ones.append(one)
-            if len(ones) == len(messages):
-                with self.write_lock():
-                    placed = self._append_ones_locked(ones, defer_flush)
-                if placed is not None:
-                    return placed
+        ones = []
+        for m in messages:
+            one = build_one(self, m["topic"], m["body"], m.get("tags"), m.get("keys"), m.get("properties"),
+                            m.get("queue_id"), m.get("sharding_key"), m.get("flag", 0), m.get("born_timestamp"),
+                            m.get("sys_flag", 0), m.get("born_host"), m.get("reconsume_times", 0))
+            if one is None:
+                break
+            ones.append(one)
+        if len(ones) == len(messages):
+            with self.write_lock():
+                placed = self._append_ones_locked(ones, defer_flush, on_written)
+            if placed is not None:
+                return placed
         out: list = []
         for m in messages:
             try:
@@ -543,7 +547,8 @@ class MessageStore:
                 out.append(e)
         return out
 
-    def _append_ones_locked(self, ones: list[OneRecord], defer_flush: bool) -> Optional[list[PutResult]]:
+    def _append_ones_locked(self, ones: list[OneRecord], defer_flush: bool,
+                            on_written: Optional[Callable[[list], None]] = None) -> Optional[list[PutResult]]:
         """put_one's records appended together (put, put_many): the commitlog bytes, then their consume-queue units,
         then the committed end; None, with nothing written, when a queue id is outside its topic's write queues or
         they do not fit in the current commitlog file (one.queue_id then holds the queue round robin chose)."""
@@ -581,12 +586,15 @@ class MessageStore:
                 k += 1
         units = np.frombuffer(unit_bytes, dtype=UNIT_DTYPE)
         records = b"".join(one.record for one in ones)
-        if self._append_runs_locked(records, units, runs, positions, write_pos, store_ts, defer_flush) is None:
-            return None
         host, port = self.store_host
-        return [PutResult(msg_id=codec.create_message_id(host, port, int(positions[i])), topic=one.topic,
-                          queue_id=queue_ids[i], queue_offset=offsets[i], commit_log_offset=int(positions[i]),
-                          uniq_key=one.uniq_key) for i, one in enumerate(ones)]
+        placed = [PutResult(msg_id=codec.create_message_id(host, port, int(positions[i])), topic=one.topic,
+                            queue_id=queue_ids[i], queue_offset=offsets[i], commit_log_offset=int(positions[i]),
+                            uniq_key=one.uniq_key) for i, one in enumerate(ones)]
+        written = None if on_written is None else functools.partial(on_written, placed)
+        if self._append_runs_locked(records, units, runs, positions, write_pos, store_ts, defer_flush,
+                                    written) is None:
+            return None
+        return placed
 
     def put_message_batch(self, topic: str, body, queue_id: int, *, born_timestamp: int, born_host=None,
                           defer_flush: bool = False) -> Optional[PutBatchResult]:
@@ -603,26 +611,26 @@ class MessageStore:
             placed = self._append_batches_locked([planned], [queue_id], defer_flush)
         return None if placed is None else placed[0]
 
-    def put_message_batches(self, batches: Sequence[tuple], defer_flush: bool = False) -> list:
+    def put_message_batches(self, batches: Sequence[tuple], defer_flush: bool = False,
+                            on_written: Optional[Callable[[list], None]] = None) -> list:
         """Several MessageBatch bodies, each (topic, body, queue id, born timestamp, born host), in one write when
         every one is the usual batch and they fit in the current commitlog file, else put_message_batch one
         after another: either way each batch gets consecutive queue offsets, in the order given. Per batch its
         PutBatchResult, the ValueError its body raised, or None: not the usual batch (the caller takes
         put_batch), and so is every batch after it, so that the caller keeps the order. The broker's batches that
-        arrive in one turn of its event loop."""
+        arrive in one turn of its event loop. on_written as put_many's."""
         if self.read_only:
             raise ReadOnlyStoreError(f"store {self.path} is open read-only")
-        if len(batches) > 1:
-            try:
-                plans = [plan_message_batch(self, topic, body, born_ts, born_host)
-                         for topic, body, _, born_ts, born_host in batches]
-            except ValueError:
-                plans = []
-            if plans and all(p is not None for p in plans):
-                with self.write_lock():
-                    placed = self._append_batches_locked(plans, [b[2] for b in batches], defer_flush)
-                if placed is not None:
-                    return placed
+        try:
+            plans = [plan_message_batch(self, topic, body, born_ts, born_host)
+                     for topic, body, _, born_ts, born_host in batches]
+        except ValueError:
+            plans = []
+        if plans and all(p is not None for p in plans):
+            with self.write_lock():
+                placed = self._append_batches_locked(plans, [b[2] for b in batches], defer_flush, on_written)
+            if placed is not None:
+                return placed
         out: list = []
         for topic, body, queue_id, born_ts, born_host in batches:
             if out and out[-1] is None:
@@ -640,7 +648,8 @@ class MessageStore:
         config = self.topic_config.table.get(topic)
         return config if config is not None else self._create_topic_locked(topic, self.config.defaultTopicQueueNums)
 
-    def _append_batches_locked(self, plans: list, queue_ids: list[int], defer_flush: bool) -> Optional[list]:
+    def _append_batches_locked(self, plans: list, queue_ids: list[int], defer_flush: bool,
+                               on_written: Optional[Callable[[list], None]] = None) -> Optional[list]:
         """Planned MessageBatch bodies appended together (put_message_batch, put_message_batches); None, with nothing
         written, when a queue id is outside its topic's write queues or they do not fit in the current commitlog
         file."""
@@ -668,20 +677,23 @@ class MessageStore:
         all_units = np.empty(first, dtype=UNIT_DTYPE)  # np.concatenate would turn them to native byte order
         for (_, _, _, at, n), batch_units in zip(runs, units):
             all_units[at:at + n] = batch_units
+        results = [PutBatchResult([plan.topic], np.zeros(1, np.int32), np.full(plan.n, queue_id, np.int32),
+                                  np.arange(queue_offset, queue_offset + plan.n, dtype=np.int64), at, self.store_host,
+                                  None) for plan, queue_id, queue_offset, at in placed]
+        written = None if on_written is None else functools.partial(on_written, results)
         if self._append_runs_locked(b"".join(records), all_units, runs, np.concatenate(positions), write_pos,
-                                    store_ts, defer_flush) is None:
+                                    store_ts, defer_flush, written) is None:
             return None
-        return [PutBatchResult([plan.topic], np.zeros(1, np.int32), np.full(plan.n, queue_id, np.int32),
-                               np.arange(queue_offset, queue_offset + plan.n, dtype=np.int64), at, self.store_host,
-                               None) for plan, queue_id, queue_offset, at in placed]
+        return results
 
     def _append_runs_locked(self, records, units: np.ndarray, runs: list[tuple[str, int, int, int, int]],
-                            positions: np.ndarray, write_pos: int, store_ts: int, defer_flush: bool) -> Optional[int]:
+                            positions: np.ndarray, write_pos: int, store_ts: int, defer_flush: bool,
+                            on_written: Optional[Callable[[], None]] = None) -> Optional[int]:
         """Records appended at write_pos (put_one's, a message batch's, single sends put together): the commitlog
         bytes, then their consume-queue units (runs: topic, queue id, first queue offset, first unit and count of
         units[] for that queue), then the committed end, as _append_locked does for a batch; the new end, or
         None, with nothing written, when they do not fit in the current commitlog file. positions: each
-        record's commitlog offset, ascending."""
+        record's commitlog offset, ascending. on_written() once the commitlog holds them (put_many's)."""
         sync = self.config.flushDiskType == SYNC_FLUSH
         with disk_full_named(self.commit_log.directory, "the commitlog; nothing of this message was acknowledged"):
             written = self.commit_log.append_record(write_pos, records, sync=sync and not defer_flush,
@@ -694,13 +706,15 @@ class MessageStore:
                 self._unsynced.add(written.path)
                 self._deferred_end = end
         self._write_pos = end
+        if on_written is not None:
+            on_written()
         writes = UnitWrites(units)
         queues = [(self.consume_queue(topic, queue_id), queue_offset, first, count)
                   for topic, queue_id, queue_offset, first, count in runs]
         for cq, queue_offset, first, count in queues:
             writes.add(cq, queue_offset, first, count)
-        with disk_full_named(os.path.join(self.path, "consumequeue"), "a consume-queue unit; the message was not "
-                             "acknowledged (its record is dispatched by the next writer)"):
+        with disk_full_named(os.path.join(self.path, "consumequeue"), "a consume-queue unit (the record is in the "
+                             "commitlog: the next writer dispatches it)"):
             writes.flush()
         for cq, queue_offset, _, count in queues:
             cq.written_to(queue_offset + count)

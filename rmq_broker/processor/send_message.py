@@ -19,6 +19,7 @@ from remoting.broker_headers import (
     SendMessageResponseHeader,
     read_send_header,
 )
+from remoting.remoting_server import ResponseCallback
 from store import StoreError, native
 from store import message_codec as codec
 from store.message_properties import PropertiesText, parse_properties
@@ -78,7 +79,7 @@ class SendMessageProcessor(RequestProcessor):
     async def _after_topic(self, send, h: SendMessageRequestHeader, cmd: RemotingCommand, channel):
         await self.broker.topics.topic_for_send(h.topic, h.default_topic_queue_nums)
         answer = send(h, cmd, channel)
-        return answer if isinstance(answer, RemotingCommand) else await answer
+        return None if isinstance(answer, ResponseCallback) else answer  # a callback answers by itself
 
     def _send(self, h: SendMessageRequestHeader, cmd: RemotingCommand, channel):
         topic = h.topic
@@ -111,14 +112,13 @@ class SendMessageProcessor(RequestProcessor):
             return self._response(cmd, result.msg_id, result.queue_id, result.queue_offset)
         return self.coalescer.put(dict(topic=topic, body=cmd.body, properties=properties or None,
                                        queue_id=None if queue_id < 0 else queue_id, **put_args),
-                                  lambda result: self._put_answer(cmd, result))
+                                  channel.response_callback(cmd), lambda result: self._put_answer(cmd, result))
 
     def _put_answer(self, cmd: RemotingCommand, result) -> RemotingCommand:
         """A coalesced send's answer: SEND_OK with where it went, or the store's refusal."""
         refused = _put_refusal(cmd, result)
         if refused is not None:
             return refused
-        self.broker.arrived(result.topic, result.queue_id)
         return self._response(cmd, result.msg_id, result.queue_id, result.queue_offset)
 
     def _batch_answer(self, h: SendMessageRequestHeader, cmd: RemotingCommand, channel, queue_id: int,
@@ -132,7 +132,6 @@ class SendMessageProcessor(RequestProcessor):
                 return self._send_batch_general(h, cmd, channel, queue_id)
             except REFUSED as e:
                 return refusal(cmd, e)
-        self.broker.arrived(h.topic, queue_id, len(result))
         ids = codec.message_ids_text(result.store_host[0], result.store_host[1], result.commit_log_offsets)
         return self._response(cmd, ids, queue_id, int(result.queue_offsets[0]))
 
@@ -146,6 +145,7 @@ class SendMessageProcessor(RequestProcessor):
         # the usual batch: straight from the body into records, as RocketMQ's putMessages does
         born_timestamp = _or(h.born_timestamp, int(time.time() * 1000))
         return self.coalescer.put_batch((h.topic, cmd.body, queue_id, born_timestamp, channel.remote_address),
+                                        channel.response_callback(cmd),
                                         lambda result: self._batch_answer(h, cmd, channel, queue_id, result))
 
     def _send_batch_general(self, h: SendMessageRequestHeader, cmd: RemotingCommand, channel,

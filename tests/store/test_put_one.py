@@ -1,12 +1,18 @@
 """MessageStore.put's one-record path (store/put_one.py) stores what put_batch stores for the same message: the
 same record bytes (but the store timestamp), the same consume-queue unit, and a file roll still goes through the
 batch path with consecutive queue offsets."""
+import os
+import sys
+
 import numpy as np
 import pytest
 
 from store import MessageStore, StoreConfig
 from store import message_codec as codec
 from store.consume_queue import UNIT_DTYPE
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from conftest_durability import run_python  # noqa: E402
 
 V6_HOST = "[2001:db8::1]:10911"
 CASES = [
@@ -106,7 +112,7 @@ def test_put_many_writes_what_puts_one_after_another_write(tmp_path):
             store.store_host = codec.parse_host("192.168.0.9:10911")
         together = []
         real = many._append_ones_locked
-        many._append_ones_locked = lambda ones, defer: together.append(len(ones)) or real(ones, defer)
+        many._append_ones_locked = lambda ones, defer, *rest: together.append(len(ones)) or real(ones, defer, *rest)
         got = many.put_many([dict(c) for c in cases])
         assert together == [len(cases)]  # in one write
         want = [each.put(**dict(c)) for c in cases]
@@ -127,3 +133,48 @@ def test_put_many_writes_what_puts_one_after_another_write(tmp_path):
         assert together == [len(cases), 1, 1]  # put's own one-record appends (the first takes put_batch)
         assert isinstance(out[1], ValueError) and "99" in str(out[1])
         assert [r.queue_offset for r in (out[0], out[2])] == [many.max_offset("T", 0) - 2, many.max_offset("T", 0) - 1]
+
+
+def test_put_many_calls_on_written_once_the_commitlog_holds_the_records_before_their_units(tmp_path):
+    """The broker answers a send from on_written (RocketMQ answers once the commitlog holds the record and
+    dispatches after): there the records are in the commitlog at the offsets the results name, and no unit,
+    index entry or queue end shows them yet; after put_many they are all there."""
+    seen = []
+    with MessageStore(tmp_path / "s") as store:
+        store.create_topic("T", 2)
+
+        def written(results):
+            for r in results:
+                raw = _record(store, r.commit_log_offset, 200)
+                assert b"body %d" % r.queue_offset in raw
+                assert store.max_offset("T", r.queue_id) <= r.queue_offset  # no unit yet
+            assert store.query_message_by_unique_key("T", "K1") is None
+            seen.append([(r.queue_id, r.queue_offset) for r in results])
+
+        sent = [dict(topic="T", body=b"body %d" % i, properties={"UNIQ_KEY": f"K{i}"}, queue_id=0) for i in range(3)]
+        got = store.put_many(sent, on_written=written)
+        assert seen == [[(0, 0), (0, 1), (0, 2)]]
+        assert [(r.queue_id, r.queue_offset) for r in got] == seen[0]
+        assert store.max_offset("T", 0) == 3
+        assert store.query_message_by_unique_key("T", "K1").queue_offset == 1
+
+
+def test_messages_answered_from_on_written_survive_a_kill_before_their_dispatch(tmp_path):
+    """A writer SIGKILLed inside on_written (answers sent, units and index not written): the store opened again
+    serves every message, in its queue and by its key."""
+    path = tmp_path / "killed"
+    proc = run_python("""
+        import os, signal, sys
+        from store import MessageStore
+        with MessageStore(sys.argv[1]) as s:
+            s.create_topic("T", 1)
+            s.put_many([dict(topic="T", body=b"first", properties={"UNIQ_KEY": "F"}, queue_id=0)])
+            s.put_many([dict(topic="T", body=b"answered %d" % i, properties={"UNIQ_KEY": "A%d" % i}, queue_id=0)
+                        for i in range(4)], on_written=lambda results: os.kill(os.getpid(), signal.SIGKILL))
+    """, path, check=False)
+    assert proc.returncode == -9, proc.stderr
+    with MessageStore(path) as store:
+        assert store.max_offset("T", 0) == 5
+        got = store.get_message("g", "T", 0, 0, 10)
+        assert [m.body for m in got.messages] == [b"first"] + [b"answered %d" % i for i in range(4)]
+        assert store.query_message_by_unique_key("T", "A3").queue_offset == 4
