@@ -519,7 +519,8 @@ class MessageStore:
                  on_written: Optional[Callable[[list], None]] = None) -> list:
         """Several single messages (each a dict of put's arguments) in one write when every one is the usual message
         (put_one) and they fit in the current commitlog file, else put one after another: either way each gets its
-        queue offset in the order given. Per message its PutResult, or the ValueError or StoreError put raised
+        queue offset in the order given (a message's "properties_text", when given, is its properties' canonical
+        text: put_one.canonical_text). Per message its PutResult, or the ValueError or StoreError put raised
         for it (the others are stored). The broker's single sends that arrive in one turn of its event loop.
         on_written(results), in one write only: called once the records are in the commitlog, before their
         consume-queue units and index entries (RocketMQ answers a send there, and dispatches after); should a
@@ -530,7 +531,8 @@ class MessageStore:
         for m in messages:
             one = build_one(self, m["topic"], m["body"], m.get("tags"), m.get("keys"), m.get("properties"),
                             m.get("queue_id"), m.get("sharding_key"), m.get("flag", 0), m.get("born_timestamp"),
-                            m.get("sys_flag", 0), m.get("born_host"), m.get("reconsume_times", 0))
+                            m.get("sys_flag", 0), m.get("born_host"), m.get("reconsume_times", 0),
+                            m.get("properties_text"))
             if one is None:
                 break
             ones.append(one)
@@ -542,7 +544,7 @@ class MessageStore:
         out: list = []
         for m in messages:
             try:
-                out.append(self.put(defer_flush=defer_flush, **m))
+                out.append(self.put(defer_flush=defer_flush, **{k: v for k, v in m.items() if k != "properties_text"}))
             except (ValueError, StoreError) as e:  # this one refused; those before it are stored
                 out.append(e)
         return out

@@ -31,6 +31,18 @@ def _clean_text(text: str) -> bool:
     return codec.NAME_VALUE_SEPARATOR not in text and codec.PROPERTY_SEPARATOR not in text
 
 
+def canonical_text(text: Optional[str], properties: dict) -> Optional[str]:
+    """text when it is exactly what properties_to_string(properties) writes for properties, its parse (every pair
+    whole and kept, each key once, the last pair ended): a send's properties stored as the client sent them, not
+    written again; else None."""
+    if not text or not properties or text[-1] != codec.PROPERTY_SEPARATOR:
+        return None
+    n = len(properties)
+    if text.count(codec.PROPERTY_SEPARATOR) != n or text.count(codec.NAME_VALUE_SEPARATOR) != n:
+        return None
+    return text
+
+
 class OneRecord:
     """A record ready to append but for the fields known under the write lock (set_place)."""
 
@@ -53,8 +65,9 @@ class OneRecord:
 
 
 def build_one(store, topic, body, tags, keys, properties, queue_id, sharding_key, flag, born_timestamp, sys_flag,
-              born_host, reconsume_times) -> Optional[OneRecord]:
-    """The record of one usual message, or None when it is not one (the caller then takes put_batch)."""
+              born_host, reconsume_times, properties_text: Optional[str] = None) -> Optional[OneRecord]:
+    """The record of one usual message, or None when it is not one (the caller then takes put_batch).
+    properties_text: the properties as a canonical text (canonical_text), stored as it is."""
     if keys is not None or sharding_key is not None or topic == SCHEDULE_TOPIC or not isinstance(topic, str):
         return None
     if not (_is_int(flag) and _is_int(sys_flag) and _is_int(reconsume_times)) or \
@@ -80,7 +93,11 @@ def build_one(store, topic, body, tags, keys, properties, queue_id, sharding_key
     text = ""
     tag = None
     uniq = None
-    if properties:
+    if properties and properties_text is not None:
+        text = properties_text
+        tag = properties.get(codec.PROPERTY_TAGS)
+        uniq = properties.get(codec.PROPERTY_UNIQ_KEY)
+    elif properties:
         if not isinstance(properties, dict):
             return None
         for k, v in properties.items():

@@ -23,6 +23,7 @@ from remoting.remoting_server import ResponseCallback
 from store import StoreError, native
 from store import message_codec as codec
 from store.message_properties import PropertiesText, parse_properties
+from store.put_one import canonical_text
 
 from ..bad_request import REFUSED, BadRequest, refusal
 from ..schedule_message_service import PROPERTY_DELAY
@@ -110,8 +111,10 @@ class SendMessageProcessor(RequestProcessor):
             except ValueError as e:
                 raise BadRequest(str(e), ResponseCode.MESSAGE_ILLEGAL) from None
             return self._response(cmd, result.msg_id, result.queue_id, result.queue_offset)
+        text = canonical_text(h.properties, properties) if delay_text is None else None
         return self.coalescer.put(dict(topic=topic, body=cmd.body, properties=properties or None,
-                                       queue_id=None if queue_id < 0 else queue_id, **put_args),
+                                       properties_text=text, queue_id=None if queue_id < 0 else queue_id,
+                                       **put_args),
                                   channel.response_callback(cmd), lambda result: self._put_answer(cmd, result))
 
     def _put_answer(self, cmd: RemotingCommand, result) -> RemotingCommand:

@@ -178,3 +178,29 @@ def test_messages_answered_from_on_written_survive_a_kill_before_their_dispatch(
         got = store.get_message("g", "T", 0, 0, 10)
         assert [m.body for m in got.messages] == [b"first"] + [b"answered %d" % i for i in range(4)]
         assert store.query_message_by_unique_key("T", "A3").queue_offset == 4
+
+
+@pytest.mark.parametrize("text, canonical", [
+    ("UNIQ_KEY\x01U1\x02WAIT\x01true\x02", True),
+    ("UNIQ_KEY\x01U1\x02WAIT\x01true", False),  # the last pair not ended
+    ("UNIQ_KEY\x01U1\x02UNIQ_KEY\x01U2\x02", False),  # a key twice: the parse keeps one
+    ("UNIQ_KEY\x01U1\x02\x01x\x02", False),  # an empty key: dropped by the parse
+    ("UNIQ_KEY\x01U1\x01more\x02", False),  # a separator inside a value
+    ("WAIT\x02UNIQ_KEY\x01U1\x02", False),  # a pair without a value
+])
+def test_a_canonical_properties_text_is_stored_as_sent_and_any_other_as_its_parse_writes_it(tmp_path, text, canonical):
+    from store.message_properties import parse_properties
+    from store.put_one import canonical_text
+
+    props = parse_properties(text)
+    assert (canonical_text(text, props) == text) is canonical
+    with MessageStore(tmp_path / "a") as a, MessageStore(tmp_path / "b") as b:
+        got = a.put_many([dict(topic="T", body=b"x", properties=props, properties_text=canonical_text(text, props),
+                               queue_id=0, born_timestamp=1)])[0]
+        want = b.put_many([dict(topic="T", body=b"x", properties=dict(props), queue_id=0, born_timestamp=1)])[0]
+        assert isinstance(got, type(want))
+        if isinstance(want, Exception):
+            return
+        size = int(a.consume_queue("T", 0).units(0, 1)["size"][0])
+        assert _record(a, got.commit_log_offset, size) == _record(b, want.commit_log_offset, size)
+        assert a.query_message_by_unique_key("T", props["UNIQ_KEY"]) is not None
