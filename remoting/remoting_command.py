@@ -21,6 +21,11 @@ RESPONSE_FLAG = 0x1  # bit 0 of flag: a response
 ONEWAY_FLAG = 0x2    # bit 1 of flag: a request that gets no response
 DEFAULT_MAX_FRAME = 16 << 20
 
+try:  # ~3x faster to decode a header and ~10x to encode one; json's own where it is missing or refuses
+    import orjson
+except ImportError:  # pragma: no cover - a dependency; kept optional
+    orjson = None  # type: ignore[assignment]
+
 _opaques = itertools.count(1)
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 _JSON_DECODE = json.JSONDecoder().decode
@@ -102,6 +107,11 @@ class RemotingCommand:
             obj["remark"] = self.remark
         if self.ext_fields:
             obj["extFields"] = self.ext_fields
+        if orjson is not None:
+            try:
+                return orjson.dumps(obj)  # the same bytes as json's (tests/remoting/test_json_headers.py)
+            except TypeError:  # a lone surrogate, an int past 64 bits
+                pass
         # a lone surrogate (JSON can escape one) becomes "?", as Java's String.getBytes does
         return _JSON.encode(obj).encode("utf-8", "replace")
 
@@ -138,8 +148,10 @@ class RemotingCommand:
 
     @classmethod
     def _from_json(cls, payload: bytes | bytearray, header_len: int) -> "RemotingCommand":
+        obj = _usual_header(memoryview(payload)[4:4 + header_len])
         try:
-            obj = _JSON_DECODE(str(memoryview(payload)[4:4 + header_len], "utf-8"))
+            if obj is None:
+                obj = _JSON_DECODE(str(memoryview(payload)[4:4 + header_len], "utf-8"))
         except (ValueError, UnicodeDecodeError) as e:
             raise FrameError(f"the JSON header does not parse: {e}") from None
         except RecursionError:
@@ -197,6 +209,31 @@ class RemotingCommand:
 
 
 _STR = {str}
+_INT_FIELDS = ("code", "opaque", "flag", "version")
+
+
+def _usual_header(raw: memoryview) -> Optional[dict]:
+    """The usual JSON header (an object whose code, opaque, flag and version are ints, remark and language text,
+    extFields texts) decoded by orjson; None for anything else, which json decodes as before: orjson refuses what
+    json accepts (NaN, a lone surrogate) and reads an integer past 64 bits as a float."""
+    if orjson is None:
+        return None
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if type(obj) is not dict:
+        return None
+    get = obj.get
+    for name in _INT_FIELDS:
+        if type(get(name, 0)) is not int:
+            return None
+    if type(get("remark", "")) is not str or type(get("language", "")) is not str:
+        return None
+    ext = get("extFields")
+    if ext is not None and (type(ext) is not dict or set(map(type, ext.values())) - _STR):
+        return None
+    return obj
 
 
 def _texts(fields: Optional[dict]) -> dict[str, str]:
