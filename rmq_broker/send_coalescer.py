@@ -3,12 +3,14 @@ messages, put_message_batches for MessageBatch bodies): one write lock, one comm
 one committed end for all of them, where each send alone paid all of it (most of a send's cost). Each send gets
 its queue offsets in the order it was read. Under ASYNC_FLUSH its answer leaves as soon as the commitlog holds its
 records, before their consume-queue units and index entries are written (RocketMQ answers there too, and
-dispatches after); under SYNC_FLUSH once the group commit covers them: nothing is acknowledged before it is
-stored. A producer with one send in flight waits no longer than the turn it arrived in."""
+dispatches after), unless a pull is held on its queue: then the pull's answer, woken by the units, leaves in the
+same write as the send's (a consumer waiting for the message gets it soonest). Under SYNC_FLUSH a send is answered
+once the group commit covers it: nothing is acknowledged before it is stored. A producer with one send in flight
+waits no longer than the turn it arrived in."""
 from __future__ import annotations
 
 import asyncio
-from typing import Callable
+from typing import Callable, Optional
 
 from remoting import RemotingCommand
 from remoting.remoting_server import ResponseCallback
@@ -31,6 +33,7 @@ class SendCoalescer:
     def __init__(self, broker):
         self.broker = broker
         self.coalesced = 0  # sends appended together with others, since start
+        self.answered_early = 0  # sends answered before their consume-queue units were written
         self._pending: list[_Send] = []
 
     def put(self, args: dict, respond: ResponseCallback, answer: Answer) -> ResponseCallback:
@@ -56,6 +59,8 @@ class SendCoalescer:
             return
         group_commit = self.broker.group_commit
         store = self.broker.store
+        hold = self.broker.hold
+        early = group_commit is None and not any(hold.waiting(*_queue(s)) for s in pending)
         results: list = []
         i = 0
         while i < len(pending):  # runs of the same kind, in the order read
@@ -66,7 +71,7 @@ class SendCoalescer:
             put = store.put_message_batches if run[0].batch else store.put_many
             try:
                 results.extend(put([s.args for s in run], defer_flush=group_commit is not None,
-                                   on_written=None if group_commit is not None else lambda r, run=run: _early(run, r)))
+                                   on_written=(lambda r, run=run: self._early(run, r)) if early else None))
             except Exception as e:  # those not answered yet are answered with the error
                 results.extend([e] * len(run))
             i = j
@@ -101,9 +106,14 @@ class SendCoalescer:
             return
         _resolve(answers)
 
+    def _early(self, run: list[_Send], results: list) -> None:
+        """The run's records are in the commitlog: their answers leave now, each connection's in one write."""
+        self.answered_early += len(run)
+        _answer_now(run, results)
 
-def _early(run: list[_Send], results: list) -> None:
-    """The run's records are in the commitlog: their answers leave now, each connection's in one write."""
+
+def _answer_now(run: list[_Send], results: list) -> None:
+    """Each send's answer, each connection's leaving in one write now."""
     flushes = {}
     for send, result in zip(run, results):
         try:
@@ -113,6 +123,13 @@ def _early(run: list[_Send], results: list) -> None:
         flushes[id(send.respond.channel)] = send.respond
     for respond in flushes.values():
         respond.flush()
+
+
+def _queue(send: _Send) -> tuple[str, Optional[int]]:
+    """The send's topic and queue (None: round robin chooses)."""
+    if send.batch:
+        return send.args[0], send.args[2]
+    return send.args["topic"], send.args.get("queue_id")
 
 
 def _end(result) -> int:

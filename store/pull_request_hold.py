@@ -75,6 +75,12 @@ class PullRequestHoldService:
         """Requests held now (the broker's)."""
         return sum(len(w) for w in self._waiting.values())
 
+    def waiting(self, topic: str, queue_id: Optional[int]) -> bool:
+        """Whether a request is held on the queue (queue_id None: on any queue of the topic)."""
+        if queue_id is not None:
+            return bool(self._waiting.get((topic, queue_id)))
+        return any(w and t == topic for (t, _), w in self._waiting.items())
+
     def notify_message_arriving(self, topic: Optional[str] = None, queue_id: Optional[int] = None) -> None:
         """After an append's consume-queue units are written: blocked threads wake (they re-check their queue),
         and the held requests of the queue, when named."""

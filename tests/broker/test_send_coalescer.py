@@ -82,3 +82,28 @@ def test_pipelined_batches_are_appended_together_in_order(tmp_path):
                 assert stored[1] == [b"a1", b"b1", b"\xff odd", b"a7", b"b7"]  # 3 was torn, 5 went the long way
                 assert int(answers[7].ext_fields["queueOffset"]) == 3
     asyncio.run(main())
+
+
+def test_a_send_is_answered_once_its_record_is_written_unless_a_pull_waits_on_its_queue(tmp_path):
+    """ASYNC_FLUSH: a send's answer leaves once the commitlog holds its record (before its consume-queue unit);
+    with a pull held on its queue the send waits for the unit, and the held pull gets the message in the same turn.
+    Either way the SEND_OK names where the message is, and a pull right after it finds it there."""
+    async def main():
+        async with Broker(tmp_path / "s", "127.0.0.1:0") as b:
+            async with RemotingClient(b.address) as producer, RemotingClient(b.address) as consumer:
+                coalescer = b.processors[send("T", b"").code].coalescer
+                await producer.invoke(send("T", b"first", queue_id=0))
+                early = coalescer.answered_early
+                ok = await producer.invoke(send("T", b"alone", queue_id=0))
+                assert coalescer.answered_early == early + 1
+                got = await producer.invoke(pull("T", int(ok.ext_fields["queueOffset"]), queue_id=0))
+                assert [m.body for m in records(got.body)][:1] == [b"alone"]
+
+                held = asyncio.ensure_future(consumer.invoke(pull("T", 0, queue_id=1, suspend_ms=15000)))
+                while not b.hold.waiting("T", 1):
+                    await asyncio.sleep(0.01)
+                ok = await producer.invoke(send("T", b"awaited", queue_id=1))
+                assert ok.code == ResponseCode.SUCCESS and coalescer.answered_early == early + 1
+                answer = await asyncio.wait_for(held, 10)
+                assert [m.body for m in records(answer.body)] == [b"awaited"]
+    asyncio.run(main())
