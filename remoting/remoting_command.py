@@ -148,10 +148,11 @@ class RemotingCommand:
 
     @classmethod
     def _from_json(cls, payload: bytes | bytearray, header_len: int) -> "RemotingCommand":
-        obj = _usual_header(memoryview(payload)[4:4 + header_len])
+        raw = memoryview(payload)[4:4 + header_len]
+        obj = _usual_header(raw)
         try:
             if obj is None:
-                obj = _JSON_DECODE(str(memoryview(payload)[4:4 + header_len], "utf-8"))
+                obj = _JSON_DECODE(str(raw, "utf-8"))
         except (ValueError, UnicodeDecodeError) as e:
             raise FrameError(f"the JSON header does not parse: {e}") from None
         except RecursionError:

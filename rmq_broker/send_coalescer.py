@@ -109,20 +109,15 @@ class SendCoalescer:
     def _early(self, run: list[_Send], results: list) -> None:
         """The run's records are in the commitlog: their answers leave now, each connection's in one write."""
         self.answered_early += len(run)
-        _answer_now(run, results)
-
-
-def _answer_now(run: list[_Send], results: list) -> None:
-    """Each send's answer, each connection's leaving in one write now."""
-    flushes = {}
-    for send, result in zip(run, results):
-        try:
-            send.respond.callback(send.answer(result))
-        except Exception as e:
-            send.respond.failed(e)
-        flushes[id(send.respond.channel)] = send.respond
-    for respond in flushes.values():
-        respond.flush()
+        flushes = {}
+        for send, result in zip(run, results):
+            try:
+                send.respond.callback(send.answer(result))
+            except Exception as e:
+                send.respond.failed(e)
+            flushes[id(send.respond.channel)] = send.respond
+        for respond in flushes.values():
+            respond.flush()
 
 
 def _queue(send: _Send) -> tuple[str, Optional[int]]:
