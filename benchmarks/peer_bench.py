@@ -13,9 +13,12 @@ row is msg/s (or ms) for both and the ratio ours / stock. No target here: the fi
             brokers' default pull caps (32 messages / 256 KiB)
   spark4k   the same with the caps raised to 4,096 messages / 8 MiB (what README tells Spark users to set)
 
-Both brokers ASYNC_FLUSH (but for sync16), one broker each with its own name server, on loopback; the rows run
-interleaved (stock, ours) and --repeat times, best kept; each row notes the 1-minute load average when it ended
-(the machine is shared). Needs the stock peers (`make peers`).
+The stock broker runs in the JVM RocketMQ's own launcher gives it (stock_peers.STOCK_BROKER_JVM: the server JIT,
+G1, an 8 GiB heap), the load generator in a JVM with Java's defaults, as an application runs. Both brokers
+ASYNC_FLUSH (but for sync16), one broker each with its own name server, on loopback. Before the rows, and after
+sync16's restart, each broker gets --warmup seconds of load not measured (a JIT compiles as it runs). The rows
+run interleaved (stock, ours) and --repeat times, best kept; each row notes the 1-minute load average when it
+ended (the machine is shared). Needs the stock peers (`make peers`).
 
     .venv/bin/python benchmarks/peer_bench.py [--messages 1000000] [--seconds 10] [--repeat 1] [--cases ...]
 """
@@ -34,7 +37,7 @@ sys.path.insert(0, ROOT)
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
-from tests.peers.stock_peers import JVM_FLAGS, STOCK_4, StockCluster, classpath, compiled  # noqa: E402
+from tests.peers.stock_peers import OPENS, STOCK_4, STOCK_BROKER_JVM, StockCluster, classpath, compiled  # noqa: E402
 from tests.wire_cluster import WireCluster  # noqa: E402
 
 BENCH_JAVA = os.path.join(ROOT, "benchmarks", "java")
@@ -49,13 +52,15 @@ def conf_text(conf: dict) -> str:
 
 
 class Load:
-    """PeerLoad runs of the stock 4.9 Java client against one name server."""
+    """PeerLoad runs of the stock 4.9 Java client against one name server, in a JVM as an application runs it (the
+    default JIT and collector)."""
 
     def __init__(self, version: str):
         self.cp = classpath(version, compiled(version, BENCH_JAVA))
 
     def run(self, namesrv: str, *args, timeout: float = 900) -> dict:
-        cmd = ["java", *JVM_FLAGS, "-Xmx1g", "-Drocketmq.client.logLevel=ERROR", "-cp", self.cp, "PeerLoad",
+        cmd = ["java", *OPENS, "-Djava.net.preferIPv4Stack=true", "-Xmx1g", "-Drocketmq.client.logLevel=ERROR",
+               "-cp", self.cp, "PeerLoad",
                args[0], namesrv, *map(str, args[1:])]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         lines = [x for x in done.stdout.splitlines() if x.startswith("{")]
@@ -76,6 +81,8 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=1_000_000)
     ap.add_argument("--seconds", type=float, default=10.0, help="length of each send row")
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--warmup", type=float, default=10.0,
+                    help="seconds of each warm-up load before the rows and after a restart (0: none)")
     ap.add_argument("--drain-timeout", type=float, default=300, help="seconds a drain may take")
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--dir", default=None, help="where the stores go (default: a temporary folder)")
@@ -85,16 +92,19 @@ def main() -> None:
     load = Load(STOCK_4)
     results: dict[str, dict[str, list[dict]]] = {c: {"stock": [], "ours": []} for c in cases}
 
-    with StockCluster(STOCK_4, os.path.join(root, "stock"), brokers=("broker-s",), conf=DEFAULT_CAPS) as stock, \
+    with StockCluster(STOCK_4, os.path.join(root, "stock"), brokers=("broker-s",), conf=DEFAULT_CAPS,
+                      broker_jvm=STOCK_BROKER_JVM) as stock, \
             WireCluster(os.path.join(root, "ours"), brokers=("broker-o",), conf=conf_text(DEFAULT_CAPS)) as ours:
         print(f"stock {STOCK_4} broker at {stock.addresses['broker-s']} (started in "
               f"{stock.start_seconds['broker-s']:.1f} s); ours at {ours.addresses['broker-o']}", flush=True)
+        warm_up(load, stock, ours, args.warmup, full=True)
         for r in range(args.repeat):
             for case in cases:
                 if case.startswith("spark"):
                     continue
                 if case == "sync16":
                     restart(stock, ours, {**DEFAULT_CAPS, **SYNC_FLUSH})
+                    warm_up(load, stock, ours, args.warmup, full=False)
                 for side, namesrv in (("stock", stock.namesrv), ("ours", ours.namesrv)):
                     got = run_case(load, case, namesrv, args, r)
                     got["load1"] = round(os.getloadavg()[0], 2)
@@ -130,6 +140,21 @@ def run_case(load: Load, case: str, namesrv: str, args, r: int) -> dict:
     if case == "latency":
         return load.run(namesrv, "latency", f"L-{r}", 200, 20)
     raise ValueError(case)
+
+
+def warm_up(load: Load, stock: StockCluster, ours: WireCluster, seconds: float, full: bool) -> None:
+    """Load not measured, on both brokers, so that the rows measure a running broker and not a cold one: the stock
+    broker's JIT compiles its send and pull paths within the first seconds of load (measured cold: its send1
+    row 1,152 msg/s). full: sends, batches and a drain; else sends only (after a restart)."""
+    if seconds <= 0:
+        return
+    for cluster in (stock, ours):
+        load.run(cluster.namesrv, "send", "W16", 16, seconds, 1)
+        if full:
+            load.run(cluster.namesrv, "send", "WB", 4, seconds, 32)
+            load.run(cluster.namesrv, "load", "WD", 200_000)
+            load.run(cluster.namesrv, "drain", "WD", "gw", 200_000, 120)
+    print(f"warmed up ({seconds:g} s loads{', a drain' if full else ''})", flush=True)
 
 
 def restart(stock: StockCluster, ours: WireCluster, conf: dict) -> None:

@@ -28,13 +28,24 @@ VERSIONS = [v.strip() for v in open(os.path.join(ROOT, "peers", "versions")) if 
 STOCK_4, STOCK_5 = VERSIONS[0], VERSIONS[-1]
 CLUSTER = "StockCluster"
 
-# A light JVM for 2 shared cores: small heap, the serial collector, C1 only (start-up is mostly class loading and
-# interpretation). The 4.9 store unmaps files through DirectByteBuffer's cleaner, which Java 17 hides unless opened.
+# The JVM options every stock RocketMQ line needs on Java 17: the 4.9 store unmaps files through DirectByteBuffer's
+# cleaner, which Java 17 hides unless opened.
+OPENS = ["--add-opens=java.base/java.nio=ALL-UNNAMED", "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+         "--add-opens=java.base/jdk.internal.ref=ALL-UNNAMED", "--add-opens=java.base/java.lang=ALL-UNNAMED",
+         "--add-opens=java.base/java.util=ALL-UNNAMED"]
+# The tests' peers: a light JVM for 2 shared cores (small heap, the serial collector, C1 only: start-up is mostly
+# class loading and interpretation), and no TLS context for the name server's and brokers' permissive TLS mode
+# (building its self-signed certificate took 4-6 s of C1 code per process: a 5.5.0 cluster booted in 15-25 s with
+# it, 5-7 s without; a 4.9.7 cluster 6.4 s and 2.7 s). Behaviour, not speed: benchmarks use STOCK_BROKER_JVM.
 JVM_FLAGS = ["-Xms64m", "-Xmx512m", "-XX:MaxDirectMemorySize=256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-             "-XX:-UsePerfData", "-Djava.net.preferIPv4Stack=true",
-             "--add-opens=java.base/java.nio=ALL-UNNAMED", "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
-             "--add-opens=java.base/jdk.internal.ref=ALL-UNNAMED", "--add-opens=java.base/java.lang=ALL-UNNAMED",
-             "--add-opens=java.base/java.util=ALL-UNNAMED"]
+             "-XX:-UsePerfData", "-Djava.net.preferIPv4Stack=true", "-Dtls.server.mode=disabled", *OPENS]
+# A stock broker as RocketMQ's own launcher starts it (distribution/bin/runbroker.sh, its Java 11+ branch: the
+# server JIT, G1 with its settings, an 8 GiB heap touched at start, 15 GiB of direct memory): what side-by-side
+# benchmarks measure ours against.
+STOCK_BROKER_JVM = ["-server", "-Xms8g", "-Xmx8g", "-Xmn4g", "-XX:+UseG1GC", "-XX:G1HeapRegionSize=16m",
+                    "-XX:G1ReservePercent=25", "-XX:InitiatingHeapOccupancyPercent=30",
+                    "-XX:SoftRefLRUPolicyMSPerMB=0", "-XX:-OmitStackTraceInFastThrow", "-XX:+AlwaysPreTouch",
+                    "-XX:MaxDirectMemorySize=15g", "-XX:-UseLargePages", "-Djava.net.preferIPv4Stack=true", *OPENS]
 START_TIMEOUT = float(os.environ.get("RMQ_PEERS_START_TIMEOUT", "180"))  # 5.x brokers boot in 20-70 s here
 
 # Small store files (the defaults are 1 GiB of CommitLog and 6 MB of ConsumeQueue per file), SQL92 filtering on,
@@ -158,11 +169,14 @@ def _tail(path: str, n: int = 30) -> str:
 
 class StockCluster:
     """A stock name server and brokers of `version`: each broker with its own store and broker.conf under `root`
-    (`conf` adds or overrides broker.conf lines for all of them). The same surface as tests' WireCluster:
-    .namesrv, .addresses, .start(name), .kill(name), .stop(), .store(name)."""
+    (`conf` adds or overrides broker.conf lines for all of them; `broker_jvm` the brokers' JVM options, the tests'
+    light JVM_FLAGS unless given). The same surface as tests' WireCluster: .namesrv, .addresses, .start(name),
+    .kill(name), .stop(), .store(name)."""
 
-    def __init__(self, version: str, root, brokers=("broker-a", "broker-b"), conf: Optional[dict] = None):
+    def __init__(self, version: str, root, brokers=("broker-a", "broker-b"), conf: Optional[dict] = None,
+                 broker_jvm: Optional[list[str]] = None):
         self.version, self.root = version, str(root)
+        self.broker_jvm = JVM_FLAGS if broker_jvm is None else broker_jvm
         self.names = list(brokers)
         self.conf = {**BROKER_DEFAULTS, **(conf or {})}
         self.procs: dict[str, subprocess.Popen] = {}
@@ -192,14 +206,14 @@ class StockCluster:
     def log(self, name: str) -> str:
         return os.path.join(self.root, name, f"{name}.out")
 
-    def _java(self, name: str, main: str, args: list[str], kind: str) -> subprocess.Popen:
+    def _java(self, name: str, main: str, args: list[str], kind: str, jvm: list[str] = JVM_FLAGS) -> subprocess.Popen:
         props, _ = _logback_home(self.version, kind)
         node = os.path.join(self.root, name)
         os.makedirs(node, exist_ok=True)
         out = open(self.log(name), "ab")
         try:
             # user.home: where 4.9's name server keeps kvConfig.json and both lines put their other logs
-            proc = subprocess.Popen(["java", *JVM_FLAGS, f"-Duser.home={node}", *props, "-cp", classpath(self.version),
+            proc = subprocess.Popen(["java", *jvm, f"-Duser.home={node}", *props, "-cp", classpath(self.version),
                                      main, *args], stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                     start_new_session=True, cwd=node)
         finally:
@@ -230,7 +244,7 @@ class StockCluster:
         with open(path, "w") as f:
             f.writelines(f"{k}={v}\n" for k, v in conf.items())
         self.start_seconds[name] = time.monotonic()
-        return self._java(name, "org.apache.rocketmq.broker.BrokerStartup", ["-c", path], "broker")
+        return self._java(name, "org.apache.rocketmq.broker.BrokerStartup", ["-c", path], "broker", self.broker_jvm)
 
     def start(self, name: str) -> str:
         """Start (or start again, on its former address and store) the broker `name`; returns when the name server

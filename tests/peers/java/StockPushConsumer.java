@@ -74,6 +74,10 @@ public class StockPushConsumer {
             consumer.setInstanceName("stock-consumer-" + ProcessHandle.current().pid() + "-" + group);
             consumer.setConsumeFromWhere(spec[3].equals("last") ? ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
                                                                 : ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+            // a heartbeat a second: a rebalance's new subscription version reaches the brokers at the next
+            // heartbeat, and until then each pull of a tag or SQL92 group is refused as "subscription is not
+            // latest" (seen: 30 s with the default interval when the heartbeat after a rebalance lost its lock)
+            consumer.setHeartbeatBrokerInterval(1000);
             consumer.setConsumeThreadMin(1);
             consumer.setConsumeThreadMax(1);
             consumer.subscribe(topic, spec[1].equals("sql") ? MessageSelector.bySql(spec[4])
