@@ -16,7 +16,7 @@ row is msg/s (or ms) for both and the ratio ours / stock. No target here: the fi
 The stock broker runs in the JVM RocketMQ's own launcher gives it (stock_peers.STOCK_BROKER_JVM: the server JIT,
 G1, an 8 GiB heap), the load generator in a JVM with Java's defaults, as an application runs. Both brokers
 ASYNC_FLUSH (but for sync16), one broker each with its own name server, on loopback. Before the rows, and after
-sync16's restart, each broker gets --warmup seconds of load not measured (a JIT compiles as it runs). The rows
+each restart (sync16's), each broker gets --warmup seconds of load not measured (a JIT compiles as it runs). The rows
 run interleaved (stock, ours) and --repeat times, best kept; each row notes the 1-minute load average when it
 ended (the machine is shared). Needs the stock peers (`make peers`).
 
@@ -97,6 +97,7 @@ def main() -> None:
             WireCluster(os.path.join(root, "ours"), brokers=("broker-o",), conf=conf_text(DEFAULT_CAPS)) as ours:
         print(f"stock {STOCK_4} broker at {stock.addresses['broker-s']} (started in "
               f"{stock.start_seconds['broker-s']:.1f} s); ours at {ours.addresses['broker-o']}", flush=True)
+        spark_cases = [c for c in cases if c.startswith("spark")]
         warm_up(load, stock, ours, args.warmup, full=True)
         for r in range(args.repeat):
             for case in cases:
@@ -112,7 +113,8 @@ def main() -> None:
                     print(f"  {case:9s} {side:5s} {json.dumps(got)}", flush=True)
                 if case == "sync16":
                     restart(stock, ours, {**DEFAULT_CAPS, **ASYNC_FLUSH})
-        spark_cases = [c for c in cases if c.startswith("spark")]
+                    if r + 1 < args.repeat or spark_cases:
+                        warm_up(load, stock, ours, args.warmup, full=True)
         if spark_cases:
             spark_rows(spark_cases, load, stock, ours, args, results)
     report(results, args)

@@ -8,9 +8,12 @@ import textwrap
 from source_testkit import fill
 
 SCRIPT = textwrap.dedent("""
+    import os
     import sys
     from pyspark.sql import SparkSession
-    spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate())
+    spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+             .config("spark.driver.extraJavaOptions", os.environ.get("RMQ_TEST_SPARK_JAVA_OPTIONS", ""))  # conftest
+             .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     rows = spark.read.format("rmq").option("topic", "T").load(sys.argv[1]).select("body").collect()
     print("BODIES", sorted(r.body.decode() for r in rows))
