@@ -7,7 +7,8 @@ import pytest
 from store import MessageStore, StoreConfig
 from store.store_check import check_store
 
-CFG = dict(mappedFileSizeCommitLog=2048, mappedFileSizeConsumeQueue=20 * 8)
+CFG = dict(mappedFileSizeCommitLog=2048, mappedFileSizeConsumeQueue=20 * 8,
+           maxHashSlotNum=64, maxIndexNum=256)  # a small IndexFile: the store is copied once per cut
 
 
 def bodies_in(path, topic="T"):
