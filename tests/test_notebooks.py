@@ -86,6 +86,14 @@ def test_a_python_workers_traceback_in_a_cell_fails_the_notebook():
     assert shown_failures([nbformat.v4.new_output("stream", name="stderr", text=java)])[0].startswith("Java trace")
 
 
+def kernel_env() -> dict:
+    """The kernel's environment: this one, with a Spark conf directory (tests/notebook_spark_conf) whose
+    spark-defaults.conf gives the notebooks' JVM the tests' JIT flags (conftest.py) as
+    spark.driver.defaultJavaOptions, which Spark puts before the notebook's own extraJavaOptions: the notebooks
+    run unchanged."""
+    return dict(os.environ, SPARK_CONF_DIR=str(ROOT / "tests" / "notebook_spark_conf"))
+
+
 class SharedKernel:
     """One "rmq-spark" kernel for the notebooks of a test run, started by the first notebook executed in it, its
     namespace emptied (%reset -f) before each later notebook and checked to hold no SparkContext after each."""
@@ -103,7 +111,7 @@ class SharedKernel:
         """Every cell of `nb` in order (its outputs kept in `nb`); the outputs."""
         client = self._client(nb)
         try:
-            client.execute()  # raises CellExecutionError, naming the cell, on any error
+            client.execute(env=kernel_env())  # raises CellExecutionError, naming the cell, on any error
         except BaseException:
             self.shutdown()  # whatever the notebook left (a SparkContext, brokers): the next one starts afresh
             raise

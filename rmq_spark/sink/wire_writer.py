@@ -339,9 +339,10 @@ def _checker(options: WireSinkOptions, decisions: TransactionLog, topics: list[s
 def _test_pause(tlog: TransactionLog, point: str, batch_id: int) -> None:
     """For the fault tests (a driver or broker killed at a known step of a commit): with
     RMQ_WIRE_SINK_TEST_PAUSE=<point>@<batchId>:<seconds>[,...] in the driver's environment the commit writes
-    paused-<point>-<batchId> into the decisions directory and sleeps there. With `kill` for the seconds it
-    SIGKILLs the driver's session there instead (for a driver started as a session leader): a kill from outside
-    comes late, and meanwhile the still-living checker may answer the brokers' checks. Unset, it does nothing."""
+    paused-<point>-<batchId> into the decisions directory and waits there until the test writes
+    resume-<point>-<batchId> beside it, or for the seconds at most. With `kill` for the seconds it SIGKILLs the
+    driver's session there instead (for a driver started as a session leader): a kill from outside comes late,
+    and meanwhile the still-living checker may answer the brokers' checks. Unset, it does nothing."""
     for spec in filter(None, os.environ.get("RMQ_WIRE_SINK_TEST_PAUSE", "").split(",")):
         where, _, seconds = spec.partition(":")
         if where == f"{point}@{batch_id}":
@@ -352,7 +353,10 @@ def _test_pause(tlog: TransactionLog, point: str, batch_id: int) -> None:
                 import signal
                 os.killpg(os.getsid(0), signal.SIGKILL)  # the driver's group; Spark's daemon has its own
                 os.kill(os.getpid(), signal.SIGKILL)
-            time.sleep(float(seconds))
+            resume = os.path.join(tlog.dir, f"resume-{point}-{batch_id}")
+            until = time.monotonic() + float(seconds)
+            while time.monotonic() < until and not os.path.exists(resume):
+                time.sleep(0.05)
 
 
 def commit_halves(options: WireSinkOptions, messages, batch_id: int) -> str:

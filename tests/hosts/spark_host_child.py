@@ -197,6 +197,8 @@ def main(root: str) -> None:
                     if before is None and os.path.exists(marker):
                         time.sleep(2)  # the consumers' held pulls would have answered by now
                         before = {"cpp": len(seen()), "pull": len(_bodies(namesrv, "HostsOut"))}
+                        # the commit goes on
+                        open(os.path.join(os.path.dirname(marker), "resume-before_decision-0"), "w").close()
                     try:
                         q.awaitTermination(180)
                         break

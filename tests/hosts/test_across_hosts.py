@@ -143,7 +143,7 @@ def test_spark_on_another_host_reads_and_writes_exactly_once_through_a_brokers_l
                             env=dict(os.environ, SPARK_LOCAL_IP=hosts.ip4("d"), SPARK_LOCAL_HOSTNAME=hosts.ip4("d"),
                                      RMQ_HOSTS_TOTAL="800",
                                      SPARK_AUTH_SOCKET_TIMEOUT="120",
-                                     RMQ_WIRE_SINK_TEST_PAUSE="before_decision@0:8"))
+                                     RMQ_WIRE_SINK_TEST_PAUSE="before_decision@0:30"))
     watcher = None
     try:
         assert _ask(child, f"start {namesrv}")["started"]

@@ -124,13 +124,15 @@ def test_driver_and_broker_kills_at_each_commit_step_lose_and_duplicate_nothing(
     assert second["duplicates"] == 0 and 500 < second["rows"] < 1000, second  # part of batch 1 is visible
 
     kills: list[str] = []
-    proc = _driver(cluster, topic, cp, pause="before_decision@2:6,after_commit@2:6")
+    # the commit waits at each step (60 s at most) until the broker is killed and started again
+    proc = _driver(cluster, topic, cp, pause="before_decision@2:60,after_commit@2:60")
     try:
         for marker, name in (("paused-before_decision-2", "broker-b"), ("paused-after_commit-2", "broker-a")):
             _wait_paused(proc, cp, marker)
             cluster.kill(name)  # SIGKILL, while the commit waits
             kills.append(name)
             cluster.start(name)
+            open(os.path.join(decisions, marker.replace("paused-", "resume-", 1)), "w").close()
         out, _ = proc.communicate(timeout=300)
         assert proc.returncode == 0, out
     finally:
