@@ -592,7 +592,10 @@ public class JavaClientMatrix {
                 c.seek(mq, 1);
             }
             List<MessageExt> got = new ArrayList<>();
-            long deadline = System.currentTimeMillis() + 20000;
+            // longer than a held pull (the lite consumer asks the broker to hold it 20 s): a queue whose pull task
+            // was held at the queue's end when seek() came goes on from the seek offset only once that pull returns
+            // (seen against the stock broker: 5 of 6 by a 20 s deadline)
+            long deadline = System.currentTimeMillis() + 30000;
             while (got.size() < 6 && System.currentTimeMillis() < deadline) got.addAll(c.poll(500));
             got.addAll(c.poll(500));
             long minOffset = got.stream().mapToLong(MessageExt::getQueueOffset).min().orElse(-1);
