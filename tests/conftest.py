@@ -8,13 +8,26 @@ import pytest
 # Python workers must run this interpreter, or they fail with "Python worker failed to connect back".
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-# The JVM flags of the tests' Spark drivers (this session's and the drivers the tests start as child processes,
-# which read this variable; the demo and the notebooks run as users run them, without it): the client compiler only
-# and the serial collector, as the stock peers' JVMs (tests/peers/stock_peers.py). The tests' Spark jobs are small
-# and short: C2's compiler threads and G1's workers took a third of the driver's CPU time on 2 cores (measured: 6
-# batch reads and 2 streams of 20,000 messages, JVM CPU 47-53 s with the defaults, 27-30 s with these, the same
-# wall time on an idle machine).
-os.environ["RMQ_TEST_SPARK_JAVA_OPTIONS"] = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# The JVM flags of the tests' Spark drivers: the client compiler only and the serial collector, as the stock peers'
+# JVMs (tests/peers/stock_peers.py). The tests' Spark jobs are small and short: C2's compiler threads and G1's workers
+# took a third of the driver's CPU time on 2 cores (measured: 6 batch reads and 2 streams of 20,000 messages, JVM CPU
+# 47-53 s with the defaults, 27-30 s with these, the same wall time on an idle machine). Written once, in
+# tests/spark_conf/spark-defaults.conf: the drivers the tests start as users start them (the demo, the notebooks'
+# kernel, a fresh session) get that directory as SPARK_CONF_DIR; this session's and the tests' own child drivers
+# read the flags from this variable.
+SPARK_CONF_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "spark_conf")
+
+
+def _default_java_options() -> str:
+    with open(os.path.join(SPARK_CONF_DIR, "spark-defaults.conf")) as f:
+        for line in f:
+            key, _, value = line.strip().partition(" ")
+            if key == "spark.driver.defaultJavaOptions":
+                return value.strip()
+    raise RuntimeError(f"{SPARK_CONF_DIR}/spark-defaults.conf sets no spark.driver.defaultJavaOptions")
+
+
+os.environ["RMQ_TEST_SPARK_JAVA_OPTIONS"] = _default_java_options()
 
 
 @pytest.fixture(scope="session")

@@ -8,12 +8,9 @@ import textwrap
 from source_testkit import fill
 
 SCRIPT = textwrap.dedent("""
-    import os
     import sys
     from pyspark.sql import SparkSession
-    spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
-             .config("spark.driver.extraJavaOptions", os.environ.get("RMQ_TEST_SPARK_JAVA_OPTIONS", ""))  # conftest
-             .getOrCreate())
+    spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     rows = spark.read.format("rmq").option("topic", "T").load(sys.argv[1]).select("body").collect()
     print("BODIES", sorted(r.body.decode() for r in rows))
@@ -25,7 +22,9 @@ def test_format_rmq_is_discovered_in_a_fresh_session(tmp_path):
     path = fill(tmp_path / "s", "T", n=3, queues=1)
     script = tmp_path / "fresh.py"
     script.write_text(SCRIPT)
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    # SPARK_CONF_DIR: the tests' JIT flags (tests/spark_conf), as for the demo
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               SPARK_CONF_DIR=os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "spark_conf"))
     env.pop("PYTHONPATH", None)  # only what `pip install` put in site-packages
     out = subprocess.run([sys.executable, str(script), path], cwd=str(tmp_path), env=env, capture_output=True,
                          text=True, timeout=300)
