@@ -84,6 +84,10 @@ def _read(header: str, f: _Field, value: str) -> Any:
     return number
 
 
+# digits a non-negative number may have and still fit its field whatever they are (int's 2**31 has 10, long's 19)
+_SAFE_DIGITS = {32: 10, 64: 19}
+
+
 def _write(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -134,12 +138,18 @@ def make_reader(cls: type, wires: Optional[Mapping[str, str]] = None, name: Opti
     for i, f in enumerate(spec):
         env[f"F{i}"] = f
         lines.append(f"    v = get({f.wire!r})")
+        if f.kind is str:
+            conv = "v"
+        elif f.kind is bool:
+            conv = f"_read(NAME, F{i}, v)"
+        else:  # the usual number inline: ASCII digits too few to leave the field's range; _read words the rest
+            conv = (f"int(v) if len(v) < {_SAFE_DIGITS[f.kind]} and v.isdigit() and v.isascii() "
+                    f"else _read(NAME, F{i}, v)")
         if f.required:
             lines.append(f"    if v is None: raise HeaderFieldError(NAME, {f.wire!r}, None, '')")
-            lines.append(f"    a{i} = v" if f.kind is str else f"    a{i} = _read(NAME, F{i}, v)")
+            lines.append(f"    a{i} = {conv}")
         else:
             env[f"D{i}"] = defaults[f.attr]
-            conv = "v" if f.kind is str else f"_read(NAME, F{i}, v)"
             lines.append(f"    a{i} = D{i} if v is None else {conv}")
     lines.append("    return cls(" + ", ".join(f"a{i}" for i in range(len(spec))) + ")")
     exec("\n".join(lines), env)

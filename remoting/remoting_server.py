@@ -14,7 +14,7 @@ from typing import Awaitable, Callable, Iterator, Optional, Union
 
 from .codes import RequestCode, ResponseCode
 from .command_header import HeaderFieldError
-from .frame_io import FrameWriter, read_length
+from .frame_io import FrameWriter
 from .remoting_command import FrameError, RemotingCommand
 from .remoting_serializable import BodyError
 from .server_limits import SMALL_FRAME, FrameBudget, ServerLimits
@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 
 EOF_GRACE_S = 0.5
 LARGE_BODY = 64 << 10
+_LENGTH = struct.Struct(">i")
 # RocketMQ's remark when a request finds its processor's queue full (NettyRemotingAbstract)
 OVERLOAD_REMARK = "[OVERLOAD]system busy, start flow control for a while"
 
@@ -236,7 +237,7 @@ class RemotingServer:
         self._refused_logged = (0.0, 0)  # when the last overload warning was logged, and the count then
         self._server: Optional[asyncio.base_events.Server] = None
         self._tasks: set[asyncio.Task] = set()
-        self._readers: dict[Channel, asyncio.Task] = {}
+        self._readers: dict[Channel, _ConnectionProtocol] = {}
         self._idle_watch: Optional[asyncio.Task] = None
 
     def register(self, code: int, processor: Processor) -> None:
@@ -247,7 +248,8 @@ class RemotingServer:
         return f"{self.host}:{self.port}"
 
     async def start(self) -> "RemotingServer":
-        self._server = await asyncio.start_server(self._serve, self.host, self.port)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: _ConnectionProtocol(self, loop), self.host, self.port)
         self.port = self._server.sockets[0].getsockname()[1]
         if self.limits.idle_timeout_s > 0:
             self._idle_watch = asyncio.ensure_future(self._close_idle())
@@ -277,89 +279,45 @@ class RemotingServer:
     async def __aexit__(self, *exc) -> None:
         await self.stop()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        channel = Channel(writer, self)
-        self.channels.add(channel)
-        me = asyncio.current_task()
-        if me is not None:
-            self._readers[channel] = me
-        try:
-            while True:
-                await channel.readable()
-                payload = await self._read_frame(reader)
-                if payload is None:
-                    # the client is done sending: what it asked is still answered if that is quick; what it asked
-                    # is processed whatever happens (its answer dropped); a held pull is dropped
-                    busy = channel.tasks - channel.held
-                    if busy:
-                        await asyncio.wait(busy, timeout=EOF_GRACE_S)
-                    break
-                channel.frames_in += 1
-                cmd = RemotingCommand.decode(payload)
-                if cmd.is_response:  # an answer to a request this server sent (most are oneway: no answer)
-                    waiting = channel.pending.get(cmd.opaque)
-                    if waiting is not None and not waiting.done():
-                        waiting.set_result(cmd)
-                    continue
-                if self.busy >= self.limits.max_busy:
-                    self._refuse_busy(cmd, channel)
-                    continue
-                answer = self._start(cmd, channel)
-                if isinstance(answer, RemotingCommand) and not cmd.is_oneway \
-                        and channel.buffered() <= self.limits.write_high_water:
-                    self._answer_now(cmd, channel, answer)
-                elif isinstance(answer, ResponseCallback):
-                    answer._count()
-                elif isinstance(answer, asyncio.Future):
-                    channel._set_busy(+1)
-                    answer.add_done_callback(functools.partial(self._answered, cmd, channel))
-                elif answer is not None and not (isinstance(answer, RemotingCommand) and cmd.is_oneway):
-                    later = self._finish(cmd, channel, answer)
-                    task = asyncio.ensure_future(later)
-                    channel._set_busy(+1)
-                    self._tasks.add(task)
-                    channel.tasks.add(task)
-                    task.add_done_callback(functools.partial(self._done, channel))
-        except FrameError as e:
-            log.warning("closing %s: %s", channel.remote_address, e)
-        except (ConnectionError, asyncio.CancelledError):
-            pass
-        except Exception:  # a bug here closes this connection only
-            log.exception("closing %s", channel.remote_address)
-        finally:
-            self._readers.pop(channel, None)
-            channel.closed.set()
-            for task in list(channel.held):  # held pulls: nobody to answer
-                task.cancel()
-            self.channels.discard(channel)
-            for callback in self.on_close:
-                callback(channel)
-            channel.frames.close()
+    def _request(self, channel: Channel, payload: bytes) -> None:
+        """One frame read from a client: an answer to a request of ours, or a request handed to its processor."""
+        channel.frames_in += 1
+        cmd = RemotingCommand.decode(payload)
+        if cmd.is_response:  # an answer to a request this server sent (most are oneway: no answer)
+            waiting = channel.pending.get(cmd.opaque)
+            if waiting is not None and not waiting.done():
+                waiting.set_result(cmd)
+            return
+        if self.busy >= self.limits.max_busy:
+            self._refuse_busy(cmd, channel)
+            return
+        answer = self._start(cmd, channel)
+        if isinstance(answer, RemotingCommand) and not cmd.is_oneway \
+                and channel.buffered() <= self.limits.write_high_water:
+            self._answer_now(cmd, channel, answer)
+        elif isinstance(answer, ResponseCallback):
+            answer._count()
+        elif isinstance(answer, asyncio.Future):
+            channel._set_busy(+1)
+            answer.add_done_callback(functools.partial(self._answered, cmd, channel))
+        elif answer is not None and not (isinstance(answer, RemotingCommand) and cmd.is_oneway):
+            later = self._finish(cmd, channel, answer)
+            task = asyncio.ensure_future(later)
+            channel._set_busy(+1)
+            self._tasks.add(task)
+            channel.tasks.add(task)
+            task.add_done_callback(functools.partial(self._done, channel))
 
-    async def _read_frame(self, reader: asyncio.StreamReader) -> Optional[bytes | bytearray]:
-        """The next frame's payload (None at a clean end of stream); a long one read in chunks, each counted in the
-        budget of unfinished frames across connections and waiting for room in it."""
-        length = await read_length(reader, self.max_frame)
-        if length is None:
-            return None
-        if length <= SMALL_FRAME:
-            try:
-                return await reader.readexactly(length)
-            except asyncio.IncompleteReadError:
-                raise FrameError("the connection ended inside a frame") from None
-        payload = bytearray()
-        taken = 0
-        try:
-            while len(payload) < length:
-                chunk = await reader.read(min(SMALL_FRAME, length - len(payload)))
-                if not chunk:
-                    raise FrameError("the connection ended inside a frame")
-                await self.frame_budget.take(len(chunk))
-                taken += len(chunk)
-                payload += chunk
-        finally:
-            self.frame_budget.give_back(taken)
-        return payload
+    def _closed(self, channel: Channel) -> None:
+        """A connection is gone: its held pulls dropped, its close callbacks run."""
+        self._readers.pop(channel, None)
+        channel.closed.set()
+        for task in list(channel.held):  # held pulls: nobody to answer
+            task.cancel()
+        self.channels.discard(channel)
+        for callback in self.on_close:
+            callback(channel)
+        channel.frames.close()
 
     def _refuse_busy(self, cmd: RemotingCommand, channel: Channel) -> None:
         """RocketMQ's answer when its request queue is full: SYSTEM_BUSY, counted, logged at most every 10 s."""
@@ -392,7 +350,7 @@ class RemotingServer:
                     ch.writer.transport.abort()
                     reading = self._readers.get(ch)
                     if reading is not None:
-                        reading.cancel()  # it may wait for room, not for the socket
+                        reading.stop_waiting()  # it may wait for room, not for the socket
             for ch in [c for c in seen if c not in self.channels]:
                 del seen[ch]
 
@@ -486,3 +444,155 @@ class RemotingServer:
                 log.error("the answer to request code %d from %s does not encode: %s", cmd.code,
                           channel.remote_address, e)
                 await channel.send(cmd.response(ResponseCode.SYSTEM_ERROR, f"the answer does not encode: {e}"))
+
+
+class _ConnectionProtocol(asyncio.streams.FlowControlMixin, asyncio.Protocol):
+    """One client connection read as an asyncio Protocol: the frames a read brings are cut from its bytes and
+    handled there and then (RemotingServer._request), with no task woken per frame (measured with a processor that
+    does nothing, one request in flight: 116-124 us of server CPU a request through a StreamReader, 76-84 us so).
+    Reading stops while the connection may not take another request (Channel.readable: answers unread past the
+    high-water mark, too many requests busy or held) and while a frame longer than SMALL_FRAME finds no room in the
+    budget of unfinished frames; what is not read waits in the kernel's buffers. Answers are written through a
+    StreamWriter on the same transport (its drain() waits on this protocol's flow control)."""
+
+    def __init__(self, server: RemotingServer, loop: asyncio.AbstractEventLoop):
+        super().__init__(loop)
+        self.loop = loop
+        self.server = server
+        self.channel: Optional[Channel] = None
+        self.transport: Optional[asyncio.Transport] = None
+        self._buf = bytearray()
+        self._taken = 0  # bytes of the unfinished long frame counted in the server's frame budget
+        self._waiting: Optional[asyncio.Task] = None  # until reading may go on
+        self._eof = False
+        self._ending: Optional[asyncio.Task] = None
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        writer = asyncio.StreamWriter(transport, self, None, self.loop)
+        self.channel = Channel(writer, self.server)
+        self.server.channels.add(self.channel)
+        self.server._readers[self.channel] = self
+
+    def data_received(self, data: bytes) -> None:
+        if self._buf:
+            self._buf += data
+        else:
+            self._buf = bytearray(data)
+        if self._waiting is None:
+            self._read()
+
+    def eof_received(self) -> bool:
+        self._eof = True
+        if self._waiting is None:
+            self._read()
+        return True  # the answers of what was read are still written; _end closes
+
+    def connection_lost(self, exc: Optional[Exception]) -> None:
+        super().connection_lost(exc)
+        self.stop_waiting()
+        if self._ending is not None:
+            self._ending.cancel()
+        self.server.frame_budget.give_back(self._taken)
+        self._taken = 0
+        if self.channel is not None and not self.channel.closed.is_set():
+            self.server._closed(self.channel)
+
+    def stop_waiting(self) -> None:
+        if self._waiting is not None:
+            self._waiting.cancel()
+            self._waiting = None
+
+    def _read(self) -> None:
+        """Handle every whole frame in the buffer while the connection may take requests."""
+        server, channel, buf = self.server, self.channel, self._buf
+        assert channel is not None and self.transport is not None
+        limits = server.limits
+        pos = 0
+        try:
+            while len(buf) - pos >= 4:
+                if channel.buffered() > limits.write_high_water or channel.busy >= limits.max_channel_busy \
+                        or len(channel.held) >= limits.max_channel_held:
+                    self._wait(channel.readable())
+                    break
+                (length,) = _LENGTH.unpack_from(buf, pos)
+                if length < 4 or length > server.max_frame:
+                    raise FrameError(f"frame length {length} is outside 4..{server.max_frame}")
+                have = len(buf) - pos - 4
+                if length > SMALL_FRAME:  # a long frame's bytes held count in the budget across connections
+                    more = min(have, length) - self._taken
+                    if more > 0:
+                        if not server.frame_budget.try_take(more):
+                            self._wait(self._take_budget(more))
+                            break
+                        self._taken += more
+                if have < length:
+                    break
+                payload = bytes(buf[pos + 4:pos + 4 + length])
+                pos += 4 + length
+                if self._taken:
+                    server.frame_budget.give_back(self._taken)
+                    self._taken = 0
+                server._request(channel, payload)
+        except FrameError as e:
+            log.warning("closing %s: %s", channel.remote_address, e)
+            self._close()
+            return
+        except ConnectionError:
+            self._close()
+            return
+        except Exception:  # a bug here closes this connection only
+            log.exception("closing %s", channel.remote_address)
+            self._close()
+            return
+        finally:
+            if pos:
+                del buf[:pos]
+        if self._eof and self._waiting is None and self._ending is None:
+            if buf:
+                log.warning("closing %s: the connection ended inside a frame", channel.remote_address)
+                self._close()
+            else:
+                self._ending = asyncio.ensure_future(self._end())
+
+    def _wait(self, until) -> None:
+        """Stop reading until the awaitable is done, then read on."""
+        assert self.transport is not None
+        if not self._eof and not self.transport.is_closing():
+            self.transport.pause_reading()
+        self._waiting = asyncio.ensure_future(self._resume_after(until))
+
+    async def _resume_after(self, until) -> None:
+        try:
+            await until
+        except ConnectionError:
+            self._waiting = None
+            self._close()
+            return
+        self._waiting = None
+        assert self.transport is not None
+        if self.transport.is_closing():
+            return
+        if not self._eof:
+            self.transport.resume_reading()
+        self._read()
+
+    async def _take_budget(self, n: int) -> None:
+        await self.server.frame_budget.take(n)
+        self._taken += n
+
+    async def _end(self) -> None:
+        """The client is done sending: what it asked is still answered if that is quick; what it asked is processed
+        whatever happens (its answer dropped); a held pull is dropped."""
+        channel = self.channel
+        assert channel is not None
+        busy = channel.tasks - channel.held
+        if busy:
+            await asyncio.wait(busy, timeout=EOF_GRACE_S)
+        self._close()
+
+    def _close(self) -> None:
+        channel = self.channel
+        assert channel is not None
+        if not channel.closed.is_set():
+            self.server._closed(channel)  # frames.close() closes the transport once the answers are written

@@ -69,6 +69,13 @@ class FrameBudget:
             await self._freed.wait()
         self.used += n
 
+    def try_take(self, n: int) -> bool:
+        """take(n) when there is room now; False, with nothing taken, when it would wait."""
+        if self.used and self.used + n > self.limit:
+            return False
+        self.used += n
+        return True
+
     def give_back(self, n: int) -> None:
         if n:
             self.used -= n

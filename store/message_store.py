@@ -12,7 +12,7 @@ import threading
 import time
 import zlib
 from contextlib import contextmanager
-from typing import Callable, Iterator, Optional, Sequence
+from typing import Callable, Iterator, Optional, Sequence, Union
 
 import numpy as np
 import pyarrow as pa
@@ -87,6 +87,7 @@ class MessageStore:
         self.config = self._adopt_file_sizes(config)
         self._mutex = threading.RLock()
         self._lock_depth = 0
+        self._write_lock = _WriteLock(self)
         self._lock_fd: Optional[int] = None
         self._abort_fd: Optional[int] = None
         self._closed = False
@@ -230,26 +231,12 @@ class MessageStore:
     def __exit__(self, *exc):
         self.close()
 
-    @contextmanager
-    def write_lock(self):
+    def write_lock(self) -> "_WriteLock":
         """The append lock, re-entrant: serialises writers across threads (mutex) and processes (flock on
         `lock`). Retention and recovery take it too; readers never do."""
         if self.read_only:
             raise ReadOnlyStoreError(f"store {self.path} is open read-only")
-        with self._mutex:
-            outermost = self._lock_depth == 0
-            if outermost:
-                if self._lock_fd is None:
-                    self._lock_fd = os.open(os.path.join(self.path, "lock"), os.O_RDWR | os.O_CREAT, 0o644)
-                lock_fd = self._lock_fd
-                fcntl.flock(lock_fd, fcntl.LOCK_EX)
-            self._lock_depth += 1
-            try:
-                yield
-            finally:
-                self._lock_depth -= 1
-                if outermost:  # re-entrant: only the outermost holder gives the file lock back
-                    fcntl.flock(lock_fd, fcntl.LOCK_UN)
+        return self._write_lock
 
     @contextmanager
     def exclusive(self):
@@ -576,18 +563,23 @@ class MessageStore:
             one.set_place(one.queue_id, offsets[-1], pos, store_ts)
             positions[i] = pos
             pos += len(one.record)
-        # the units grouped by queue (UnitWrites writes each queue's as one run)
-        unit_bytes = bytearray(len(ones) * CQ_STORE_UNIT_SIZE)
+        # the units grouped by queue (UnitWrites writes each queue's as one run), packed once the answer is out
         runs = []
         k = 0
         for (topic, queue_id), (first_offset, *members) in ends.items():
             runs.append((topic, queue_id, first_offset, k, len(members)))
-            for i in members:
-                _UNIT.pack_into(unit_bytes, k * CQ_STORE_UNIT_SIZE, int(positions[i]), len(ones[i].record),
-                                ones[i].tags_code)
-                k += 1
-        units = np.frombuffer(unit_bytes, dtype=UNIT_DTYPE)
-        records = b"".join(one.record for one in ones)
+            k += len(members)
+
+        def units() -> np.ndarray:
+            unit_bytes = bytearray(len(ones) * CQ_STORE_UNIT_SIZE)
+            k = 0
+            for _, *members in ends.values():
+                for i in members:
+                    _UNIT.pack_into(unit_bytes, k * CQ_STORE_UNIT_SIZE, int(positions[i]), len(ones[i].record),
+                                    ones[i].tags_code)
+                    k += 1
+            return np.frombuffer(unit_bytes, dtype=UNIT_DTYPE)
+        records = ones[0].record if len(ones) == 1 else b"".join(one.record for one in ones)
         host, port = self.store_host
         placed = [PutResult(msg_id=codec.create_message_id(host, port, int(positions[i])), topic=one.topic,
                             queue_id=queue_ids[i], queue_offset=offsets[i], commit_log_offset=int(positions[i]),
@@ -688,12 +680,14 @@ class MessageStore:
             return None
         return results
 
-    def _append_runs_locked(self, records, units: np.ndarray, runs: list[tuple[str, int, int, int, int]],
+    def _append_runs_locked(self, records, units: Union[np.ndarray, Callable[[], np.ndarray]],
+                            runs: list[tuple[str, int, int, int, int]],
                             positions: np.ndarray, write_pos: int, store_ts: int, defer_flush: bool,
                             on_written: Optional[Callable[[], None]] = None) -> Optional[int]:
         """Records appended at write_pos (put_one's, a message batch's, single sends put together): the commitlog
         bytes, then their consume-queue units (runs: topic, queue id, first queue offset, first unit and count of
-        units[] for that queue), then the committed end, as _append_locked does for a batch; the new end, or
+        units[] for that queue; units may be a function that makes them, called after on_written), then the
+        committed end, as _append_locked does for a batch; the new end, or
         None, with nothing written, when they do not fit in the current commitlog file. positions: each
         record's commitlog offset, ascending. on_written() once the commitlog holds them (put_many's)."""
         sync = self.config.flushDiskType == SYNC_FLUSH
@@ -710,7 +704,7 @@ class MessageStore:
         self._write_pos = end
         if on_written is not None:
             on_written()
-        writes = UnitWrites(units)
+        writes = UnitWrites(units() if callable(units) else units)
         queues = [(self.consume_queue(topic, queue_id), queue_offset, first, count)
                   for topic, queue_id, queue_offset, first, count in runs]
         for cq, queue_offset, first, count in queues:
@@ -1461,3 +1455,39 @@ class MessageStore:
 
     def is_in_disk(self, commit_log_offset: int, max_physical: int) -> bool:
         return max_physical - commit_log_offset > self._memory_limit
+
+
+class _WriteLock:
+    """MessageStore.write_lock's context: the mutex, and the file lock while the outermost holder has it. A class,
+    not a generator: it wraps every append, where @contextmanager's generator costs several times more."""
+
+    __slots__ = ("store", "fd")
+
+    def __init__(self, store: MessageStore):
+        self.store = store
+        self.fd: Optional[int] = None  # the descriptor the outermost holder locked (close() may drop the store's)
+
+    def __enter__(self) -> None:
+        store = self.store
+        store._mutex.acquire()
+        try:
+            if store._lock_depth == 0:
+                if store._lock_fd is None:
+                    store._lock_fd = os.open(os.path.join(store.path, "lock"), os.O_RDWR | os.O_CREAT, 0o644)
+                fcntl.flock(store._lock_fd, fcntl.LOCK_EX)
+                self.fd = store._lock_fd
+            store._lock_depth += 1
+        except BaseException:
+            store._mutex.release()
+            raise
+
+    def __exit__(self, *exc) -> None:
+        store = self.store
+        try:
+            store._lock_depth -= 1
+            if store._lock_depth == 0:  # re-entrant: only the outermost holder gives the file lock back
+                fd, self.fd = self.fd, None
+                assert fd is not None
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            store._mutex.release()

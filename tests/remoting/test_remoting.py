@@ -94,6 +94,49 @@ def test_requests_are_answered_by_opaque_in_their_own_encoding():
     asyncio.run(main())
 
 
+def test_frames_cut_anywhere_across_reads_and_many_in_one_read_are_each_answered_once_in_order():
+    """A client's bytes arrive in whatever pieces TCP makes: 60 requests (bodies up to 200 KiB, past the size read
+    in one piece), written as one run in random pieces of 1 byte to 64 KiB, and again all in one write: every one
+    is answered once, in order, with its own body."""
+    rng = random.Random(5)
+    bodies = [rng.randbytes(rng.choice([0, 1, 100, 4000, 70_000, 200_000])) for _ in range(60)]
+
+    async def main():
+        async with RemotingServer() as server:
+            server.register(RequestCode.HEART_BEAT, _sync_echo)
+            for pieces in (True, False):
+                requests = [RemotingCommand.request(RequestCode.HEART_BEAT, {"i": i}, body=b) for i, b in
+                            enumerate(bodies)]
+                stream = b"".join(r.encode() for r in requests)
+                reader, writer = await asyncio.open_connection(server.host, server.port)
+                writer.transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+                async def write() -> None:
+                    at = 0
+                    while at < len(stream):
+                        n = rng.choice([1, 2, 3, 7, 100, 4096, 65536]) if pieces else len(stream)
+                        writer.write(stream[at:at + n])
+                        await writer.drain()
+                        at += n
+                        if pieces and rng.random() < 0.3:
+                            await asyncio.sleep(0.001)
+
+                sending = asyncio.ensure_future(write())
+                for r in requests:
+                    length = struct.unpack(">i", await reader.readexactly(4))[0]
+                    answer = RemotingCommand.decode(await reader.readexactly(length))
+                    assert (answer.opaque, answer.code, answer.ext_fields) == (r.opaque, ResponseCode.SUCCESS,
+                                                                               r.ext_fields)
+                    assert answer.body == r.body[::-1]
+                await sending
+                writer.close()
+    asyncio.run(main())
+
+
+def _sync_echo(cmd: RemotingCommand, channel) -> RemotingCommand:
+    return cmd.response(ResponseCode.SUCCESS, ext_fields=cmd.ext_fields, body=cmd.body[::-1])
+
+
 def test_a_failing_processor_answers_system_error_and_the_server_goes_on():
     async def broken(cmd, channel):
         raise KeyError("queueId")
