@@ -54,6 +54,10 @@ from .transactional_message_service import TransactionalMessageService
 
 log = logging.getLogger(__name__)
 
+# how long a send's index entries may wait to be written with those of the sends after it (a query of the index in
+# this process writes them first; RocketMQ's reput thread builds them after the put returns, too)
+INDEX_LAG_S = 0.005
+
 
 class Broker:
     def __init__(self, store_path, listen: Optional[str] = None, namesrv: Optional[str] = None,
@@ -96,6 +100,7 @@ class Broker:
         self.stopping = False
         self._registering: Optional[asyncio.Task] = None
         self._background: set[asyncio.Task] = set()
+        self._index_timer: Optional[asyncio.TimerHandle] = None
         self.outer_api: Optional[BrokerOuterAPI] = None if not self.namesrv else BrokerOuterAPI(
             self.namesrv, self.store, self.broker_name, self.cluster, lambda: self.address,
             bc.brokerNotActiveTimeoutMillis)
@@ -197,7 +202,9 @@ class Broker:
         for executor in self._executors:  # the ends under way finish before the store closes
             executor.shutdown(wait=True)
         self.offsets.persist_all()
-        self.store.close()
+        if self._index_timer is not None:
+            self._index_timer.cancel()
+        self.store.close()  # writes the index entries still deferred
 
     async def __aenter__(self) -> "Broker":
         return await self.start()
@@ -225,6 +232,16 @@ class Broker:
             await self.register(topic)
 
     # -- plumbing ----------------------------------------------------------------------------------------------
+
+    def index_later(self) -> None:
+        """The index entries the last sends deferred are written INDEX_LAG_S from now, with those of the sends
+        that come meanwhile (one index pass for many sends)."""
+        if self._index_timer is None and self.store.has_index_pending():
+            self._index_timer = asyncio.get_running_loop().call_later(INDEX_LAG_S, self._index_now)
+
+    def _index_now(self) -> None:
+        self._index_timer = None
+        self.store.flush_index()
 
     def arrived(self, topic: str, queue_id: int, count: int = 1) -> None:
         """Messages were appended to the queue: its held pulls answer now."""

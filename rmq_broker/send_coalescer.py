@@ -71,7 +71,8 @@ class SendCoalescer:
             put = store.put_message_batches if run[0].batch else store.put_many
             try:
                 results.extend(put([s.args for s in run], defer_flush=group_commit is not None,
-                                   on_written=(lambda r, run=run: self._early(run, r)) if early else None))
+                                   on_written=(lambda r, run=run: self._early(run, r)) if early else None,
+                                   defer_index=True))
             except Exception as e:  # those not answered yet are answered with the error
                 results.extend([e] * len(run))
             i = j
@@ -91,6 +92,7 @@ class SendCoalescer:
                 answers.append((send.respond, send.answer(result)))
             except Exception as e:
                 send.respond.failed(e)
+        self.broker.index_later()
         if group_commit is None or not end:
             _resolve(answers)
         else:

@@ -108,6 +108,11 @@ class MessageStore:
         self._retention_mark: Optional[tuple[int, int]] = None  # (generation, our publishes) at the last retention
         self._last_store_ts: Optional[int] = None  # of our newest append not yet covered by the checkpoint
         self._round_robin: dict[str, int] = {}  # topic -> its next round-robin queue
+        # put_many's and put_message_batches' defer_index: index entries that wait for flush_index(), so that
+        # one pass indexes many sends (RocketMQ's broker builds them in its reput thread, after the put has
+        # returned); an index read of this store, a put_batch and close() write them first
+        self._index_pending: list[np.ndarray] = []  # the positions of records not indexed yet
+        self._index_span: Optional[tuple[int, int]] = None  # the log range they lie in
         self.store_host = (codec.local_host_address(), self.config.listenPort)
         if self.config.brokerIP1:
             self.store_host = codec.parse_host((self.config.brokerIP1, self.config.listenPort))
@@ -205,6 +210,7 @@ class MessageStore:
             self._flush_service = None
         if not self.read_only:
             with self.write_lock():
+                self._flush_index_locked()
                 self._flush_checkpoint(force=True)
                 if self._abort_fd is not None:
                     try:
@@ -492,6 +498,7 @@ class MessageStore:
             cq.written_to(queue_end)
             self._queue_ends[(cq.topic, cq.queue_id)] = queue_end
             self._dirty_queues.add(cq)
+        self._flush_index_locked()  # entries in log order
         self.index.index_records(placed.positions, write_pos, end)  # never fails the append
         # Last: the committed end. Everything before it is complete and dispatched.
         self._publish_committed_end(end)
@@ -503,7 +510,7 @@ class MessageStore:
                               placed.positions, self.store_host, plan.uniq_keys)
 
     def put_many(self, messages: Sequence[dict], defer_flush: bool = False,
-                 on_written: Optional[Callable[[list], None]] = None) -> list:
+                 on_written: Optional[Callable[[list], None]] = None, defer_index: bool = False) -> list:
         """Several single messages (each a dict of put's arguments) in one write when every one is the usual message
         (put_one) and they fit in the current commitlog file, else put one after another: either way each gets its
         queue offset in the order given (a message's "properties_text", when given, is its properties' canonical
@@ -511,7 +518,8 @@ class MessageStore:
         for it (the others are stored). The broker's single sends that arrive in one turn of its event loop.
         on_written(results), in one write only: called once the records are in the commitlog, before their
         consume-queue units and index entries (RocketMQ answers a send there, and dispatches after); should a
-        later step fail, the next writer dispatches the records."""
+        later step fail, the next writer dispatches the records. defer_index: in one write, the index entries
+        wait for flush_index(), which the caller calls soon (has_index_pending)."""
         if self.read_only:
             raise ReadOnlyStoreError(f"store {self.path} is open read-only")
         ones = []
@@ -525,7 +533,7 @@ class MessageStore:
             ones.append(one)
         if len(ones) == len(messages):
             with self.write_lock():
-                placed = self._append_ones_locked(ones, defer_flush, on_written)
+                placed = self._append_ones_locked(ones, defer_flush, on_written, defer_index)
             if placed is not None:
                 return placed
         out: list = []
@@ -537,7 +545,8 @@ class MessageStore:
         return out
 
     def _append_ones_locked(self, ones: list[OneRecord], defer_flush: bool,
-                            on_written: Optional[Callable[[list], None]] = None) -> Optional[list[PutResult]]:
+                            on_written: Optional[Callable[[list], None]] = None,
+                            defer_index: bool = False) -> Optional[list[PutResult]]:
         """put_one's records appended together (put, put_many): the commitlog bytes, then their consume-queue units,
         then the committed end; None, with nothing written, when a queue id is outside its topic's write queues or
         they do not fit in the current commitlog file (one.queue_id then holds the queue round robin chose)."""
@@ -586,7 +595,7 @@ class MessageStore:
                             uniq_key=one.uniq_key) for i, one in enumerate(ones)]
         written = None if on_written is None else functools.partial(on_written, placed)
         if self._append_runs_locked(records, units, runs, positions, write_pos, store_ts, defer_flush,
-                                    written) is None:
+                                    written, defer_index) is None:
             return None
         return placed
 
@@ -606,13 +615,13 @@ class MessageStore:
         return None if placed is None else placed[0]
 
     def put_message_batches(self, batches: Sequence[tuple], defer_flush: bool = False,
-                            on_written: Optional[Callable[[list], None]] = None) -> list:
+                            on_written: Optional[Callable[[list], None]] = None, defer_index: bool = False) -> list:
         """Several MessageBatch bodies, each (topic, body, queue id, born timestamp, born host), in one write when
         every one is the usual batch and they fit in the current commitlog file, else put_message_batch one
         after another: either way each batch gets consecutive queue offsets, in the order given. Per batch its
         PutBatchResult, the ValueError its body raised, or None: not the usual batch (the caller takes
         put_batch), and so is every batch after it, so that the caller keeps the order. The broker's batches that
-        arrive in one turn of its event loop. on_written as put_many's."""
+        arrive in one turn of its event loop. on_written and defer_index as put_many's."""
         if self.read_only:
             raise ReadOnlyStoreError(f"store {self.path} is open read-only")
         try:
@@ -622,7 +631,8 @@ class MessageStore:
             plans = []
         if plans and all(p is not None for p in plans):
             with self.write_lock():
-                placed = self._append_batches_locked(plans, [b[2] for b in batches], defer_flush, on_written)
+                placed = self._append_batches_locked(plans, [b[2] for b in batches], defer_flush, on_written,
+                                                     defer_index)
             if placed is not None:
                 return placed
         out: list = []
@@ -643,7 +653,8 @@ class MessageStore:
         return config if config is not None else self._create_topic_locked(topic, self.config.defaultTopicQueueNums)
 
     def _append_batches_locked(self, plans: list, queue_ids: list[int], defer_flush: bool,
-                               on_written: Optional[Callable[[list], None]] = None) -> Optional[list]:
+                               on_written: Optional[Callable[[list], None]] = None,
+                               defer_index: bool = False) -> Optional[list]:
         """Planned MessageBatch bodies appended together (put_message_batch, put_message_batches); None, with nothing
         written, when a queue id is outside its topic's write queues or they do not fit in the current commitlog
         file."""
@@ -676,14 +687,15 @@ class MessageStore:
                                   None) for plan, queue_id, queue_offset, at in placed]
         written = None if on_written is None else functools.partial(on_written, results)
         if self._append_runs_locked(b"".join(records), all_units, runs, np.concatenate(positions), write_pos,
-                                    store_ts, defer_flush, written) is None:
+                                    store_ts, defer_flush, written, defer_index) is None:
             return None
         return results
 
     def _append_runs_locked(self, records, units: Union[np.ndarray, Callable[[], np.ndarray]],
                             runs: list[tuple[str, int, int, int, int]],
                             positions: np.ndarray, write_pos: int, store_ts: int, defer_flush: bool,
-                            on_written: Optional[Callable[[], None]] = None) -> Optional[int]:
+                            on_written: Optional[Callable[[], None]] = None,
+                            defer_index: bool = False) -> Optional[int]:
         """Records appended at write_pos (put_one's, a message batch's, single sends put together): the commitlog
         bytes, then their consume-queue units (runs: topic, queue id, first queue offset, first unit and count of
         units[] for that queue; units may be a function that makes them, called after on_written), then the
@@ -716,12 +728,54 @@ class MessageStore:
             cq.written_to(queue_offset + count)
             self._queue_ends[(cq.topic, cq.queue_id)] = queue_offset + count
             self._dirty_queues.add(cq)
-        self.index.index_records(positions, write_pos, end)  # never fails the append
+        if defer_index:
+            self._defer_index_locked(positions, write_pos, end)
+        else:
+            self._flush_index_locked()  # entries in log order
+            self.index.index_records(positions, write_pos, end)  # never fails the append
         self._publish_committed_end(end)
         self._last_store_ts = store_ts
         self._flush_checkpoint()
         self.pull_request_hold.notify_message_arriving()
         return end
+
+    def _defer_index_locked(self, positions: np.ndarray, write_pos: int, end: int) -> None:
+        span = self._index_span
+        if span is not None and span[1] != write_pos:  # not contiguous (another writer was here): those first
+            self._flush_index_locked()
+            span = None
+        self._index_pending.append(positions)
+        self._index_span = (write_pos if span is None else span[0], end)
+        if len(self._index_pending) >= 256:
+            self._flush_index_locked()
+
+    def has_index_pending(self) -> bool:
+        return bool(self._index_pending)
+
+    def flush_index(self) -> None:
+        """Write the index entries defer_index held back."""
+        if self._index_pending:
+            with self.write_lock():
+                self._flush_index_locked()
+
+    def _flush_index_locked(self) -> None:
+        pending, span = self._index_pending, self._index_span
+        if not pending or span is None:
+            return
+        self._index_pending, self._index_span = [], None
+        committed = self._committed_end()
+        if self._generation != self._published_generation:
+            # another writer appended since our last append, and indexed from the index's end, ours among them:
+            # whatever is still missing is indexed from there too
+            try:
+                self.index.catch_up(max(span[1], committed or 0))
+            except Exception as e:
+                self.index.indexed_to = None
+                log.error("store %s: index entries of the records at %d..%d not written (%s); they are rebuilt "
+                          "from the commitlog later", self.path, span[0], span[1], e)
+            return
+        positions = pending[0] if len(pending) == 1 else np.concatenate(pending)
+        self.index.index_records(positions, span[0], span[1])  # never fails
 
     @property
     def synced_end(self) -> int:
@@ -1327,6 +1381,7 @@ class MessageStore:
         within [begin, end] ms, newest first, at most max_num (capped by maxMsgsNumBatch); with the index's
         last update (time, commitlog offset). Hash collisions are included, as RocketMQ's broker returns them."""
         max_num = self.config.maxMsgsNumBatch if max_num is None else min(int(max_num), self.config.maxMsgsNumBatch)
+        self.flush_index()
         return self.index.query_offset(topic, key, max_num, begin, end)
 
     def query_records(self, topic: str, key: str, max_num: int, begin: int, end: int) -> tuple[bytes, int, int]:
@@ -1363,6 +1418,7 @@ class MessageStore:
             raise ValueError(f"max_num must be >= 1, got {max_num}")
         found: list[codec.MessageExt] = []
         seen: set = set()
+        self.flush_index()
         for offset in self.index.query_offset(topic, key, max(max_num, self.config.maxMsgsNumBatch) * 4,
                                               begin, end).offsets:
             if offset in seen or offset < self.commit_log.min_offset():

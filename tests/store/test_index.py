@@ -251,3 +251,32 @@ def test_slots_a_writer_killed_before_the_header_left_are_repaired(tmp_path):
     with MessageStore(tmp_path, cfg) as s:  # the catch-up indexes "c" again, over the uncounted entries
         assert [m.body for m in s.query_message("T", "k")] == [b"c", b"b", b"a"]
         assert len(s.query_offsets("T", "k").offsets) == 3
+
+
+def test_deferred_index_entries_are_written_once_found_by_queries_and_kept_by_close(tmp_path):
+    """put_many(defer_index=True), the broker's single sends: the entries wait for flush_index(); a query in the
+    same store writes them first, another writer's append in between indexes them and they are not written twice,
+    and close() writes what is still waiting."""
+    cfg = StoreConfig(**SMALL)
+
+    def sends(store, n):
+        return store.put_many([{"topic": "T", "body": b"m%d" % i} for i in range(n)], defer_index=True)
+
+    with MessageStore(tmp_path, cfg) as a, MessageStore(tmp_path, cfg) as b:
+        first = sends(a, 3) + sends(a, 2)
+        assert a.has_index_pending() and not _files(tmp_path)  # nothing indexed yet: no index file
+        other = b.put("T", b"other", keys="k")  # the other writer indexes from the index's end: a's five too
+        later = sends(a, 4)
+        a.flush_index()
+        assert not a.has_index_pending()
+        for r in first + later + [other]:
+            assert len(a.query_offsets("T", r.uniq_key).offsets) == 1, r  # each entry once
+        name, = _files(tmp_path)
+        header, entries, _ = _entries(tmp_path, name, SMALL["maxHashSlotNum"], SMALL["maxIndexNum"])
+        assert len(entries) == 5 + 4 + 2  # a's nine unique keys, b's unique key and its key "k"
+        assert header[3] == later[-1].commit_log_offset  # the index's end: the last record
+        waiting = sends(a, 1)[0]
+        assert a.query_message_by_unique_key("T", waiting.uniq_key).body == b"m0"  # a query writes them first
+        closing = sends(a, 2)
+    with MessageStore(tmp_path, cfg, read_only=True) as r:
+        assert [r.query_message_by_unique_key("T", c.uniq_key).body for c in closing] == [b"m0", b"m1"]
