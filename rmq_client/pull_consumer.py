@@ -139,6 +139,9 @@ class AsyncPullConsumer:
     async def queues(self, topic: str) -> list[MessageQueue]:
         return await self.api.queues(topic)
 
+    async def forget_route(self, topic: str) -> None:
+        self.api.forget_route(topic)
+
     async def pull(self, mq: MessageQueue, offset: int, subscription: Subscription = Subscription(),
                    max_nums: int = 32, suspend_ms: int = 0, columns: Optional[Sequence[str]] = None) -> PullResult:
         """columns: the scan columns to decode (all of them for None); the tag re-check adds what it reads."""
@@ -307,6 +310,10 @@ class PullConsumer:
 
     def queues(self, topic: str) -> list[MessageQueue]:
         return run_blocking(self.aio.queues, topic)
+
+    def forget_route(self, topic: str) -> None:
+        """The topic's route is asked of the name servers again when next needed (it is cached for 30 s)."""
+        run_blocking(self.aio.forget_route, topic)
 
     def pull(self, mq: MessageQueue, offset: int, subscription: Subscription = Subscription(), max_nums: int = 32,
              suspend_ms: int = 0) -> PullResult:

@@ -189,7 +189,12 @@ class WireStore:
         seen = self._seen.setdefault(topic, {})
         seen.update(bounds)
         answered = {q.broker_name for q in bounds}
-        for broker in sorted({q.broker_name for q in seen} - answered):
+        away = sorted({q.broker_name for q in seen} - answered)
+        if away:
+            # while a broker is away the route is asked again each round: one back in the name server's route
+            # is read at once, not after the route's 30 s in the client's cache
+            self.consumer.forget_route(topic)
+        for broker in away:
             self._broker_away(broker, topic, unreachable.get(broker))
         for q, b in seen.items():
             if q.broker_name not in answered:

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 import time
 
 import pytest
@@ -561,20 +562,32 @@ def test_malformed_requests_get_codes_never_data_and_never_take_the_broker_down(
 
 
 GROUP_CONSUMER = """
-    import sys, time, json
+    import sys, json
     from rocketmq.client import PushConsumer
     seen = []
+    progress = open(sys.argv[2], "a")  # what it got so far, for the test to wait on
     def on_message(msg):
-        seen.append(msg.body.decode() if isinstance(msg.body, bytes) else msg.body)
+        body = msg.body.decode() if isinstance(msg.body, bytes) else msg.body
+        seen.append(body)
+        progress.write(body + "\\n")
+        progress.flush()
     c = PushConsumer("cpp-group")
     c.set_namesrv_addr(sys.argv[1])
     c.set_thread_count(1)
     c.subscribe("Shared", on_message, "*")
     c.start()
-    time.sleep(float(sys.argv[2]))
+    sys.stdin.readline()  # a member until the test says so
     c.shutdown()
     print(json.dumps(seen), flush=True)
 """
+
+
+async def _until(check, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout} s")
+        await asyncio.sleep(0.1)
 
 
 def test_cpp_consumers_of_one_group_share_the_queues_as_members_come_and_go(tmp_path):
@@ -583,32 +596,57 @@ def test_cpp_consumers_of_one_group_share_the_queues_as_members_come_and_go(tmp_
     pytest.importorskip("rocketmq.client", reason="the rocketmq==0.4.4 test extra (the Apache RocketMQ C++ client)")
 
     async def main():
+        procs: dict[str, asyncio.subprocess.Process] = {}
+
+        async def join(name: str) -> None:
+            (tmp_path / f"{name}.seen").write_text("")
+            procs[name] = await asyncio.create_subprocess_exec(
+                sys.executable, "-c", textwrap.dedent(GROUP_CONSUMER), ns.address, str(tmp_path / f"{name}.seen"),
+                env=dict(os.environ, HOME=str(tmp_path / name), PYTHONPATH=ROOT), stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+
+        async def leave(name: str) -> tuple:
+            out, err = await asyncio.wait_for(procs[name].communicate(b"leave\n"), 60)
+            return procs[name].returncode, out.decode(), err.decode()
+
+        def delivered() -> set[str]:
+            return {m for name in procs for m in (tmp_path / f"{name}.seen").read_text().split()}
+
+        def members() -> int:
+            return len(b.consumers.member_ids("cpp-group"))
+
         async with NameServer("127.0.0.1:0") as ns, Broker(tmp_path / "s", "127.0.0.1:0", namesrv=ns.address) as b:
-            async with RemotingClient(b.address) as producer:
-                await producer.invoke(send("Shared", b"warm-up", queue_id=0))
-                b.store.create_topic("Shared", 4)
+            try:
+                async with RemotingClient(b.address) as producer:
+                    await producer.invoke(send("Shared", b"warm-up", queue_id=0))
+                    b.store.create_topic("Shared", 4)
+                    sent = ["warm-up"]
 
-                def consumer(seconds, name):
-                    return asyncio.ensure_future(_child(GROUP_CONSUMER, ns.address, seconds, home=tmp_path / name,
-                                                        timeout=seconds + 60))
-                first, second = consumer(26, "c1"), consumer(44, "c2")
-                sent = ["warm-up"]
-
-                async def produce(tag, n):
-                    for i in range(n):
-                        body = f"{tag}-{i}"
-                        await producer.invoke(send("Shared", body.encode(), queue_id=i % 4))
-                        sent.append(body)
-                await asyncio.sleep(4)
-                await produce("one", 200)
-                third = consumer(30, "c3")
-                await asyncio.sleep(8)
-                await produce("two", 200)
-                await first  # the first leaves
-                await asyncio.sleep(4)
-                await produce("three", 200)
-                results = [await first, await second, await third]
-                return sent, results, b.consumers.groups
+                    async def produce(tag, n):
+                        for i in range(n):
+                            body = f"{tag}-{i}"
+                            await producer.invoke(send("Shared", body.encode(), queue_id=i % 4))
+                            sent.append(body)
+                        await _until(lambda: set(sent) <= delivered(), 60, f"every message up to {tag!r} delivered")
+                    # each change of membership is waited for (the broker tells the members, which rebalance),
+                    # then a round of messages, each delivered before the next change
+                    await join("c1")
+                    await join("c2")
+                    await _until(lambda: members() == 2, 60, "two members in the group")
+                    await produce("one", 200)
+                    await join("c3")
+                    await _until(lambda: members() == 3, 60, "the third member in the group")
+                    await produce("two", 200)
+                    first = await leave("c1")  # the first leaves
+                    await _until(lambda: members() == 2, 60, "the first member out of the group")
+                    await produce("three", 200)
+                    results = [first, await leave("c2"), await leave("c3")]
+                    return sent, results, b.consumers.groups
+            finally:
+                for proc in procs.values():
+                    if proc.returncode is None:
+                        proc.kill()
+                        await proc.wait()
     sent, results, _ = asyncio.run(main())
     delivered, per_consumer = [], []
     for rc, out, err in results:

@@ -163,16 +163,25 @@ def main(root: str) -> None:
                         running(name)
                     return all(count(name) >= len(expected(name)) for name in FILTERS)
                 _wait(filtered_done, 180, "every matching message in the filtered streams' output")
-                time.sleep(3)  # a trigger more: its commit carries the last batch's end to the brokers
+
+                def at_end(name: str) -> tuple[bool, list[str]]:
+                    """Whether the group's offsets are at the queue ends of Hosts; the brokers of its queues."""
+                    with PullConsumer(namesrv, f"g-{name}") as pc:
+                        ends = pc.queue_bounds("Hosts")
+                        return (all(pc.query_offset(mq) == mx for mq, (_, mx) in ends.items()),
+                                sorted({mq.broker_name for mq in ends}))
+                # a trigger more commits the last batch's end to the brokers: waited for (the report says whether
+                # it came), then the streams stop
+                try:
+                    _wait(lambda: all(at_end(name)[0] for name in queries), 30, "the groups' offsets at the ends")
+                except AssertionError:
+                    pass
                 for q in queries.values():
                     q.stop()
                 out: dict = {}
                 for name in queries:
                     out[name] = _report(name, _collect(spark.read.parquet(os.path.join(root, name)), restarts))
-                    with PullConsumer(namesrv, f"g-{name}") as pc:
-                        ends = pc.queue_bounds("Hosts")
-                        out[name]["offsets_at_end"] = all(pc.query_offset(mq) == mx for mq, (_, mx) in ends.items())
-                        out[name]["brokers"] = sorted({mq.broker_name for mq in ends})
+                    out[name]["offsets_at_end"], out[name]["brokers"] = at_end(name)
                 for name, (opt, value) in FILTERS.items():
                     frame = (spark.read.format("rmq").option("namesrvAddr", namesrv).option("topic", "Hosts")
                              .option(opt, value).load().select(*COLUMNS))
