@@ -461,7 +461,7 @@ class _ConnectionProtocol(asyncio.streams.FlowControlMixin, asyncio.Protocol):
         self.server = server
         self.channel: Optional[Channel] = None
         self.transport: Optional[asyncio.Transport] = None
-        self._buf = bytearray()
+        self._buf: bytes | bytearray = b""  # a read's bytes as they came while they end on a frame's end
         self._taken = 0  # bytes of the unfinished long frame counted in the server's frame budget
         self._waiting: Optional[asyncio.Task] = None  # until reading may go on
         self._eof = False
@@ -475,10 +475,12 @@ class _ConnectionProtocol(asyncio.streams.FlowControlMixin, asyncio.Protocol):
         self.server._readers[self.channel] = self
 
     def data_received(self, data: bytes) -> None:
-        if self._buf:
-            self._buf += data
+        if not self._buf:
+            self._buf = data  # the usual read: whole frames, cut from it without a copy of the whole
+        elif type(self._buf) is bytes:
+            self._buf = bytearray(self._buf) + data
         else:
-            self._buf = bytearray(data)
+            self._buf += data
         if self._waiting is None:
             self._read()
 
@@ -528,7 +530,8 @@ class _ConnectionProtocol(asyncio.streams.FlowControlMixin, asyncio.Protocol):
                         self._taken += more
                 if have < length:
                     break
-                payload = bytes(buf[pos + 4:pos + 4 + length])
+                payload = buf[pos + 4:pos + 4 + length] if type(buf) is bytes else \
+                    bytes(memoryview(buf)[pos + 4:pos + 4 + length])
                 pos += 4 + length
                 if self._taken:
                     server.frame_budget.give_back(self._taken)
@@ -547,7 +550,7 @@ class _ConnectionProtocol(asyncio.streams.FlowControlMixin, asyncio.Protocol):
             return
         finally:
             if pos:
-                del buf[:pos]
+                buf = self._buf = buf[pos:]
         if self._eof and self._waiting is None and self._ending is None:
             if buf:
                 log.warning("closing %s: the connection ended inside a frame", channel.remote_address)
