@@ -203,18 +203,21 @@ class Channel:
         self.tasks.discard(task)
         self._set_busy(-1)
 
-    async def readable(self) -> None:
-        """Return when the next request may be read: the client has read its answers below the high-water mark,
-        and the connection has fewer requests busy and held than allowed."""
+    def may_read(self) -> bool:
+        """Whether the next request may be read: the client has read its answers below the high-water mark, and
+        the connection has fewer requests busy and held than allowed."""
         limits = self.limits
-        while True:
-            if self.buffered() > limits.write_high_water:
+        return self.buffered() <= limits.write_high_water and self.busy < limits.max_channel_busy \
+            and len(self.held) < limits.max_channel_held
+
+    async def readable(self) -> None:
+        """Return when the next request may be read (may_read)."""
+        while not self.may_read():
+            if self.buffered() > self.limits.write_high_water:
                 await self._drain()
-            elif self.busy >= limits.max_channel_busy or len(self.held) >= limits.max_channel_held:
+            else:
                 self._changed.clear()
                 await self._changed.wait()
-            else:
-                return
 
 
 class RemotingServer:
@@ -237,7 +240,6 @@ class RemotingServer:
         self._refused_logged = (0.0, 0)  # when the last overload warning was logged, and the count then
         self._server: Optional[asyncio.base_events.Server] = None
         self._tasks: set[asyncio.Task] = set()
-        self._readers: dict[Channel, _ConnectionProtocol] = {}
         self._idle_watch: Optional[asyncio.Task] = None
 
     def register(self, code: int, processor: Processor) -> None:
@@ -310,7 +312,6 @@ class RemotingServer:
 
     def _closed(self, channel: Channel) -> None:
         """A connection is gone: its held pulls dropped, its close callbacks run."""
-        self._readers.pop(channel, None)
         channel.closed.set()
         for task in list(channel.held):  # held pulls: nobody to answer
             task.cancel()
@@ -347,10 +348,7 @@ class RemotingServer:
                 elif now - before[2] >= timeout:
                     self.idle_closed += 1
                     log.info("closing %s: no request and no answer taken for %.0f s", ch.remote_address, timeout)
-                    ch.writer.transport.abort()
-                    reading = self._readers.get(ch)
-                    if reading is not None:
-                        reading.stop_waiting()  # it may wait for room, not for the socket
+                    ch.writer.transport.abort()  # connection_lost stops a wait for room too
             for ch in [c for c in seen if c not in self.channels]:
                 del seen[ch]
 
@@ -472,7 +470,6 @@ class _ConnectionProtocol(asyncio.streams.FlowControlMixin, asyncio.Protocol):
         writer = asyncio.StreamWriter(transport, self, None, self.loop)
         self.channel = Channel(writer, self.server)
         self.server.channels.add(self.channel)
-        self.server._readers[self.channel] = self
 
     def data_received(self, data: bytes) -> None:
         if not self._buf:
@@ -509,12 +506,10 @@ class _ConnectionProtocol(asyncio.streams.FlowControlMixin, asyncio.Protocol):
         """Handle every whole frame in the buffer while the connection may take requests."""
         server, channel, buf = self.server, self.channel, self._buf
         assert channel is not None and self.transport is not None
-        limits = server.limits
         pos = 0
         try:
             while len(buf) - pos >= 4:
-                if channel.buffered() > limits.write_high_water or channel.busy >= limits.max_channel_busy \
-                        or len(channel.held) >= limits.max_channel_held:
+                if not channel.may_read():
                     self._wait(channel.readable())
                     break
                 (length,) = _LENGTH.unpack_from(buf, pos)

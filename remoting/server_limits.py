@@ -64,10 +64,9 @@ class FrameBudget:
         self._freed = asyncio.Event()
 
     async def take(self, n: int) -> None:
-        while self.used and self.used + n > self.limit:
+        while not self.try_take(n):
             self._freed.clear()
             await self._freed.wait()
-        self.used += n
 
     def try_take(self, n: int) -> bool:
         """take(n) when there is room now; False, with nothing taken, when it would wait."""

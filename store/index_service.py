@@ -193,10 +193,25 @@ class IndexService:
                 view, base = self.store.commit_log.view_at(int(part[0]))
                 self.add(*record_keys(view, part - base, part))
             self.indexed_to = end
-        except Exception as e:  # the index lags; the next writer or open catches it up
-            self.indexed_to = None
-            log.error("store %s: index entries of the records at %d..%d not written (%s); they are rebuilt "
-                      "from the commitlog later", self.store.path, write_pos, end, e)
+        except Exception as e:
+            self._lagging(write_pos, end, e)
+
+    def index_caught_up(self, write_pos: int, end: int) -> None:
+        """The entries of records appended from write_pos to end that another writer may have indexed already
+        (from the index's end, ours among them): what is missing is caught up from there, nothing written twice.
+        Never fails the append, as index_records."""
+        if not self.enabled:
+            return
+        try:
+            self.catch_up(end)
+        except Exception as e:
+            self._lagging(write_pos, end, e)
+
+    def _lagging(self, write_pos: int, end: int, e: Exception) -> None:
+        """The index lags; the next writer or open catches it up."""
+        self.indexed_to = None
+        log.error("store %s: index entries of the records at %d..%d not written (%s); they are rebuilt "
+                  "from the commitlog later", self.store.path, write_pos, end, e)
 
     def catch_up(self, end: int) -> int:
         """Index the records between the index's end and `end` (the log end): after a crash, a writer that

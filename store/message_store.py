@@ -763,16 +763,9 @@ class MessageStore:
         if not pending or span is None:
             return
         self._index_pending, self._index_span = [], None
-        committed = self._committed_end()
+        self._committed_end()  # the generation now: another writer's appends since ours move it
         if self._generation != self._published_generation:
-            # another writer appended since our last append, and indexed from the index's end, ours among them:
-            # whatever is still missing is indexed from there too
-            try:
-                self.index.catch_up(max(span[1], committed or 0))
-            except Exception as e:
-                self.index.indexed_to = None
-                log.error("store %s: index entries of the records at %d..%d not written (%s); they are rebuilt "
-                          "from the commitlog later", self.path, span[0], span[1], e)
+            self.index.index_caught_up(span[0], span[1])
             return
         positions = pending[0] if len(pending) == 1 else np.concatenate(pending)
         self.index.index_records(positions, span[0], span[1])  # never fails
