@@ -36,6 +36,12 @@ Processor = Callable[[RemotingCommand, "Channel"],
 # RocketMQ's RPCHook.doBeforeRequest: sees every request before its processor; an answer it returns is the answer
 # (a refusal) and the processor is not run
 BeforeRequest = Callable[[RemotingCommand, "Channel"], Optional[RemotingCommand]]
+# A frame's first reader (the single send's compiled lane): the request it took from the payload and its
+# processor's answer, as a processor returns it; or None, with nothing done, for the general decode and dispatch.
+# Not used while before_request hooks are set: they see every request decoded.
+Lane = Callable[[bytes, "Channel"], Optional[tuple[RemotingCommand, object]]]
+# An answer: a RemotingCommand, or its frame already encoded (the lane's SEND_OK)
+Answer = Union[RemotingCommand, bytes]
 
 
 class ResponseCallback:
@@ -52,7 +58,7 @@ class ResponseCallback:
         self.answered = False
         self.counted = False  # among the connection's busy requests (from when the server has it)
 
-    def callback(self, response: Optional[RemotingCommand]) -> None:
+    def callback(self, response: Optional[Answer]) -> None:
         if self.answered:
             return
         self.answered = True
@@ -125,17 +131,28 @@ class Channel:
 
     async def send(self, cmd: RemotingCommand) -> None:
         """Write cmd, first waiting while the client has more than the high-water mark of answers unread."""
-        if self.closed.is_set():
+        if not await self._room():
             return
-        while self.buffered() > self.limits.write_high_water:
-            await self._drain()
-            if self.writer.transport.is_closing():
-                return
         if len(cmd.body) < LARGE_BODY:
             self._write(cmd.encode())
         else:  # the body handed to the transport as it is: no copy into one frame buffer
             self._write(cmd.encode_head())
             self._write(cmd.body)
+
+    async def send_encoded(self, frame: bytes) -> None:
+        """Write a frame encoded already, as send does."""
+        if await self._room():
+            self._write(frame)
+
+    async def _room(self) -> bool:
+        """Wait while the client has more than the high-water mark of answers unread; False when it is gone."""
+        if self.closed.is_set():
+            return False
+        while self.buffered() > self.limits.write_high_water:
+            await self._drain()
+            if self.writer.transport.is_closing():
+                return False
+        return True
 
     def send_oneway_best_effort(self, cmd: RemotingCommand) -> bool:
         """Write a oneway request the server sends on its own (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE)
@@ -233,6 +250,7 @@ class RemotingServer:
         self.channels: set[Channel] = set()
         self.on_close: list[Callable[[Channel], None]] = []
         self.before_request: list[BeforeRequest] = []
+        self.lane: Optional[Lane] = None
         self.busy = 0  # requests being processed across connections
         self.refused_busy = 0  # requests answered SYSTEM_BUSY, since start
         self.idle_closed = 0  # connections closed for idleness, since start
@@ -284,6 +302,11 @@ class RemotingServer:
     def _request(self, channel: Channel, payload: bytes) -> None:
         """One frame read from a client: an answer to a request of ours, or a request handed to its processor."""
         channel.frames_in += 1
+        if self.lane is not None and not self.before_request and self.busy < self.limits.max_busy:
+            taken = self.lane(payload, channel)
+            if taken is not None:
+                self._started(*taken, channel)
+                return
         cmd = RemotingCommand.decode(payload)
         if cmd.is_response:  # an answer to a request this server sent (most are oneway: no answer)
             waiting = channel.pending.get(cmd.opaque)
@@ -293,7 +316,10 @@ class RemotingServer:
         if self.busy >= self.limits.max_busy:
             self._refuse_busy(cmd, channel)
             return
-        answer = self._start(cmd, channel)
+        self._started(cmd, self._start(cmd, channel), channel)
+
+    def _started(self, cmd: RemotingCommand, answer, channel: Channel) -> None:
+        """The processor's answer to cmd written now, or waited for (a callback, a future, any awaitable)."""
         if isinstance(answer, RemotingCommand) and not cmd.is_oneway \
                 and channel.buffered() <= self.limits.write_high_water:
             self._answer_now(cmd, channel, answer)
@@ -408,7 +434,7 @@ class RemotingServer:
             raise error
         self._respond(cmd, channel, done.result() if error is None else self._failed(cmd, channel, error))
 
-    def _respond(self, cmd: RemotingCommand, channel: Channel, response: Optional[RemotingCommand]) -> None:
+    def _respond(self, cmd: RemotingCommand, channel: Channel, response: Optional[Answer]) -> None:
         """A later answer written (without a task while the client has room)."""
         if response is None or cmd.is_oneway or channel.closed.is_set():
             return
@@ -419,8 +445,13 @@ class RemotingServer:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-    def _answer_now(self, cmd: RemotingCommand, channel: Channel, response: RemotingCommand) -> None:
+    def _answer_now(self, cmd: RemotingCommand, channel: Channel, response: Answer) -> None:
         """Write an answer given at once (the client has room for it)."""
+        if type(response) is bytes:
+            if not channel.closed.is_set():
+                channel._write(response)
+            return
+        assert isinstance(response, RemotingCommand)
         try:
             parts = [response.encode()] if len(response.body) < LARGE_BODY else \
                 [response.encode_head(), response.body]
@@ -432,10 +463,14 @@ class RemotingServer:
             for part in parts:
                 channel._write(part)
 
-    async def _answer(self, cmd: RemotingCommand, channel: Channel, response: Optional[RemotingCommand]) -> None:
+    async def _answer(self, cmd: RemotingCommand, channel: Channel, response: Optional[Answer]) -> None:
         if response is not None and not cmd.is_oneway:
             try:
-                await channel.send(response)
+                if type(response) is bytes:
+                    await channel.send_encoded(response)
+                else:
+                    assert isinstance(response, RemotingCommand)
+                    await channel.send(response)
             except ConnectionError:
                 pass
             except (FrameError, struct.error, OverflowError) as e:  # an answer that does not fit its encoding

@@ -16,7 +16,7 @@ from typing import Optional
 
 import pyarrow as pa
 
-from remoting import RemotingCommand, RemotingServer, ResponseCode
+from remoting import RemotingCommand, RemotingServer, ResponseCode, send_frame
 from remoting.local_address import advertised_host, join_address, split_address
 from remoting.remoting_server import Channel, ResponseCallback
 from rmq_acl.acl_exception import AclException
@@ -124,10 +124,13 @@ class Broker:
         self.transactions = TransactionalMessageService(self.store)
         # processors (BrokerController.registerProcessor)
         self.end_transaction = EndTransactionProcessor(self.transactions, self.arrived)
-        for processor in (SendMessageProcessor(self), PullMessageProcessor(self), QueryMessageProcessor(self),
+        send = SendMessageProcessor(self)
+        for processor in (send, PullMessageProcessor(self), QueryMessageProcessor(self),
                           ClientManageProcessor(self), ConsumerManageProcessor(self), AdminBrokerProcessor(self),
                           AdminGroupProcessor(self)):
             self.register_processor(processor)
+        if send_frame.COMPILED:
+            self.server.lane = send.lane  # the usual single send, read and answered in compiled code
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         self.register_processor(self.end_transaction, ThreadPoolExecutor(cpus, thread_name_prefix="end-transaction"))
         self.transaction_check = TransactionalMessageCheckService(

@@ -12,21 +12,23 @@ from __future__ import annotations
 import asyncio
 from typing import Callable, Optional
 
-from remoting import RemotingCommand
+from remoting.remoting_server import Answer as Encoded
 from remoting.remoting_server import ResponseCallback
 from store import PutBatchResult, PutResult
+from store.put_one import OneRecord
 
-Answer = Callable[[object], RemotingCommand]
+Answer = Callable[[object], Encoded]
 
 
 class _Send:
-    __slots__ = ("batch", "args", "respond", "answer")
+    __slots__ = ("batch", "args", "respond", "answer", "one")
 
-    def __init__(self, batch: bool, args, respond: ResponseCallback, answer: Answer):
+    def __init__(self, batch: bool, args, respond: ResponseCallback, answer: Answer, one: Optional[OneRecord] = None):
         self.batch = batch
         self.args = args
         self.respond = respond
         self.answer = answer
+        self.one = one
 
 
 class SendCoalescer:
@@ -36,10 +38,11 @@ class SendCoalescer:
         self.answered_early = 0  # sends answered before their consume-queue units were written
         self._pending: list[_Send] = []
 
-    def put(self, args: dict, respond: ResponseCallback, answer: Answer) -> ResponseCallback:
-        """A single message (put's arguments), answered through respond with answer(its PutResult, or the error
-        that refused it)."""
-        return self._add(_Send(False, args, respond, answer))
+    def put(self, args: dict, respond: ResponseCallback, answer: Answer, one: Optional[OneRecord] = None) \
+            -> ResponseCallback:
+        """A single message (put's arguments; one: its record when built already), answered through respond with
+        answer(its PutResult, or the error that refused it)."""
+        return self._add(_Send(False, args, respond, answer, one))
 
     def put_batch(self, batch: tuple, respond: ResponseCallback, answer: Answer) -> ResponseCallback:
         """A MessageBatch body (topic, body, queue id, born timestamp, born host), answered through respond with
@@ -68,11 +71,15 @@ class SendCoalescer:
             while j < len(pending) and pending[j].batch == pending[i].batch:
                 j += 1
             run = pending[i:j]
-            put = store.put_message_batches if run[0].batch else store.put_many
+            written = (lambda r, run=run: self._early(run, r)) if early else None
+            deferred = group_commit is not None
             try:
-                results.extend(put([s.args for s in run], defer_flush=group_commit is not None,
-                                   on_written=(lambda r, run=run: self._early(run, r)) if early else None,
-                                   defer_index=True))
+                if run[0].batch:
+                    results.extend(store.put_message_batches([s.args for s in run], defer_flush=deferred,
+                                                             on_written=written, defer_index=True))
+                else:
+                    results.extend(store.put_many([s.args for s in run], defer_flush=deferred, on_written=written,
+                                                  defer_index=True, ones=[s.one for s in run]))
             except Exception as e:  # those not answered yet are answered with the error
                 results.extend([e] * len(run))
             i = j

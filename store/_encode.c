@@ -23,6 +23,11 @@
 
 #include "crc32.h"
 
+typedef struct {
+    const uint8_t *p;
+    Py_ssize_t n;
+} Span2;
+
 /* ---- stores ----------------------------------------------------------------------------------------- */
 
 static inline uint8_t *put32(uint8_t *o, uint32_t v) {
@@ -1312,6 +1317,124 @@ done:
     return result;
 }
 
+/* ---- one usual single message (put_one.build_plain) ---------------------------------------------------- */
+
+/* The properties text is canonical (properties_to_string of its own parse): every pair `key\x01value\x02` with one
+ * \x01, a key and a value, each key once. Finds TAGS and UNIQ_KEY, and any of the refused keys. */
+static int canonical_props(const uint8_t *p, Py_ssize_t n, PyObject *refused, Span2 *tags, Span2 *uniq) {
+    enum { MAX_KEYS = 64 };
+    Span2 keys[MAX_KEYS];
+    int nkeys = 0;
+    if (n == 0 || p[n - 1] != 0x02) return 0;
+    Py_ssize_t i = 0;
+    while (i < n) {
+        Py_ssize_t k0 = i, sep = -1;
+        while (p[i] != 0x02) {
+            if (p[i] == 0x01) {
+                if (sep >= 0) return 0;
+                sep = i;
+            }
+            i++;
+        }
+        if (sep <= k0 || sep + 1 == i || nkeys == MAX_KEYS) return 0; /* no key, no value, or too many */
+        Span2 key = {p + k0, sep - k0}, value = {p + sep + 1, i - sep - 1};
+        for (int k = 0; k < nkeys; k++)
+            if (keys[k].n == key.n && !memcmp(keys[k].p, key.p, key.n)) return 0;
+        keys[nkeys++] = key;
+        if (key.n == 4 && !memcmp(key.p, "TAGS", 4)) *tags = value;
+        else if (key.n == 8 && !memcmp(key.p, "UNIQ_KEY", 8)) *uniq = value;
+        for (Py_ssize_t r = 0; r < PyTuple_GET_SIZE(refused); r++) {
+            Py_ssize_t rl;
+            const char *rk = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(refused, r), &rl);
+            if (rk == NULL) return -1;
+            if (rl == key.n && !memcmp(rk, key.p, rl)) return 0;
+        }
+        i++;
+    }
+    return 1;
+}
+
+static int topic_ok(const uint8_t *t, Py_ssize_t n) {
+    if (n < 1 || n > 127) return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint8_t c = t[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '%' || c == '|' ||
+              c == '_' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+/* one_record(topic, body, props, flag, sys_flag, born_ts, born_addr, born_port, store_addr, store_port,
+ * reconsume_times, max_body, refused) -> (record, tags_code, uniq_key, store_ts_at), or None when it is not the
+ * usual message (put_one.build_one's rules: a topic outside [%|a-zA-Z0-9_-]{1,127}, a body over max_body, a
+ * properties text that is not canonical or over 32767 bytes or lacks UNIQ_KEY or holds a refused key, a value out
+ * of its field's range): the caller then takes the general put, which words
+ * any error. The record as build_one makes it: QUEUEID, QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP zero, set
+ * under the write lock (OneRecord.set_place). */
+static PyObject *one_record(PyObject *self, PyObject *args) {
+    PyObject *topic_obj, *props_obj, *refused;
+    Py_buffer body, born, stored;
+    long long flag, sys_flag, born_ts, born_port, store_port, reconsume, max_body;
+    if (!PyArg_ParseTuple(args, "Uy*ULLLy*Ly*LLLO!", &topic_obj, &body, &props_obj, &flag, &sys_flag, &born_ts, &born,
+                          &born_port, &stored, &store_port, &reconsume, &max_body, &PyTuple_Type, &refused))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t topic_len, props_len;
+    const uint8_t *topic = (const uint8_t *)PyUnicode_AsUTF8AndSize(topic_obj, &topic_len);
+    const uint8_t *props = (const uint8_t *)PyUnicode_AsUTF8AndSize(props_obj, &props_len);
+    if (topic == NULL || props == NULL) goto done;
+    Span2 tags = {NULL, 0}, uniq = {NULL, 0};
+    int canonical = canonical_props(props, props_len, refused, &tags, &uniq);
+    if (canonical < 0) goto done;
+    if (!canonical || uniq.p == NULL || props_len > 32767 || !topic_ok(topic, topic_len) || body.len > max_body ||
+        body.len > INT32_MAX || flag < INT32_MIN || flag > INT32_MAX || sys_flag < INT32_MIN || sys_flag > INT32_MAX ||
+        reconsume < 0 || reconsume > INT32_MAX || (born.len != 4 && born.len != 16) || (stored.len != 4 && stored.len != 16)) {
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    if (born.len == 16) sys_flag |= BORNHOST_V6;
+    if (stored.len == 16) sys_flag |= STOREHOST_V6;
+    Py_ssize_t size = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + born.len + 4 + 8 + stored.len + 4 + 4 + 8 + 4 + body.len + 1 +
+                      topic_len + 2 + props_len;
+    Py_ssize_t store_ts_at = 48 + born.len + 4;
+    PyObject *record = PyByteArray_FromStringAndSize(NULL, size);
+    if (record == NULL) goto done;
+    uint8_t *o = (uint8_t *)PyByteArray_AS_STRING(record);
+    memset(o, 0, size);
+    o = put32(o, (uint32_t)size);
+    o = put32(o, MAGIC_V1);
+    o = put32(o, body_crc((const uint8_t *)body.buf, (size_t)body.len));
+    o += 4; /* QUEUEID */
+    o = put32(o, (uint32_t)flag);
+    o += 16; /* QUEUEOFFSET, PHYSICALOFFSET */
+    o = put32(o, (uint32_t)sys_flag);
+    o = put64(o, (uint64_t)born_ts);
+    o = put_bytes(o, born.buf, born.len);
+    o = put32(o, (uint32_t)born_port);
+    o += 8; /* STORETIMESTAMP */
+    o = put_bytes(o, stored.buf, stored.len);
+    o = put32(o, (uint32_t)store_port);
+    o = put32(o, (uint32_t)reconsume);
+    o += 8; /* PREPAREDTRANSACTIONOFFSET */
+    o = put32(o, (uint32_t)body.len);
+    o = put_bytes(o, body.buf, body.len);
+    *o++ = (uint8_t)topic_len;
+    o = put_bytes(o, topic, topic_len);
+    *o++ = (uint8_t)(props_len >> 8);
+    *o++ = (uint8_t)props_len;
+    put_bytes(o, props, props_len);
+    int64_t tags_code = 0;
+    if (tags.p != NULL) java_hash(tags.p, tags.p + tags.n, &tags_code);
+    result = Py_BuildValue("(NLs#n)", record, (long long)tags_code, (const char *)uniq.p, uniq.n, store_ts_at);
+done:
+    PyBuffer_Release(&body);
+    PyBuffer_Release(&born);
+    PyBuffer_Release(&stored);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"message_batch_plan", message_batch_plan, METH_VARARGS, "Plan a client's MessageBatch body's records."},
     {"encode_message_batch", encode_message_batch, METH_VARARGS, "Encode a planned MessageBatch body's records."},
@@ -1324,6 +1447,7 @@ static PyMethodDef methods[] = {
     {"assign_offsets", assign_offsets, METH_VARARGS, "Commitlog and queue offsets and consume-queue units of a batch."},
     {"write_units", write_units, METH_VARARGS, "Write runs of consume-queue units, each run's first size last."},
     {"body_crcs", body_crcs, METH_VARARGS, "BODYCRC of each element of an int32-offsets binary column."},
+    {"one_record", one_record, METH_VARARGS, "One usual single message's record, or None."},
     {"set_clmul", set_clmul, METH_O, "Use (or not) the PCLMULQDQ CRC path; returns the previous setting."},
     {NULL, NULL, 0, NULL},
 };

@@ -510,7 +510,8 @@ class MessageStore:
                               placed.positions, self.store_host, plan.uniq_keys)
 
     def put_many(self, messages: Sequence[dict], defer_flush: bool = False,
-                 on_written: Optional[Callable[[list], None]] = None, defer_index: bool = False) -> list:
+                 on_written: Optional[Callable[[list], None]] = None, defer_index: bool = False,
+                 ones: Optional[Sequence[Optional[OneRecord]]] = None) -> list:
         """Several single messages (each a dict of put's arguments) in one write when every one is the usual message
         (put_one) and they fit in the current commitlog file, else put one after another: either way each gets its
         queue offset in the order given (a message's "properties_text", when given, is its properties' canonical
@@ -519,27 +520,35 @@ class MessageStore:
         on_written(results), in one write only: called once the records are in the commitlog, before their
         consume-queue units and index entries (RocketMQ answers a send there, and dispatches after); should a
         later step fail, the next writer dispatches the records. defer_index: in one write, the index entries
-        wait for flush_index(), which the caller calls soon (has_index_pending)."""
+        wait for flush_index(), which the caller calls soon (has_index_pending). ones: per message its record when
+        built already (put_one.build_plain, its queue_id None; None: built here), each used once."""
         if self.read_only:
             raise ReadOnlyStoreError(f"store {self.path} is open read-only")
-        ones = []
-        for m in messages:
-            one = build_one(self, m["topic"], m["body"], m.get("tags"), m.get("keys"), m.get("properties"),
-                            m.get("queue_id"), m.get("sharding_key"), m.get("flag", 0), m.get("born_timestamp"),
-                            m.get("sys_flag", 0), m.get("born_host"), m.get("reconsume_times", 0),
-                            m.get("properties_text"))
+        built = []
+        for i, m in enumerate(messages):
+            one = ones[i] if ones is not None else None
             if one is None:
-                break
-            ones.append(one)
-        if len(ones) == len(messages):
+                one = build_one(self, m["topic"], m["body"], m.get("tags"), m.get("keys"), m.get("properties"),
+                                m.get("queue_id"), m.get("sharding_key"), m.get("flag", 0), m.get("born_timestamp"),
+                                m.get("sys_flag", 0), m.get("born_host"), m.get("reconsume_times", 0),
+                                m.get("properties_text"))
+                if one is None:
+                    break
+            else:
+                one.queue_id = m.get("queue_id")
+            built.append(one)
+        if len(built) == len(messages):
             with self.write_lock():
-                placed = self._append_ones_locked(ones, defer_flush, on_written, defer_index)
+                placed = self._append_ones_locked(built, defer_flush, on_written, defer_index)
             if placed is not None:
                 return placed
         out: list = []
         for m in messages:
+            args = {k: v for k, v in m.items() if k != "properties_text"}
+            if args.get("properties") is None and m.get("properties_text"):
+                args["properties"] = codec.string_to_properties(m["properties_text"])
             try:
-                out.append(self.put(defer_flush=defer_flush, **{k: v for k, v in m.items() if k != "properties_text"}))
+                out.append(self.put(defer_flush=defer_flush, **args))
             except (ValueError, StoreError) as e:  # this one refused; those before it are stored
                 out.append(e)
         return out

@@ -10,6 +10,7 @@ import time
 from typing import Optional
 
 from . import message_codec as codec
+from .compiled import _encode
 from .delay_levels import SCHEDULE_TOPIC
 from .tag_hash import tags_hash_code
 
@@ -141,3 +142,21 @@ def build_one(store, topic, body, tags, keys, properties, queue_id, sharding_key
         struct.pack(">h", len(props)), props)))
     assert len(record) == size
     return OneRecord(record, topic, queue_id, tags_hash_code(tag), uniq, store_ts_at)
+
+
+def build_plain(store, topic: str, body: bytes, properties_text: str, flag: int, sys_flag: int, born_timestamp: int,
+                born_host: tuple[bytes, int], reconsume_times: int, refused: tuple[str, ...]) -> Optional[OneRecord]:
+    """build_one's record in one compiled call, for the usual message whose properties come as a canonical text
+    that already holds its UNIQ_KEY (what RocketMQ's clients send) and none of the `refused` keys; None for any
+    other (the caller then takes the general put), and without the compiled encoder."""
+    if _encode is None or sys_flag & codec.RESERVED_SYS_FLAGS or not codec.is_dispatched(sys_flag) \
+            or topic == SCHEDULE_TOPIC:
+        return None
+    stored = store.store_host
+    built = _encode.one_record(topic, body, properties_text, flag, sys_flag, born_timestamp, born_host[0],
+                               born_host[1], stored[0], stored[1], reconsume_times, store.config.maxMessageSize,
+                               refused)
+    if built is None:
+        return None
+    record, tags_code, uniq, store_ts_at = built
+    return OneRecord(record, topic, None, tags_code, uniq, store_ts_at)

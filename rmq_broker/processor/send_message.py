@@ -20,10 +20,11 @@ from remoting.broker_headers import (
     read_send_header,
 )
 from remoting.remoting_server import ResponseCallback
+from remoting.send_frame import read_send, send_ok
 from store import StoreError, native
 from store import message_codec as codec
 from store.message_properties import PropertiesText, parse_properties
-from store.put_one import canonical_text
+from store.put_one import build_plain, canonical_text
 
 from ..bad_request import REFUSED, BadRequest, refusal
 from ..schedule_message_service import PROPERTY_DELAY
@@ -44,6 +45,10 @@ PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
 PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
 
 
+# what a send the lane takes may not hold: a delay and a transaction half are _send's
+_LANE_REFUSED = (PROPERTY_DELAY, PROPERTY_TRANSACTION_PREPARED)
+
+
 def _or(value, default):
     return default if value is None else value
 
@@ -54,6 +59,7 @@ class SendMessageProcessor(RequestProcessor):
         self.broker = broker
         self.store = broker.store
         self.coalescer = SendCoalescer(broker)
+        self._hosts: dict[str, tuple[bytes, int]] = {}  # a connection's address as stored in BORNHOST
 
     def _response(self, cmd: RemotingCommand, msg_id: str, queue_id: int, queue_offset: int,
                   transaction_id: Optional[str] = None) -> RemotingCommand:
@@ -117,12 +123,54 @@ class SendMessageProcessor(RequestProcessor):
                                        **put_args),
                                   channel.response_callback(cmd), lambda result: self._put_answer(cmd, result))
 
-    def _put_answer(self, cmd: RemotingCommand, result) -> RemotingCommand:
-        """A coalesced send's answer: SEND_OK with where it went, or the store's refusal."""
+    def lane(self, payload: bytes, channel) -> Optional[tuple[RemotingCommand, ResponseCallback]]:
+        """The usual single send, the server's lane (RemotingServer.lane): read by the compiled reader
+        (remoting.send_frame), its record built by the compiled encoder (put_one.build_plain), its SEND_OK written
+        as a frame at once. That is a send to an existing topic it may write, to a queue the topic has (or any), of
+        an uncompressed body, with a canonical properties text holding its UNIQ_KEY and no delay or transaction
+        (what RocketMQ's clients send). The request and its answer; None, with nothing done, for any other:
+        the general dispatch and send() take it, and word its errors."""
+        read = read_send(payload)
+        if read is None:
+            return None
+        cmd, h = read
+        topic = h.topic
+        try:
+            if not self.broker.topics.ready_for_send(topic):
+                return None
+        except REFUSED:
+            return None
+        queue_id = _or(h.queue_id, -1)
+        sys_flag = _or(h.sys_flag, 0) & ~codec.RESERVED_SYS_FLAGS & ~codec.TRANSACTION_TYPE_MASK
+        if not h.properties or sys_flag & codec.COMPRESSED_FLAG or queue_id >= len(self.store.queues(topic)):
+            return None
+        flag, reconsume_times = _or(h.flag, 0), _or(h.reconsume_times, 0)
+        born_timestamp = _or(h.born_timestamp, int(time.time() * 1000))
+        one = build_plain(self.store, topic, cmd.body, h.properties, flag, sys_flag, born_timestamp,
+                          self._born_host(channel.remote_address), reconsume_times, _LANE_REFUSED)
+        if one is None:
+            return None
+        args = dict(topic=topic, body=cmd.body, properties=None, properties_text=h.properties,
+                    queue_id=None if queue_id < 0 else queue_id, flag=flag, sys_flag=sys_flag,
+                    born_timestamp=born_timestamp, born_host=channel.remote_address, reconsume_times=reconsume_times)
+        return cmd, self.coalescer.put(args, channel.response_callback(cmd),
+                                       lambda result: self._put_answer(cmd, result), one)
+
+    def _born_host(self, address: str) -> tuple[bytes, int]:
+        host = self._hosts.get(address)
+        if host is None:
+            if len(self._hosts) >= 4096:  # connections come and go
+                self._hosts.clear()
+            host = self._hosts[address] = codec.parse_host(address)
+        return host
+
+    def _put_answer(self, cmd: RemotingCommand, result):
+        """A coalesced send's answer: SEND_OK with where it went (its frame), or the store's refusal."""
         refused = _put_refusal(cmd, result)
         if refused is not None:
             return refused
-        return self._response(cmd, result.msg_id, result.queue_id, result.queue_offset)
+        return send_ok(cmd, result.msg_id, result.queue_id, result.queue_offset) or \
+            self._response(cmd, result.msg_id, result.queue_id, result.queue_offset)
 
     def _batch_answer(self, h: SendMessageRequestHeader, cmd: RemotingCommand, channel, queue_id: int,
                       result) -> RemotingCommand:

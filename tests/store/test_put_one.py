@@ -204,3 +204,65 @@ def test_a_canonical_properties_text_is_stored_as_sent_and_any_other_as_its_pars
         size = int(a.consume_queue("T", 0).units(0, 1)["size"][0])
         assert _record(a, got.commit_log_offset, size) == _record(b, want.commit_log_offset, size)
         assert a.query_message_by_unique_key("T", props["UNIQ_KEY"]) is not None
+
+
+PLAIN_CASES = [
+    dict(body=b"plain", text="UNIQ_KEY\x01U1\x02"),
+    dict(body=b"", text="TAGS\x01TagA\x02a\x011\x02UNIQ_KEY\x01U2\x02", flag=-7, reconsume_times=2),
+    dict(body="tëxt".encode(), text="TAGS\x01ünï \U0001F600\x02k\x01v\x02UNIQ_KEY\x01U3\x02KEYS\x01k1 k2\x02",
+         born_host=V6_HOST, born_timestamp=-5),
+    dict(body=b"z" * 300, text="UNIQ_KEY\x01U4\x02", sys_flag=codec.TRANSACTION_COMMIT_TYPE | codec.MULTI_TAGS_FLAG,
+         topic="L" * 127),
+]
+
+
+@pytest.mark.parametrize("case", PLAIN_CASES)
+def test_the_compiled_plain_record_is_put_ones_record(tmp_path, case):
+    """put_one.build_plain (the broker's lane: one compiled call) builds build_one's record, tags code and unique
+    key for the same message, and put_many stores it as it stores build_one's."""
+    from store.message_properties import parse_properties
+    from store.put_one import build_one, build_plain
+
+    topic, text = case.get("topic", "T"), case["text"]
+    born_host, born_ts = case.get("born_host", "10.1.2.3:4567"), case.get("born_timestamp", 1700000000000)
+    flag, sys_flag, reconsume = case.get("flag", 0), case.get("sys_flag", 0), case.get("reconsume_times", 0)
+    with MessageStore(tmp_path / "s") as store:
+        store.store_host = codec.parse_host("192.168.0.9:10911")
+        props = parse_properties(text)
+        want = build_one(store, topic, case["body"], None, None, props, None, None, flag, born_ts, sys_flag, born_host,
+                         reconsume, text)
+        got = build_plain(store, topic, case["body"], text, flag, sys_flag, born_ts, codec.parse_host(born_host),
+                          reconsume, ("DELAY", "TRAN_MSG"))
+        assert got is not None and want is not None
+        assert (got.record, got.tags_code, got.uniq_key, got.topic) == \
+            (want.record, want.tags_code, want.uniq_key, want.topic)
+        result = store.put_many([dict(topic=topic, body=case["body"], properties=props, queue_id=0)], ones=[got])[0]
+        stored = store.look_message_by_offset(result.commit_log_offset)[0]
+        assert (stored.body, stored.properties, stored.flag, stored.queue_offset) == (case["body"], props, flag, 0)
+
+
+@pytest.mark.parametrize("text, why", [
+    ("UNIQ_KEY\x01U\x02DELAY\x013\x02", "a refused key"),
+    ("TAGS\x01a\x02", "no UNIQ_KEY"),
+    ("UNIQ_KEY\x01U\x02UNIQ_KEY\x01V\x02", "a key twice"),
+    ("UNIQ_KEY\x01U", "the last pair not ended"),
+    ("UNIQ_KEY\x01U\x02\x01x\x02", "an empty key"),
+    ("UNIQ_KEY\x01U\x02k\x01\x02", "an empty value"),
+    ("UNIQ_KEY\x01U\x01V\x02", "a separator inside a value"),
+    ("", "no properties"),
+    ("UNIQ_KEY\x01U\x02" + "k\x01" + "v" * 33000 + "\x02", "properties over 32767 bytes"),
+])
+def test_the_compiled_plain_record_leaves_anything_unusual_to_the_general_put(tmp_path, text, why):
+    from store.put_one import build_plain
+
+    with MessageStore(tmp_path / "s") as store:
+        args = ("T", b"x", text, 0, 0, 1, (bytes(4), 1), 0, ("DELAY", "TRAN_MSG"))
+        assert build_plain(store, *args) is None, why
+    with MessageStore(tmp_path / "t", StoreConfig(maxMessageSize=4)) as store:
+        ok = "UNIQ_KEY\x01U\x02"
+        assert build_plain(store, "T", b"12345", ok, 0, 0, 1, (bytes(4), 1), 0, ()) is None  # over maxMessageSize
+        assert build_plain(store, "bad topic", b"1", ok, 0, 0, 1, (bytes(4), 1), 0, ()) is None
+        assert build_plain(store, "T", b"1", ok, 2**31, 0, 1, (bytes(4), 1), 0, ()) is None  # flag past int32
+        assert build_plain(store, "T", b"1", ok, 0, codec.ATOMIC_BATCH_FLAG, 1, (bytes(4), 1), 0, ()) is None
+        assert build_plain(store, "T", b"1", ok, 0, 0, 1, (bytes(4), 1), -1, ()) is None  # reconsumeTimes < 0
+        assert build_plain(store, "T", b"1", ok, 0, 0, 1, (bytes(4), 1), 0, ()) is not None

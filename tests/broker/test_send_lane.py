@@ -1,0 +1,125 @@
+"""The broker's lane for the usual single send (SendMessageProcessor.lane: the frame read, the record built and
+SEND_OK written in compiled code) against its general path, over a real socket: the same record stored (but for
+where it went and when), the same answer; a send it does not take (a delay, a transaction half, no UNIQ_KEY, a
+queue the topic lacks, a oneway send) answered by the general path as before; with the ACL on it is not used."""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import pytest
+from broker_testkit import send, send_v2
+
+from remoting import RemotingClient, RemotingCommand, ResponseCode, SerializeType, send_frame
+from rmq_broker import Broker
+from rmq_broker.broker_config import BrokerConfig
+from store import message_codec as codec
+
+pytestmark = pytest.mark.skipif(not send_frame.COMPILED, reason="remoting._frame is not built")
+
+
+def _usual(queue_id: int, uniq: str, serialize_type=SerializeType.JSON, **props) -> RemotingCommand:
+    """A send as RocketMQ's Java client writes it: the V2 header, UNIQ_KEY first among the properties."""
+    cmd = send_v2(send("T", b"body of " + uniq.encode(), tags="TagA", queue_id=queue_id, UNIQ_KEY=uniq, **props))
+    cmd.serialize_type = serialize_type
+    return cmd
+
+
+def _record_without_place(store, offset: int) -> bytes:
+    """The stored record with QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP zeroed."""
+    msg = store.look_message_by_offset(offset)
+    raw = bytearray(msg[1])
+    raw[codec.POS_QUEUEOFFSET:codec.POS_QUEUEOFFSET + 16] = bytes(16)
+    born_len, _ = codec.host_lengths(msg[0].sys_flag)
+    at = codec.POS_BORNHOST + born_len
+    raw[at:at + 8] = bytes(8)
+    return bytes(raw)
+
+
+def _spy(broker) -> list:
+    """What the lane answers, per frame it is shown (None: left to the general path)."""
+    lane, seen = broker.server.lane, []
+    assert lane is not None
+
+    def spy(payload, channel):
+        taken = lane(payload, channel)
+        seen.append(taken is not None)
+        return taken
+    broker.server.lane = spy
+    return seen
+
+
+def test_the_lane_stores_and_answers_a_single_send_as_the_general_path_does(tmp_path):
+    async def main():
+        async with Broker(tmp_path / "s", "127.0.0.1:0") as b:
+            b.store.create_topic("T", 4)
+            seen = _spy(b)
+            spy = b.server.lane
+            async with RemotingClient(b.address) as client:
+                for serialize_type in (SerializeType.JSON, SerializeType.ROCKETMQ):
+                    answers, offsets = [], []
+                    request = _usual(2, "U-" + serialize_type.name, serialize_type)
+                    for i, lane in enumerate((spy, None)):  # the same send through the lane, then the general path
+                        b.server.lane = lane
+                        answer = await client.invoke(dataclasses.replace(request, opaque=request.opaque + 1000 * i))
+                        assert answer.code == ResponseCode.SUCCESS, answer.remark
+                        assert answer.serialize_type == serialize_type
+                        answers.append(answer)
+                        offsets.append(int(answer.ext_fields["msgId"][-16:], 16))
+                    assert [a.ext_fields.keys() for a in answers] == [answers[1].ext_fields.keys()] * 2
+                    assert [a.ext_fields["queueId"] for a in answers] == ["2", "2"]
+                    assert int(answers[0].ext_fields["queueOffset"]) + 1 == int(answers[1].ext_fields["queueOffset"])
+                    assert _record_without_place(b.store, offsets[0]) == _record_without_place(b.store, offsets[1])
+                    msg = b.store.look_message_by_offset(offsets[0])[0]
+                    assert (msg.topic, msg.queue_id, msg.tags, msg.properties["UNIQ_KEY"], msg.body) == \
+                        ("T", 2, "TagA", "U-" + serialize_type.name, b"body of U-" + serialize_type.name.encode())
+                    assert b.store.query_message_by_unique_key("T", "U-" + serialize_type.name) is not None
+                assert seen == [True, True]  # the lane took the first of each pair
+    asyncio.run(main())
+
+
+def test_sends_the_lane_leaves_are_answered_by_the_general_path(tmp_path):
+    async def main():
+        async with Broker(tmp_path / "s", "127.0.0.1:0") as b:
+            b.store.create_topic("T", 4)
+            seen = _spy(b)
+            async with RemotingClient(b.address) as client:
+                delayed = await client.invoke(_usual(0, "D1", DELAY="1"))
+                assert delayed.code == ResponseCode.SUCCESS
+                assert b.store.max_offset("T", 0) == 0  # waits its level out in the schedule topic
+                no_uniq = await client.invoke(send_v2(send("T", b"x", queue_id=1)))
+                assert no_uniq.code == ResponseCode.SUCCESS and b.store.max_offset("T", 1) == 1
+                assert b.store.get_message("g", "T", 1, 0).messages[0].properties.get("UNIQ_KEY")  # given here
+                bad_queue = await client.invoke(_usual(9, "Q9"))
+                assert bad_queue.code == ResponseCode.SYSTEM_ERROR and "queueId[9]" in bad_queue.remark
+                new_topic = send_v2(send("Fresh", b"y", queue_id=0, UNIQ_KEY="F1"))
+                assert (await client.invoke(new_topic)).code == ResponseCode.SUCCESS
+                assert b.store.max_offset("Fresh", 0) == 1  # created first, as before
+                oneway = _usual(3, "O1")
+                oneway.flag = 2
+                await client.invoke_oneway(oneway)
+                for _ in range(100):
+                    if b.store.max_offset("T", 3):
+                        break
+                    await asyncio.sleep(0.02)
+                assert b.store.max_offset("T", 3) == 1
+            assert seen == [False] * 5  # the oneway frame is never shown to the lane's reader as taken
+    asyncio.run(main())
+
+
+def test_with_the_acl_on_no_send_takes_the_lane(tmp_path):
+    """The ACL's hook reads every request decoded: a signed send goes the general path, and an unsigned one is
+    refused there."""
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text("accounts:\n- accessKey: rocketmq2\n  secretKey: sk12345678\n  admin: true\n")
+    config = BrokerConfig(aclEnable=True, aclFilePath=str(acl))
+
+    async def main():
+        async with Broker(tmp_path / "s", "127.0.0.1:0", broker_config=config) as b:
+            b.store.create_topic("T", 4)
+            seen = _spy(b)
+            async with RemotingClient(b.address) as client:
+                refused = await client.invoke(_usual(0, "A1"))
+                assert refused.code != ResponseCode.SUCCESS
+            assert seen == [] and b.store.max_offset("T", 0) == 0
+    asyncio.run(main())
