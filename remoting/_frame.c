@@ -1,7 +1,8 @@
-/* The single send's frame read and answered in compiled code (remoting/send_frame.py wraps it).
+/* The hottest requests' frames read, and SEND_OK written, in compiled code (remoting/request_frame.py wraps it).
  *
- * read_send(payload): a SEND_MESSAGE (10) or SEND_MESSAGE_V2 (310) request, JSON or ROCKETMQ header, read straight
- * into SendMessageRequestHeader's fields; None for anything else and for anything unusual (a field that is not
+ * read_request(payload): a SEND_MESSAGE (10) or SEND_MESSAGE_V2 (310) request, JSON or ROCKETMQ header, read
+ * straight into SendMessageRequestHeader's fields, a PULL_MESSAGE (11) into PullMessageRequestHeader's; None for
+ * anything else and for anything unusual (a field that is not
  * a plain number or boolean, an unknown header field, a nested JSON value, bad UTF-8), which RemotingCommand.decode
  * then reads and words the errors of, as before. Conservative on purpose: None only costs the general path.
  *
@@ -14,16 +15,8 @@
 
 #define SEND_MESSAGE 10
 #define SEND_MESSAGE_V2 310
-#define NFIELDS 13
+#define PULL_MESSAGE 11
 #define MAX_PAIRS 32
-
-/* SendMessageRequestHeader's fields in its order; kinds: 's' text, 'i' 32-bit, 'l' 64-bit, 'b' boolean */
-static const char KINDS[NFIELDS] = {'s', 's', 's', 'i', 'i', 'i', 'l', 'i', 's', 'i', 'b', 'b', 'i'};
-static const char *LONG_NAMES[NFIELDS] = {
-    "producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag", "bornTimestamp",
-    "flag", "properties", "reconsumeTimes", "unitMode", "batch", "maxReconsumeTimes"};
-/* SendMessageRequestHeaderV2's short names a..m -> the field above (l is maxReconsumeTimes, m is batch) */
-static const int SHORT_FIELD[13] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 11};
 
 typedef struct {
     const uint8_t *p;
@@ -306,6 +299,34 @@ static int binary_head(const uint8_t *p, Py_ssize_t n, Head *h) {
 
 /* ---- fields ------------------------------------------------------------------------------------------------ */
 
+/* A typed header's fields as the general reader reads them (remoting/command_header.py): kinds 's' text, 'i'
+ * 32-bit, 'l' 64-bit, 'b' boolean; required ones must be there. */
+typedef struct {
+    int codes[2];
+    int nfields;
+    const char *kinds;
+    const char **names;
+    const int *short_field; /* V2's short names a.. -> field, or NULL */
+    unsigned required;      /* bit i: field i must be there */
+} Spec;
+
+#define NSEND 13
+/* SendMessageRequestHeader */
+static const char *SEND_NAMES[NSEND] = {
+    "producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag", "bornTimestamp",
+    "flag", "properties", "reconsumeTimes", "unitMode", "batch", "maxReconsumeTimes"};
+/* SendMessageRequestHeaderV2's short names a..m -> the field above (l is maxReconsumeTimes, m is batch) */
+static const int SEND_SHORT[NSEND] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 11};
+static const Spec SEND = {{SEND_MESSAGE, SEND_MESSAGE_V2}, NSEND, "sssiiilisibbi", SEND_NAMES, SEND_SHORT, 1u << 1};
+
+#define NPULL 12
+/* PullMessageRequestHeader */
+static const char *PULL_NAMES[NPULL] = {
+    "consumerGroup", "topic", "queueId", "queueOffset", "maxMsgNums", "sysFlag", "commitOffset",
+    "suspendTimeoutMillis", "subVersion", "subscription", "expressionType", "maxMsgBytes"};
+static const Spec PULL = {{PULL_MESSAGE, PULL_MESSAGE}, NPULL, "ssiliilllssi", PULL_NAMES, NULL, 0x1FF};
+static const Spec *SPECS[] = {&SEND, &PULL};
+
 /* A field's text as its kind: an int in range, "true"/"false", or UTF-8 text; NULL (no error set) for anything
  * the general reader should word. */
 static PyObject *field_value(char kind, Span v) {
@@ -333,22 +354,25 @@ static PyObject *field_value(char kind, Span v) {
     return PyLong_FromLongLong(x);
 }
 
-static int field_index(Span k, int short_names) {
+static int field_index(const Spec *spec, Span k, int short_names) {
     if (short_names) {
-        if (k.n == 1 && k.p[0] >= 'a' && k.p[0] <= 'm') return SHORT_FIELD[k.p[0] - 'a'];
+        if (k.n == 1 && k.p[0] >= 'a' && k.p[0] < 'a' + spec->nfields) return spec->short_field[k.p[0] - 'a'];
         return -1;
     }
-    for (int i = 0; i < NFIELDS; i++)
-        if (key_is(k, LONG_NAMES[i])) return i;
+    for (int i = 0; i < spec->nfields; i++)
+        if (key_is(k, spec->names[i])) return i;
     return -1;
 }
 
-static PyObject *read_send(PyObject *self, PyObject *arg) {
+/* (code, opaque, serialize type, language, version, fields, body start) of a request one of the specs reads (the
+ * one for its code), or None. */
+static PyObject *read_request(PyObject *self, PyObject *arg) {
+    const Spec *spec = NULL;
     Py_buffer b;
     if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) < 0) return NULL;
     const uint8_t *p = b.buf;
     Py_ssize_t n = b.len;
-    PyObject *result = NULL, *fields[NFIELDS] = {NULL};
+    PyObject *result = NULL, *fields[16] = {NULL};
     Head h;
     memset(&h, 0, sizeof h);
     uint8_t stack[2048], *scratch = stack;
@@ -368,25 +392,30 @@ static PyObject *read_send(PyObject *self, PyObject *arg) {
     } else {
         goto not_mine;
     }
-    if (!h.has_code || (h.code != SEND_MESSAGE && h.code != SEND_MESSAGE_V2) || h.flag != 0 ||
-        h.opaque < INT32_MIN || h.opaque > INT32_MAX || h.version < INT32_MIN || h.version > INT32_MAX)
+    if (!h.has_code || h.flag != 0 || h.opaque < INT32_MIN || h.opaque > INT32_MAX || h.version < INT32_MIN ||
+        h.version > INT32_MAX)
         goto not_mine;
-    /* RocketMQ's V2 header when its short topic is there (read_send_header's rule) */
+    for (size_t i = 0; i < sizeof SPECS / sizeof SPECS[0]; i++)
+        if (h.code == SPECS[i]->codes[0] || h.code == SPECS[i]->codes[1]) spec = SPECS[i];
+    if (spec == NULL) goto not_mine;
+    /* RocketMQ's V2 send header when its short topic is there (read_send_header's rule) */
     int short_names = 0;
-    if (h.code == SEND_MESSAGE_V2)
+    if (spec->short_field != NULL && h.code == SEND_MESSAGE_V2)
         for (int i = 0; i < h.npairs; i++)
             if (h.pairs[i].key.n == 1 && h.pairs[i].key.p[0] == 'b') short_names = 1;
     for (int i = 0; i < h.npairs; i++) {
-        int f = field_index(h.pairs[i].key, short_names);
+        int f = field_index(spec, h.pairs[i].key, short_names);
         if (f < 0) goto not_mine; /* a field of something else (the ACL's signature, say) */
-        PyObject *v = field_value(KINDS[f], h.pairs[i].value);
+        PyObject *v = field_value(spec->kinds[f], h.pairs[i].value);
         if (v == NULL) goto not_mine;
         Py_XSETREF(fields[f], v);
     }
-    if (fields[1] == NULL || PyUnicode_GET_LENGTH(fields[1]) == 0) goto not_mine; /* no topic */
-    PyObject *header = PyTuple_New(NFIELDS);
+    for (int i = 0; i < spec->nfields; i++)
+        if ((spec->required >> i & 1) && fields[i] == NULL) goto not_mine;
+    if (spec == &SEND && (fields[1] == NULL || PyUnicode_GET_LENGTH(fields[1]) == 0)) goto not_mine; /* no topic */
+    PyObject *header = PyTuple_New(spec->nfields);
     if (header == NULL) goto done;
-    for (int i = 0; i < NFIELDS; i++) {
+    for (int i = 0; i < spec->nfields; i++) {
         PyObject *v = fields[i] != NULL ? fields[i] : Py_None;
         Py_INCREF(v);
         PyTuple_SET_ITEM(header, i, v);
@@ -399,12 +428,13 @@ not_mine:
     result = Py_None;
     Py_INCREF(result);
 done:
-    for (int i = 0; i < NFIELDS; i++) Py_XDECREF(fields[i]);
+    for (int i = 0; i < 16; i++) Py_XDECREF(fields[i]);
     Py_XDECREF(h.language);
     if (scratch != stack) PyMem_Free(scratch);
     PyBuffer_Release(&b);
     return result;
 }
+
 
 /* ---- SEND_OK ----------------------------------------------------------------------------------------------- */
 
@@ -481,7 +511,7 @@ static PyObject *send_ok(PyObject *self, PyObject *args) {
 }
 
 static PyMethodDef methods[] = {
-    {"read_send", read_send, METH_O, "A single send's frame read into SendMessageRequestHeader's fields, or None."},
+    {"read_request", read_request, METH_O, "A single send's or a pull's frame read into its header's fields, or None."},
     {"send_ok", send_ok, METH_VARARGS, "SEND_OK's frame for a stored single send."},
     {NULL, NULL, 0, NULL}};
 

@@ -36,9 +36,9 @@ Processor = Callable[[RemotingCommand, "Channel"],
 # RocketMQ's RPCHook.doBeforeRequest: sees every request before its processor; an answer it returns is the answer
 # (a refusal) and the processor is not run
 BeforeRequest = Callable[[RemotingCommand, "Channel"], Optional[RemotingCommand]]
-# A frame's first reader (the single send's compiled lane): the request it took from the payload and its
-# processor's answer, as a processor returns it; or None, with nothing done, for the general decode and dispatch.
-# Not used while before_request hooks are set: they see every request decoded.
+# A frame's first reader (the broker's compiled reader of sends and pulls): the request it took from the payload and
+# its processor's answer, as a processor returns it; or None, with nothing done, for the general decode and
+# dispatch. Not used while before_request hooks are set: they see every request decoded.
 Lane = Callable[[bytes, "Channel"], Optional[tuple[RemotingCommand, object]]]
 # An answer: a RemotingCommand, or its frame already encoded (the lane's SEND_OK)
 Answer = Union[RemotingCommand, bytes]

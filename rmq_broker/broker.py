@@ -12,11 +12,11 @@ import logging
 import os
 import time
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import Optional
+from typing import Callable, Optional
 
 import pyarrow as pa
 
-from remoting import RemotingCommand, RemotingServer, ResponseCode, send_frame
+from remoting import RemotingCommand, RemotingServer, ResponseCode, request_frame
 from remoting.local_address import advertised_host, join_address, split_address
 from remoting.remoting_server import Channel, ResponseCallback
 from rmq_acl.acl_exception import AclException
@@ -124,13 +124,13 @@ class Broker:
         self.transactions = TransactionalMessageService(self.store)
         # processors (BrokerController.registerProcessor)
         self.end_transaction = EndTransactionProcessor(self.transactions, self.arrived)
-        send = SendMessageProcessor(self)
-        for processor in (send, PullMessageProcessor(self), QueryMessageProcessor(self),
+        self._runs: dict[int, Callable] = {}  # request code -> its processor as the server runs it
+        for processor in (SendMessageProcessor(self), PullMessageProcessor(self), QueryMessageProcessor(self),
                           ClientManageProcessor(self), ConsumerManageProcessor(self), AdminBrokerProcessor(self),
                           AdminGroupProcessor(self)):
             self.register_processor(processor)
-        if send_frame.COMPILED:
-            self.server.lane = send.lane  # the usual single send, read and answered in compiled code
+        if request_frame.COMPILED:
+            self.server.lane = self._read_compiled
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         self.register_processor(self.end_transaction, ThreadPoolExecutor(cpus, thread_name_prefix="end-transaction"))
         self.transaction_check = TransactionalMessageCheckService(
@@ -148,7 +148,8 @@ class Broker:
             self._executors.append(executor)
         for code in processor.codes:
             self.processors[code] = processor
-            self.server.register(code, self._answering(processor))
+            self._runs[code] = run = self._answering(processor)
+            self.server.register(code, run)
 
     @property
     def address(self) -> str:
@@ -268,12 +269,21 @@ class Broker:
             log.info("refused request code %d from %s: %s", cmd.code, channel.remote_address, why)
             raise BadRequest(why, ResponseCode.NO_PERMISSION)
 
+    def _read_compiled(self, payload: bytes, channel) -> Optional[tuple[RemotingCommand, object]]:
+        """The server's lane: a single send or a pull read by the compiled reader (remoting.request_frame), its
+        typed header straight from the frame, and handed to its processor; None for any other frame."""
+        read = request_frame.read_request(payload)
+        if read is None:
+            return None
+        cmd, header = read
+        return cmd, self._runs[cmd.code](cmd, channel, header)
+
     def _answering(self, processor: RequestProcessor):
         """The processor's requests as the server takes them: answered at once where the handler answers at once,
         else awaited; a request's own fault (BadRequest, a header field) or the store's answered with its code."""
-        def run(cmd: RemotingCommand, channel):
+        def run(cmd: RemotingCommand, channel, header=None):
             try:
-                answer = processor.process_request(cmd, channel)
+                answer = processor.process_request(cmd, channel, header)
             except REFUSED as e:
                 return refusal(cmd, e)
             if answer is None or isinstance(answer, (RemotingCommand, asyncio.Future, ResponseCallback)):

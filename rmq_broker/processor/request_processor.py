@@ -59,11 +59,12 @@ class RequestProcessor:
     def header_of(self, code: int) -> HeaderReader:
         return self._handlers[code][1]
 
-    def process_request(self, cmd: RemotingCommand, channel) -> Any:
+    def process_request(self, cmd: RemotingCommand, channel, header: Any = None) -> Any:
         """The handler's answer: at once (a RemotingCommand or None) from a plain handler that had it, else an
-        awaitable of it (every `async def` handler, and a plain one that must wait)."""
+        awaitable of it (every `async def` handler, and a plain one that must wait). header: the request's typed
+        header read already (remoting.request_frame), else read here."""
         handler, reader = self._handlers[cmd.code]
-        return handler(read_header(reader, cmd), cmd, channel)
+        return handler(read_header(reader, cmd) if header is None else header, cmd, channel)
 
     async def blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
         """fn(*args) in the processor's executor when it was given one, else here on the event loop (a store

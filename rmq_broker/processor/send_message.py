@@ -20,7 +20,7 @@ from remoting.broker_headers import (
     read_send_header,
 )
 from remoting.remoting_server import ResponseCallback
-from remoting.send_frame import read_send, send_ok
+from remoting.request_frame import send_ok
 from store import StoreError, native
 from store import message_codec as codec
 from store.message_properties import PropertiesText, parse_properties
@@ -45,8 +45,8 @@ PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
 PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
 
 
-# what a send the lane takes may not hold: a delay and a transaction half are _send's
-_LANE_REFUSED = (PROPERTY_DELAY, PROPERTY_TRANSACTION_PREPARED)
+# what the usual send may not hold: a delay and a transaction half take the general way
+_UNUSUAL = (PROPERTY_DELAY, PROPERTY_TRANSACTION_PREPARED)
 
 
 def _or(value, default):
@@ -92,15 +92,27 @@ class SendMessageProcessor(RequestProcessor):
         topic = h.topic
         queue_id = _or(h.queue_id, -1)
         refuse_illegal_queue(topic, queue_id, len(self.store.queues(topic)))
-        properties = parse_properties(h.properties)
         sys_flag = _or(h.sys_flag, 0) & ~codec.RESERVED_SYS_FLAGS & ~codec.TRANSACTION_TYPE_MASK
+        flag, born_timestamp = _or(h.flag, 0), _or(h.born_timestamp, int(time.time() * 1000))
+        reconsume_times = _or(h.reconsume_times, 0)
+        put_args = dict(flag=flag, sys_flag=sys_flag, born_timestamp=born_timestamp, born_host=channel.remote_address,
+                        reconsume_times=reconsume_times)
+        # the usual send (RocketMQ's clients': a canonical properties text holding its UNIQ_KEY, no delay or
+        # transaction, an uncompressed body) has its record built in one compiled call; any other takes the
+        # general way below, which also words the errors
+        if h.properties and not sys_flag & codec.COMPRESSED_FLAG:
+            one = build_plain(self.store, topic, cmd.body, h.properties, flag, sys_flag, born_timestamp,
+                              self._born_host(channel.remote_address), reconsume_times, _UNUSUAL)
+            if one is not None:
+                args = dict(topic=topic, body=cmd.body, properties=None, properties_text=h.properties,
+                            queue_id=None if queue_id < 0 else queue_id, **put_args)
+                return self.coalescer.put(args, channel.response_callback(cmd),
+                                          lambda result: self._put_answer(cmd, result), one)
+        properties = parse_properties(h.properties)
         undecompressable = codec.body_decompress_error(cmd.body, sys_flag)
         if undecompressable is not None:  # stored, it would stop every read of its queue
             raise BadRequest(f"the body does not decompress as its sysFlag {sys_flag} says: {undecompressable}",
                              ResponseCode.MESSAGE_ILLEGAL)
-        put_args = dict(flag=_or(h.flag, 0), sys_flag=sys_flag,
-                        born_timestamp=_or(h.born_timestamp, int(time.time() * 1000)),
-                        born_host=channel.remote_address, reconsume_times=_or(h.reconsume_times, 0))
         prepared = properties.get(PROPERTY_TRANSACTION_PREPARED) == "true"
         delay_text = properties.pop(PROPERTY_DELAY, None)
         delay = int(delay_text) if delay_text is not None and delay_text.isdigit() else 0
@@ -122,39 +134,6 @@ class SendMessageProcessor(RequestProcessor):
                                        properties_text=text, queue_id=None if queue_id < 0 else queue_id,
                                        **put_args),
                                   channel.response_callback(cmd), lambda result: self._put_answer(cmd, result))
-
-    def lane(self, payload: bytes, channel) -> Optional[tuple[RemotingCommand, ResponseCallback]]:
-        """The usual single send, the server's lane (RemotingServer.lane): read by the compiled reader
-        (remoting.send_frame), its record built by the compiled encoder (put_one.build_plain), its SEND_OK written
-        as a frame at once. That is a send to an existing topic it may write, to a queue the topic has (or any), of
-        an uncompressed body, with a canonical properties text holding its UNIQ_KEY and no delay or transaction
-        (what RocketMQ's clients send). The request and its answer; None, with nothing done, for any other:
-        the general dispatch and send() take it, and word its errors."""
-        read = read_send(payload)
-        if read is None:
-            return None
-        cmd, h = read
-        topic = h.topic
-        try:
-            if not self.broker.topics.ready_for_send(topic):
-                return None
-        except REFUSED:
-            return None
-        queue_id = _or(h.queue_id, -1)
-        sys_flag = _or(h.sys_flag, 0) & ~codec.RESERVED_SYS_FLAGS & ~codec.TRANSACTION_TYPE_MASK
-        if not h.properties or sys_flag & codec.COMPRESSED_FLAG or queue_id >= len(self.store.queues(topic)):
-            return None
-        flag, reconsume_times = _or(h.flag, 0), _or(h.reconsume_times, 0)
-        born_timestamp = _or(h.born_timestamp, int(time.time() * 1000))
-        one = build_plain(self.store, topic, cmd.body, h.properties, flag, sys_flag, born_timestamp,
-                          self._born_host(channel.remote_address), reconsume_times, _LANE_REFUSED)
-        if one is None:
-            return None
-        args = dict(topic=topic, body=cmd.body, properties=None, properties_text=h.properties,
-                    queue_id=None if queue_id < 0 else queue_id, flag=flag, sys_flag=sys_flag,
-                    born_timestamp=born_timestamp, born_host=channel.remote_address, reconsume_times=reconsume_times)
-        return cmd, self.coalescer.put(args, channel.response_callback(cmd),
-                                       lambda result: self._put_answer(cmd, result), one)
 
     def _born_host(self, address: str) -> tuple[bytes, int]:
         host = self._hosts.get(address)

@@ -1,21 +1,22 @@
-"""The broker's lane for the usual single send (SendMessageProcessor.lane: the frame read, the record built and
-SEND_OK written in compiled code) against its general path, over a real socket: the same record stored (but for
-where it went and when), the same answer; a send it does not take (a delay, a transaction half, no UNIQ_KEY, a
-queue the topic lacks, a oneway send) answered by the general path as before; with the ACL on it is not used."""
+"""The broker's compiled lane (sends and pulls read by remoting.request_frame, the usual send's record built by
+put_one.build_plain and its SEND_OK written in compiled code) against the general path, over a real socket: the
+same record stored (but for where it went and when), the same answers to sends and pulls; a send that is not the
+usual one (a delay, no UNIQ_KEY, a queue the topic lacks, a new topic, a oneway send) answered as before; with the
+ACL on the lane is not used."""
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 
 import pytest
-from broker_testkit import send, send_v2
+from broker_testkit import pull, records, send, send_v2
 
-from remoting import RemotingClient, RemotingCommand, ResponseCode, SerializeType, send_frame
+from remoting import RemotingClient, RemotingCommand, ResponseCode, SerializeType, request_frame
 from rmq_broker import Broker
 from rmq_broker.broker_config import BrokerConfig
 from store import message_codec as codec
 
-pytestmark = pytest.mark.skipif(not send_frame.COMPILED, reason="remoting._frame is not built")
+pytestmark = pytest.mark.skipif(not request_frame.COMPILED, reason="remoting._frame is not built")
 
 
 def _usual(queue_id: int, uniq: str, serialize_type=SerializeType.JSON, **props) -> RemotingCommand:
@@ -103,7 +104,29 @@ def test_sends_the_lane_leaves_are_answered_by_the_general_path(tmp_path):
                         break
                     await asyncio.sleep(0.02)
                 assert b.store.max_offset("T", 3) == 1
-            assert seen == [False] * 5  # the oneway frame is never shown to the lane's reader as taken
+            assert seen == [True] * 4 + [False]  # read by the compiled reader but the oneway one
+    asyncio.run(main())
+
+
+def test_pulls_read_by_the_lane_are_answered_as_by_the_general_path(tmp_path):
+    async def main():
+        async with Broker(tmp_path / "s", "127.0.0.1:0") as b:
+            b.store.create_topic("T", 4)
+            seen = _spy(b)
+            spy = b.server.lane
+            async with RemotingClient(b.address) as client:
+                for i in range(5):
+                    assert (await client.invoke(_usual(1, f"P{i}", TAGS="A" if i % 2 else "B"))).code == 0
+                for request in (pull("T", 0, queue_id=1), pull("T", 0, "A", queue_id=1), pull("T", 9, queue_id=1),
+                                pull("T", 0, queue_id=0), pull("T", 0, "a > 1", "SQL92", queue_id=1)):
+                    answers = []
+                    for i, lane in enumerate((spy, None)):
+                        b.server.lane = lane
+                        answer = await client.invoke(dataclasses.replace(request, opaque=request.opaque + 1000 * i))
+                        answers.append((answer.code, answer.remark, answer.ext_fields, bytes(answer.body)))
+                    assert answers[0] == answers[1]
+                assert [records(a.body) for a in [await client.invoke(pull("T", 0, queue_id=1))]][0]
+            assert seen[5:] == [True] * 5
     asyncio.run(main())
 
 

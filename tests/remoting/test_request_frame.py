@@ -1,4 +1,4 @@
-"""The single send's compiled frame reader and SEND_OK writer (remoting/send_frame.py) against the general decoder
+"""The single send's compiled frame reader and SEND_OK writer (remoting.request_frame.py) against the general decoder
 and encoder: whatever the reader takes, it reads exactly as RemotingCommand.decode and read_send_header do; what
 it leaves (None) is what the general path reads or refuses; the usual sends of RocketMQ's clients are taken; and
 SEND_OK's frame is byte for byte what the general encoder writes."""
@@ -12,10 +12,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from remoting import FrameError, HeaderFieldError, RemotingCommand, SerializeType, send_frame
-from remoting.broker_headers import V2_SEND_FIELDS, SendMessageResponseHeader, read_send_header
+from remoting import FrameError, HeaderFieldError, RemotingCommand, SerializeType, request_frame
+from remoting.broker_headers import (
+    V2_SEND_FIELDS,
+    PullMessageRequestHeader,
+    SendMessageResponseHeader,
+    read_send_header,
+)
 
-pytestmark = pytest.mark.skipif(not send_frame.COMPILED, reason="remoting._frame is not built")
+pytestmark = pytest.mark.skipif(not request_frame.COMPILED, reason="remoting._frame is not built")
 
 LONG_NAMES = list(V2_SEND_FIELDS.values())
 SHORT_NAMES = list(V2_SEND_FIELDS)
@@ -39,6 +44,8 @@ def _general(payload: bytes):
     """What the general path reads: (command, header), or the error it answers or closes with."""
     try:
         cmd = RemotingCommand.decode(payload)
+        if cmd.code == 11:
+            return cmd, PullMessageRequestHeader.from_ext_fields(cmd.ext_fields)
         return cmd, read_send_header(cmd.code, cmd.ext_fields)
     except (FrameError, HeaderFieldError, ValueError) as e:
         return e
@@ -46,7 +53,7 @@ def _general(payload: bytes):
 
 def _same_as_general(payload: bytes) -> bool:
     """The compiled reader's result agrees with the general path's; True when it took the frame."""
-    fast = send_frame.read_send(payload)
+    fast = request_frame.read_request(payload)
     if fast is None:
         return False
     general = _general(payload)
@@ -56,8 +63,30 @@ def _same_as_general(payload: bytes) -> bool:
     assert header == ref_header
     assert (cmd.code, cmd.opaque, cmd.flag, cmd.language, cmd.version, cmd.serialize_type, cmd.body) == \
         (ref.code, ref.opaque, ref.flag, ref.language, ref.version, ref.serialize_type, ref.body)
-    assert ref.code in (10, 310) and not ref.is_oneway and not ref.is_response
+    assert ref.code in (10, 310, 11) and not ref.is_oneway and not ref.is_response
     return True
+
+
+def _java_pull(**changes) -> dict:
+    ext = {"consumerGroup": "g", "topic": "T", "queueId": "1", "queueOffset": "64", "maxMsgNums": "32",
+           "sysFlag": "6", "commitOffset": "0", "suspendTimeoutMillis": "15000", "subVersion": "1700000000000",
+           "subscription": "TagA || TagB", "expressionType": "TAG"}
+    ext.update(changes)
+    return {"code": 11, "extFields": ext, "flag": 0, "language": "JAVA", "opaque": 3,
+            "serializeTypeCurrentRPC": "JSON", "version": 407}
+
+
+def test_the_usual_pulls_are_taken_and_a_pull_missing_a_field_is_not():
+    assert _same_as_general(_json_frame(_java_pull(), b""))
+    assert _same_as_general(_json_frame(_java_pull(subscription="a > 5 AND b = 'x\u00e9'", expressionType="SQL92"),
+                                        b""))
+    binary = RemotingCommand(11, 12, 0, None, _java_pull()["extFields"], b"", 0, 407, SerializeType.ROCKETMQ)
+    assert _same_as_general(binary.encode()[4:])
+    for missing in ("consumerGroup", "queueOffset", "subVersion"):
+        ext = dict(_java_pull()["extFields"])
+        del ext[missing]
+        assert request_frame.read_request(_json_frame({**_java_pull(), "extFields": ext}, b"")) is None
+    assert request_frame.read_request(_json_frame(_java_pull(maxMsgNums="2147483648"), b"")) is None
 
 
 def test_the_usual_sends_of_rocketmqs_clients_are_taken():
@@ -76,7 +105,7 @@ def test_the_usual_sends_of_rocketmqs_clients_are_taken():
     assert _same_as_general(_json_frame(unicode_props, ensure_ascii=False))  # UTF-8 as it is
     spaced = json.dumps(_java_v2(), indent=2).encode()
     assert _same_as_general(struct.pack(">I", len(spaced)) + spaced)
-    assert send_frame.read_send(_json_frame(_java_v2(), b""))[0].body == b""
+    assert request_frame.read_request(_json_frame(_java_v2(), b""))[0].body == b""
 
 
 @pytest.mark.parametrize("header", [
@@ -89,7 +118,7 @@ def test_the_usual_sends_of_rocketmqs_clients_are_taken():
 def test_what_the_compiled_reader_leaves_is_the_general_paths(header):
     """An unusual field, a oneway or response frame, another code, a field of the ACL, a nested value: left to the
     general path, which reads or refuses it as before."""
-    assert send_frame.read_send(_json_frame(header)) is None
+    assert request_frame.read_request(_json_frame(header)) is None
 
 
 @pytest.mark.parametrize("raw", [
@@ -100,9 +129,9 @@ def test_what_the_compiled_reader_leaves_is_the_general_paths(header):
 ])
 def test_a_header_json_refuses_is_never_taken(raw):
     payload = struct.pack(">I", len(raw)) + raw
-    assert send_frame.read_send(payload) is None
-    assert send_frame.read_send(payload[:3]) is None
-    assert send_frame.read_send(struct.pack(">I", len(raw) + 9) + raw) is None  # a header length past the frame
+    assert request_frame.read_request(payload) is None
+    assert request_frame.read_request(payload[:3]) is None
+    assert request_frame.read_request(struct.pack(">I", len(raw) + 9) + raw) is None  # a header length past the frame
 
 
 ints = st.one_of(st.integers(-2**63, 2**63 - 1).map(str), st.sampled_from(["", "-", "+1", "01", " 1", "1 ", "0x1"]))
@@ -111,7 +140,7 @@ texts = st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x10FFFF, 
 
 
 @st.composite
-def send_frames(draw) -> bytes:
+def request_frames(draw) -> bytes:
     short = draw(st.booleans())
     names = SHORT_NAMES if short else LONG_NAMES
     ext = {}
@@ -119,6 +148,9 @@ def send_frames(draw) -> bytes:
         ext[name] = draw(st.one_of(ints, texts, st.sampled_from(["true", "false", "True"])))
     if draw(st.booleans()):
         ext["b" if short else "topic"] = draw(st.sampled_from(["T", "%RETRY%g", ""]))
+    if draw(st.booleans()):  # a pull's fields
+        ext = {name: draw(st.one_of(ints, texts, st.just(value)))
+               for name, value in _java_pull()["extFields"].items() if draw(st.integers(0, 9))}
     header = {"code": draw(st.sampled_from([10, 310, 310, 320, 11])), "extFields": ext,
               "flag": draw(st.sampled_from([0, 0, 0, 1, 2])), "language": draw(st.sampled_from(["JAVA", "CPP", 3])),
               "opaque": draw(st.integers(-2**31, 2**31 - 1)), "version": draw(st.integers(0, 500))}
@@ -135,14 +167,14 @@ def send_frames(draw) -> bytes:
 
 
 @settings(max_examples=400, deadline=None)
-@given(send_frames())
+@given(request_frames())
 def test_every_frame_the_compiled_reader_takes_reads_as_the_general_path_reads_it(payload):
     _same_as_general(payload)
 
 
 def test_frames_damaged_anywhere_are_read_as_the_general_path_reads_them_or_left_to_it():
     rnd = random.Random(36)
-    frames = [_json_frame(_java_v2(opaque=i)) for i in range(4)] + \
+    frames = [_json_frame(_java_v2(opaque=i)) for i in range(4)] + [_json_frame(_java_pull(), b"")] + \
         [RemotingCommand(310, 1, 0, None, _java_v2()["extFields"], b"b", 0, 407, SerializeType.ROCKETMQ).encode()[4:]]
     taken = 0
     for _ in range(6000):
@@ -164,10 +196,10 @@ def test_send_ok_is_the_frame_the_general_encoder_writes(serialize_type, opaque,
     cmd = RemotingCommand(310, opaque, 0, None, {}, b"", 0, 407, serialize_type)
     ref = cmd.response(0, ext_fields={**SendMessageResponseHeader(msg_id, queue_id, queue_offset).to_ext_fields(),
                                       "MSG_REGION": "DefaultRegion", "TRACE_ON": "false"}).encode()
-    assert send_frame.send_ok(cmd, msg_id, queue_id, queue_offset) == ref
+    assert request_frame.send_ok(cmd, msg_id, queue_id, queue_offset) == ref
 
 
 def test_send_ok_leaves_a_message_id_that_needs_escaping_to_the_general_encoder():
     cmd = RemotingCommand(310, 1, 0, None, {}, b"")
-    assert send_frame.send_ok(cmd, 'A"B', 0, 0) is None
-    assert send_frame.send_ok(cmd, "\u00e9", 0, 0) is None
+    assert request_frame.send_ok(cmd, 'A"B', 0, 0) is None
+    assert request_frame.send_ok(cmd, "\u00e9", 0, 0) is None
