@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import struct
 
 import numpy as np
 
@@ -18,6 +19,8 @@ from .mapped_file import MappedFileQueue, pwrite_all
 CQ_STORE_UNIT_SIZE = 20
 UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
 assert UNIT_DTYPE.itemsize == CQ_STORE_UNIT_SIZE
+_SIZE = struct.Struct(">i")
+_SIZE_AT = UNIT_DTYPE.fields["size"][1]  # a unit's size field, bytes from its start
 
 
 def write_units(writes: list, units: np.ndarray) -> None:
@@ -154,8 +157,10 @@ class ConsumeQueue:
         if k * CQ_STORE_UNIT_SIZE % mmap.PAGESIZE == 0:
             return False  # the empty unit starts a page that may be an unwritten hole: not mapped in here
         try:
-            sizes = self._file_units(last)["size"]
-            if not (0 < k < len(sizes)) or sizes[k] != 0 or sizes[k - 1] == 0:
+            view = last.view()  # the two sizes read where they lie: no array over the whole file per pull
+            at = k * CQ_STORE_UNIT_SIZE + _SIZE_AT
+            if not (0 < k and (k + 1) * CQ_STORE_UNIT_SIZE <= len(view)) or _SIZE.unpack_from(view, at)[0] != 0 \
+                    or _SIZE.unpack_from(view, at - CQ_STORE_UNIT_SIZE)[0] == 0:
                 return False
             return os.fstat(last._open_fd()).st_nlink > 0  # the file mapped is still the queue's
         except OSError:
