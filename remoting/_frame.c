@@ -1,7 +1,7 @@
 /* The hottest requests' frames read, and SEND_OK written, in compiled code (remoting/request_frame.py wraps it).
  *
- * read_request(payload): a SEND_MESSAGE (10) or SEND_MESSAGE_V2 (310) request, JSON or ROCKETMQ header, read
- * straight into SendMessageRequestHeader's fields, a PULL_MESSAGE (11) into PullMessageRequestHeader's; None for
+ * read_request(payload): a SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) or SEND_BATCH_MESSAGE (320) request, JSON or
+ * ROCKETMQ header, read straight into SendMessageRequestHeader's fields, a PULL_MESSAGE (11) into PullMessageRequestHeader's; None for
  * anything else and for anything unusual (a field that is not
  * a plain number or boolean, an unknown header field, a nested JSON value, bad UTF-8), which RemotingCommand.decode
  * then reads and words the errors of, as before. Conservative on purpose: None only costs the general path.
@@ -16,6 +16,7 @@
 #define SEND_MESSAGE 10
 #define SEND_MESSAGE_V2 310
 #define PULL_MESSAGE 11
+#define SEND_BATCH_MESSAGE 320
 #define MAX_PAIRS 32
 
 typedef struct {
@@ -302,7 +303,7 @@ static int binary_head(const uint8_t *p, Py_ssize_t n, Head *h) {
 /* A typed header's fields as the general reader reads them (remoting/command_header.py): kinds 's' text, 'i'
  * 32-bit, 'l' 64-bit, 'b' boolean; required ones must be there. */
 typedef struct {
-    int codes[2];
+    int codes[3];
     int nfields;
     const char *kinds;
     const char **names;
@@ -317,14 +318,14 @@ static const char *SEND_NAMES[NSEND] = {
     "flag", "properties", "reconsumeTimes", "unitMode", "batch", "maxReconsumeTimes"};
 /* SendMessageRequestHeaderV2's short names a..m -> the field above (l is maxReconsumeTimes, m is batch) */
 static const int SEND_SHORT[NSEND] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 11};
-static const Spec SEND = {{SEND_MESSAGE, SEND_MESSAGE_V2}, NSEND, "sssiiilisibbi", SEND_NAMES, SEND_SHORT, 1u << 1};
+static const Spec SEND = {{SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE}, NSEND, "sssiiilisibbi", SEND_NAMES, SEND_SHORT, 1u << 1};
 
 #define NPULL 12
 /* PullMessageRequestHeader */
 static const char *PULL_NAMES[NPULL] = {
     "consumerGroup", "topic", "queueId", "queueOffset", "maxMsgNums", "sysFlag", "commitOffset",
     "suspendTimeoutMillis", "subVersion", "subscription", "expressionType", "maxMsgBytes"};
-static const Spec PULL = {{PULL_MESSAGE, PULL_MESSAGE}, NPULL, "ssiliilllssi", PULL_NAMES, NULL, 0x1FF};
+static const Spec PULL = {{PULL_MESSAGE, PULL_MESSAGE, PULL_MESSAGE}, NPULL, "ssiliilllssi", PULL_NAMES, NULL, 0x1FF};
 static const Spec *SPECS[] = {&SEND, &PULL};
 
 /* A field's text as its kind: an int in range, "true"/"false", or UTF-8 text; NULL (no error set) for anything
@@ -396,11 +397,12 @@ static PyObject *read_request(PyObject *self, PyObject *arg) {
         h.version > INT32_MAX)
         goto not_mine;
     for (size_t i = 0; i < sizeof SPECS / sizeof SPECS[0]; i++)
-        if (h.code == SPECS[i]->codes[0] || h.code == SPECS[i]->codes[1]) spec = SPECS[i];
+        for (int c = 0; c < 3; c++)
+            if (h.code == SPECS[i]->codes[c]) spec = SPECS[i];
     if (spec == NULL) goto not_mine;
     /* RocketMQ's V2 send header when its short topic is there (read_send_header's rule) */
     int short_names = 0;
-    if (spec->short_field != NULL && h.code == SEND_MESSAGE_V2)
+    if (spec->short_field != NULL && (h.code == SEND_MESSAGE_V2 || h.code == SEND_BATCH_MESSAGE))
         for (int i = 0; i < h.npairs; i++)
             if (h.pairs[i].key.n == 1 && h.pairs[i].key.p[0] == 'b') short_names = 1;
     for (int i = 0; i < h.npairs; i++) {

@@ -1,5 +1,5 @@
-"""The hottest requests' frames in compiled code (remoting/_frame.c): a single send (SEND_MESSAGE, SEND_MESSAGE_V2)
-or a pull (PULL_MESSAGE) read straight into its typed header, and SEND_OK written straight into its frame, without
+"""The hottest requests' frames in compiled code (remoting/_frame.c): a send (SEND_MESSAGE, SEND_MESSAGE_V2,
+SEND_BATCH_MESSAGE) or a pull (PULL_MESSAGE) read straight into its typed header, and SEND_OK written straight into its frame, without
 RemotingCommand's general decode and encode (a large part of such a request's cost in the broker besides the
 store). Each gives None for what it does not take, and the caller then uses the general path; without the compiled
 module both always do."""
@@ -25,6 +25,7 @@ COMPILED = _frame is not None
 _SERIALIZE_TYPES = (SerializeType.JSON, SerializeType.ROCKETMQ)
 _HEADERS: dict[int, type[CommandHeader]] = {RequestCode.SEND_MESSAGE: SendMessageRequestHeader,
                                             RequestCode.SEND_MESSAGE_V2: SendMessageRequestHeader,
+                                            RequestCode.SEND_BATCH_MESSAGE: SendMessageRequestHeader,
                                             RequestCode.PULL_MESSAGE: PullMessageRequestHeader}
 # what RemotingCommand.response stamps on an answer
 _ANSWER_LANGUAGE = LanguageCode.PYTHON
@@ -32,7 +33,7 @@ _ANSWER_LANGUAGE_NAME = _LANGUAGE_NAMES[_ANSWER_LANGUAGE]
 
 
 def read_request(payload) -> Optional[tuple[RemotingCommand, CommandHeader]]:
-    """A frame's payload (what follows its length) when it is a single send or a pull with the usual header: the
+    """A frame's payload (what follows its length) when it is a send or a pull with the usual header: the
     request (its body, no ext_fields: its header is the second item) and its typed header, as the general decode
     and read_header read them; else None."""
     if _frame is None:
