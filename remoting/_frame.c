@@ -7,6 +7,7 @@
  * then reads and words the errors of, as before. Conservative on purpose: None only costs the general path.
  *
  * send_ok(...): SEND_OK's whole frame, the same bytes RemotingCommand.encode writes for that answer.
+ * encode_head(...): any command's frame up to its body, the same bytes RemotingCommand.encode_head writes.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -512,9 +513,139 @@ static PyObject *send_ok(PyObject *self, PyObject *args) {
     return PyBytes_FromStringAndSize((const char *)buf, o - buf);
 }
 
+/* ---- any command's head ------------------------------------------------------------------------------------ */
+
+/* JSON text as orjson and json (ensure_ascii=False) write it: ", \ and the control characters escaped (\b \t \n
+ * \f \r short, the rest \u00xx), everything else as its UTF-8. */
+static uint8_t *json_text(uint8_t *o, const uint8_t *s, Py_ssize_t n) {
+    static const char hex[] = "0123456789abcdef";
+    *o++ = '"';
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint8_t c = s[i];
+        if (c >= 0x20 && c != '"' && c != '\\') { *o++ = c; continue; }
+        *o++ = '\\';
+        switch (c) {
+        case '"': *o++ = '"'; break;
+        case '\\': *o++ = '\\'; break;
+        case '\b': *o++ = 'b'; break;
+        case '\t': *o++ = 't'; break;
+        case '\n': *o++ = 'n'; break;
+        case '\f': *o++ = 'f'; break;
+        case '\r': *o++ = 'r'; break;
+        default: *o++ = 'u'; *o++ = '0'; *o++ = '0'; *o++ = hex[c >> 4]; *o++ = hex[c & 15];
+        }
+    }
+    *o++ = '"';
+    return o;
+}
+
+static uint8_t *put_be16(uint8_t *o, uint16_t v) {
+    o[0] = v >> 8; o[1] = (uint8_t)v;
+    return o + 2;
+}
+
+/* encode_head(serialize_type, code, language, language_name, version, opaque, flag, remark, ext_fields, body_len):
+ * RemotingCommand.encode_head's bytes (the length prefix, the header's length and type, the header), or None for
+ * anything its general encoder words or writes otherwise (a value out of its field's range, a text that is not
+ * UTF-8 as it stands, a value that is not text, a header past 16 MiB). */
+static PyObject *encode_head(PyObject *self, PyObject *args) {
+    int st;
+    long long code, language, version, opaque, flag, body_len;
+    const char *lang_name;
+    Py_ssize_t lang_len;
+    PyObject *remark, *ext;
+    if (!PyArg_ParseTuple(args, "iLLs#LLLOO!L", &st, &code, &language, &lang_name, &lang_len, &version, &opaque,
+                          &flag, &remark, &PyDict_Type, &ext, &body_len))
+        return NULL;
+    const char *rem = NULL;
+    Py_ssize_t rem_len = 0, need = 128 + lang_len;
+    if (remark != Py_None) {
+        if (!PyUnicode_Check(remark) || (rem = PyUnicode_AsUTF8AndSize(remark, &rem_len)) == NULL) goto general;
+        need += 16 + 6 * rem_len;
+    }
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(ext, &pos, &k, &v)) {
+        Py_ssize_t kl, vl;
+        if (!PyUnicode_Check(k) || !PyUnicode_Check(v) || PyUnicode_AsUTF8AndSize(k, &kl) == NULL ||
+            PyUnicode_AsUTF8AndSize(v, &vl) == NULL)
+            goto general;
+        need += 16 + 6 * (kl + vl);
+    }
+    if (st == 1 && (code < INT16_MIN || code > INT16_MAX || language < -128 || language > 127 ||
+                    version < INT16_MIN || version > INT16_MAX || opaque < INT32_MIN || opaque > INT32_MAX ||
+                    flag < INT32_MIN || flag > INT32_MAX))
+        goto general;
+    if (st != 0 && st != 1) goto general;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, need);
+    if (out == NULL) return NULL;
+    uint8_t *base = (uint8_t *)PyBytes_AS_STRING(out), *head = base + 8, *o = head;
+    if (st == 0) {
+        char num[160];
+        o = TEXT(o, "{\"code\":");
+        o = put_text(o, num, snprintf(num, sizeof num, "%lld", code));
+        o = TEXT(o, ",\"language\":\"");
+        o = put_text(o, lang_name, lang_len);
+        o = put_text(o, num, snprintf(num, sizeof num, "\",\"version\":%lld,\"opaque\":%lld,\"flag\":%lld,", version,
+                                      opaque, flag));
+        o = TEXT(o, "\"serializeTypeCurrentRPC\":\"JSON\"");
+        if (rem != NULL) {
+            o = TEXT(o, ",\"remark\":");
+            o = json_text(o, (const uint8_t *)rem, rem_len);
+        }
+        if (PyDict_GET_SIZE(ext)) {
+            o = TEXT(o, ",\"extFields\":{");
+            pos = 0;
+            int first = 1;
+            while (PyDict_Next(ext, &pos, &k, &v)) {
+                Py_ssize_t kl, vl;
+                const char *ks = PyUnicode_AsUTF8AndSize(k, &kl), *vs = PyUnicode_AsUTF8AndSize(v, &vl);
+                if (!first) *o++ = ',';
+                first = 0;
+                o = json_text(o, (const uint8_t *)ks, kl);
+                *o++ = ':';
+                o = json_text(o, (const uint8_t *)vs, vl);
+            }
+            *o++ = '}';
+        }
+        *o++ = '}';
+    } else {
+        o = put_be16(o, (uint16_t)code);
+        *o++ = (uint8_t)language;
+        o = put_be16(o, (uint16_t)version);
+        o = put_be32(o, (uint32_t)opaque);
+        o = put_be32(o, (uint32_t)flag);
+        o = put_be32(o, (uint32_t)rem_len);
+        o = put_text(o, rem != NULL ? rem : "", rem_len);
+        uint8_t *ext_len = o;
+        o += 4;
+        pos = 0;
+        while (PyDict_Next(ext, &pos, &k, &v)) {
+            Py_ssize_t kl, vl;
+            const char *ks = PyUnicode_AsUTF8AndSize(k, &kl), *vs = PyUnicode_AsUTF8AndSize(v, &vl);
+            if (kl > INT16_MAX) { Py_DECREF(out); goto general; }
+            o = put_be16(o, (uint16_t)kl);
+            o = put_text(o, ks, kl);
+            o = put_be32(o, (uint32_t)vl);
+            o = put_text(o, vs, vl);
+        }
+        put_be32(ext_len, (uint32_t)(o - ext_len - 4));
+    }
+    Py_ssize_t hlen = o - head;
+    if (hlen >= (1 << 24) || 4 + hlen + body_len > INT32_MAX) { Py_DECREF(out); goto general; }
+    put_be32(base, (uint32_t)(4 + hlen + body_len));
+    put_be32(base + 4, ((uint32_t)st << 24) | (uint32_t)hlen);
+    if (_PyBytes_Resize(&out, o - base) < 0) return NULL;
+    return out;
+general:
+    PyErr_Clear();
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"read_request", read_request, METH_O, "A single send's or a pull's frame read into its header's fields, or None."},
     {"send_ok", send_ok, METH_VARARGS, "SEND_OK's frame for a stored single send."},
+    {"encode_head", encode_head, METH_VARARGS, "A command's frame up to its body, as RemotingCommand.encode_head."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_frame", NULL, -1, methods};

@@ -26,6 +26,11 @@ try:  # ~3x faster to decode a header and ~10x to encode one; json's own where i
 except ImportError:  # pragma: no cover - a dependency; kept optional
     orjson = None  # type: ignore[assignment]
 
+try:  # the head written in one compiled call (remoting/_frame.c: encode_head), the same bytes as below
+    from . import _frame  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - depends on the machine that installed us
+    _frame = None
+
 _opaques = itertools.count(1)
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 _JSON_DECODE = json.JSONDecoder().decode
@@ -93,6 +98,12 @@ class RemotingCommand:
     def encode_head(self) -> bytes:
         """The frame up to its body (length prefix, header length and type, header): a large body is written
         after it as it is, not copied into one buffer with it."""
+        if _frame is not None:
+            head = _frame.encode_head(int(self.serialize_type), self.code, int(self.language),
+                                      _LANGUAGE_NAMES.get(self.language, "OTHER"), self.version, self.opaque, self.flag,
+                                      self.remark, self.ext_fields, len(self.body))
+            if head is not None:
+                return head
         header = self._json_header() if self.serialize_type == SerializeType.JSON else self._binary_header()
         if len(header) >= 1 << 24:
             raise FrameError(f"header of {len(header)} bytes does not fit the 24-bit header length")

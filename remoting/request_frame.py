@@ -1,8 +1,8 @@
 """The hottest requests' frames in compiled code (remoting/_frame.c): a send (SEND_MESSAGE, SEND_MESSAGE_V2,
-SEND_BATCH_MESSAGE) or a pull (PULL_MESSAGE) read straight into its typed header, and SEND_OK written straight into its frame, without
-RemotingCommand's general decode and encode (a large part of such a request's cost in the broker besides the
-store). Each gives None for what it does not take, and the caller then uses the general path; without the compiled
-module both always do."""
+SEND_BATCH_MESSAGE) or a pull (PULL_MESSAGE) read straight into its typed header, and SEND_OK written straight
+into its frame, without RemotingCommand's general decode and encode (a large part of such a request's cost in the
+broker besides the store). Each gives None for what it does not take, and the caller then uses the general path;
+without the compiled module both always do."""
 from __future__ import annotations
 
 import logging

@@ -206,3 +206,30 @@ def test_send_ok_leaves_a_message_id_that_needs_escaping_to_the_general_encoder(
     cmd = RemotingCommand(310, 1, 0, None, {}, b"")
     assert request_frame.send_ok(cmd, 'A"B', 0, 0) is None
     assert request_frame.send_ok(cmd, "\u00e9", 0, 0) is None
+
+
+any_text = st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x10FFFF), max_size=12)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.sampled_from([SerializeType.JSON, SerializeType.ROCKETMQ]), st.integers(-2**16, 2**16),
+       st.one_of(st.integers(-200, 200), st.sampled_from(list(range(14)))), st.integers(-2**16, 2**16),
+       st.integers(-2**40, 2**40), st.integers(-3, 3), st.one_of(st.none(), any_text),
+       st.dictionaries(any_text, any_text, max_size=5), st.binary(max_size=8))
+def test_the_compiled_head_is_the_general_encoders(serialize_type, code, language, version, opaque, flag, remark, ext,
+                                                    body):
+    """RemotingCommand.encode_head through remoting/_frame.c writes what its Python encoder writes, and raises what
+    it raises (a field out of its range, a header that does not encode)."""
+    import remoting.remoting_command as rc
+
+    cmd = RemotingCommand(code, opaque, flag, remark, ext, body, language, version, serialize_type)
+
+    def head():
+        try:
+            return cmd.encode_head()
+        except Exception as e:
+            return type(e)
+    compiled = head()
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(rc, "_frame", None)
+        assert head() == compiled
