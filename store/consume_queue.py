@@ -20,7 +20,7 @@ CQ_STORE_UNIT_SIZE = 20
 UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
 assert UNIT_DTYPE.itemsize == CQ_STORE_UNIT_SIZE
 _SIZE = struct.Struct(">i")
-_SIZE_AT = UNIT_DTYPE.fields["size"][1]  # a unit's size field, bytes from its start
+_SIZE_AT = 8  # a unit's size field, bytes from its start (after the i8 commitlog offset)
 
 
 def write_units(writes: list, units: np.ndarray) -> None:
