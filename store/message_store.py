@@ -69,6 +69,7 @@ class MessageStore:
         topic_config_problems: a list that receives what is wrong with an unreadable config/topics.json (and
         its .bak) instead of a TopicConfigError; the topics then come from consumequeue/ (for checkers)."""
         self.path = os.path.abspath(os.fspath(path))
+        self._consume_queue_dir = os.path.join(self.path, "consumequeue")  # named by every append's disk-full guard
         if config is None:
             config = StoreConfig()
         elif not isinstance(config, StoreConfig):
@@ -491,7 +492,7 @@ class MessageStore:
             cq = self.consume_queue(topic, qid)
             writes.add(cq, start, a, b - a)
             queues.append((cq, start + b - a))
-        with disk_full_named(os.path.join(self.path, "consumequeue"), "consume-queue units; the batch was not "
+        with disk_full_named(self._consume_queue_dir, "consume-queue units; the batch was not "
                              "acknowledged (its records are dispatched by the next writer)"):
             writes.flush()
         for cq, queue_end in queues:
@@ -730,7 +731,7 @@ class MessageStore:
                   for topic, queue_id, queue_offset, first, count in runs]
         for cq, queue_offset, first, count in queues:
             writes.add(cq, queue_offset, first, count)
-        with disk_full_named(os.path.join(self.path, "consumequeue"), "a consume-queue unit (the record is in the "
+        with disk_full_named(self._consume_queue_dir, "a consume-queue unit (the record is in the "
                              "commitlog: the next writer dispatches it)"):
             writes.flush()
         for cq, queue_offset, _, count in queues:
