@@ -462,8 +462,11 @@ static PyObject *send_ok(PyObject *self, PyObject *args) {
     const char *msg_id, *language;
     Py_ssize_t id_len, lang_len;
     if (!PyArg_ParseTuple(args, "iLs#LLs#ii", &st, &opaque, &msg_id, &id_len, &queue_id, &queue_offset, &language,
-                          &lang_len, &language_code, &version))
-        return NULL;
+                          &lang_len, &language_code, &version)) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return NULL;
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
     if (id_len > 4096 || lang_len > 64) Py_RETURN_NONE;
     for (Py_ssize_t i = 0; i < id_len; i++)
         if (msg_id[i] < 0x20 || msg_id[i] == '"' || msg_id[i] == '\\' || (unsigned char)msg_id[i] >= 0x7F)
@@ -555,8 +558,10 @@ static PyObject *encode_head(PyObject *self, PyObject *args) {
     Py_ssize_t lang_len;
     PyObject *remark, *ext;
     if (!PyArg_ParseTuple(args, "iLLs#LLLOO!L", &st, &code, &language, &lang_name, &lang_len, &version, &opaque,
-                          &flag, &remark, &PyDict_Type, &ext, &body_len))
-        return NULL;
+                          &flag, &remark, &PyDict_Type, &ext, &body_len)) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError) && !PyErr_ExceptionMatches(PyExc_TypeError)) return NULL;
+        goto general; /* a number past 64 bits, a field that is not a number: the general encoder's */
+    }
     const char *rem = NULL;
     Py_ssize_t rem_len = 0, need = 128 + lang_len;
     if (remark != Py_None) {
