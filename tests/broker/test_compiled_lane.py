@@ -6,6 +6,7 @@ ACL on the lane is not used."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 
 import pytest
@@ -50,13 +51,21 @@ def _spy(broker) -> list:
     return seen
 
 
+@contextlib.asynccontextmanager
+async def _broker(tmp_path, config=None):
+    """A broker with topic T of 4 queues, a list of what its lane takes (_spy), and a client."""
+    async with Broker(tmp_path / "s", "127.0.0.1:0", broker_config=config) as b:
+        b.store.create_topic("T", 4)
+        seen = _spy(b)
+        async with RemotingClient(b.address) as client:
+            yield b, seen, client
+
+
 def test_the_lane_stores_and_answers_a_single_send_as_the_general_path_does(tmp_path):
     async def main():
-        async with Broker(tmp_path / "s", "127.0.0.1:0") as b:
-            b.store.create_topic("T", 4)
-            seen = _spy(b)
+        async with _broker(tmp_path) as (b, seen, client):
             spy = b.server.lane
-            async with RemotingClient(b.address) as client:
+            if True:
                 for serialize_type in (SerializeType.JSON, SerializeType.ROCKETMQ):
                     answers, offsets = [], []
                     request = _usual(2, "U-" + serialize_type.name, serialize_type)
