@@ -65,76 +65,69 @@ def test_the_lane_stores_and_answers_a_single_send_as_the_general_path_does(tmp_
     async def main():
         async with _broker(tmp_path) as (b, seen, client):
             spy = b.server.lane
-            if True:
-                for serialize_type in (SerializeType.JSON, SerializeType.ROCKETMQ):
-                    answers, offsets = [], []
-                    request = _usual(2, "U-" + serialize_type.name, serialize_type)
-                    for i, lane in enumerate((spy, None)):  # the same send through the lane, then the general path
-                        b.server.lane = lane
-                        answer = await client.invoke(dataclasses.replace(request, opaque=request.opaque + 1000 * i))
-                        assert answer.code == ResponseCode.SUCCESS, answer.remark
-                        assert answer.serialize_type == serialize_type
-                        answers.append(answer)
-                        offsets.append(int(answer.ext_fields["msgId"][-16:], 16))
-                    assert [a.ext_fields.keys() for a in answers] == [answers[1].ext_fields.keys()] * 2
-                    assert [a.ext_fields["queueId"] for a in answers] == ["2", "2"]
-                    assert int(answers[0].ext_fields["queueOffset"]) + 1 == int(answers[1].ext_fields["queueOffset"])
-                    assert _record_without_place(b.store, offsets[0]) == _record_without_place(b.store, offsets[1])
-                    msg = b.store.look_message_by_offset(offsets[0])[0]
-                    assert (msg.topic, msg.queue_id, msg.tags, msg.properties["UNIQ_KEY"], msg.body) == \
-                        ("T", 2, "TagA", "U-" + serialize_type.name, b"body of U-" + serialize_type.name.encode())
-                    assert b.store.query_message_by_unique_key("T", "U-" + serialize_type.name) is not None
-                assert seen == [True, True]  # the lane took the first of each pair
+            for serialize_type in (SerializeType.JSON, SerializeType.ROCKETMQ):
+                answers, offsets = [], []
+                request = _usual(2, "U-" + serialize_type.name, serialize_type)
+                for i, lane in enumerate((spy, None)):  # the same send through the lane, then the general path
+                    b.server.lane = lane
+                    answer = await client.invoke(dataclasses.replace(request, opaque=request.opaque + 1000 * i))
+                    assert answer.code == ResponseCode.SUCCESS, answer.remark
+                    assert answer.serialize_type == serialize_type
+                    answers.append(answer)
+                    offsets.append(int(answer.ext_fields["msgId"][-16:], 16))
+                assert [a.ext_fields.keys() for a in answers] == [answers[1].ext_fields.keys()] * 2
+                assert [a.ext_fields["queueId"] for a in answers] == ["2", "2"]
+                assert int(answers[0].ext_fields["queueOffset"]) + 1 == int(answers[1].ext_fields["queueOffset"])
+                assert _record_without_place(b.store, offsets[0]) == _record_without_place(b.store, offsets[1])
+                msg = b.store.look_message_by_offset(offsets[0])[0]
+                assert (msg.topic, msg.queue_id, msg.tags, msg.properties["UNIQ_KEY"], msg.body) == \
+                    ("T", 2, "TagA", "U-" + serialize_type.name, b"body of U-" + serialize_type.name.encode())
+                assert b.store.query_message_by_unique_key("T", "U-" + serialize_type.name) is not None
+            assert seen == [True, True]  # the lane took the first of each pair
     asyncio.run(main())
 
 
 def test_sends_the_lane_leaves_are_answered_by_the_general_path(tmp_path):
     async def main():
-        async with Broker(tmp_path / "s", "127.0.0.1:0") as b:
-            b.store.create_topic("T", 4)
-            seen = _spy(b)
-            async with RemotingClient(b.address) as client:
-                delayed = await client.invoke(_usual(0, "D1", DELAY="1"))
-                assert delayed.code == ResponseCode.SUCCESS
-                assert b.store.max_offset("T", 0) == 0  # waits its level out in the schedule topic
-                no_uniq = await client.invoke(send_v2(send("T", b"x", queue_id=1)))
-                assert no_uniq.code == ResponseCode.SUCCESS and b.store.max_offset("T", 1) == 1
-                assert b.store.get_message("g", "T", 1, 0).messages[0].properties.get("UNIQ_KEY")  # given here
-                bad_queue = await client.invoke(_usual(9, "Q9"))
-                assert bad_queue.code == ResponseCode.SYSTEM_ERROR and "queueId[9]" in bad_queue.remark
-                new_topic = send_v2(send("Fresh", b"y", queue_id=0, UNIQ_KEY="F1"))
-                assert (await client.invoke(new_topic)).code == ResponseCode.SUCCESS
-                assert b.store.max_offset("Fresh", 0) == 1  # created first, as before
-                oneway = _usual(3, "O1")
-                oneway.flag = 2
-                await client.invoke_oneway(oneway)
-                for _ in range(100):
-                    if b.store.max_offset("T", 3):
-                        break
-                    await asyncio.sleep(0.02)
-                assert b.store.max_offset("T", 3) == 1
+        async with _broker(tmp_path) as (b, seen, client):
+            delayed = await client.invoke(_usual(0, "D1", DELAY="1"))
+            assert delayed.code == ResponseCode.SUCCESS
+            assert b.store.max_offset("T", 0) == 0  # waits its level out in the schedule topic
+            no_uniq = await client.invoke(send_v2(send("T", b"x", queue_id=1)))
+            assert no_uniq.code == ResponseCode.SUCCESS and b.store.max_offset("T", 1) == 1
+            assert b.store.get_message("g", "T", 1, 0).messages[0].properties.get("UNIQ_KEY")  # given here
+            bad_queue = await client.invoke(_usual(9, "Q9"))
+            assert bad_queue.code == ResponseCode.SYSTEM_ERROR and "queueId[9]" in bad_queue.remark
+            new_topic = send_v2(send("Fresh", b"y", queue_id=0, UNIQ_KEY="F1"))
+            assert (await client.invoke(new_topic)).code == ResponseCode.SUCCESS
+            assert b.store.max_offset("Fresh", 0) == 1  # created first, as before
+            oneway = _usual(3, "O1")
+            oneway.flag = 2
+            await client.invoke_oneway(oneway)
+            for _ in range(100):
+                if b.store.max_offset("T", 3):
+                    break
+                await asyncio.sleep(0.02)
+            assert b.store.max_offset("T", 3) == 1
             assert seen == [True] * 4 + [False]  # read by the compiled reader but the oneway one
     asyncio.run(main())
 
 
 def test_pulls_read_by_the_lane_are_answered_as_by_the_general_path(tmp_path):
     async def main():
-        async with Broker(tmp_path / "s", "127.0.0.1:0") as b:
-            b.store.create_topic("T", 4)
-            seen = _spy(b)
+        async with _broker(tmp_path) as (b, seen, client):
             spy = b.server.lane
-            async with RemotingClient(b.address) as client:
-                for i in range(5):
-                    assert (await client.invoke(_usual(1, f"P{i}", TAGS="A" if i % 2 else "B"))).code == 0
-                for request in (pull("T", 0, queue_id=1), pull("T", 0, "A", queue_id=1), pull("T", 9, queue_id=1),
-                                pull("T", 0, queue_id=0), pull("T", 0, "a > 1", "SQL92", queue_id=1)):
-                    answers = []
-                    for i, lane in enumerate((spy, None)):
-                        b.server.lane = lane
-                        answer = await client.invoke(dataclasses.replace(request, opaque=request.opaque + 1000 * i))
-                        answers.append((answer.code, answer.remark, answer.ext_fields, bytes(answer.body)))
-                    assert answers[0] == answers[1]
-                assert [records(a.body) for a in [await client.invoke(pull("T", 0, queue_id=1))]][0]
+            for i in range(5):
+                assert (await client.invoke(_usual(1, f"P{i}", TAGS="A" if i % 2 else "B"))).code == 0
+            for request in (pull("T", 0, queue_id=1), pull("T", 0, "A", queue_id=1), pull("T", 9, queue_id=1),
+                            pull("T", 0, queue_id=0), pull("T", 0, "a > 1", "SQL92", queue_id=1)):
+                answers = []
+                for i, lane in enumerate((spy, None)):
+                    b.server.lane = lane
+                    answer = await client.invoke(dataclasses.replace(request, opaque=request.opaque + 1000 * i))
+                    answers.append((answer.code, answer.remark, answer.ext_fields, bytes(answer.body)))
+                assert answers[0] == answers[1]
+            assert records((await client.invoke(pull("T", 0, queue_id=1))).body)
             assert seen[5:] == [True] * 5
     asyncio.run(main())
 
@@ -147,11 +140,8 @@ def test_with_the_acl_on_no_send_takes_the_lane(tmp_path):
     config = BrokerConfig(aclEnable=True, aclFilePath=str(acl))
 
     async def main():
-        async with Broker(tmp_path / "s", "127.0.0.1:0", broker_config=config) as b:
-            b.store.create_topic("T", 4)
-            seen = _spy(b)
-            async with RemotingClient(b.address) as client:
-                refused = await client.invoke(_usual(0, "A1"))
-                assert refused.code != ResponseCode.SUCCESS
+        async with _broker(tmp_path, config) as (b, seen, client):
+            refused = await client.invoke(_usual(0, "A1"))
+            assert refused.code != ResponseCode.SUCCESS
             assert seen == [] and b.store.max_offset("T", 0) == 0
     asyncio.run(main())
