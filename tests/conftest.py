@@ -60,7 +60,7 @@ UNIT_SECONDS = {
     "stock-4.9.7": 180,  # test_mqadmin_matrix.py is in it
     "stock-5.5.0": 160,
     "tests/spark/test_wire_sink_faults.py": 170,
-    "tests/peers/test_stock_store.py": 95,
+    "tests/peers/test_stock_store.py": 75,
     "tests/peers/test_java_client_matrix.py": 90,
     "tests/broker/test_broker.py": 80,
     "tests/spark/test_wire_broker_away.py": 76,
@@ -71,7 +71,6 @@ UNIT_SECONDS = {
     "tests/spark/test_sink_exactly_once.py": 60,
     "tests/spark/test_wire_acl.py": 55,
     "tests/store/test_recovery.py": 50,
-    "tests/broker/test_cpp_orderly.py": 33,
     "tests/spark/test_source_stream.py": 30,
     "tests/spark/test_sink_errors.py": 25,
     "tests/spark/test_sink_roundtrip.py": 20,

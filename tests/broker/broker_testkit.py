@@ -74,6 +74,47 @@ async def _child(code: str, *args, home, timeout=90):
     return proc.returncode, out.decode(), err.decode()
 
 
+async def until(check, timeout: float, what: str) -> None:
+    """Until check() is true (polled every 0.1 s); fails naming `what` after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout} s")
+        await asyncio.sleep(0.1)
+
+
+class CppMembers:
+    """C++ consumer programs (`code` gets the name server's address and a progress file, writes a line there per
+    message, and stays a member of its group until a line arrives on its stdin), each with a HOME of its own."""
+
+    def __init__(self, code: str, namesrv: str, tmp_path) -> None:
+        self.code, self.namesrv, self.tmp_path = textwrap.dedent(code), namesrv, tmp_path
+        self.procs: dict[str, asyncio.subprocess.Process] = {}
+
+    async def join(self, name: str) -> None:
+        (self.tmp_path / f"{name}.seen").write_text("")
+        self.procs[name] = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", self.code, self.namesrv, str(self.tmp_path / f"{name}.seen"),
+            env=dict(os.environ, HOME=str(self.tmp_path / name), PYTHONPATH=ROOT), stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+
+    async def leave(self, name: str) -> tuple:
+        """The member told to leave; its exit code, stdout and stderr."""
+        out, err = await asyncio.wait_for(self.procs[name].communicate(b"leave\n"), 60)
+        return self.procs[name].returncode, out.decode(), err.decode()
+
+    def progress(self, *names: str) -> list[str]:
+        """The lines the members (all of them by default) wrote so far."""
+        return [line for name in names or self.procs
+                for line in (self.tmp_path / f"{name}.seen").read_text().splitlines()]
+
+    async def kill(self) -> None:
+        for proc in self.procs.values():
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+
+
 def serve_process(tmp_path, conf: str) -> tuple[subprocess.Popen, dict]:
     """`rmq serve --config broker.conf` on the store tmp_path/s, and the addresses it printed."""
     (tmp_path / "broker.conf").write_text(conf)

@@ -8,11 +8,10 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 import time
 
 import pytest
-from broker_testkit import ROOT, _child, pull, records, send
+from broker_testkit import ROOT, CppMembers, _child, pull, records, send, until
 
 from remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from remoting.route_data import TopicRouteData
@@ -249,7 +248,14 @@ RESUMING_CONSUMER = """
     deadline = time.time() + 60
     while len(seen) < want and time.time() < deadline:
         time.sleep(0.2)
-    time.sleep(6)  # the client persists its offsets every 5 s
+    # a member until the client's timer (every 5 s) stored its offsets at the queue ends on the broker, read here
+    # by our client without joining the group
+    from rmq_client import PullConsumer
+    with PullConsumer(sys.argv[1], "cpp-resume") as stored:
+        deadline = time.time() + 30
+        while time.time() < deadline and any(stored.query_offset(mq) != end
+                                             for mq, (_, end) in stored.queue_bounds("Resume").items()):
+            time.sleep(0.2)
     c.shutdown()
     print(json.dumps(seen), flush=True)
 """
@@ -582,40 +588,17 @@ GROUP_CONSUMER = """
 """
 
 
-async def _until(check, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout} s")
-        await asyncio.sleep(0.1)
-
-
 def test_cpp_consumers_of_one_group_share_the_queues_as_members_come_and_go(tmp_path):
     """Two consumers split the queues; a third joins, one leaves: every message is delivered; duplicates only
     around a membership change (counted)."""
     pytest.importorskip("rocketmq.client", reason="the rocketmq==0.4.4 test extra (the Apache RocketMQ C++ client)")
 
     async def main():
-        procs: dict[str, asyncio.subprocess.Process] = {}
-
-        async def join(name: str) -> None:
-            (tmp_path / f"{name}.seen").write_text("")
-            procs[name] = await asyncio.create_subprocess_exec(
-                sys.executable, "-c", textwrap.dedent(GROUP_CONSUMER), ns.address, str(tmp_path / f"{name}.seen"),
-                env=dict(os.environ, HOME=str(tmp_path / name), PYTHONPATH=ROOT), stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-
-        async def leave(name: str) -> tuple:
-            out, err = await asyncio.wait_for(procs[name].communicate(b"leave\n"), 60)
-            return procs[name].returncode, out.decode(), err.decode()
-
-        def delivered() -> set[str]:
-            return {m for name in procs for m in (tmp_path / f"{name}.seen").read_text().split()}
-
         def members() -> int:
             return len(b.consumers.member_ids("cpp-group"))
 
         async with NameServer("127.0.0.1:0") as ns, Broker(tmp_path / "s", "127.0.0.1:0", namesrv=ns.address) as b:
+            group = CppMembers(GROUP_CONSUMER, ns.address, tmp_path)
             try:
                 async with RemotingClient(b.address) as producer:
                     await producer.invoke(send("Shared", b"warm-up", queue_id=0))
@@ -627,26 +610,24 @@ def test_cpp_consumers_of_one_group_share_the_queues_as_members_come_and_go(tmp_
                             body = f"{tag}-{i}"
                             await producer.invoke(send("Shared", body.encode(), queue_id=i % 4))
                             sent.append(body)
-                        await _until(lambda: set(sent) <= delivered(), 60, f"every message up to {tag!r} delivered")
+                        await until(lambda: set(sent) <= set(group.progress()), 60,
+                                    f"every message up to {tag!r} delivered")
                     # each change of membership is waited for (the broker tells the members, which rebalance),
                     # then a round of messages, each delivered before the next change
-                    await join("c1")
-                    await join("c2")
-                    await _until(lambda: members() == 2, 60, "two members in the group")
+                    await group.join("c1")
+                    await group.join("c2")
+                    await until(lambda: members() == 2, 60, "two members in the group")
                     await produce("one", 200)
-                    await join("c3")
-                    await _until(lambda: members() == 3, 60, "the third member in the group")
+                    await group.join("c3")
+                    await until(lambda: members() == 3, 60, "the third member in the group")
                     await produce("two", 200)
-                    first = await leave("c1")  # the first leaves
-                    await _until(lambda: members() == 2, 60, "the first member out of the group")
+                    first = await group.leave("c1")  # the first leaves
+                    await until(lambda: members() == 2, 60, "the first member out of the group")
                     await produce("three", 200)
-                    results = [first, await leave("c2"), await leave("c3")]
+                    results = [first, await group.leave("c2"), await group.leave("c3")]
                     return sent, results, b.consumers.groups
             finally:
-                for proc in procs.values():
-                    if proc.returncode is None:
-                        proc.kill()
-                        await proc.wait()
+                await group.kill()
     sent, results, _ = asyncio.run(main())
     delivered, per_consumer = [], []
     for rc, out, err in results:

@@ -183,6 +183,7 @@ class StockCluster:
         self.addresses: dict[str, str] = {}
         self.namesrv = ""
         self.start_seconds: dict[str, float] = {}
+        self.booted_at = 0.0  # time.time() when every node was up
         os.makedirs(self.root, exist_ok=True)
 
     def __enter__(self) -> "StockCluster":
@@ -192,6 +193,7 @@ class StockCluster:
             procs = {name: self._spawn_broker(name) for name in self.names}  # boot together: 2 cores, slow JVMs
             for name in self.names:
                 self._wait_registered(name, procs[name])
+            self.booted_at = time.time()
         except BaseException:
             self.stop()
             raise
