@@ -36,10 +36,11 @@ Processor = Callable[[RemotingCommand, "Channel"],
 # RocketMQ's RPCHook.doBeforeRequest: sees every request before its processor; an answer it returns is the answer
 # (a refusal) and the processor is not run
 BeforeRequest = Callable[[RemotingCommand, "Channel"], Optional[RemotingCommand]]
-# A frame's first reader (the broker's compiled reader of sends and pulls): the request it took from the payload and
-# its processor's answer, as a processor returns it; or None, with nothing done, for the general decode and
-# dispatch. Not used while before_request hooks are set: they see every request decoded.
-Lane = Callable[[bytes, "Channel"], Optional[tuple[RemotingCommand, object]]]
+# A frame's first reader (the broker's compiled reader of sends and pulls, remoting.request_frame.read_request): the
+# request it read from the payload and its typed header, handed to the processor as processor(cmd, channel,
+# header); or None for the general decode. Not used while before_request hooks are set: they see every request
+# decoded.
+Lane = Callable[[bytes], Optional[tuple[RemotingCommand, object]]]
 # An answer: a RemotingCommand, or its frame already encoded (the lane's SEND_OK)
 Answer = Union[RemotingCommand, bytes]
 
@@ -302,11 +303,14 @@ class RemotingServer:
     def _request(self, channel: Channel, payload: bytes) -> None:
         """One frame read from a client: an answer to a request of ours, or a request handed to its processor."""
         channel.frames_in += 1
-        if self.lane is not None and not self.before_request and self.busy < self.limits.max_busy:
-            taken = self.lane(payload, channel)
-            if taken is not None:
-                self._started(*taken, channel)
+        read = self.lane(payload) if self.lane is not None and not self.before_request else None
+        if read is not None:
+            cmd, header = read
+            if self.busy >= self.limits.max_busy:
+                self._refuse_busy(cmd, channel)
                 return
+            self._started(cmd, self._start(cmd, channel, header), channel)
+            return
         cmd = RemotingCommand.decode(payload)
         if cmd.is_response:  # an answer to a request this server sent (most are oneway: no answer)
             waiting = channel.pending.get(cmd.opaque)
@@ -396,8 +400,9 @@ class RemotingServer:
             return self._failed(cmd, channel, e)
         return None
 
-    def _start(self, cmd: RemotingCommand, channel: Channel) -> Union[RemotingCommand, Awaitable, None]:
-        """The request's answer if its processor gave one at once, else what to await for it (or None)."""
+    def _start(self, cmd: RemotingCommand, channel: Channel, header=None) -> Union[RemotingCommand, Awaitable, None]:
+        """The request's answer if its processor gave one at once, else what to await for it (or None). header:
+        the typed header the lane read, handed to the processor."""
         processor = self.processors.get(cmd.code)
         response = self._before(cmd, channel) if self.before_request else None
         if response is not None:
@@ -407,7 +412,7 @@ class RemotingServer:
             return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                 f"request code {cmd.code} ({name}) is not supported")
         try:
-            return processor(cmd, channel)
+            return processor(cmd, channel) if header is None else processor(cmd, channel, header)  # type: ignore
         except Exception as e:
             return self._failed(cmd, channel, e)
 

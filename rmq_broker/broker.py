@@ -12,7 +12,7 @@ import logging
 import os
 import time
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import Callable, Optional
+from typing import Optional
 
 import pyarrow as pa
 
@@ -124,13 +124,12 @@ class Broker:
         self.transactions = TransactionalMessageService(self.store)
         # processors (BrokerController.registerProcessor)
         self.end_transaction = EndTransactionProcessor(self.transactions, self.arrived)
-        self._runs: dict[int, Callable] = {}  # request code -> its processor as the server runs it
         for processor in (SendMessageProcessor(self), PullMessageProcessor(self), QueryMessageProcessor(self),
                           ClientManageProcessor(self), ConsumerManageProcessor(self), AdminBrokerProcessor(self),
                           AdminGroupProcessor(self)):
             self.register_processor(processor)
-        if request_frame.COMPILED:
-            self.server.lane = self._read_compiled
+        if request_frame.COMPILED:  # sends and pulls read straight into their typed headers
+            self.server.lane = request_frame.read_request
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         self.register_processor(self.end_transaction, ThreadPoolExecutor(cpus, thread_name_prefix="end-transaction"))
         self.transaction_check = TransactionalMessageCheckService(
@@ -148,8 +147,7 @@ class Broker:
             self._executors.append(executor)
         for code in processor.codes:
             self.processors[code] = processor
-            self._runs[code] = run = self._answering(processor)
-            self.server.register(code, run)
+            self.server.register(code, self._answering(processor))
 
     @property
     def address(self) -> str:
@@ -268,15 +266,6 @@ class Broker:
         if why is not None:
             log.info("refused request code %d from %s: %s", cmd.code, channel.remote_address, why)
             raise BadRequest(why, ResponseCode.NO_PERMISSION)
-
-    def _read_compiled(self, payload: bytes, channel) -> Optional[tuple[RemotingCommand, object]]:
-        """The server's lane: a single send or a pull read by the compiled reader (remoting.request_frame), its
-        typed header straight from the frame, and handed to its processor; None for any other frame."""
-        read = request_frame.read_request(payload)
-        if read is None:
-            return None
-        cmd, header = read
-        return cmd, self._runs[cmd.code](cmd, channel, header)
 
     def _answering(self, processor: RequestProcessor):
         """The processor's requests as the server takes them: answered at once where the handler answers at once,

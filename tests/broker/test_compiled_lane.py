@@ -12,7 +12,7 @@ import dataclasses
 import pytest
 from broker_testkit import pull, records, send, send_v2
 
-from remoting import RemotingClient, RemotingCommand, ResponseCode, SerializeType, request_frame
+from remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode, SerializeType, request_frame
 from rmq_broker import Broker
 from rmq_broker.broker_config import BrokerConfig
 from store import message_codec as codec
@@ -43,10 +43,10 @@ def _spy(broker) -> list:
     lane, seen = broker.server.lane, []
     assert lane is not None
 
-    def spy(payload, channel):
-        taken = lane(payload, channel)
-        seen.append(taken is not None)
-        return taken
+    def spy(payload):
+        read = lane(payload)
+        seen.append(read is not None)
+        return read
     broker.server.lane = spy
     return seen
 
@@ -144,4 +144,21 @@ def test_with_the_acl_on_no_send_takes_the_lane(tmp_path):
             refused = await client.invoke(_usual(0, "A1"))
             assert refused.code != ResponseCode.SUCCESS
             assert seen == [] and b.store.max_offset("T", 0) == 0
+    asyncio.run(main())
+
+
+def test_a_processor_failing_on_a_request_the_lane_read_answers_system_error_and_keeps_the_connection(tmp_path):
+    async def main():
+        async with _broker(tmp_path) as (b, seen, client):
+            processor = b.processors[RequestCode.PULL_MESSAGE]
+            handler, reader = processor._handlers[RequestCode.PULL_MESSAGE]
+
+            def failing(h, cmd, channel):
+                raise RuntimeError("a bug in the pull")
+            processor._handlers[RequestCode.PULL_MESSAGE] = (failing, reader)
+            answer = await client.invoke(pull("T", 0, queue_id=1))
+            assert answer.code == ResponseCode.SYSTEM_ERROR and "a bug in the pull" in answer.remark
+            processor._handlers[RequestCode.PULL_MESSAGE] = (handler, reader)
+            assert (await client.invoke(_usual(1, "after"))).code == ResponseCode.SUCCESS  # the same connection
+            assert seen == [True, True]
     asyncio.run(main())
