@@ -13,7 +13,7 @@ import struct
 import numpy as np
 
 from .compiled import _encode
-from .errors import CorruptRecordError
+from .errors import CorruptRecordError, disk_full_named
 from .mapped_file import MappedFileQueue, pwrite_all
 
 CQ_STORE_UNIT_SIZE = 20
@@ -315,7 +315,10 @@ class ConsumeQueue:
             return
         writes = UnitWrites(np.array(units, dtype=UNIT_DTYPE))  # a copy: its first sizes are held back in it
         writes.add(self, start, 0, len(units))
-        writes.flush()
+        with disk_full_named(self.directory, f"the consume-queue units of {self.topic}/{self.queue_id} from queue "
+                             f"offset {start} (their records are in the commitlog; the next writable open "
+                             f"dispatches them)"):
+            writes.flush()
         self.written_to(start + len(units))
 
     def written_to(self, end: int) -> None:

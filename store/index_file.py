@@ -29,7 +29,11 @@ _HEADER = struct.Struct(">qqqqii")
 _ENTRY = struct.Struct(">iqii")
 
 
-ALLOCATE_AHEAD = 1 << 20  # bytes of entries allocated at a time (52,428 entries)
+ALLOCATE_AHEAD = 1 << 20  # at most this many bytes of entries allocated at a time (52,428 entries)
+# Bytes of hash slots allocated at a time, where a put's keys land: a file reserves the parts of its 20 MB of
+# slots its keys touched, as a stock file (sparse, mapped) takes only the pages written, so a small store costs
+# kilobytes, not the whole slot table.
+SLOT_CHUNK = 64 << 10
 
 
 def file_size(slots: int, entries: int) -> int:
@@ -59,10 +63,13 @@ class IndexFile:
         size = file_size(slots, entries)
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0) if writable else os.O_RDONLY
         fd = os.open(path, flags, 0o644)
-        # A writable file keeps its descriptor: the pages a put writes are allocated first (posix_fallocate), so
-        # a full disk is an OSError (ENOSPC) the index service logs, never a SIGBUS on a sparse file's hole.
-        self.fd: Optional[int] = fd if writable else None
-        self._slots_allocated = False
+        # The pages a put writes are allocated first (posix_fallocate), so a full disk is an OSError (ENOSPC) the
+        # index service logs, never a SIGBUS on a sparse file's hole. Slots are read with pread, never through
+        # the map: slots no key touched are holes (here and in a stock file), and a mapped read of a hole
+        # allocates a page on tmpfs, a SIGBUS when it is full.
+        self.fd: Optional[int] = fd
+        self.writable = writable
+        self._slot_chunks: Optional[np.ndarray] = None  # chunks of the header and slots this process allocated
         self._allocated_to = 0  # entries allocated below this file offset by this process
         try:
             if create:
@@ -79,8 +86,6 @@ class IndexFile:
             if create:
                 os.unlink(path)
             raise
-        if not writable:
-            os.close(fd)
         if create and (end_phy > 0 or end_ts > 0):
             self.map[0:32] = struct.pack(">qqqq", end_ts, end_ts, end_phy, end_phy)
 
@@ -107,16 +112,30 @@ class IndexFile:
     def is_full(self) -> bool:
         return self.index_count >= self.entries
 
-    def _allocate_slots(self) -> None:
-        """The header and the hash slots (slots are written anywhere), once per file this process writes."""
-        if not self._slots_allocated and self.fd is not None:
-            os.posix_fallocate(self.fd, 0, HEADER_SIZE + self.slots * SLOT_SIZE)
-            self._slots_allocated = True
+    def _allocate_slots(self, hashes: Optional[np.ndarray] = None) -> None:
+        """The header's chunk and those of the slots `hashes` land in, each allocated once by this process;
+        neighbouring chunks in one call."""
+        if not self.writable or self.fd is None:
+            return
+        table = HEADER_SIZE + self.slots * SLOT_SIZE
+        if self._slot_chunks is None:
+            self._slot_chunks = np.zeros(-(-table // SLOT_CHUNK), dtype=bool)
+        chunks = np.zeros(1, dtype=np.int64)
+        if hashes is not None and len(hashes):
+            at = HEADER_SIZE + (hashes.astype(np.int64) % self.slots) * SLOT_SIZE
+            chunks = np.union1d(chunks, at // SLOT_CHUNK)
+        new = chunks[~self._slot_chunks[chunks]]
+        if not len(new):
+            return
+        for run in np.split(new, np.flatnonzero(np.diff(new) != 1) + 1):
+            start = int(run[0]) * SLOT_CHUNK
+            os.posix_fallocate(self.fd, start, min((int(run[-1]) + 1) * SLOT_CHUNK, table) - start)
+        self._slot_chunks[new] = True
 
     def _allocate_entries(self, n: int) -> None:
-        """The places of the next n entries (appended after the counted ones), allocated ahead in steps of
-        ALLOCATE_AHEAD so that single puts do not pay a system call each."""
-        if self.fd is None:
+        """The places of the next n entries (appended after the counted ones), allocated ahead (as far as the
+        file is written, at most ALLOCATE_AHEAD) so that single puts do not pay a system call each."""
+        if not self.writable or self.fd is None:
             return
         self._allocate_slots()
         base = HEADER_SIZE + self.slots * SLOT_SIZE
@@ -124,12 +143,14 @@ class IndexFile:
         end = base + min(count + n, self.entries) * ENTRY_SIZE
         start = max(self._allocated_to, base + count * ENTRY_SIZE)
         if end > start:
-            upto = min(max(end, start + ALLOCATE_AHEAD), base + self.entries * ENTRY_SIZE)
+            ahead = min(ALLOCATE_AHEAD, max(SLOT_CHUNK, end - base))  # as far ahead as the file is written
+            upto = min(max(end, start + ahead), base + self.entries * ENTRY_SIZE)
             os.posix_fallocate(self.fd, start, upto - start)
             self._allocated_to = upto
 
     def put(self, hashes: np.ndarray, offsets: np.ndarray, timestamps: np.ndarray, first: int = 0) -> int:
         """IndexFile.putKey for entries first.. until the file is full; returns the first entry not written."""
+        self._allocate_slots(hashes[first:])
         self._allocate_entries(len(hashes) - first)
         if _index is not None:
             return _index.put_entries(self.map, self.slots, self.entries, hashes, offsets, timestamps, first)
@@ -165,7 +186,7 @@ class IndexFile:
         never counted): each set back to the newest counted entry of its chain, before new entries take those
         places. Returns how many were repaired."""
         count = self.index_count
-        vals = np.frombuffer(self.map, dtype=">i4", count=self.slots, offset=HEADER_SIZE)
+        vals = np.frombuffer(self._read_slots(0, self.slots), dtype=">i4")
         stale = np.flatnonzero(vals >= count)
         base = HEADER_SIZE + self.slots * SLOT_SIZE
         for s in stale.tolist():
@@ -174,8 +195,16 @@ class IndexFile:
                 at = struct.unpack_from(">i", self.map, base + at * ENTRY_SIZE + 16)[0]
                 seen += 1
             struct.pack_into(">i", self.map, HEADER_SIZE + s * SLOT_SIZE, at if 0 < at < count else 0)
-        del vals
         return len(stale)
+
+    def _read_slots(self, first: int, n: int) -> bytes:
+        if self.fd is None:
+            raise ValueError(f"index file {self.path} is closed")
+        want = n * SLOT_SIZE
+        raw = os.pread(self.fd, want, HEADER_SIZE + first * SLOT_SIZE)
+        if len(raw) != want:
+            raise OSError(f"index file {self.path}: {len(raw)} bytes of hash slots read, not {want}")
+        return raw
 
     def is_time_matched(self, begin: int, end: int) -> bool:
         b, e = self.header()[:2]
@@ -186,7 +215,7 @@ class IndexFile:
         and whose time lies in [begin, end], newest first, until out holds max_num."""
         h = key_hash(key)
         begin_ts, _, _, _, _, count = self.header()
-        slot = struct.unpack_from(">i", self.map, HEADER_SIZE + (h % self.slots) * SLOT_SIZE)[0]
+        slot = struct.unpack(">i", self._read_slots(h % self.slots, 1))[0]
         if slot <= 0 or slot > count or count <= 1:
             return
         base = HEADER_SIZE + self.slots * SLOT_SIZE

@@ -31,6 +31,21 @@ def pwrite_all(fd: int, data, position: int) -> None:
         written += os.pwrite(fd, view[written:], position + written)
 
 
+def _data_extents(fd: int, start: int, end: int) -> list[tuple[int, int]]:
+    """The allocated extents of [start, end) (SEEK_DATA/SEEK_HOLE); all of it where holes are not reported."""
+    out, pos = [], start
+    while pos < end:
+        try:
+            a = os.lseek(fd, pos, os.SEEK_DATA)
+        except OSError:  # ENXIO: no data from pos on
+            break
+        if a >= end:
+            break
+        pos = min(end, os.lseek(fd, a, os.SEEK_HOLE))
+        out.append((a, pos))
+    return out
+
+
 def fsync_path(path: str) -> None:
     """fsync a file or a directory (a directory's entries: a new or renamed name survives a power loss)."""
     fd = os.open(path, os.O_RDONLY)
@@ -209,7 +224,8 @@ class MappedFile:
                 dirty.append((pos, end))
             pos = end
         for a, b in reversed(dirty):
-            self.write(a, bytes(b - a))
+            for x, y in reversed(_data_extents(fd, a, b)):  # holes read as zeros: writing them would allocate
+                self.write(x, bytes(y - x))
         if size < self.file_size:
             os.ftruncate(fd, self.file_size)
 

@@ -24,6 +24,7 @@ from .consume_queue import CQ_STORE_UNIT_SIZE, UNIT_DTYPE, ConsumeQueue, UnitWri
 from .delay_levels import SCHEDULE_TOPIC, deliver_times, parse_delay_levels
 from .errors import (
     CorruptRecordError,
+    DiskFullError,
     MissingFileError,
     ReadOnlyStoreError,
     StoreError,
@@ -941,7 +942,14 @@ class MessageStore:
             committed = self._committed_end()
             start = dispatched if committed is None or committed < self.commit_log.min_offset() else \
                 min(committed, dispatched)
-        end = self._sync_write_state(full_check=abnormal, start=start)
+        try:
+            end = self._sync_write_state(full_check=abnormal, start=start)
+        except DiskFullError as e:
+            # A store that filled its disk opens to be read: what is dispatched is served, and every append
+            # first tries the dispatch again (refused with this error until there is room).
+            log.error("store %s: %s; it opens with those records not dispatched yet", self.path, e)
+            self._write_pos = None
+            return
         try:
             self.index.catch_up(end)  # records a crash (or an index-less writer) left unindexed
         except Exception as e:

@@ -501,11 +501,20 @@ class StoreCheck:
             limit = max(0, min(len(units), end - q0))
             beyond = written[limit:]
             if end_still_empty and beyond.any():
-                hole = True
                 k = limit + int(np.flatnonzero(beyond)[0])
-                self.problem(ERROR, f.path, k * CQ_STORE_UNIT_SIZE,
-                             f"{topic}/{qid} unit at queue offset {q0 + k} is written after the empty unit at "
-                             f"queue offset {end} (a hole; {int(np.count_nonzero(beyond))} such units in this file)")
+                past_end = q0 + limit + np.flatnonzero(beyond)
+                if np.isin(past_end, member_qoff[np.searchsorted(member_qoff, end):]).all():
+                    # A dispatch cut short (a full disk, a crash) writes a run's first size last: its other
+                    # units are there, over records not dispatched yet, which the next writable open writes again.
+                    self.problem(WARNING, f.path, k * CQ_STORE_UNIT_SIZE,
+                                 f"{topic}/{qid} units past the queue's end at {end} are written ({len(past_end)} in "
+                                 f"this file, from queue offset {q0 + k}): a dispatch cut short, of records the "
+                                 f"next writable open dispatches again")
+                else:
+                    hole = True
+                    self.problem(ERROR, f.path, k * CQ_STORE_UNIT_SIZE,
+                                 f"{topic}/{qid} unit at queue offset {q0 + k} is written after the empty unit at "
+                                 f"queue offset {end} (a hole; {len(past_end)} such units in this file)")
             else:
                 self.report.skipped_units += int(np.count_nonzero(beyond))
             if limit == 0:

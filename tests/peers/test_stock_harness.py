@@ -41,3 +41,27 @@ def test_a_stock_cluster_serves_the_stock_clients(stock_cluster, stock_java):
     assert {(s["broker"], s["queueId"]) for s in stats} == {(b, q) for b in ("broker-a", "broker-b") for q in range(4)}
     assert sum(s["brokerOffset"] for s in stats) == 40
     assert [s["consumerOffset"] for s in stats] == [s["brokerOffset"] for s in stats]
+
+
+def test_a_stock_cluster_on_a_disk_too_full_for_stock_brokers_is_refused_with_the_reason(tmp_path):
+    """A stock broker on a fuller disk than its limits refuses every send as SERVICE_NOT_AVAILABLE ("the
+    broker's disk is full") or deletes young files: the cluster says so before it starts anything."""
+    import subprocess
+
+    import pytest
+    from stock_peers import STOCK_4, STOCK_5, StockCluster
+
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)], check=True)
+    try:
+        (mnt / "filler").write_bytes(bytes(int(4 * 1024 * 1024 * 0.88)))  # 88 %: over 5.x's 85 %, under 99 %
+        with pytest.raises(RuntimeError, match=r"is 8\d\.\d% used: a stock .* refuses writes or deletes young "
+                                               r"commitlog files above 85%"):
+            StockCluster(STOCK_5, mnt / "five").__enter__()
+        assert StockCluster(STOCK_4, mnt / "four").disk_limit() == 0.99  # the properties: 4.9 takes them
+        (mnt / "filler2").write_bytes(bytes(int(4 * 1024 * 1024 * 0.115)))
+        with pytest.raises(RuntimeError, match="above 99%"):
+            StockCluster(STOCK_4, mnt / "four").__enter__()
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=True)

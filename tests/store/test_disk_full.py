@@ -34,12 +34,16 @@ def test_a_full_disk_is_a_clear_error_and_the_store_stays_readable(small_fs):
     path = small_fs / "s"
     acked = 0
     with MessageStore(path) as s:
-        with pytest.raises(DiskFullError, match="no space left on the device writing the commitlog") as e:
+        with pytest.raises(DiskFullError, match="no space left on the device writing (the commitlog; nothing of "
+                           "this batch was|consume-queue units; the batch was not) acknowledged") as e:
             while True:
                 s.put_batch("T", [b"x" * 1000] * 100, queue_id=0)
                 acked += 100
-        assert e.value.errno == 28 and str(path / "commitlog") in str(e.value)
-    assert acked > 1000
+    assert e.value.errno == 28 and acked > 1000
+    # which file the disk runs out under depends on what the others took; a batch refused at its consume-queue
+    # units is in the log unacknowledged, and the next writer dispatches it (never lost, never half there)
+    in_log = acked if str(path / "commitlog") in str(e.value) else acked + 100
+    assert in_log == acked or str(path / "consumequeue") in str(e.value)
     with open(small_fs / "filler", "wb") as f:  # whatever room is left, taken
         try:
             while True:
@@ -48,15 +52,15 @@ def test_a_full_disk_is_a_clear_error_and_the_store_stays_readable(small_fs):
         except OSError:
             pass
     check = _rmq("-s", path, "check")
-    assert check.returncode == 0, (check.returncode, check.stderr)
-    assert f"check OK: {acked} records".encode() in check.stdout
+    assert check.returncode == 0, (check.returncode, check.stdout.decode()[-3000:])
+    assert f"check OK: {in_log} records".encode() in check.stdout
     consume = _rmq("-s", path, "consume", "--topic", "T", "--max", "5")
     assert consume.returncode == 0 and consume.stdout.count(b"\n") == 5
     produce = _rmq("-s", path, "produce", "--topic", "T", "more")
     assert produce.returncode == 1 and b"no space left on the device writing" in produce.stderr
     (path / "abort").touch()  # and a crash recovery on the full disk
     with MessageStore(path) as s:
-        assert s.max_offset("T", 0) == acked
+        assert s.max_offset("T", 0) == in_log
 
 
 def _fill_up(path, small_fs) -> int:
@@ -96,8 +100,10 @@ def test_serve_on_a_full_disk_starts_serves_reads_and_a_new_groups_pull_and_refu
         assert commit.returncode == 1 and b"no space left on the device writing consumerOffset.json" in \
             commit.stderr, commit.stderr  # committing offsets is a write: refused, and the broker goes on
         produce = _rmq("produce", "--namesrv", ns, "-t", "T", "more")
-        assert produce.returncode == 1 and b"no space left on the device writing the commitlog" in produce.stderr, \
-            produce.stderr
+        # as a stock broker answers a full disk, naming what could not be written: the commitlog, or the units of
+        # a batch cut short before (the store opened with them not dispatched, and each append tries them again)
+        assert produce.returncode == 1 and b"SERVICE_NOT_AVAILABLE (14): the broker's disk is full: no space left " \
+            b"on the device writing the co" in produce.stderr, produce.stderr
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
@@ -109,3 +115,13 @@ def test_serve_on_a_full_disk_starts_serves_reads_and_a_new_groups_pull_and_refu
     os.remove(small_fs / "filler")
     with MessageStore(path, read_only=True) as s:
         assert s.max_offset("T", 0) == acked
+
+
+def test_a_store_on_a_disk_smaller_than_its_index_slot_table_finds_messages_by_key(small_fs):
+    """The default index file has 20 MB of hash slots; on an 8 MB disk the slots a put's keys land in are
+    allocated, not the whole table, so queries by key work on a small disk."""
+    with MessageStore(small_fs / "s") as s:
+        keys = [f"order-{i}" for i in range(2_000)]
+        r = s.put_batch("T", [b"x" * 100] * len(keys), keys=keys)
+        for i in (0, 999, 1_999):
+            assert [m.commit_log_offset for m in s.query_message("T", keys[i])] == [r[i].commit_log_offset]

@@ -280,3 +280,20 @@ def test_deferred_index_entries_are_written_once_found_by_queries_and_kept_by_cl
         closing = sends(a, 2)
     with MessageStore(tmp_path, cfg, read_only=True) as r:
         assert [r.query_message_by_unique_key("T", c.uniq_key).body for c in closing] == [b"m0", b"m1"]
+
+
+def test_an_index_file_takes_the_disk_its_keys_touched_not_its_whole_slot_table(tmp_path):
+    """A stock IndexFile is sparse and mapped: only the pages written take disk. Ours reserves blocks before it
+    writes (a full disk is an error, not a SIGBUS), chunk by chunk where the keys land: a store of a few keyed
+    messages costs kilobytes of its 20 MB of default slots, and a full one still finds every key."""
+    with MessageStore(tmp_path) as s:
+        few = s.put_batch("T", [b"a", b"b", b"c"], keys=["k1", "k2", "k3"])
+        (name,) = _files(tmp_path)
+        st = os.stat(os.path.join(tmp_path, "index", name))
+        assert st.st_size > 20_000_000 and st.st_blocks * 512 < 600_000, st.st_blocks
+        keys = [f"key-{i}" for i in range(20_000)]
+        many = s.put_batch("T", [b"x"] * len(keys), keys=keys)
+        assert [m.body for m in s.query_message("T", "k2")] == [b"b"]
+        for i in (0, 7_777, 19_999):
+            assert [m.commit_log_offset for m in s.query_message("T", keys[i])] == [many[i].commit_log_offset]
+        assert few[0].commit_log_offset == 0
