@@ -125,3 +125,37 @@ def test_a_store_on_a_disk_smaller_than_its_index_slot_table_finds_messages_by_k
         r = s.put_batch("T", [b"x" * 100] * len(keys), keys=keys)
         for i in (0, 999, 1_999):
             assert [m.commit_log_offset for m in s.query_message("T", keys[i])] == [r[i].commit_log_offset]
+
+
+def _take_all_room(small_fs) -> None:
+    with open(small_fs / "filler", "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(bytes(4096))
+        except OSError:
+            pass
+
+
+def test_a_batch_cut_short_at_its_consume_queue_units_is_dispatched_once_there_is_room(small_fs):
+    """The commitlog's blocks are reserved ahead, consume-queue pages are not: on a disk filled after the first
+    batch, the next batch's records go into the log and its units stop at a new page. That batch is refused;
+    the store opens on the full disk to serve what was dispatched, refuses appends naming the units, and once
+    there is room the next append dispatches the cut batch before its own records: nothing lost, nothing twice."""
+    path = small_fs / "s"
+    with MessageStore(path) as s:
+        s.put_batch("T", [b"x" * 1000] * 100, queue_id=0)  # units 0..99: the first page of the queue's file
+        _take_all_room(small_fs)
+        with pytest.raises(DiskFullError, match="writing consume-queue units; the batch was not acknowledged"):
+            s.put_batch("T", [b"cut %d" % i for i in range(150)], queue_id=0)  # units 100..249 cross a page
+    check = _rmq("-s", path, "check")
+    assert check.returncode == 0 and b"check OK: 250 records" in check.stdout and \
+        b"a dispatch cut short" in check.stdout, check.stdout
+    with MessageStore(path) as s:  # on the full disk: opens, serves the dispatched messages, refuses appends
+        assert s.max_offset("T", 0) == 100
+        with pytest.raises(DiskFullError, match="consume-queue units of T/0 from queue offset 100"):
+            s.put("T", b"more", queue_id=0)
+        os.remove(small_fs / "filler")
+        r = s.put("T", b"more", queue_id=0)
+        assert r.queue_offset == 250 and s.max_offset("T", 0) == 251
+        bodies = [m.body for at in (100, 132, 164, 196, 228) for m in s.get_message("g", "T", 0, at, 32).messages]
+    assert bodies == [b"cut %d" % i for i in range(150)] + [b"more"]
