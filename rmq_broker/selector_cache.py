@@ -28,12 +28,14 @@ Built = tuple[Optional[MessageFilter], bool]  # the filter (None: everything mat
 def check_selector_type(kind: str, property_filter_enabled: bool) -> None:
     """Refuses a subscription type the broker cannot filter by, as the pull and CHECK_CLIENT_CONFIG both do: any
     non-TAG type while enablePropertyFilter is off (SYSTEM_ERROR, RocketMQ's remark), an unknown type
-    (SUBSCRIPTION_PARSE_FAILED)."""
+    (SUBSCRIPTION_PARSE_FAILED). Types are matched as written, as a stock broker's ExpressionType and
+    FilterFactory match them: "sql92" or "tag" is not a type."""
     if kind != "TAG" and not property_filter_enabled:
         raise BadRequest(f"The broker does not support consumer to filter message by {kind} "
                          "(enablePropertyFilter is false)", ResponseCode.SYSTEM_ERROR)
     if kind not in ("TAG", "SQL92"):
-        raise BadRequest(f"expressionType {kind} is not supported", ResponseCode.SUBSCRIPTION_PARSE_FAILED)
+        raise BadRequest(f"expressionType {kind!r} is not supported: the types are TAG and SQL92, written so",
+                         ResponseCode.SUBSCRIPTION_PARSE_FAILED)
 
 
 def build_selector(kind: str, expression: str) -> Built:

@@ -66,7 +66,7 @@ class ClientManageProcessor(RequestProcessor):
         sub = data.get("subscriptionData") if isinstance(data, dict) else None
         if not isinstance(sub, dict):
             return cmd.response(ResponseCode.SUCCESS)
-        kind = str(sub.get("expressionType") or "TAG").upper()
+        kind = str(sub.get("expressionType") or "TAG")
         if kind == "TAG":
             return cmd.response(ResponseCode.SUCCESS)
         check_selector_type(kind, self.broker.broker_config.enablePropertyFilter)

@@ -48,7 +48,7 @@ class PullMessageProcessor(RequestProcessor):
         """(expression type, expression, version) of the pull's subscription, or of the last heartbeat's."""
         group, topic = h.consumer_group, h.topic
         if h.sys_flag & FLAG_SUBSCRIPTION:
-            return (h.expression_type or "TAG").upper(), h.subscription or "*", h.sub_version
+            return h.expression_type or "TAG", h.subscription or "*", h.sub_version
         client_sub = self.broker.consumers.subscription(group, topic)
         if client_sub is None:
             raise BadRequest(f"the consumer's subscription of {topic} in group {group} does not exist",
@@ -60,7 +60,7 @@ class PullMessageProcessor(RequestProcessor):
         if latest < h.sub_version:
             raise BadRequest(f"the consumer's subscription of {topic} in group {group} is not the latest (the pull "
                              "names a newer one than the last heartbeat)", ResponseCode.SUBSCRIPTION_NOT_LATEST)
-        return str(client_sub.get("expressionType") or "TAG").upper(), str(client_sub.get("subString") or "*"), latest
+        return str(client_sub.get("expressionType") or "TAG"), str(client_sub.get("subString") or "*"), latest
 
     @handles(RequestCode.PULL_MESSAGE, header=PullMessageRequestHeader)
     def pull(self, h: PullMessageRequestHeader, cmd: RemotingCommand, channel):

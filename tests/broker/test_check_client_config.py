@@ -49,6 +49,13 @@ def test_check_client_config_refuses_what_the_pull_refuses(tmp_path):
                     assert (pulled.code, pulled.remark) == (answer.code, answer.remark)
                 unknown = await c.invoke(check("REGEX", "a.*"))
                 assert unknown.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED and "REGEX" in unknown.remark
+                # types as written, as a stock broker matches them (its FilterFactory has no "sql92")
+                for kind, expr in [("sql92", "a > 5"), ("tag", "a || b"), ("Sql92", "a > 5")]:
+                    answer = await c.invoke(check(kind, expr))
+                    assert answer.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED, (kind, answer.remark)
+                    assert f"expressionType '{kind}' is not supported" in answer.remark
+                    pulled = await c.invoke(pull("T", 0, expr, kind))
+                    assert (pulled.code, pulled.remark) == (answer.code, answer.remark)
                 bad = await c.invoke(RemotingCommand.request(RequestCode.CHECK_CLIENT_CONFIG, body=b"{nope"))
                 assert bad.code == ResponseCode.SYSTEM_ERROR and "not JSON" in bad.remark
                 # enablePropertyFilter=false: SQL92 refused with RocketMQ's remark, TAG still fine
