@@ -20,6 +20,7 @@ from typing import Optional
 import numpy as np
 
 from .compiled import _index
+from .mapped_file import data_extents
 from .tag_hash import tags_hash_code
 
 HEADER_SIZE = 40
@@ -185,17 +186,23 @@ class IndexFile:
         """Slots a writer killed in the middle of a batch left pointing at entries past the header's count (written,
         never counted): each set back to the newest counted entry of its chain, before new entries take those
         places. Returns how many were repaired."""
+        if self.fd is None:
+            raise ValueError(f"index file {self.path} is closed")
         count = self.index_count
-        vals = np.frombuffer(self._read_slots(0, self.slots), dtype=">i4")
-        stale = np.flatnonzero(vals >= count)
         base = HEADER_SIZE + self.slots * SLOT_SIZE
-        for s in stale.tolist():
-            at, seen = int(vals[s]), 0
-            while at >= count and at < self.entries and seen < 1000:
-                at = struct.unpack_from(">i", self.map, base + at * ENTRY_SIZE + 16)[0]
-                seen += 1
-            struct.pack_into(">i", self.map, HEADER_SIZE + s * SLOT_SIZE, at if 0 < at < count else 0)
-        return len(stale)
+        repaired = 0
+        for start, end in data_extents(self.fd, HEADER_SIZE, base):  # holes: slots never written
+            first = (start - HEADER_SIZE) // SLOT_SIZE
+            vals = np.frombuffer(self._read_slots(first, (end - start) // SLOT_SIZE), dtype=">i4")
+            stale = np.flatnonzero(vals >= count)
+            for k in stale.tolist():
+                at, seen = int(vals[k]), 0
+                while at >= count and at < self.entries and seen < 1000:
+                    at = struct.unpack_from(">i", self.map, base + at * ENTRY_SIZE + 16)[0]
+                    seen += 1
+                struct.pack_into(">i", self.map, HEADER_SIZE + (first + k) * SLOT_SIZE, at if 0 < at < count else 0)
+            repaired += len(stale)
+        return repaired
 
     def _read_slots(self, first: int, n: int) -> bytes:
         if self.fd is None:

@@ -31,7 +31,7 @@ def pwrite_all(fd: int, data, position: int) -> None:
         written += os.pwrite(fd, view[written:], position + written)
 
 
-def _data_extents(fd: int, start: int, end: int) -> list[tuple[int, int]]:
+def data_extents(fd: int, start: int, end: int) -> list[tuple[int, int]]:
     """The allocated extents of [start, end) (SEEK_DATA/SEEK_HOLE); all of it where holes are not reported."""
     out, pos = [], start
     while pos < end:
@@ -224,7 +224,7 @@ class MappedFile:
                 dirty.append((pos, end))
             pos = end
         for a, b in reversed(dirty):
-            for x, y in reversed(_data_extents(fd, a, b)):  # holes read as zeros: writing them would allocate
+            for x, y in reversed(data_extents(fd, a, b)):  # holes read as zeros: writing them would allocate
                 self.write(x, bytes(y - x))
         if size < self.file_size:
             os.ftruncate(fd, self.file_size)
