@@ -194,16 +194,16 @@ class StockCluster:
         os.makedirs(self.root, exist_ok=True)
 
     def disk_limit(self) -> float:
-        """The partition use above which this cluster's brokers refuse writes or delete young files."""
-        return 0.99 if self.version.startswith("4.") and DISK_RATIOS[1] in self.broker_jvm else 0.85
+        """The partition use above which this cluster's brokers refuse every write (diskSpaceWarningLevelRatio)."""
+        return 0.99 if self.version.startswith("4.") and DISK_RATIOS[0] in self.broker_jvm else 0.90
 
     def _check_disk(self) -> None:
         st = os.statvfs(self.root)
         used = 1 - st.f_bfree / st.f_blocks
         if used > self.disk_limit():
             raise RuntimeError(f"the disk holding {self.root} is {used:.1%} used: a stock {self.version} broker "
-                               f"refuses writes or deletes young commitlog files above {self.disk_limit():.0%} "
-                               f"(diskSpaceWarningLevelRatio, diskSpaceCleanForciblyRatio); free some space")
+                               f"refuses every write above {self.disk_limit():.0%} (diskSpaceWarningLevelRatio); "
+                               f"free some space")
 
     def __enter__(self) -> "StockCluster":
         try:
