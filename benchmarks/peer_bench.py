@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -91,7 +92,15 @@ def main() -> None:
     root = args.dir or tempfile.mkdtemp(prefix="peer-bench-")
     load = Load(STOCK_4)
     results: dict[str, dict[str, list[dict]]] = {c: {"stock": [], "ours": []} for c in cases}
+    try:
+        run_all(cases, root, load, args, results)
+    finally:
+        if not args.dir:  # its stores: gigabytes after the drains
+            shutil.rmtree(root, ignore_errors=True)
+    report(results, args)
 
+
+def run_all(cases: list[str], root: str, load: "Load", args, results: dict) -> None:
     with StockCluster(STOCK_4, os.path.join(root, "stock"), brokers=("broker-s",), conf=DEFAULT_CAPS,
                       broker_jvm=STOCK_BROKER_JVM) as stock, \
             WireCluster(os.path.join(root, "ours"), brokers=("broker-o",), conf=conf_text(DEFAULT_CAPS)) as ours:
@@ -117,7 +126,6 @@ def main() -> None:
                         warm_up(load, stock, ours, args.warmup, full=True)
         if spark_cases:
             spark_rows(spark_cases, load, stock, ours, args, results)
-    report(results, args)
 
 
 def run_case(load: Load, case: str, namesrv: str, args, r: int) -> dict:

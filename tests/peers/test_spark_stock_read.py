@@ -80,6 +80,12 @@ def test_a_stream_leaves_its_group_at_the_queue_ends_and_group_offsets_resume_a_
     # a stock consumer of a group reads everything there is and stops; then more arrives: the group's stream
     # starts where the stock consumer stopped
     assert len(stock_java.consume(TOPIC, N, "java-then-spark")) == N
+    # the stock consumer commits its offsets oneway as it shuts down (RemoteBrokerOffsetStore.persistAll): they
+    # reach the brokers a moment after its JVM is gone
+    def committed() -> bool:
+        stats = stock_java.consume_stats("java-then-spark", TOPIC)
+        return len(stats) == 4 and all(s["consumerOffset"] == s["brokerOffset"] for s in stats)
+    wait_until(committed, 30, "the stock consumer's offsets at the queue ends on the brokers")
     stock_java.produce(messages(TOPIC, N, 200, singles=0))
     new = stream("java-then-spark", "s2", "group")
     assert new == {f"message {i} ".encode() + b"x" * (i % 50) for i in range(N, N + 200)}

@@ -10,17 +10,19 @@ import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.MessageSelector;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.consumer.store.OffsetStore;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.MessageClientExt;
 import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.common.message.MessageQueue;
 
 /**
  * Stock DefaultMQPushConsumers as test peers, one per group, in one JVM. Usage: StockPushConsumer NAMESRV TOPIC
  * TIMEOUT_S SPEC...; a SPEC is GROUP:SELECTOR:COUNT:FROM:EXPRESSION, SELECTOR "tag" (EXPRESSION a tag expression
  * such as "a || b" or "*") or "sql" (a SQL92 expression), FROM "first" or "last" (where a new group starts).
  * Each message received is printed as one JSON line (every field the client sees, and "group"); once every group
- * has its COUNT messages, or TIMEOUT_S seconds have passed, the consumers shut down (which persists the groups'
- * offsets at the brokers) and {"done": {group: n}} is printed.
+ * has its COUNT messages, or TIMEOUT_S seconds have passed, the groups' offsets are committed at the brokers, the
+ * consumers shut down and {"done": {group: n}} is printed.
  */
 public class StockPushConsumer {
     static String hostText(java.net.SocketAddress a) {
@@ -106,6 +108,18 @@ public class StockPushConsumer {
         }
         // a listener returns after its notify: give the clients a moment to move their offsets past the last batch
         Thread.sleep(1000);
+        // shutdown's own commit (RemoteBrokerOffsetStore.persistAll) is oneway and may still be unsent when the
+        // JVM exits: the offsets are committed first with an answer awaited, so they are at the brokers on exit
+        for (DefaultMQPushConsumer c : consumers) {
+            OffsetStore offsets = c.getDefaultMQPushConsumerImpl().getOffsetStore();
+            for (Map.Entry<MessageQueue, Long> e : offsets.cloneOffsetTable(topic).entrySet()) {
+                try {
+                    offsets.updateConsumeOffsetToBroker(e.getKey(), e.getValue(), false);
+                } catch (Exception ex) {
+                    System.err.println("offset of " + e.getKey() + " not committed: " + ex);
+                }
+            }
+        }
         for (DefaultMQPushConsumer c : consumers) c.shutdown();
         Map<String, Object> done = new LinkedHashMap<>();
         for (var e : received.entrySet()) done.put(e.getKey(), e.getValue().get());
