@@ -134,11 +134,11 @@ class IndexFile:
         self._slot_chunks[new] = True
 
     def _allocate_entries(self, n: int) -> None:
-        """The places of the next n entries (appended after the counted ones), allocated ahead (as far as the
-        file is written, at most ALLOCATE_AHEAD) so that single puts do not pay a system call each."""
+        """After _allocate_slots (the header's chunk among them): the places of the next n entries (appended
+        after the counted ones), allocated ahead (as far as the file is written, at most ALLOCATE_AHEAD) so that
+        single puts do not pay a system call each."""
         if not self.writable or self.fd is None:
             return
-        self._allocate_slots()
         base = HEADER_SIZE + self.slots * SLOT_SIZE
         count = max(1, self.header()[5])
         end = base + min(count + n, self.entries) * ENTRY_SIZE

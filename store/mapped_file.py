@@ -179,15 +179,8 @@ class MappedFile:
         page, and on a full file system that is SIGBUS. File systems without hole reporting say the whole
         file is data."""
         fd = self._open_fd()
-        size = os.fstat(fd).st_size
-        end, pos = 0, 0
-        while pos < size:
-            try:
-                start = os.lseek(fd, pos, os.SEEK_DATA)
-            except OSError:  # ENXIO: no data from pos on
-                break
-            pos = end = os.lseek(fd, start, os.SEEK_HOLE)
-        return min(end, size)
+        extents = data_extents(fd, 0, os.fstat(fd).st_size)
+        return extents[-1][1] if extents else 0
 
     def any_nonzero(self, start: int, end: Optional[int] = None) -> bool:
         """Whether a byte in [start, end) is non-zero, reading only allocated extents."""

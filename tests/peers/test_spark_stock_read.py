@@ -80,8 +80,8 @@ def test_a_stream_leaves_its_group_at_the_queue_ends_and_group_offsets_resume_a_
     # a stock consumer of a group reads everything there is and stops; then more arrives: the group's stream
     # starts where the stock consumer stopped
     assert len(stock_java.consume(TOPIC, N, "java-then-spark")) == N
-    # the stock consumer commits its offsets oneway as it shuts down (RemoteBrokerOffsetStore.persistAll): they
-    # reach the brokers a moment after its JVM is gone
+    # the helper commits the consumer's offsets with an answer awaited before it shuts down (shutdown's own commit
+    # is oneway): the group is at the queue ends before more arrives
     def committed() -> bool:
         stats = stock_java.consume_stats("java-then-spark", TOPIC)
         return len(stats) == 4 and all(s["consumerOffset"] == s["brokerOffset"] for s in stats)
