@@ -1320,16 +1320,18 @@ done:
 /* ---- one usual single message (put_one.build_plain) ---------------------------------------------------- */
 
 /* The properties text is canonical (properties_to_string of its own parse): every pair `key\x01value\x02` with one
- * \x01, a key and a value, each key once. Finds TAGS and UNIQ_KEY, and any of the refused keys. */
+ * \x01, a key and a value, each key once; the last pair's \x02 may be missing (what the Java client's
+ * messageProperties2String writes since 4.9): 2 then, and the record closes it as the general put does. Finds TAGS
+ * and UNIQ_KEY, and any of the refused keys. */
 static int canonical_props(const uint8_t *p, Py_ssize_t n, PyObject *refused, Span2 *tags, Span2 *uniq) {
     enum { MAX_KEYS = 64 };
     Span2 keys[MAX_KEYS];
     int nkeys = 0;
-    if (n == 0 || p[n - 1] != 0x02) return 0;
+    if (n == 0) return 0;
     Py_ssize_t i = 0;
     while (i < n) {
         Py_ssize_t k0 = i, sep = -1;
-        while (p[i] != 0x02) {
+        while (i < n && p[i] != 0x02) {
             if (p[i] == 0x01) {
                 if (sep >= 0) return 0;
                 sep = i;
@@ -1351,7 +1353,7 @@ static int canonical_props(const uint8_t *p, Py_ssize_t n, PyObject *refused, Sp
         }
         i++;
     }
-    return 1;
+    return p[n - 1] == 0x02 ? 1 : 2;
 }
 
 static int topic_ok(const uint8_t *t, Py_ssize_t n) {
@@ -1368,7 +1370,7 @@ static int topic_ok(const uint8_t *t, Py_ssize_t n) {
 /* one_record(topic, body, props, flag, sys_flag, born_ts, born_addr, born_port, store_addr, store_port,
  * reconsume_times, max_body, refused) -> (record, tags_code, uniq_key, store_ts_at), or None when it is not the
  * usual message (put_one.build_one's rules: a topic outside [%|a-zA-Z0-9_-]{1,127}, a body over max_body, a
- * properties text that is not canonical or over 32767 bytes or lacks UNIQ_KEY or holds a refused key, a value out
+ * properties text that is not canonical (canonical_props) or over 32767 bytes once closed or lacks UNIQ_KEY or holds a refused key, a value out
  * of its field's range): the caller then takes the general put, which words
  * any error. The record as build_one makes it: QUEUEID, QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP zero, set
  * under the write lock (OneRecord.set_place). */
@@ -1387,7 +1389,8 @@ static PyObject *one_record(PyObject *self, PyObject *args) {
     Span2 tags = {NULL, 0}, uniq = {NULL, 0};
     int canonical = canonical_props(props, props_len, refused, &tags, &uniq);
     if (canonical < 0) goto done;
-    if (!canonical || uniq.p == NULL || props_len > 32767 || !topic_ok(topic, topic_len) || body.len > max_body ||
+    Py_ssize_t closing = canonical == 2; /* the missing last \x02, written after the text */
+    if (!canonical || uniq.p == NULL || props_len + closing > 32767 || !topic_ok(topic, topic_len) || body.len > max_body ||
         body.len > INT32_MAX || flag < INT32_MIN || flag > INT32_MAX || sys_flag < INT32_MIN || sys_flag > INT32_MAX ||
         reconsume < 0 || reconsume > INT32_MAX || (born.len != 4 && born.len != 16) || (stored.len != 4 && stored.len != 16)) {
         result = Py_None;
@@ -1397,7 +1400,7 @@ static PyObject *one_record(PyObject *self, PyObject *args) {
     if (born.len == 16) sys_flag |= BORNHOST_V6;
     if (stored.len == 16) sys_flag |= STOREHOST_V6;
     Py_ssize_t size = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + born.len + 4 + 8 + stored.len + 4 + 4 + 8 + 4 + body.len + 1 +
-                      topic_len + 2 + props_len;
+                      topic_len + 2 + props_len + closing;
     Py_ssize_t store_ts_at = 48 + born.len + 4;
     PyObject *record = PyByteArray_FromStringAndSize(NULL, size);
     if (record == NULL) goto done;
@@ -1422,9 +1425,10 @@ static PyObject *one_record(PyObject *self, PyObject *args) {
     o = put_bytes(o, body.buf, body.len);
     *o++ = (uint8_t)topic_len;
     o = put_bytes(o, topic, topic_len);
-    *o++ = (uint8_t)(props_len >> 8);
-    *o++ = (uint8_t)props_len;
-    put_bytes(o, props, props_len);
+    *o++ = (uint8_t)((props_len + closing) >> 8);
+    *o++ = (uint8_t)(props_len + closing);
+    o = put_bytes(o, props, props_len);
+    if (closing) *o = 0x02;
     int64_t tags_code = 0;
     if (tags.p != NULL) java_hash(tags.p, tags.p + tags.n, &tags_code);
     result = Py_BuildValue("(NLs#n)", record, (long long)tags_code, (const char *)uniq.p, uniq.n, store_ts_at);

@@ -124,10 +124,11 @@ class IndexFile:
         chunks = np.zeros(1, dtype=np.int64)
         if hashes is not None and len(hashes):
             at = HEADER_SIZE + (hashes.astype(np.int64) % self.slots) * SLOT_SIZE
-            chunks = np.union1d(chunks, at // SLOT_CHUNK)
-        new = chunks[~self._slot_chunks[chunks]]
-        if not len(new):
+            chunks = np.concatenate((chunks, at // SLOT_CHUNK))
+        chunks = chunks[~self._slot_chunks[chunks]]  # most puts: none new, and no sorting
+        if not len(chunks):
             return
+        new = np.unique(chunks)
         for run in np.split(new, np.flatnonzero(np.diff(new) != 1) + 1):
             start = int(run[0]) * SLOT_CHUNK
             os.posix_fallocate(self.fd, start, min((int(run[-1]) + 1) * SLOT_CHUNK, table) - start)

@@ -541,7 +541,10 @@ class MessageStore:
             built.append(one)
         if len(built) == len(messages):
             with self.write_lock():
-                placed = self._append_ones_locked(built, defer_flush, on_written, defer_index)
+                if len(built) == 1:  # a producer with one send in flight: every send of its
+                    placed = self._append_one_locked(built[0], defer_flush, on_written, defer_index)
+                else:
+                    placed = self._append_ones_locked(built, defer_flush, on_written, defer_index)
             if placed is not None:
                 return placed
         out: list = []
@@ -554,6 +557,33 @@ class MessageStore:
             except (ValueError, StoreError) as e:  # this one refused; those before it are stored
                 out.append(e)
         return out
+
+    def _append_one_locked(self, one: OneRecord, defer_flush: bool,
+                           on_written: Optional[Callable[[list], None]] = None,
+                           defer_index: bool = False) -> Optional[list[PutResult]]:
+        """_append_ones_locked for one record, without the grouping by queue that several need."""
+        write_pos = self._sync_write_state()
+        topic = one.topic
+        config = self._topic_for_write_locked(topic)
+        queue_id = one.queue_id
+        if queue_id is None:
+            queue_id = one.queue_id = self.take_round_robin(topic, config.writeQueueNums, 1)
+        if queue_id >= config.writeQueueNums:
+            return None
+        queue_offset = self.queue_end(topic, queue_id)
+        store_ts = int(time.time() * 1000)
+        one.set_place(queue_id, queue_offset, write_pos, store_ts)
+        record = one.record
+        host, port = self.store_host
+        placed = [PutResult(codec.create_message_id(host, port, write_pos), topic, queue_id, queue_offset, write_pos,
+                            uniq_key=one.uniq_key)]
+        unit = np.frombuffer(bytearray(_UNIT.pack(write_pos, len(record), one.tags_code)), dtype=UNIT_DTYPE)
+        written = None if on_written is None else functools.partial(on_written, placed)
+        if self._append_runs_locked(record, unit, [(topic, queue_id, queue_offset, 0, 1)],
+                                    np.array([write_pos], dtype=np.int64), write_pos, store_ts, defer_flush,
+                                    written, defer_index) is None:
+            return None
+        return placed
 
     def _append_ones_locked(self, ones: list[OneRecord], defer_flush: bool,
                             on_written: Optional[Callable[[list], None]] = None,

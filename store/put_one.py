@@ -148,7 +148,8 @@ def build_plain(store, topic: str, body: bytes, properties_text: str, flag: int,
                 born_host: tuple[bytes, int], reconsume_times: int, refused: tuple[str, ...]) -> Optional[OneRecord]:
     """build_one's record in one compiled call, for the usual message whose properties come as a canonical text
     that already holds its UNIQ_KEY (what RocketMQ's clients send) and none of the `refused` keys; None for any
-    other (the caller then takes the general put), and without the compiled encoder."""
+    other (the caller then takes the general put), and without the compiled encoder. The text's last separator
+    may be missing (the Java client's since 4.9): the record ends it, as the general put stores it."""
     if _encode is None or sys_flag & codec.RESERVED_SYS_FLAGS or not codec.is_dispatched(sys_flag) \
             or topic == SCHEDULE_TOPIC:
         return None

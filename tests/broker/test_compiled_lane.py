@@ -87,6 +87,38 @@ def test_the_lane_stores_and_answers_a_single_send_as_the_general_path_does(tmp_
     asyncio.run(main())
 
 
+def test_the_java_clients_text_without_its_last_separator_is_built_in_compiled_code(tmp_path, monkeypatch):
+    """The Java client (4.9 on) sends its properties without the last pair's separator: the compiled record takes
+    it (not the general put, which costs a cold broker about 40 us more a send) and stores it ended, as the general
+    put does."""
+    from rmq_broker.processor import send_message
+
+    built = []
+
+    def spy(*args):
+        one = plain(*args)
+        built.append(one is not None)
+        return one
+    plain = send_message.build_plain
+    monkeypatch.setattr(send_message, "build_plain", spy)
+
+    async def main():
+        async with _broker(tmp_path) as (b, seen, client):
+            text = "UNIQ_KEY\x01J49\x02WAIT\x01true\x02TAGS\x01TagA"  # MessageDecoder.messageProperties2String
+            request = _usual(1, "J49")
+            request.ext_fields["i"] = text
+            answer = await client.invoke(request)
+            assert answer.code == ResponseCode.SUCCESS, answer.remark
+            assert built == [True] and seen == [True]
+            offset = int(answer.ext_fields["msgId"][-16:], 16)
+            msg, raw = b.store.look_message_by_offset(offset)
+            assert bytes(raw).endswith(text.encode() + b"\x02")  # as the general put stores it (test_put_one)
+            assert (msg.tags, msg.properties["UNIQ_KEY"], msg.properties["WAIT"], msg.body) == \
+                ("TagA", "J49", "true", b"body of J49")
+            assert b.store.query_message_by_unique_key("T", "J49") is not None
+    asyncio.run(main())
+
+
 def test_sends_the_lane_leaves_are_answered_by_the_general_path(tmp_path):
     async def main():
         async with _broker(tmp_path) as (b, seen, client):

@@ -213,6 +213,9 @@ PLAIN_CASES = [
          born_host=V6_HOST, born_timestamp=-5),
     dict(body=b"z" * 300, text="UNIQ_KEY\x01U4\x02", sys_flag=codec.TRANSACTION_COMMIT_TYPE | codec.MULTI_TAGS_FLAG,
          topic="L" * 127),
+    # the Java client's text since 4.9 (messageProperties2String): the last pair not ended; stored ended, as the
+    # general put stores it
+    dict(body=b"x" * 100, text="UNIQ_KEY\x01C0A8000100002A9F0000000000000000\x02WAIT\x01true\x02TAGS\x01TagA"),
 ]
 
 
@@ -221,7 +224,7 @@ def test_the_compiled_plain_record_is_put_ones_record(tmp_path, case):
     """put_one.build_plain (the broker's lane: one compiled call) builds build_one's record, tags code and unique
     key for the same message, and put_many stores it as it stores build_one's."""
     from store.message_properties import parse_properties
-    from store.put_one import build_one, build_plain
+    from store.put_one import build_one, build_plain, canonical_text
 
     topic, text = case.get("topic", "T"), case["text"]
     born_host, born_ts = case.get("born_host", "10.1.2.3:4567"), case.get("born_timestamp", 1700000000000)
@@ -230,7 +233,7 @@ def test_the_compiled_plain_record_is_put_ones_record(tmp_path, case):
         store.store_host = codec.parse_host("192.168.0.9:10911")
         props = parse_properties(text)
         want = build_one(store, topic, case["body"], None, None, props, None, None, flag, born_ts, sys_flag, born_host,
-                         reconsume, text)
+                         reconsume, canonical_text(text, props))  # as the broker's general way calls it
         got = build_plain(store, topic, case["body"], text, flag, sys_flag, born_ts, codec.parse_host(born_host),
                           reconsume, ("DELAY", "TRAN_MSG"))
         assert got is not None and want is not None
@@ -239,13 +242,15 @@ def test_the_compiled_plain_record_is_put_ones_record(tmp_path, case):
         result = store.put_many([dict(topic=topic, body=case["body"], properties=props, queue_id=0)], ones=[got])[0]
         stored = store.look_message_by_offset(result.commit_log_offset)[0]
         assert (stored.body, stored.properties, stored.flag, stored.queue_offset) == (case["body"], props, flag, 0)
+        assert got.record.endswith(b"\x02")  # the properties text stored ended
 
 
 @pytest.mark.parametrize("text, why", [
     ("UNIQ_KEY\x01U\x02DELAY\x013\x02", "a refused key"),
     ("TAGS\x01a\x02", "no UNIQ_KEY"),
     ("UNIQ_KEY\x01U\x02UNIQ_KEY\x01V\x02", "a key twice"),
-    ("UNIQ_KEY\x01U", "the last pair not ended"),
+    ("UNIQ_KEY\x01U\x02\x02", "an empty pair"),
+    ("UNIQ_KEY\x01U\x02k\x01", "the last pair unended with no value"),
     ("UNIQ_KEY\x01U\x02\x01x\x02", "an empty key"),
     ("UNIQ_KEY\x01U\x02k\x01\x02", "an empty value"),
     ("UNIQ_KEY\x01U\x01V\x02", "a separator inside a value"),
