@@ -3,7 +3,7 @@
  * read_request(payload): a SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) or SEND_BATCH_MESSAGE (320) request, JSON or
  * ROCKETMQ header, read straight into SendMessageRequestHeader's fields, a PULL_MESSAGE (11) into PullMessageRequestHeader's; None for
  * anything else and for anything unusual (a field that is not
- * a plain number or boolean, an unknown header field, a nested JSON value, bad UTF-8), which RemotingCommand.decode
+ * a plain number or boolean, an unknown header field but IGNORED's, a nested JSON value, bad UTF-8), which RemotingCommand.decode
  * then reads and words the errors of, as before. Conservative on purpose: None only costs the general path.
  *
  * send_ok(...): SEND_OK's whole frame, the same bytes RemotingCommand.encode writes for that answer.
@@ -356,7 +356,15 @@ static PyObject *field_value(char kind, Span v) {
     return PyLong_FromLongLong(x);
 }
 
+/* Header fields RocketMQ's Java clients send that the broker does not read, nor does the general reader: the send
+ * V2's `n` and RpcRequestHeader's (`bname` on every send and pull of 4.9.7, the others 5.x's), the broker's name and
+ * routing hints for a proxy. */
+static const char *IGNORED[] = {"n", "bname", "ns", "nsd", "oway", "lo"};
+#define IGNORED_FIELD (-2)
+
 static int field_index(const Spec *spec, Span k, int short_names) {
+    for (size_t i = 0; i < sizeof IGNORED / sizeof IGNORED[0]; i++)
+        if (key_is(k, IGNORED[i])) return IGNORED_FIELD;
     if (short_names) {
         if (k.n == 1 && k.p[0] >= 'a' && k.p[0] < 'a' + spec->nfields) return spec->short_field[k.p[0] - 'a'];
         return -1;
@@ -408,6 +416,12 @@ static PyObject *read_request(PyObject *self, PyObject *arg) {
             if (h.pairs[i].key.n == 1 && h.pairs[i].key.p[0] == 'b') short_names = 1;
     for (int i = 0; i < h.npairs; i++) {
         int f = field_index(spec, h.pairs[i].key, short_names);
+        if (f == IGNORED_FIELD) { /* not read, but text the general decoder must decode */
+            PyObject *v = field_value('s', h.pairs[i].value);
+            if (v == NULL) goto not_mine;
+            Py_DECREF(v);
+            continue;
+        }
         if (f < 0) goto not_mine; /* a field of something else (the ACL's signature, say) */
         PyObject *v = field_value(spec->kinds[f], h.pairs[i].value);
         if (v == NULL) goto not_mine;

@@ -28,8 +28,9 @@ PROPS = "UNIQ_KEY\x01AC11000100002A9F0000000000000007\x02TAGS\x01TagA\x02WAIT\x0
 
 
 def _java_v2(opaque: int = 5, **changes) -> dict:
+    """The header the Java client (4.9.7) sends, `n` (the broker's name) among its fields."""
     ext = {"a": "pg", "b": "T", "c": "TBW102", "d": "4", "e": "2", "f": "0", "g": "1700000000000", "h": "0",
-           "i": PROPS, "j": "0", "k": "false", "m": "false"}
+           "i": PROPS, "j": "0", "k": "false", "m": "false", "n": "broker-a"}
     ext.update(changes)
     return {"code": 310, "extFields": ext, "flag": 0, "language": "JAVA", "opaque": opaque,
             "serializeTypeCurrentRPC": "JSON", "version": 407}
@@ -70,9 +71,10 @@ def _same_as_general(payload: bytes) -> bool:
 
 
 def _java_pull(**changes) -> dict:
+    """The header the Java client (4.9.7 and 5.x) pulls with, `bname` (the broker's name) among its fields."""
     ext = {"consumerGroup": "g", "topic": "T", "queueId": "1", "queueOffset": "64", "maxMsgNums": "32",
            "sysFlag": "6", "commitOffset": "0", "suspendTimeoutMillis": "15000", "subVersion": "1700000000000",
-           "subscription": "TagA || TagB", "expressionType": "TAG"}
+           "subscription": "TagA || TagB", "expressionType": "TAG", "bname": "broker-a"}
     ext.update(changes)
     return {"code": 11, "extFields": ext, "flag": 0, "language": "JAVA", "opaque": 3,
             "serializeTypeCurrentRPC": "JSON", "version": 407}
@@ -89,6 +91,7 @@ def test_the_usual_pulls_are_taken_and_a_pull_missing_a_field_is_not():
         del ext[missing]
         assert request_frame.read_request(_json_frame({**_java_pull(), "extFields": ext}, b"")) is None
     assert request_frame.read_request(_json_frame(_java_pull(maxMsgNums="2147483648"), b"")) is None
+    assert request_frame.read_request(_json_frame(_java_pull(liteTopic="x"), b"")) is None  # 5.5's: left to the general
 
 
 def test_the_usual_sends_of_rocketmqs_clients_are_taken():
@@ -109,6 +112,11 @@ def test_the_usual_sends_of_rocketmqs_clients_are_taken():
     spaced = json.dumps(_java_v2(), indent=2).encode()
     assert _same_as_general(struct.pack(">I", len(spaced)) + spaced)
     assert request_frame.read_request(_json_frame(_java_v2(), b""))[0].body == b""
+    # fields the broker does not read: V2's `n`, RpcRequestHeader's (5.x); any other unknown one is left
+    assert _same_as_general(_json_frame(_java_v2(bname="broker-a", ns="", nsd="false", oway="false", lo="false")))
+    assert _same_as_general(_json_frame({**_java_v2(), "extFields": {
+        k: v for k, v in _java_v2()["extFields"].items() if k != "n"}}))
+    assert request_frame.read_request(_json_frame(_java_v2(o="x"))) is None
 
 
 @pytest.mark.parametrize("header", [
