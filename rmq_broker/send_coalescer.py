@@ -63,14 +63,14 @@ class SendCoalescer:
         group_commit = self.broker.group_commit
         store = self.broker.store
         hold = self.broker.hold
-        early = group_commit is None and not any(hold.waiting(*_queue(s)) for s in pending)
+        if len(pending) == 1:  # a producer with one send in flight
+            early = group_commit is None and not hold.waiting(*_queue(pending[0]))
+            runs = [pending]
+        else:
+            early = group_commit is None and not any(hold.waiting(*_queue(s)) for s in pending)
+            runs = _runs(pending)
         results: list = []
-        i = 0
-        while i < len(pending):  # runs of the same kind, in the order read
-            j = i
-            while j < len(pending) and pending[j].batch == pending[i].batch:
-                j += 1
-            run = pending[i:j]
+        for run in runs:
             written = (lambda r, run=run: self._early(run, r)) if early else None
             deferred = group_commit is not None
             try:
@@ -82,7 +82,6 @@ class SendCoalescer:
                                                   defer_index=True, ones=[s.one for s in run]))
             except Exception as e:  # those not answered yet are answered with the error
                 results.extend([e] * len(run))
-            i = j
         if len(pending) > 1:
             self.coalesced += len(pending)
         answers = []
@@ -127,6 +126,17 @@ class SendCoalescer:
             flushes[id(send.respond.channel)] = send.respond
         for respond in flushes.values():
             respond.flush()
+
+
+def _runs(pending: list[_Send]) -> list[list[_Send]]:
+    """The sends split in runs of the same kind (single messages, batches), in the order read."""
+    runs: list[list[_Send]] = []
+    for send in pending:
+        if runs and runs[-1][0].batch == send.batch:
+            runs[-1].append(send)
+        else:
+            runs.append([send])
+    return runs
 
 
 def _queue(send: _Send) -> tuple[str, Optional[int]]:

@@ -270,8 +270,12 @@ class MessageStore:
         return self.topic_config.find(topic) is not None
 
     def queues(self, topic: str) -> list[int]:
+        return list(range(self.queue_count(topic)))
+
+    def queue_count(self, topic: str) -> int:
+        """How many queues the topic has (its queue ids are 0 up to this, exclusive)."""
         cfg = self._topic(topic)
-        return list(range(max(cfg.readQueueNums, cfg.writeQueueNums)))
+        return max(cfg.readQueueNums, cfg.writeQueueNums)
 
     def _topic(self, topic: str) -> TopicConfig:
         cfg = self.topic_config.find(topic)
@@ -577,7 +581,8 @@ class MessageStore:
         host, port = self.store_host
         placed = [PutResult(codec.create_message_id(host, port, write_pos), topic, queue_id, queue_offset, write_pos,
                             uniq_key=one.uniq_key)]
-        unit = np.frombuffer(bytearray(_UNIT.pack(write_pos, len(record), one.tags_code)), dtype=UNIT_DTYPE)
+        def unit() -> np.ndarray:  # made once the answer is out
+            return np.frombuffer(bytearray(_UNIT.pack(write_pos, len(record), one.tags_code)), dtype=UNIT_DTYPE)
         written = None if on_written is None else functools.partial(on_written, placed)
         if self._append_runs_locked(record, unit, [(topic, queue_id, queue_offset, 0, 1)],
                                     np.array([write_pos], dtype=np.int64), write_pos, store_ts, defer_flush,

@@ -4,6 +4,7 @@ transaction, delayed messages, and CONSUMER_SEND_MSG_BACK 36 (a message a consum
 retry topic after a delay level, or to its dead-letter topic)."""
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from typing import Optional
@@ -21,7 +22,7 @@ from remoting.broker_headers import (
 )
 from remoting.remoting_server import ResponseCallback
 from remoting.request_frame import send_ok
-from store import StoreError, native
+from store import PutResult, StoreError, native
 from store import message_codec as codec
 from store.message_properties import PropertiesText, parse_properties
 from store.put_one import build_plain, canonical_text
@@ -91,7 +92,7 @@ class SendMessageProcessor(RequestProcessor):
     def _send(self, h: SendMessageRequestHeader, cmd: RemotingCommand, channel):
         topic = h.topic
         queue_id = _or(h.queue_id, -1)
-        refuse_illegal_queue(topic, queue_id, len(self.store.queues(topic)))
+        refuse_illegal_queue(topic, queue_id, self.store.queue_count(topic))
         sys_flag = _or(h.sys_flag, 0) & ~codec.RESERVED_SYS_FLAGS & ~codec.TRANSACTION_TYPE_MASK
         flag, born_timestamp = _or(h.flag, 0), _or(h.born_timestamp, int(time.time() * 1000))
         reconsume_times = _or(h.reconsume_times, 0)
@@ -107,7 +108,7 @@ class SendMessageProcessor(RequestProcessor):
                 args = dict(topic=topic, body=cmd.body, properties=None, properties_text=h.properties,
                             queue_id=None if queue_id < 0 else queue_id, **put_args)
                 return self.coalescer.put(args, channel.response_callback(cmd),
-                                          lambda result: self._put_answer(cmd, result), one)
+                                          functools.partial(self._put_answer, cmd), one)
         properties = parse_properties(h.properties)
         undecompressable = codec.body_decompress_error(cmd.body, sys_flag)
         if undecompressable is not None:  # stored, it would stop every read of its queue
@@ -123,7 +124,7 @@ class SendMessageProcessor(RequestProcessor):
                 return self._prepare(cmd, topic, queue_id, pa.array([cmd.body], pa.binary()), texts,
                                      PropertiesText(texts), put_args)
             if queue_id < 0:  # a delayed message: waits its level out
-                queue_id = self.store.take_round_robin(topic, len(self.store.queues(topic)), 1)
+                queue_id = self.store.take_round_robin(topic, self.store.queue_count(topic), 1)
             try:
                 result = self.broker.schedule.schedule(topic, queue_id, cmd.body, properties, delay, **put_args)
             except ValueError as e:
@@ -145,9 +146,10 @@ class SendMessageProcessor(RequestProcessor):
 
     def _put_answer(self, cmd: RemotingCommand, result):
         """A coalesced send's answer: SEND_OK with where it went (its frame), or the store's refusal."""
-        refused = _put_refusal(cmd, result)
-        if refused is not None:
-            return refused
+        if type(result) is not PutResult:
+            refused = _put_refusal(cmd, result)
+            if refused is not None:
+                return refused
         return send_ok(cmd, result.msg_id, result.queue_id, result.queue_offset) or \
             self._response(cmd, result.msg_id, result.queue_id, result.queue_offset)
 
@@ -168,7 +170,7 @@ class SendMessageProcessor(RequestProcessor):
     def _send_batch(self, h: SendMessageRequestHeader, cmd: RemotingCommand, channel):
         queue_id = _or(h.queue_id, -1)
         if queue_id < 0:
-            queue_id = self.store.take_round_robin(h.topic, len(self.store.queues(h.topic)), 1)
+            queue_id = self.store.take_round_robin(h.topic, self.store.queue_count(h.topic), 1)
         if not cmd.body:
             self.coalescer.flush()  # the sends read before this one are appended before it
             return self._send_batch_general(h, cmd, channel, queue_id)
@@ -215,7 +217,7 @@ class SendMessageProcessor(RequestProcessor):
         if groups.null_count:
             raise BadRequest(f"a transactional message has no {PROPERTY_PRODUCER_GROUP} property (its producer "
                              "group, asked when its outcome never comes)", ResponseCode.MESSAGE_ILLEGAL)
-        queues = len(self.store.queues(topic))
+        queues = self.store.queue_count(topic)
         if queue_id < 0:
             queue_id = self.store.take_round_robin(topic, queues, 1)
         if not 0 <= queue_id < queues:
