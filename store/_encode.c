@@ -1317,6 +1317,49 @@ done:
     return result;
 }
 
+/* ---- one record appended where this writer left the log (MessageStore._append_one_locked) ------------------ */
+
+/* append_at_end(state_fd, state, log_fd, pos, record) -> bool: under the write lock, the record written at pos of
+ * its commitlog file when the `lock` file still holds `state` (the committed end this writer published last: no
+ * other writer was here since) and nothing lies at pos (no dead writer left bytes there); False, with nothing
+ * written, when either differs (the caller then reads the state the long way, _sync_write_state). OSError as
+ * pwrite's. */
+static PyObject *append_at_end(PyObject *self, PyObject *args) {
+    int state_fd, log_fd;
+    long long pos;
+    Py_buffer state, record;
+    if (!PyArg_ParseTuple(args, "iy*iLy*", &state_fd, &state, &log_fd, &pos, &record)) return NULL;
+    PyObject *result = NULL;
+    uint8_t now[64], head[8];
+    int err = 0, same = 0;
+    if (state.len > (Py_ssize_t)sizeof now || pos < 0) {
+        PyErr_SetString(PyExc_ValueError, "append_at_end: state over 64 bytes or a negative position");
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ssize_t n = pread(state_fd, now, (size_t)state.len, 0);
+    if (n < 0) err = errno;
+    else if (n == state.len && !memcmp(now, state.buf, (size_t)state.len)) {
+        ssize_t h = pread(log_fd, head, sizeof head, (off_t)pos);
+        if (h < 0) err = errno;
+        else if (h == (ssize_t)sizeof head && !memcmp(head, "\0\0\0\0\0\0\0\0", sizeof head)) {
+            err = write_all(log_fd, record.buf, (size_t)record.len, pos);
+            same = !err;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (err) {
+        errno = err;
+        PyErr_SetFromErrno(PyExc_OSError);
+        goto done;
+    }
+    result = PyBool_FromLong(same);
+done:
+    PyBuffer_Release(&state);
+    PyBuffer_Release(&record);
+    return result;
+}
+
 /* ---- one usual single message (put_one.build_plain) ---------------------------------------------------- */
 
 /* The properties text is canonical (properties_to_string of its own parse): every pair `key\x01value\x02` with one
@@ -1452,6 +1495,7 @@ static PyMethodDef methods[] = {
     {"write_units", write_units, METH_VARARGS, "Write runs of consume-queue units, each run's first size last."},
     {"body_crcs", body_crcs, METH_VARARGS, "BODYCRC of each element of an int32-offsets binary column."},
     {"one_record", one_record, METH_VARARGS, "One usual single message's record, or None."},
+    {"append_at_end", append_at_end, METH_VARARGS, "One record written where this writer left the log, or False."},
     {"set_clmul", set_clmul, METH_O, "Use (or not) the PCLMULQDQ CRC path; returns the previous setting."},
     {NULL, NULL, 0, NULL},
 };

@@ -20,6 +20,7 @@ import pyarrow as pa
 from . import file_sizes, record_encoder
 from . import message_codec as codec
 from .commit_log import CommitLog, WalkedRecord
+from .compiled import _encode
 from .consume_queue import CQ_STORE_UNIT_SIZE, UNIT_DTYPE, ConsumeQueue, UnitWrites
 from .delay_levels import SCHEDULE_TOPIC, deliver_times, parse_delay_levels
 from .errors import (
@@ -38,7 +39,7 @@ from .get_message import get_message_records
 from .get_message_result import GetMessageResult, PutResult
 from .index_service import IndexService
 from .json_file import load_rocketmq_json, persist_config_json
-from .mapped_file import fsync_path
+from .mapped_file import MappedFile, fsync_path
 from .put_batch import PutBatchResult, build_batch, incomplete_atomic_start
 from .put_message_batch import plan_message_batch
 from .put_one import OneRecord, build_one
@@ -105,6 +106,7 @@ class MessageStore:
         self._bounds_end: Optional[int] = None
         self._bounds_log_min: Optional[int] = None
         self._published_generation: Optional[int] = None
+        self._published: Optional[tuple[bytes, int]] = None  # the `lock` state this writer wrote last, and its end
         self._generation = 0  # of the committed end in `lock`: bumped by every writer that publishes one
         self._publishes = 0   # how many of those bumps were ours
         self._retention_mark: Optional[tuple[int, int]] = None  # (generation, our publishes) at the last retention
@@ -441,7 +443,7 @@ class MessageStore:
                         sys_flag, born_host, reconsume_times)
         if one is not None:
             with self.write_lock():
-                placed = self._append_ones_locked([one], defer_flush)
+                placed = self._append_one_locked(one, defer_flush)
             if placed is not None:
                 return placed[0]
             queue_id = one.queue_id  # the queue round robin chose stays the message's
@@ -565,8 +567,12 @@ class MessageStore:
     def _append_one_locked(self, one: OneRecord, defer_flush: bool,
                            on_written: Optional[Callable[[list], None]] = None,
                            defer_index: bool = False) -> Optional[list[PutResult]]:
-        """_append_ones_locked for one record, without the grouping by queue that several need."""
-        write_pos = self._sync_write_state()
+        """_append_ones_locked for one record, without the grouping by queue that several need. While no other
+        writer has been here since this one's last append, the record is written where that append ended, checked
+        and written in one compiled call (_write_at_end) instead of reading the committed end first."""
+        record = one.record
+        at_end = self._file_at_end(len(record), defer_flush)
+        write_pos = self._write_pos if at_end is not None else self._sync_write_state()
         topic = one.topic
         config = self._topic_for_write_locked(topic)
         queue_id = one.queue_id
@@ -577,18 +583,50 @@ class MessageStore:
         queue_offset = self.queue_end(topic, queue_id)
         store_ts = int(time.time() * 1000)
         one.set_place(queue_id, queue_offset, write_pos, store_ts)
-        record = one.record
+        if at_end is not None and self._write_at_end(at_end, write_pos, record) is None:
+            return self._append_one_locked(one, defer_flush, on_written, defer_index)  # another writer was here
         host, port = self.store_host
         placed = [PutResult(codec.create_message_id(host, port, write_pos), topic, queue_id, queue_offset, write_pos,
                             uniq_key=one.uniq_key)]
+
         def unit() -> np.ndarray:  # made once the answer is out
             return np.frombuffer(bytearray(_UNIT.pack(write_pos, len(record), one.tags_code)), dtype=UNIT_DTYPE)
         written = None if on_written is None else functools.partial(on_written, placed)
         if self._append_runs_locked(record, unit, [(topic, queue_id, queue_offset, 0, 1)],
                                     np.array([write_pos], dtype=np.int64), write_pos, store_ts, defer_flush,
-                                    written, defer_index) is None:
+                                    written, defer_index, at_end) is None:
             return None
         return placed
+
+    def _file_at_end(self, size: int, defer_flush: bool) -> Optional[MappedFile]:
+        """The commitlog file where this writer's last append ended, when a record of `size` bytes fits in it and
+        may be written there without reading the committed end first (_write_at_end); else None."""
+        published, pos = self._published, self._write_pos
+        if _encode is None or published is None or published[1] != pos or self._lock_fd is None or \
+                (self.config.flushDiskType == SYNC_FLUSH and not defer_flush):
+            return None
+        f = self.commit_log.files.find(pos)
+        if f is None or pos - f.file_from_offset + size > self.commit_log.file_size - codec.END_FILE_MIN_BLANK_LENGTH:
+            return None
+        return f
+
+    def _write_at_end(self, f: MappedFile, write_pos: int, record) -> Optional[MappedFile]:
+        """The record written at write_pos in f (_file_at_end's) when the `lock` file still holds the committed end
+        this writer published last and nothing lies at write_pos (what _sync_write_state's usual case checks);
+        None, with nothing written, when another writer was here."""
+        assert self._published is not None and self._lock_fd is not None and _encode is not None
+        rel = write_pos - f.file_from_offset
+        f.pin()
+        try:
+            with disk_full_named(self.commit_log.directory, "the commitlog; nothing of this message was "
+                                 "acknowledged"):
+                self.commit_log._allocate(f, rel, rel + len(record))
+                if not _encode.append_at_end(self._lock_fd, self._published[0], f._open_fd(), rel, record):
+                    self._published = None
+                    return None
+        finally:
+            f.unpin()
+        return f
 
     def _append_ones_locked(self, ones: list[OneRecord], defer_flush: bool,
                             on_written: Optional[Callable[[list], None]] = None,
@@ -741,19 +779,22 @@ class MessageStore:
                             runs: list[tuple[str, int, int, int, int]],
                             positions: np.ndarray, write_pos: int, store_ts: int, defer_flush: bool,
                             on_written: Optional[Callable[[], None]] = None,
-                            defer_index: bool = False) -> Optional[int]:
+                            defer_index: bool = False, written: Optional[MappedFile] = None) -> Optional[int]:
         """Records appended at write_pos (put_one's, a message batch's, single sends put together): the commitlog
         bytes, then their consume-queue units (runs: topic, queue id, first queue offset, first unit and count of
         units[] for that queue; units may be a function that makes them, called after on_written), then the
         committed end, as _append_locked does for a batch; the new end, or
         None, with nothing written, when they do not fit in the current commitlog file. positions: each
-        record's commitlog offset, ascending. on_written() once the commitlog holds them (put_many's)."""
+        record's commitlog offset, ascending. on_written() once the commitlog holds them (put_many's). written:
+        the commitlog file the caller wrote them to already (_write_at_end)."""
         sync = self.config.flushDiskType == SYNC_FLUSH
-        with disk_full_named(self.commit_log.directory, "the commitlog; nothing of this message was acknowledged"):
-            written = self.commit_log.append_record(write_pos, records, sync=sync and not defer_flush,
-                                                    new_file_sync=sync)
-            if written is None:
-                return None
+        if written is None:
+            with disk_full_named(self.commit_log.directory, "the commitlog; nothing of this message was "
+                                 "acknowledged"):
+                written = self.commit_log.append_record(write_pos, records, sync=sync and not defer_flush,
+                                                        new_file_sync=sync)
+                if written is None:
+                    return None
         end = write_pos + len(records)
         if sync and defer_flush:
             with self._unsynced_lock:
@@ -929,7 +970,10 @@ class MessageStore:
         self._published_generation = self._generation
         head = struct.pack(">8sqq", self._STATE_MAGIC, end, self._generation)
         assert self._lock_fd is not None  # published only under the write lock
-        os.pwrite(self._lock_fd, head + struct.pack(">I", zlib.crc32(head)), 0)
+        state = head + struct.pack(">I", zlib.crc32(head))
+        self._published = None  # until written whole
+        os.pwrite(self._lock_fd, state, 0)
+        self._published = (state, end)
 
     def _dispatched_end(self) -> int:
         """End of the last record any consume queue points at: everything before it was completely written."""

@@ -225,6 +225,35 @@ def test_a_live_writer_repairs_what_a_dead_one_left(tmp_path):
     assert check_store(tmp_path, _cfg()).ok
 
 
+DIE_BEFORE_PUBLISHING = """
+    import os, sys
+    from store import MessageStore, StoreConfig
+    s = MessageStore(sys.argv[1], StoreConfig(mappedFileSizeCommitLog=4096, mappedFileSizeConsumeQueue=320,
+                                              defaultTopicQueueNums=2))
+    s._publish_committed_end = lambda end: os._exit(9)  # its record and unit written, the committed end not
+    s.put("D", b"dead", queue_id=0)
+"""
+
+
+def test_a_writer_that_died_before_publishing_is_not_written_over(tmp_path):
+    """The survivor's single put writes where its own last append ended without reading the committed end first
+    (MessageStore._write_at_end) only when the `lock` file still holds what it published and nothing lies there:
+    a writer killed after its record but before it published the new end leaves the first as it was and the
+    second does not hold, so the survivor finds the record and appends after it."""
+    with MessageStore(tmp_path, _cfg()) as live:
+        live.put("D", b"first", queue_id=0)
+        live.put("D", b"second", queue_id=0)  # the second of two: written at the end it left
+        state = (tmp_path / "lock").read_bytes()
+        out = run_python(DIE_BEFORE_PUBLISHING, tmp_path, check=False)
+        assert out.returncode == 9, out.stderr
+        assert (tmp_path / "lock").read_bytes() == state  # nothing published: the survivor's own state is there
+        r = live.put("D", b"survivor", queue_id=0)
+        assert r.queue_offset == 3
+        bodies = [m[4] for m in all_messages(live, "D")]
+    assert bodies == [b"first", b"second", b"dead", b"survivor"]
+    assert check_store(tmp_path, _cfg()).ok
+
+
 def test_consume_queue_bytes_left_past_the_end_never_turn_visible(tmp_path):
     """Unit bytes past a queue's end (a dead writer's staged run whose records were lost) are cleared by the
     crash recovery, so the next run written there does not expose them."""
