@@ -572,7 +572,7 @@ class MessageStore:
         and written in one compiled call (_write_at_end) instead of reading the committed end first."""
         record = one.record
         at_end = self._file_at_end(len(record), defer_flush)
-        write_pos = self._write_pos if at_end is not None else self._sync_write_state()
+        write_pos = self._sync_write_state() if at_end is None else at_end[1]
         topic = one.topic
         config = self._topic_for_write_locked(topic)
         queue_id = one.queue_id
@@ -583,7 +583,7 @@ class MessageStore:
         queue_offset = self.queue_end(topic, queue_id)
         store_ts = int(time.time() * 1000)
         one.set_place(queue_id, queue_offset, write_pos, store_ts)
-        if at_end is not None and self._write_at_end(at_end, write_pos, record) is None:
+        if at_end is not None and self._write_at_end(at_end[0], write_pos, record) is None:
             return self._append_one_locked(one, defer_flush, on_written, defer_index)  # another writer was here
         host, port = self.store_host
         placed = [PutResult(codec.create_message_id(host, port, write_pos), topic, queue_id, queue_offset, write_pos,
@@ -594,21 +594,22 @@ class MessageStore:
         written = None if on_written is None else functools.partial(on_written, placed)
         if self._append_runs_locked(record, unit, [(topic, queue_id, queue_offset, 0, 1)],
                                     np.array([write_pos], dtype=np.int64), write_pos, store_ts, defer_flush,
-                                    written, defer_index, at_end) is None:
+                                    written, defer_index, None if at_end is None else at_end[0]) is None:
             return None
         return placed
 
-    def _file_at_end(self, size: int, defer_flush: bool) -> Optional[MappedFile]:
-        """The commitlog file where this writer's last append ended, when a record of `size` bytes fits in it and
-        may be written there without reading the committed end first (_write_at_end); else None."""
-        published, pos = self._published, self._write_pos
-        if _encode is None or published is None or published[1] != pos or self._lock_fd is None or \
+    def _file_at_end(self, size: int, defer_flush: bool) -> Optional[tuple[MappedFile, int]]:
+        """The commitlog file and offset where this writer's last append ended, when a record of `size` bytes fits
+        in it and may be written there without reading the committed end first (_write_at_end); else None."""
+        published = self._published
+        if _encode is None or published is None or published[1] != self._write_pos or self._lock_fd is None or \
                 (self.config.flushDiskType == SYNC_FLUSH and not defer_flush):
             return None
+        pos = published[1]
         f = self.commit_log.files.find(pos)
         if f is None or pos - f.file_from_offset + size > self.commit_log.file_size - codec.END_FILE_MIN_BLANK_LENGTH:
             return None
-        return f
+        return f, pos
 
     def _write_at_end(self, f: MappedFile, write_pos: int, record) -> Optional[MappedFile]:
         """The record written at write_pos in f (_file_at_end's) when the `lock` file still holds the committed end
