@@ -231,11 +231,13 @@ class StockCluster:
     def _java(self, name: str, main: str, args: list[str], kind: str, jvm: list[str] = JVM_FLAGS) -> subprocess.Popen:
         props, _ = _logback_home(self.version, kind)
         node = os.path.join(self.root, name)
-        os.makedirs(node, exist_ok=True)
+        tmp = os.path.join(node, "tmp")  # 5.x's broker unpacks RocksDB's 13 MB library there at every start
+        os.makedirs(tmp, exist_ok=True)
         out = open(self.log(name), "ab")
         try:
             # user.home: where 4.9's name server keeps kvConfig.json and both lines put their other logs
-            proc = subprocess.Popen(["java", *jvm, f"-Duser.home={node}", *props, "-cp", classpath(self.version),
+            proc = subprocess.Popen(["java", *jvm, f"-Duser.home={node}", f"-Djava.io.tmpdir={tmp}", *props,
+                                     "-cp", classpath(self.version),
                                      main, *args], stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                     start_new_session=True, cwd=node)
         finally:
