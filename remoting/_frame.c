@@ -363,14 +363,14 @@ static const char *IGNORED[] = {"n", "bname", "ns", "nsd", "oway", "lo"};
 #define IGNORED_FIELD (-2)
 
 static int field_index(const Spec *spec, Span k, int short_names) {
-    for (size_t i = 0; i < sizeof IGNORED / sizeof IGNORED[0]; i++)
-        if (key_is(k, IGNORED[i])) return IGNORED_FIELD;
     if (short_names) {
         if (k.n == 1 && k.p[0] >= 'a' && k.p[0] < 'a' + spec->nfields) return spec->short_field[k.p[0] - 'a'];
-        return -1;
+    } else {
+        for (int i = 0; i < spec->nfields; i++)
+            if (key_is(k, spec->names[i])) return i;
     }
-    for (int i = 0; i < spec->nfields; i++)
-        if (key_is(k, spec->names[i])) return i;
+    for (size_t i = 0; i < sizeof IGNORED / sizeof IGNORED[0]; i++)
+        if (key_is(k, IGNORED[i])) return IGNORED_FIELD;
     return -1;
 }
 

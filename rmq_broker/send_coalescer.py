@@ -63,14 +63,9 @@ class SendCoalescer:
         group_commit = self.broker.group_commit
         store = self.broker.store
         hold = self.broker.hold
-        if len(pending) == 1:  # a producer with one send in flight
-            early = group_commit is None and not hold.waiting(*_queue(pending[0]))
-            runs = [pending]
-        else:
-            early = group_commit is None and not any(hold.waiting(*_queue(s)) for s in pending)
-            runs = _runs(pending)
+        early = group_commit is None and not any(hold.waiting(*_queue(s)) for s in pending)
         results: list = []
-        for run in runs:
+        for run in _runs(pending):
             written = (lambda r, run=run: self._early(run, r)) if early else None
             deferred = group_commit is not None
             try:

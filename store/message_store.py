@@ -443,7 +443,7 @@ class MessageStore:
                         sys_flag, born_host, reconsume_times)
         if one is not None:
             with self.write_lock():
-                placed = self._append_one_locked(one, defer_flush)
+                placed = self._append_ones_locked([one], defer_flush)
             if placed is not None:
                 return placed[0]
             queue_id = one.queue_id  # the queue round robin chose stays the message's
@@ -547,10 +547,7 @@ class MessageStore:
             built.append(one)
         if len(built) == len(messages):
             with self.write_lock():
-                if len(built) == 1:  # a producer with one send in flight: every send of its
-                    placed = self._append_one_locked(built[0], defer_flush, on_written, defer_index)
-                else:
-                    placed = self._append_ones_locked(built, defer_flush, on_written, defer_index)
+                placed = self._append_ones_locked(built, defer_flush, on_written, defer_index)
             if placed is not None:
                 return placed
         out: list = []
@@ -583,7 +580,7 @@ class MessageStore:
         queue_offset = self.queue_end(topic, queue_id)
         store_ts = int(time.time() * 1000)
         one.set_place(queue_id, queue_offset, write_pos, store_ts)
-        if at_end is not None and self._write_at_end(at_end[0], write_pos, record) is None:
+        if at_end is not None and not self._write_at_end(at_end[0], write_pos, record):
             return self._append_one_locked(one, defer_flush, on_written, defer_index)  # another writer was here
         host, port = self.store_host
         placed = [PutResult(codec.create_message_id(host, port, write_pos), topic, queue_id, queue_offset, write_pos,
@@ -611,10 +608,10 @@ class MessageStore:
             return None
         return f, pos
 
-    def _write_at_end(self, f: MappedFile, write_pos: int, record) -> Optional[MappedFile]:
-        """The record written at write_pos in f (_file_at_end's) when the `lock` file still holds the committed end
-        this writer published last and nothing lies at write_pos (what _sync_write_state's usual case checks);
-        None, with nothing written, when another writer was here."""
+    def _write_at_end(self, f: MappedFile, write_pos: int, record) -> bool:
+        """Whether the record was written at write_pos in f (_file_at_end's): the `lock` file still holds the
+        committed end this writer published last and nothing lies at write_pos (what _sync_write_state's usual case
+        checks); False, with nothing written, when another writer was here."""
         assert self._published is not None and self._lock_fd is not None and _encode is not None
         rel = write_pos - f.file_from_offset
         f.pin()
@@ -624,10 +621,10 @@ class MessageStore:
                 self.commit_log._allocate(f, rel, rel + len(record))
                 if not _encode.append_at_end(self._lock_fd, self._published[0], f._open_fd(), rel, record):
                     self._published = None
-                    return None
+                    return False
         finally:
             f.unpin()
-        return f
+        return True
 
     def _append_ones_locked(self, ones: list[OneRecord], defer_flush: bool,
                             on_written: Optional[Callable[[list], None]] = None,
@@ -635,6 +632,8 @@ class MessageStore:
         """put_one's records appended together (put, put_many): the commitlog bytes, then their consume-queue units,
         then the committed end; None, with nothing written, when a queue id is outside its topic's write queues or
         they do not fit in the current commitlog file (one.queue_id then holds the queue round robin chose)."""
+        if len(ones) == 1:  # put, and a producer with one send in flight: without the grouping by queue
+            return self._append_one_locked(ones[0], defer_flush, on_written, defer_index)
         write_pos = self._sync_write_state()
         store_ts = int(time.time() * 1000)
         ends: dict[tuple[str, int], list[int]] = {}  # (topic, queue id) -> [first queue offset, indexes of ones]

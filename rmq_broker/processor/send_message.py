@@ -22,7 +22,7 @@ from remoting.broker_headers import (
 )
 from remoting.remoting_server import ResponseCallback
 from remoting.request_frame import send_ok
-from store import PutResult, StoreError, native
+from store import StoreError, native
 from store import message_codec as codec
 from store.message_properties import PropertiesText, parse_properties
 from store.put_one import build_plain, canonical_text
@@ -146,10 +146,9 @@ class SendMessageProcessor(RequestProcessor):
 
     def _put_answer(self, cmd: RemotingCommand, result):
         """A coalesced send's answer: SEND_OK with where it went (its frame), or the store's refusal."""
-        if type(result) is not PutResult:
-            refused = _put_refusal(cmd, result)
-            if refused is not None:
-                return refused
+        refused = _put_refusal(cmd, result)
+        if refused is not None:
+            return refused
         return send_ok(cmd, result.msg_id, result.queue_id, result.queue_offset) or \
             self._response(cmd, result.msg_id, result.queue_id, result.queue_offset)
 

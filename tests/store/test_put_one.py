@@ -111,9 +111,8 @@ def test_put_many_writes_what_puts_one_after_another_write(tmp_path):
         for store in (many, each):
             store.store_host = codec.parse_host("192.168.0.9:10911")
         together = []
-        real, real_one = many._append_ones_locked, many._append_one_locked
+        real = many._append_ones_locked
         many._append_ones_locked = lambda ones, defer, *rest: together.append(len(ones)) or real(ones, defer, *rest)
-        many._append_one_locked = lambda one, defer, *rest: together.append(1) or real_one(one, defer, *rest)
         got = many.put_many([dict(c) for c in cases])
         assert together == [len(cases)]  # in one write
         want = [each.put(**dict(c)) for c in cases]
