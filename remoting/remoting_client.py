@@ -86,6 +86,26 @@ class RemotingClient:
             timer.cancel()
             self._pending.pop(cmd.opaque, None)
 
+    async def invoke_many(self, cmds: list[RemotingCommand], timeout: float = 5.0) -> list[Optional[RemotingCommand]]:
+        """The answers to many requests written at once: a frame each, all in flight together; None for a request
+        that got no answer within `timeout` or before the connection was lost."""
+        frames = self._check_open()
+        loop = asyncio.get_running_loop()
+        futs = []
+        for cmd in cmds:
+            fut = loop.create_future()
+            self._pending[cmd.opaque] = fut
+            futs.append(fut)
+        try:
+            await frames.write(b"".join([cmd.encode() for cmd in cmds]))
+            await asyncio.wait(futs, timeout=timeout)
+            return [f.result() if f.done() and not f.cancelled() and f.exception() is None else None for f in futs]
+        finally:
+            for cmd, fut in zip(cmds, futs):
+                self._pending.pop(cmd.opaque, None)
+                if fut.done() and not fut.cancelled():
+                    fut.exception()  # retrieved: a lost connection's error is the None above
+
     async def invoke_oneway(self, cmd: RemotingCommand) -> None:
         await self._check_open().write(cmd.encode())
 

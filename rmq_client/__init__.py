@@ -4,8 +4,15 @@ Producer, blocking, with their asyncio forms (AsyncPullConsumer, AsyncProducer) 
 from .mq_client_api import MessageQueue, MQClientAPI, MQClientError, SendResult
 from .producer import AsyncProducer, Producer
 from .pull_consumer import SQL92, TAG, AsyncPullConsumer, PullConsumer, PullResult, PullStatus, Subscription
-from .transaction_producer import AsyncTransactionProducer, CheckRequest, EndOutcome, HalfBatch, TransactionState
+from .transaction_producer import (
+    AsyncTransactionProducer,
+    CheckRequest,
+    EndOutcome,
+    HalfBatch,
+    MessageHalves,
+    TransactionState,
+)
 
 __all__ = ["MessageQueue", "MQClientAPI", "MQClientError", "SendResult", "AsyncProducer", "Producer",
            "AsyncPullConsumer", "PullConsumer", "PullResult", "PullStatus", "Subscription", "TAG", "SQL92",
-           "AsyncTransactionProducer", "CheckRequest", "EndOutcome", "HalfBatch", "TransactionState"]
+           "AsyncTransactionProducer", "CheckRequest", "EndOutcome", "HalfBatch", "MessageHalves", "TransactionState"]

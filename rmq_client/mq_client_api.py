@@ -162,6 +162,35 @@ class MQClientAPI:
             self._clients.pop(address, None)
             raise MQClientError(-1, f"{type(e).__name__}: {e}", address, what, unreachable=True) from None
 
+    async def invoke_all(self, address: str, cmds: list[RemotingCommand], window: int = 512,
+                         timeout: Optional[float] = None) -> list[Optional[RemotingCommand]]:
+        """The answers to many requests on one connection, pipelined: written in slices, up to `window` in flight,
+        so that neither end waits a round trip per request. None for a request without an answer (the address
+        cannot be reached, the connection was lost, or no answer came within the timeout)."""
+        out: list[Optional[RemotingCommand]] = [None] * len(cmds)
+        if not cmds:
+            return out
+        for cmd in cmds:
+            self.sign(cmd)
+        try:
+            client = await self._client(address)
+        except (OSError, ConnectionError, asyncio.TimeoutError):
+            return out
+        step = max(1, min(256, window // 4))
+        gate = asyncio.Semaphore(max(1, window // step))
+
+        async def one(start: int) -> None:
+            async with gate:
+                try:
+                    out[start:start + step] = await client.invoke_many(cmds[start:start + step],
+                                                                       timeout or self.timeout)
+                except (OSError, ConnectionError):
+                    pass
+        await asyncio.gather(*(one(i) for i in range(0, len(cmds), step)))
+        if any(r is None for r in out):
+            self._clients.pop(address, None)  # a lost or stuck connection: the next request makes a new one
+        return out
+
     async def checked(self, address: str, cmd: RemotingCommand, what: str, ok=(ResponseCode.SUCCESS,),
                        timeout: Optional[float] = None) -> RemotingCommand:
         """The answer to cmd from address, or MQClientError with its code and remark when it is not one of `ok`

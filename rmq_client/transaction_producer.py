@@ -1,10 +1,17 @@
-"""A transactional producer (RocketMQ's TransactionMQProducer, batch-wise): halves sent with SEND_BATCH_MESSAGE
-(TRAN_MSG=true, PGROUP, one TRAN_BATCH id per batch), invisible until `end` sends END_TRANSACTION 37 with COMMIT
-or ROLLBACK for the whole batch (tranStateTableCount); heartbeats register the producer group with brokers, and a
-`checker` answers their CHECK_TRANSACTION_STATE 39 for halves whose outcome they never heard."""
+"""A transactional producer (RocketMQ's TransactionMQProducer), in two forms:
+
+- per message, as Apache RocketMQ's brokers take it: each message a half of its own (SEND_MESSAGE_V2 with
+  TRAN_MSG=true, PGROUP and the prepared sys flag), ended by one END_TRANSACTION 37 each (`send_half_messages`,
+  `end_half_messages`, both pipelined: many requests in flight on one connection, none waits a round trip);
+- batch-wise, as `rmq serve` also takes it: halves sent with SEND_BATCH_MESSAGE (one TRAN_BATCH id per batch),
+  ended together by one END_TRANSACTION with tranStateTableCount (`send_halves`, `end`).
+
+Heartbeats register the producer group with brokers, and a `checker` answers their CHECK_TRANSACTION_STATE 39
+for halves whose outcome they never heard."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import enum
 import json
 import logging
@@ -12,6 +19,8 @@ import time
 import uuid
 from dataclasses import asdict, dataclass
 from typing import Awaitable, Callable, Optional, Sequence
+
+import numpy as np
 
 from remoting import RemotingCommand, RequestCode, ResponseCode
 from remoting.broker_headers import SendMessageResponseHeader, v2_send_fields
@@ -29,6 +38,10 @@ PROPERTY_PRODUCER_GROUP = "PGROUP"
 PROPERTY_TRANSACTION_BATCH = "TRAN_BATCH"
 TRANSACTION_PREPARED_TYPE = 0x4
 HEARTBEAT_INTERVAL_S = 30.0  # RocketMQ's heartbeatBrokerInterval
+SEND_WINDOW = 512  # single halves or ENDs in flight on one broker connection
+# A stock broker sheds load with SYSTEM_BUSY (its send queue full, or a request waited there too long): not stored,
+# worth sending again after a pause.
+_BUSY = (ResponseCode.SYSTEM_BUSY,)
 
 
 class TransactionState(enum.IntEnum):
@@ -60,6 +73,52 @@ class HalfBatch:
     @classmethod
     def from_json(cls, d: dict) -> "HalfBatch":
         return cls(**d)
+
+
+@dataclass(frozen=True, eq=False)
+class MessageHalves:
+    """Half messages of one queue of one broker, a transaction each (Apache RocketMQ's per-message protocol): what
+    END_TRANSACTION needs to end each, as arrays."""
+    broker_name: str
+    topic: str
+    queue_id: int
+    offsets: np.ndarray             # int64: each half's offset in the broker's half queue (tranStateTableOffset)
+    commit_log_offsets: np.ndarray  # int64: where each half is in the broker's commit log (its offset msgId's)
+    uniq_keys: tuple[str, ...]      # each half's UNIQ_KEY (the client's msgId; the committed message keeps it)
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def take(self, index) -> "MessageHalves":
+        """The halves at `index` (positions, or a boolean mask)."""
+        index = np.asarray(index)
+        if index.dtype == bool:
+            index = np.flatnonzero(index)
+        return MessageHalves(self.broker_name, self.topic, self.queue_id, self.offsets[index],
+                             self.commit_log_offsets[index], tuple(self.uniq_keys[i] for i in index))
+
+    def to_json(self) -> dict:
+        """Compact: the offsets as base64 of their little-endian bytes and the keys as one text, not a JSON value
+        per message."""
+        text = "\n".join(self.uniq_keys)
+        if len(text.split("\n")) != len(self.uniq_keys):
+            raise ValueError("a UNIQ_KEY holds a line break")
+        return {"broker_name": self.broker_name, "topic": self.topic, "queue_id": self.queue_id,
+                "offsets": _b64(self.offsets), "commit_log_offsets": _b64(self.commit_log_offsets), "uniq_keys": text}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "MessageHalves":
+        offsets = _unb64(d["offsets"])
+        keys = tuple(d["uniq_keys"].split("\n")) if len(offsets) else ()
+        return cls(d["broker_name"], d["topic"], int(d["queue_id"]), offsets, _unb64(d["commit_log_offsets"]), keys)
+
+
+def _b64(a: np.ndarray) -> str:
+    return base64.b64encode(np.ascontiguousarray(a, dtype="<i8").tobytes()).decode("ascii")
+
+
+def _unb64(text: str) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(text), dtype="<i8").astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -145,6 +204,89 @@ class AsyncTransactionProducer:
                 "commitLogOffset": half.commit_log_offset, "commitOrRollback": int(state),
                 "fromTransactionCheck": str(from_check).lower(), "msgId": half.transaction_id,
                 "transactionId": half.transaction_id, "tranStateTableCount": half.count}
+
+    async def send_half_messages(self, mq: MessageQueue, bodies: Sequence[bytes], properties: Sequence[str],
+                                 uniq_keys: tuple[str, ...], deadline: float) -> MessageHalves:
+        """Each message a half of its own on mq, as TransactionMQProducer sends one (SEND_MESSAGE_V2, the prepared
+        sys flag; its properties text already carries TRAN_MSG, PGROUP and its UNIQ_KEY, uniq_keys[i]),
+        SEND_WINDOW in flight. A message without an answer, or refused as busy, is sent again until
+        `deadline` (the loop's time): a half stored without our knowing stays undecided, and the broker's checks
+        end it. Any other refusal rolls back what was stored and raises."""
+        n = len(bodies)
+        offsets = np.full(n, -1, dtype=np.int64)
+        commit_log_offsets = np.full(n, -1, dtype=np.int64)
+        base = v2_send_fields({
+            "producerGroup": self.group, "topic": mq.topic, "defaultTopic": "TBW102",
+            "defaultTopicQueueNums": DEFAULT_TOPIC_QUEUE_NUMS, "queueId": mq.queue_id,
+            "sysFlag": TRANSACTION_PREPARED_TYPE, "bornTimestamp": int(time.time() * 1000), "flag": 0,
+            "reconsumeTimes": 0, "unitMode": False, "batch": False})
+        base = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in base.items()}
+        what = f"half messages to {mq.topic}/{mq.broker_name}/{mq.queue_id}"
+        todo = np.arange(n)
+        loop = asyncio.get_running_loop()
+        while len(todo):
+            addr = await self.api.broker_addr(mq.topic, mq.broker_name)
+            cmds = [RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {**base, "i": properties[i]},
+                                            body=bodies[i]) for i in todo.tolist()]
+            answers = await self.api.invoke_all(addr, cmds, SEND_WINDOW)
+            again = []
+            refused: Optional[MQClientError] = None
+            for i, resp in zip(todo, answers):
+                if resp is None or resp.code in _BUSY:
+                    again.append(i)
+                elif resp.code == ResponseCode.SUCCESS:
+                    offsets[i] = int(resp.ext_fields["queueOffset"])
+                    commit_log_offsets[i] = codec.decode_message_id(resp.ext_fields["msgId"])[2]
+                elif refused is None:
+                    refused = MQClientError(resp.code, resp.remark, addr, what)
+            if refused is not None:
+                stored = np.flatnonzero(offsets >= 0)
+                halves = MessageHalves(mq.broker_name, mq.topic, mq.queue_id, offsets, commit_log_offsets,
+                                       uniq_keys).take(stored)
+                try:
+                    await self.end_half_messages(halves, TransactionState.ROLLBACK_MESSAGE)
+                except MQClientError as e:
+                    log.info("rolling back %d halves after a refusal failed (%s); the broker's checks end them",
+                             len(stored), e)
+                raise refused
+            todo = np.array(again, dtype=np.int64)
+            if len(todo):
+                busy = any(a is not None for a in answers)
+                if loop.time() >= deadline:
+                    raise MQClientError(ResponseCode.SYSTEM_BUSY if busy else -1, f"{len(todo)} of {n} halves "
+                                        "not stored before the deadline", addr, what, unreachable=not busy)
+                log.info("%s: %d of %d without an answer or refused as busy; sending them again", what, len(todo), n)
+                await asyncio.sleep(0.2 if busy else 0.5)
+        return MessageHalves(mq.broker_name, mq.topic, mq.queue_id, offsets, commit_log_offsets, uniq_keys)
+
+    async def end_half_messages(self, halves: MessageHalves, state: TransactionState) -> np.ndarray:
+        """END_TRANSACTION for each half, SEND_WINDOW in flight, answers awaited (the Java client sends it oneway;
+        the answers are what tell a commit it happened). Returns which halves the broker answered SUCCESS; the
+        others got no answer (ending them again could end one twice: an Apache RocketMQ broker commits a half
+        as often as it is told to). A refusal raises MQClientError."""
+        n = len(halves)
+        done = np.zeros(n, dtype=bool)
+        if not n:
+            return done
+        addr = await self.api.broker_addr(halves.topic, halves.broker_name)
+        fields = {"producerGroup": self.group, "commitOrRollback": str(int(state)), "fromTransactionCheck": "false",
+                  "bname": halves.broker_name}
+        cmds = []
+        for i in range(n):
+            key = halves.uniq_keys[i]
+            cmds.append(RemotingCommand.request(RequestCode.END_TRANSACTION, {
+                **fields, "tranStateTableOffset": str(int(halves.offsets[i])),
+                "commitLogOffset": str(int(halves.commit_log_offsets[i])), "msgId": key, "transactionId": key}))
+        answers = await self.api.invoke_all(addr, cmds, SEND_WINDOW)
+        for i, resp in enumerate(answers):
+            if resp is None:
+                continue
+            if resp.code != ResponseCode.SUCCESS:
+                raise MQClientError(resp.code, resp.remark, addr, f"{state.name} of half message {halves.uniq_keys[i]} "
+                                    f"({halves.topic}/{halves.broker_name}/{halves.queue_id}, half queue offset "
+                                    f"{int(halves.offsets[i])})")
+            done[i] = True
+        return done
 
     # -- being asked ------------------------------------------------------------------------------------------------
 

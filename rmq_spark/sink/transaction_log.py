@@ -1,20 +1,26 @@
-"""The wire sink's decisions: which half batches make up each committed microbatch, in the query's checkpoint
+"""The wire sink's decisions: which halves make up each committed microbatch, in the query's checkpoint
 (<checkpointLocation>/rmq-wire-sink/<batchId>.json, written and fsynced before any END_TRANSACTION is sent).
 
-A decision is what "committed" means for the wire sink: the driver commits the halves it lists, a restarted query
-that replays the batch commits those again (the broker answers SUCCESS for halves it committed already) and rolls
-back its own new ones, and a broker's check-back is answered from it: halves a decision lists commit, halves of a
-decided batch that it does not list (a failed task attempt's) roll back, halves of a batch not decided yet stay
-unknown while it may still be committed.
+A decision is what "committed" means for the wire sink: the driver commits the halves it lists, and a restarted
+query that replays the batch commits those again and rolls back its own new ones. It lists two kinds of halves:
+- half batches (rmq serve): ended again as they are (the broker answers SUCCESS for a batch it committed already);
+  a broker's check-back is answered from the decision: halves it lists commit, halves of a decided batch that it
+  does not list (a failed task attempt's) roll back, halves of a batch not decided yet stay unknown;
+- half messages (Apache RocketMQ), with the end of every target queue before the commit: a stock broker commits a
+  half again each time it is told to, so the halves a killed commit ended already are found in those queues first
+  (wire_messages.py). Its check-backs name copies of the halves, never the halves the decision lists: a copy of a
+  decided batch is rolled back, one of a batch not decided yet stays unknown.
 """
 from __future__ import annotations
 
 import json
 import os
 import re
+from dataclasses import dataclass, field
 from typing import Optional
 
-from rmq_client import CheckRequest, HalfBatch, TransactionState
+from rmq_client import CheckRequest, HalfBatch, MessageHalves, TransactionState
+from rmq_client.transaction_producer import PROPERTY_TRANSACTION_BATCH
 
 from .staging import fsync_dir
 
@@ -32,6 +38,18 @@ def local_checkpoint(checkpoint: str) -> str:
     return os.path.abspath(re.sub(r"^/+", "/", path) if path.startswith("//") else path)
 
 
+@dataclass
+class Decision:
+    """A decided microbatch: per partition, its half batches and its half messages; `queue_ends`: the end of every
+    target queue of the half messages before any was committed (wire_messages.queue_key -> offset)."""
+    halves: dict[int, list[HalfBatch]]
+    messages: dict[int, list[MessageHalves]] = field(default_factory=dict)
+    queue_ends: dict[str, int] = field(default_factory=dict)
+
+    def lists(self, transaction_id: str) -> bool:
+        return any(h.transaction_id == transaction_id for hs in self.halves.values() for h in hs)
+
+
 class TransactionLog:
     def __init__(self, checkpoint: str):
         self.dir = os.path.join(local_checkpoint(checkpoint), "rmq-wire-sink")
@@ -39,21 +57,27 @@ class TransactionLog:
     def _path(self, batch_id: int) -> str:
         return os.path.join(self.dir, f"{batch_id}.json")
 
-    def read(self, batch_id: int) -> Optional[dict[int, list[HalfBatch]]]:
-        """{partition: its halves} of a decided batch; None when the batch was never decided."""
+    def read(self, batch_id: int) -> Optional[Decision]:
+        """A decided batch; None when the batch was never decided."""
         try:
             with open(self._path(batch_id), encoding="utf-8") as f:
                 data = json.load(f)
         except FileNotFoundError:
             return None
-        return {int(p): [HalfBatch.from_json(h) for h in hs] for p, hs in data["partitions"].items()}
+        return Decision({int(p): [HalfBatch.from_json(h) for h in hs] for p, hs in data["partitions"].items()},
+                        {int(p): [MessageHalves.from_json(h) for h in hs]
+                         for p, hs in data.get("messages", {}).items()},
+                        {k: int(v) for k, v in data.get("queueEnds", {}).items()})
 
-    def write(self, batch_id: int, partitions: dict[int, list[HalfBatch]]) -> None:
+    def write(self, batch_id: int, decision: Decision) -> None:
         os.makedirs(self.dir, exist_ok=True)
         tmp = self._path(batch_id) + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump({"batchId": batch_id,
-                       "partitions": {str(p): [h.to_json() for h in hs] for p, hs in sorted(partitions.items())}}, f)
+                       "partitions": {str(p): [h.to_json() for h in hs]
+                                      for p, hs in sorted(decision.halves.items())},
+                       "messages": {str(p): [h.to_json() for h in hs] for p, hs in sorted(decision.messages.items())},
+                       "queueEnds": decision.queue_ends}, f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self._path(batch_id))
@@ -83,7 +107,9 @@ class TransactionLog:
         batch_id = int(raw)
         decision = self.read(batch_id)
         if decision is not None:
-            listed = any(h.transaction_id == request.transaction_id for hs in decision.values() for h in hs)
+            if PROPERTY_TRANSACTION_BATCH not in props:
+                return TransactionState.ROLLBACK_MESSAGE  # a copy of a half message: the driver commits the half
+            listed = decision.lists(request.transaction_id)
             return TransactionState.COMMIT_MESSAGE if listed else TransactionState.ROLLBACK_MESSAGE
         decided = self.decided()
         if decided and batch_id < decided[-1]:

@@ -1,7 +1,11 @@
-"""The rmq sink through brokers (option namesrvAddr): tasks send their rows with SEND_BATCH_MESSAGE to the queues
-of the topic's route; with deliveryGuarantee=exactly_once (the default) as transactional halves, which the
-driver's commit of the microbatch commits with END_TRANSACTION (after recording the decision in the checkpoint,
-transaction_log.py) and its abort rolls back. With at_least_once they are plain sends, visible at once.
+"""The rmq sink through brokers (option namesrvAddr): tasks send their rows to the queues of the topic's route;
+with deliveryGuarantee=exactly_once (the default) as transactional halves, which the driver's commit of the
+microbatch commits with END_TRANSACTION (after recording the decision in the checkpoint, transaction_log.py) and its
+abort rolls back. With at_least_once they are plain sends, visible at once.
+
+The transactional protocol is chosen per broker: an Apache RocketMQ broker (4.x, 5.x) takes RocketMQ's own, a half
+per message (SEND_MESSAGE_V2) and an END_TRANSACTION per half (wire_messages.py); `rmq serve` takes half batches
+(SEND_BATCH_MESSAGE), each ended whole by one END_TRANSACTION.
 
 Queue choice, as the local sink's columns: queue_id numbers the topic's write queues across its brokers in the
 route's order (brokerName, then queueId; with one broker it is the queue id), sharding_key hashes over them as
@@ -24,7 +28,15 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
 from rmq_acl import SessionCredentials
-from rmq_client import AsyncTransactionProducer, EndOutcome, HalfBatch, MessageQueue, MQClientError, TransactionState
+from rmq_client import (
+    AsyncTransactionProducer,
+    EndOutcome,
+    HalfBatch,
+    MessageHalves,
+    MessageQueue,
+    MQClientError,
+    TransactionState,
+)
 from rmq_client.event_loop import run_blocking, run_in_background
 from rmq_client.message_batch import encode_message_batch, properties_text
 from rmq_client.producer import DEFAULT_TOPIC_QUEUE_NUMS, AsyncProducer
@@ -43,7 +55,8 @@ from ..options import canonical_options, credentials_option, int_option, namesrv
 from ..wire import BrokerUnavailableError, refused_by_acl
 from .columns import to_staged, validate_staged
 from .sink_options import default_stream_sink_id, sink_id_option, topic_option
-from .transaction_log import PROPERTY_SINK_BATCH, TransactionLog, local_checkpoint
+from .transaction_log import PROPERTY_SINK_BATCH, Decision, TransactionLog, local_checkpoint
+from .wire_messages import commit_messages, per_message_broker, queue_ends, roll_back_messages
 from .writer import stream_batch_id, task_attempt
 
 log = logging.getLogger(__name__)
@@ -104,11 +117,13 @@ def wire_options(options, stream: bool) -> WireSinkOptions:
 
 @dataclass
 class WireCommitMessage(WriterCommitMessage):
-    """One task attempt's sends: the half batches to end (exactly once), and its row count."""
+    """One task attempt's sends: the half batches (rmq serve) and half messages (Apache RocketMQ) to end, exactly
+    once, and its row count."""
     halves: tuple
     rows: int
     partition: int
     attempt: int
+    messages: tuple = ()
 
 
 _PRODUCERS: dict[tuple, AsyncTransactionProducer] = {}
@@ -146,7 +161,7 @@ class _WireWriting:
         where = f"sink {self.options.sink_id} batch {batch_id} partition {partition}"
         producer = _producer(self.options)
         address = local_host_address()
-        halves: list[HalfBatch] = []
+        halves: list = []  # HalfBatch and MessageHalves
         pending: list[pa.RecordBatch] = []
         rows = 0
         # One flush is sent while the next rows are gathered (the broker's work overlaps Spark's), at most one.
@@ -185,15 +200,16 @@ class _WireWriting:
                 pass  # it failed: it rolled back what it had sent
             if halves:  # this attempt's halves will not be committed: say so now rather than at the broker's check
                 try:
-                    run_blocking(_end_all, producer, halves, TransactionState.ROLLBACK_MESSAGE)
+                    run_blocking(_roll_back, producer, halves, self.options.timeout_ms)
                 except Exception as e:
                     log.warning("%s: rolling back this attempt's halves failed (%s); the brokers' checks will",
                                 where, e)
             raise
-        return WireCommitMessage(tuple(h.to_json() for h in halves), rows, partition, attempt)
+        return WireCommitMessage(tuple(h.to_json() for h in halves if isinstance(h, HalfBatch)), rows, partition,
+                                 attempt, tuple(h.to_json() for h in halves if isinstance(h, MessageHalves)))
 
     async def _send_table(self, producer: AsyncTransactionProducer, table: pa.Table, partition: int,
-                          batch_id: str) -> list[HalfBatch]:
+                          batch_id: str) -> list:
         topics = table.column("topic").combine_chunks()
         enc = pc.dictionary_encode(topics)
         names = enc.dictionary.to_pylist()
@@ -234,15 +250,15 @@ class _WireWriting:
                 at = stop
         gate = asyncio.Semaphore(SENDS_IN_FLIGHT)
 
-        async def one(mq: MessageQueue, rows: np.ndarray) -> Optional[HalfBatch]:
+        async def one(mq: MessageQueue, rows: np.ndarray):
             async with gate:
                 return await self._send_rows(producer, mq, table.take(pa.array(rows)), batch_id)
         done = await asyncio.gather(*(one(mq, rows) for mq, rows in jobs), return_exceptions=True)
         failed = [d for d in done if isinstance(d, BaseException)]
-        sent = [d for d in done if isinstance(d, HalfBatch)]
+        sent = [d for d in done if isinstance(d, (HalfBatch, MessageHalves))]
         if failed:
             if sent:
-                await _end_all(producer, sent, TransactionState.ROLLBACK_MESSAGE, self.options.timeout_ms)
+                await _roll_back(producer, sent, self.options.timeout_ms)
             raise failed[0]
         return sent
 
@@ -258,20 +274,31 @@ class _WireWriting:
         return sorted(queues, key=lambda q: (q.broker_name, q.queue_id))
 
     async def _send_rows(self, producer: AsyncTransactionProducer, mq: MessageQueue, t: pa.Table,
-                         batch_id: str) -> Optional[HalfBatch]:
+                         batch_id: str):
+        """The rows to mq: a half batch (rmq serve), half messages (an Apache RocketMQ broker), or plain sends
+        (at_least_once; None)."""
         n = t.num_rows
         extra: dict = {PROPERTY_TAGS: t.column("tags").combine_chunks(),
                        PROPERTY_KEYS: t.column("keys").combine_chunks()}
         txn = new_transaction_id()
-        if self.options.exactly_once:
-            extra.update({PROPERTY_TRANSACTION_PREPARED: "true", PROPERTY_PRODUCER_GROUP: self.options.group,
-                          PROPERTY_TRANSACTION_BATCH: txn, PROPERTY_SINK_BATCH: batch_id})
         props = t.column("properties").combine_chunks()
-        body = encode_message_batch(t.column("body").combine_chunks(), properties_text(props, n, extra))
         what = f"sending {n} rows to {mq.topic}/{mq.broker_name}/{mq.queue_id}"
         deadline = asyncio.get_running_loop().time() + self.options.timeout_ms / 1000
+        body = None
         while True:
             try:
+                if self.options.exactly_once and await per_message_broker(producer.api, mq):
+                    extra.update({PROPERTY_TRANSACTION_PREPARED: "true", PROPERTY_PRODUCER_GROUP: self.options.group,
+                                  PROPERTY_SINK_BATCH: batch_id})
+                    keys = t.column("uniq_key").combine_chunks()
+                    return await producer.send_half_messages(mq, t.column("body").combine_chunks().to_pylist(),
+                                                             properties_text(props, n, extra).to_pylist(),
+                                                             tuple(keys.to_pylist()), deadline)
+                if self.options.exactly_once:
+                    extra.update({PROPERTY_TRANSACTION_PREPARED: "true", PROPERTY_PRODUCER_GROUP: self.options.group,
+                                  PROPERTY_TRANSACTION_BATCH: txn, PROPERTY_SINK_BATCH: batch_id})
+                if body is None:
+                    body = encode_message_batch(t.column("body").combine_chunks(), properties_text(props, n, extra))
                 if self.options.exactly_once:
                     return await producer.send_halves(mq, body, n, txn)
                 await producer.api.send(mq, {
@@ -314,11 +341,27 @@ async def _end_all(producer: AsyncTransactionProducer, halves: list[HalfBatch], 
     return list(await asyncio.gather(*(one(h) for h in halves)))
 
 
+async def _roll_back(producer: AsyncTransactionProducer, sent: list, timeout_ms: int) -> None:
+    """Roll back half batches and half messages (a failed task attempt's, an aborted batch's)."""
+    batches = [h for h in sent if isinstance(h, HalfBatch)]
+    if batches:
+        await _end_all(producer, batches, TransactionState.ROLLBACK_MESSAGE, timeout_ms)
+    await roll_back_messages(producer, [h for h in sent if isinstance(h, MessageHalves)])
+
+
 def _halves(messages) -> dict[int, list[HalfBatch]]:
     out: dict[int, list[HalfBatch]] = {}
     for m in messages:
         if m is not None:
             out.setdefault(m.partition, []).extend(HalfBatch.from_json(h) for h in m.halves)
+    return out
+
+
+def _message_halves(messages) -> dict[int, list[MessageHalves]]:
+    out: dict[int, list[MessageHalves]] = {}
+    for m in messages:
+        if m is not None:
+            out.setdefault(m.partition, []).extend(MessageHalves.from_json(h) for h in m.messages)
     return out
 
 
@@ -362,26 +405,34 @@ def _test_pause(tlog: TransactionLog, point: str, batch_id: int) -> None:
 def commit_halves(options: WireSinkOptions, messages, batch_id: int) -> str:
     """Commit microbatch batch_id's halves once: the decision first (in the checkpoint), then END_TRANSACTION
     COMMIT for each. A batch decided before (a restarted query replaying it) commits the decided halves again
-    and rolls back the new ones; a partition whose decided halves the brokers rolled back meanwhile (no answer
-    to their checks within their check window) commits its new ones instead."""
+    (half messages that a killed commit ended already are found in their queues and left alone) and rolls back the
+    new ones; a partition whose decided half batches the brokers rolled back meanwhile (no answer to their checks
+    within their check window) commits its new ones instead."""
     tlog = TransactionLog(options.checkpoint or "")
-    new = _halves(messages)
-    topics = sorted({h.topic for hs in new.values() for h in hs})
+    new, new_messages = _halves(messages), _message_halves(messages)
     prior = tlog.read(batch_id)
-    producer = _checker(options, tlog, topics or sorted({h.topic for hs in (prior or {}).values() for h in hs}))
+    topics = sorted({h.topic for hs in new.values() for h in hs}
+                    | {h.topic for hs in new_messages.values() for h in hs})
+    if not topics and prior is not None:
+        topics = sorted({h.topic for hs in prior.halves.values() for h in hs}
+                        | {h.topic for hs in prior.messages.values() for h in hs})
+    producer = _checker(options, tlog, topics)
     if prior is None:
         _test_pause(tlog, "before_decision", batch_id)
-        tlog.write(batch_id, new)
+        sent = [h for hs in new_messages.values() for h in hs]
+        decision = Decision(new, new_messages, run_blocking(queue_ends, producer.api, sent) if sent else {})
+        tlog.write(batch_id, decision)
         todo: list[HalfBatch] = [h for hs in new.values() for h in hs]
-        drop: list[HalfBatch] = []
+        drop: list = []
         outcome = "committed"
     else:
-        again = [h for hs in prior.values() for h in hs]
+        decision = prior
+        again = [h for hs in prior.halves.values() for h in hs]
         results = run_blocking(_end_all, producer, again, TransactionState.COMMIT_MESSAGE, options.timeout_ms)
         by_half = dict(zip(again, results))
-        todo, drop, replaced = [], [], dict(prior)
+        todo, drop, replaced = [], [], dict(prior.halves)
         for p, hs in new.items():
-            old = [by_half[h] for h in prior.get(p, [])]
+            old = [by_half[h] for h in prior.halves.get(p, [])]
             if old and all(r is EndOutcome.OPPOSITE for r in old):
                 todo.extend(hs)  # the broker rolled the decided halves back: this attempt's rows replace them
                 replaced[p] = hs
@@ -391,16 +442,23 @@ def commit_halves(options: WireSinkOptions, messages, batch_id: int) -> str:
                 raise RuntimeError(f"sink {options.sink_id} batch {batch_id} partition {p}: of its decided halves "
                                    f"some were committed and some rolled back by the brokers; not committing "
                                    f"again (the partition's rows may be partly in the topic)")
+        drop.extend(h for hs in new_messages.values() for h in hs)
         if todo:
-            tlog.write(batch_id, replaced)
+            decision = Decision(replaced, prior.messages, prior.queue_ends)
+            tlog.write(batch_id, decision)
         outcome = f"replayed: decided halves committed again, {len(drop)} new half batches rolled back" + \
             (f", {len(todo)} replacing rolled-back ones" if todo else "")
     if drop:
-        run_blocking(_end_all, producer, drop, TransactionState.ROLLBACK_MESSAGE, options.timeout_ms)
+        run_blocking(_roll_back, producer, drop, options.timeout_ms)
+    decided_messages = [h for hs in decision.messages.values() for h in hs]
     half = len(todo) // 2
     results = run_blocking(_end_all, producer, todo[:half], TransactionState.COMMIT_MESSAGE, options.timeout_ms)
+    first = decided_messages[:len(decided_messages) // 2]
+    run_blocking(commit_messages, producer, first, decision.queue_ends, options.timeout_ms, prior is not None)
     _test_pause(tlog, "inside_commit", batch_id)
     results += run_blocking(_end_all, producer, todo[half:], TransactionState.COMMIT_MESSAGE, options.timeout_ms)
+    run_blocking(commit_messages, producer, decided_messages[len(first):], decision.queue_ends, options.timeout_ms,
+                 prior is not None)
     _test_pause(tlog, "after_commit", batch_id)
     lost = [h for h, r in zip(todo, results) if r is EndOutcome.OPPOSITE]
     if lost:
@@ -414,11 +472,12 @@ def commit_halves(options: WireSinkOptions, messages, batch_id: int) -> str:
 
 
 def abort_halves(options: WireSinkOptions, messages) -> None:
-    halves = [h for hs in _halves(messages).values() for h in hs]
+    halves: list = [h for hs in _halves(messages).values() for h in hs]
+    halves += [h for hs in _message_halves(messages).values() for h in hs]
     if halves:
         producer = _producer(options)
         try:
-            run_blocking(_end_all, producer, halves, TransactionState.ROLLBACK_MESSAGE, options.timeout_ms)
+            run_blocking(_roll_back, producer, halves, options.timeout_ms)
         except (MQClientError, BrokerUnavailableError) as e:
             log.warning("abort: rolling back failed (%s); the brokers roll back unanswered halves themselves", e)
 
@@ -453,7 +512,11 @@ class WireBatchWriter(_WireWriting, DataSourceArrowWriter):
         if not self.options.exactly_once:
             return
         halves = [h for hs in _halves(messages).values() for h in hs]
+        sent = [h for hs in _message_halves(messages).values() for h in hs]
         producer = _producer(self.options)
+        if sent:
+            ends = run_blocking(queue_ends, producer.api, sent)
+            run_blocking(commit_messages, producer, sent, ends, self.options.timeout_ms, False)
         results = run_blocking(_end_all, producer, halves, TransactionState.COMMIT_MESSAGE, self.options.timeout_ms)
         if any(r is EndOutcome.OPPOSITE for r in results):
             raise RuntimeError("the brokers rolled back part of this write before its commit (it took longer than "
@@ -464,49 +527,12 @@ class WireBatchWriter(_WireWriting, DataSourceArrowWriter):
             abort_halves(self.options, messages)
 
 
-async def _apache_brokers(api, topic: Optional[str]) -> list:
-    """The master brokers the sink may write to (the topic's route, else the whole cluster) that are Apache
-    RocketMQ's own (BrokerKind); one that cannot be reached now is left to the sends to report."""
-    route = await api.route(topic) if topic else None
-    if route is not None:
-        addrs = sorted({str(b.master_addr()) for b in route.broker_datas if b.master_addr()})
-    else:
-        info = await api.cluster_info()
-        addrs = sorted({str(b.master_addr()) for b in info.broker_addr_table.values() if b.master_addr()})
-    found = []
-    for addr in addrs:
-        try:
-            kind = await api.broker_kind(addr)
-        except MQClientError as e:
-            log.info("broker %s did not answer (%s); its sends will say more", addr, e)
-            continue
-        if kind.is_apache_rocketmq:
-            found.append(kind)
-    return found
-
-
-def refuse_exactly_once_on_apache_brokers(opts: WireSinkOptions) -> None:
-    """exactly_once sends each task's rows as transactional half batches (SEND_BATCH_MESSAGE with the prepared
-    flag) and ends each with one END_TRANSACTION: rmq serve's protocol. Apache RocketMQ's brokers refuse a
-    transactional batch (MESSAGE_ILLEGAL), so against them the query is refused before anything is sent."""
-    stock = run_blocking(_apache_brokers, _producer(opts).api, opts.topic)
-    if stock:
-        names = ", ".join(f"{k.address} ({k.version or 'version not reported'})" for k in stock)
-        raise RmqOptionError(K.DELIVERY_GUARANTEE, f"exactly_once is not available on Apache RocketMQ brokers "
-                             f"({names}): it sends transactional half batches, which only rmq serve accepts "
-                             f"(a stock broker refuses a transactional SEND_BATCH_MESSAGE as MESSAGE_ILLEGAL); "
-                             f"set deliveryGuarantee=at_least_once (a task retried or a query restarted may "
-                             f"then send rows again)")
-
-
 def make_wire_writer(options, columns: dict, stream: bool):
     if "born_timestamp" in columns:
         raise RmqOptionError(K.NAMESRV_ADDR, "the born_timestamp column is not sent through brokers (a batch "
                                              "frame carries one born timestamp for all its messages); drop the "
                                              "column or write to a store directory")
     opts = wire_options(options, stream)
-    if opts.exactly_once:
-        refuse_exactly_once_on_apache_brokers(opts)
     if stream and opts.exactly_once:
         os.makedirs(TransactionLog(opts.checkpoint or "").dir, exist_ok=True)
     return (WireStreamWriter if stream else WireBatchWriter)(opts, columns)
