@@ -73,7 +73,7 @@ async def _committed(api: MQClientAPI, groups: Sequence[MessageHalves], ends: di
         wanted = pa.array([k for g in groups if queue_key(g) == key for k in g.uniq_keys], pa.string())
         start, end = int(ends.get(key, 0)), await api.max_offset(mq)
         hits = []
-        async for batch in consumer.read_range(mq, start, end, columns=("properties",)):
+        async for batch in consumer.read_range(mq, start, end, columns=("queue_offset", "properties")):
             keys = map_lookup(batch.column("properties"), PROPERTY_UNIQ_KEY)
             hits.append(keys.filter(pc.fill_null(pc.is_in(keys, value_set=wanted), False)))
         found[key] = pa.concat_arrays(hits) if hits else pa.array([], pa.string())

@@ -5,17 +5,14 @@ no half message is left undecided."""
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 
 import pytest
+from sink_driver import finish, kill_driver, resume, run_driver, start_driver, wait_paused
 from test_wire_sink import undecided_halves
-from wire_cluster import PULL_LIMITS, ROOT, WireCluster, wait_until
+from wire_cluster import PULL_LIMITS, WireCluster, wait_until
 
 from rmq_client import Producer, PullConsumer
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 BROKERS = ("broker-a", "broker-b")
 N = 2000  # 4 microbatches of 500
 # A check window (1 s + 90 x 1 s) longer than a driver's restart: a restarted query finds its decided halves
@@ -39,51 +36,8 @@ def cluster(tmp_path_factory):
         yield c
 
 
-def _driver(cluster, topic: str, checkpoint: str, pause: str = "") -> subprocess.Popen:
-    """The driver's stderr goes to <checkpoint>.driver.log, shown when it ends before a pause is reached."""
-    env = dict(os.environ, PYTHONPATH=ROOT, PYSPARK_PYTHON=sys.executable, RMQ_WIRE_SINK_TEST_PAUSE=pause)
-    with open(checkpoint + ".driver.log", "a") as log:
-        return subprocess.Popen([sys.executable, os.path.join(HERE, "wire_sink_child.py"), cluster.src,
-                                 cluster.namesrv, topic, checkpoint], env=env, stdout=subprocess.PIPE, stderr=log,
-                                text=True, start_new_session=True)
-
-
-def _wait_paused(proc: subprocess.Popen, checkpoint: str, marker: str) -> None:
-    """Until the driver's commit pauses at marker; fails at once, with the driver's log, if the driver ends."""
-    def paused() -> bool:
-        if os.path.exists(os.path.join(checkpoint, "rmq-wire-sink", marker)):
-            return True
-        if proc.poll() is not None:
-            if os.path.exists(os.path.join(checkpoint, "rmq-wire-sink", marker)):
-                return True  # it killed itself there (`<point>@<batch>:kill`)
-            with open(checkpoint + ".driver.log") as log:
-                tail = log.read()[-4000:]
-            pytest.fail(f"the driver ended (exit {proc.returncode}) before pausing at {marker}:\n{tail}")
-        return False
-    wait_until(paused, 300, f"the commit pausing at {marker}")
-
-
-def _kill_driver(proc: subprocess.Popen) -> None:
-    """SIGKILL the driver with everything it started (its JVM and Python workers)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait(30)
-
-
 def _run(cluster, topic: str, checkpoint: str, pause: str = "", on_pause=None, marker: str = "") -> None:
-    proc = _driver(cluster, topic, checkpoint, pause)
-    try:
-        if on_pause is not None:
-            _wait_paused(proc, checkpoint, marker)
-            on_pause(proc)
-        out, _ = proc.communicate(timeout=300)
-        if on_pause is None or proc.returncode != -signal.SIGKILL:
-            assert proc.returncode == 0, out
-    finally:
-        if proc.poll() is None:
-            _kill_driver(proc)
+    run_driver(cluster.src, cluster.namesrv, topic, checkpoint, pause, on_pause, marker)
 
 
 def _topic_bodies(namesrv: str, topic: str) -> list[bytes]:
@@ -113,31 +67,30 @@ def test_driver_and_broker_kills_at_each_commit_step_lose_and_duplicate_nothing(
     decisions = os.path.join(cp, "rmq-wire-sink")
     # the driver kills itself at the step: killed from here, it lives on for a moment, and its checker may
     # answer the brokers' checks meanwhile (transactionTimeOut is 1 s)
-    _run(cluster, topic, cp, pause="before_decision@1:kill", on_pause=_kill_driver, marker="paused-before_decision-1")
+    _run(cluster, topic, cp, pause="before_decision@1:kill", on_pause=kill_driver, marker="paused-before_decision-1")
     first = _exactly_once(cluster, topic)
     assert first == {"rows": 500, "duplicates": 0, "lost": N - 500}, first  # batch 0 only: 1 was never decided
     assert sorted(f for f in os.listdir(decisions) if f.endswith(".json")) == ["0.json"]
 
     # batch 1 replayed with new halves and decided; killed after half of its ENDs
-    _run(cluster, topic, cp, pause="inside_commit@1:kill", on_pause=_kill_driver, marker="paused-inside_commit-1")
+    _run(cluster, topic, cp, pause="inside_commit@1:kill", on_pause=kill_driver, marker="paused-inside_commit-1")
     second = _exactly_once(cluster, topic)
     assert second["duplicates"] == 0 and 500 < second["rows"] < 1000, second  # part of batch 1 is visible
 
     kills: list[str] = []
     # the commit waits at each step (60 s at most) until the broker is killed and started again
-    proc = _driver(cluster, topic, cp, pause="before_decision@2:60,after_commit@2:60")
+    proc = start_driver(cluster.src, cluster.namesrv, topic, cp, pause="before_decision@2:60,after_commit@2:60")
     try:
         for marker, name in (("paused-before_decision-2", "broker-b"), ("paused-after_commit-2", "broker-a")):
-            _wait_paused(proc, cp, marker)
+            wait_paused(proc, cp, marker)
             cluster.kill(name)  # SIGKILL, while the commit waits
             kills.append(name)
             cluster.start(name)
-            open(os.path.join(decisions, marker.replace("paused-", "resume-", 1)), "w").close()
-        out, _ = proc.communicate(timeout=300)
-        assert proc.returncode == 0, out
+            resume(cp, marker)
+        finish(proc)
     finally:
         if proc.poll() is None:
-            _kill_driver(proc)
+            kill_driver(proc)
     assert kills == ["broker-b", "broker-a"]
     # the replay of batch 1 ended its decided halves again and rolled back its own
     assert _exactly_once(cluster, topic) == {"rows": N, "duplicates": 0, "lost": 0}
