@@ -1,4 +1,4 @@
-"""Spark sink benchmark (issue 6): rows/s of df.writeStream.format("rmq"), as a ratio to Spark's Parquet sink
+"""Spark sink benchmark: rows/s of df.writeStream.format("rmq"), as a ratio to Spark's Parquet sink
 and the noop sink fed the same stream in the same run (target: ours / Parquet >= 0.5), then the exactly-once
 fault runs with their counts (duplicates and lost must be 0).
 
@@ -10,6 +10,15 @@ sees the same microbatches.
 Wire cases (--wire, the default): the same stream into one local broker (`rmq serve` on a fresh store, registered
 with `rmq namesrv`) through the wire sink, exactly once (transactional halves committed per microbatch; target:
 >= 0.6x the local rmq sink) and at least once (plain sends), in the same rounds.
+
+Stock cases (--stock, or --stock-only; a stock Apache RocketMQ 4.9.7 name server and broker started as its own
+launcher starts it, and one `rmq serve`, in the same run): the exactly-once sink into the stock broker (a half
+message per row) beside (a) the at-least-once sink into the same broker, (b) Apache RocketMQ's own
+TransactionMQProducer (Java, benchmarks/java/PeerLoad.java `txn`, sync halves from as many threads as given, the
+local transaction answering COMMIT) writing the same rows into the same broker, until every message is visible,
+and (c) the exactly-once sink into `rmq serve` (half batches). Target: stock exactly once >= 1.0x (b). The load
+average is sampled through the run.
+    .venv/bin/python benchmarks/spark_sink_bench.py --stock-only [--stock-rows 200000] [--java-threads 16,64]
 
 Fault runs: (1) SIGKILL of a child process running the commit of a staged batch, at named protocol steps,
 inside the commitlog write and at random moments, each followed by the replay a restarted query would do;
@@ -28,6 +37,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests", "spark"))  # the fault-injection helpers the tests use
 sys.path.insert(0, os.path.join(ROOT, "tests"))  # WireCluster: real rmq namesrv / rmq serve processes
+sys.path.insert(0, os.path.join(ROOT, "tests", "peers"))  # StockCluster: stock Apache RocketMQ processes
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))  # peer_bench's PeerLoad runner
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
@@ -128,6 +139,93 @@ def throughput(spark, work: str, rows: int, files: int, repeat: int, namesrv: st
     print(f"  rmq store holds {n:,} messages, {distinct:,} distinct UNIQ_KEYs")
 
 
+class LoadSampler:
+    """The 1-minute load average every few seconds while a run goes: the figure a result is read against."""
+
+    def __init__(self, every: float = 5.0):
+        import threading
+        self.samples: list[float] = [os.getloadavg()[0]]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(every,), daemon=True)
+        self._thread.start()
+
+    def _run(self, every: float) -> None:
+        while not self._stop.wait(every):
+            self.samples.append(os.getloadavg()[0])
+
+    def stop(self) -> str:
+        self._stop.set()
+        self._thread.join()
+        return f"load average {min(self.samples):.1f}-{max(self.samples):.1f} (1 min, {len(self.samples)} samples)"
+
+
+def _visible(namesrv: str, topic: str) -> int:
+    from rmq_client import PullConsumer
+    with PullConsumer(namesrv, "bench-check") as c:
+        return sum(hi - lo for lo, hi in c.queue_bounds(topic).values())
+
+
+def java_transactions(load, namesrv: str, topic: str, rows: int, threads: int) -> float:
+    """Rows/s of TransactionMQProducer: from its first send until the broker shows every message (its ENDs are
+    oneway: the producer's own end is not the messages' arrival)."""
+    out = load.run(namesrv, "txn", topic, rows, threads)
+    assert out["failed"] == 0, out
+    while _visible(namesrv, topic) < rows:
+        time.sleep(0.05)
+    return rows / (time.time() - out["start_ms"] / 1000)
+
+
+def stock_throughput(spark, work: str, rows: int, files: int, repeat: int, java_threads: list[int]) -> None:
+    from peer_bench import Load
+    from stock_peers import STOCK_4, STOCK_BROKER_JVM, StockCluster
+    from wire_cluster import PULL_LIMITS, WireCluster
+
+    src = os.path.join(work, "stock-input")
+    make_input(spark, src, rows, files)
+    schema = spark.read.parquet(src).schema
+    warm = os.path.join(work, "warm-input")
+    make_input(spark, warm, 20_000, 2)
+    root = os.path.join(work, "stock-cluster")
+    shutil.rmtree(root, ignore_errors=True)
+    # Apache RocketMQ 4.9's own transaction settings (the tests' peers check far more often)
+    stock_conf = {"transactionTimeOut": "6000", "transactionCheckInterval": "60000", "transactionCheckMax": "15"}
+    load = Load(STOCK_4)
+    with StockCluster(STOCK_4, root, brokers=("broker-a",), conf=stock_conf, broker_jvm=STOCK_BROKER_JVM) as stock, \
+            WireCluster(os.path.join(work, "serve-cluster"), brokers=("broker-s",), conf=PULL_LIMITS) as serve:
+        cases = {"stock-eo": (stock.namesrv, "exactly_once"), "stock-alo": (stock.namesrv, "at_least_once"),
+                 "serve-eo": (serve.namesrv, "exactly_once")}
+        for name, (namesrv, guarantee) in cases.items():  # warm-up, untimed: workers, JIT, routes
+            cp = os.path.join(work, f"warm-cp-{name}")
+            shutil.rmtree(cp, ignore_errors=True)
+            timed_stream(spark, warm, schema, "rmq", "", cp, namesrvAddr=namesrv,
+                         topic=f"Warm{name.replace('-', '')}", deliveryGuarantee=guarantee)
+        java_transactions(load, stock.namesrv, "WarmJava", 20_000, java_threads[0])
+        results: dict[str, list[float]] = {k: [] for k in [*cases, *(f"java-txn-{t}" for t in java_threads)]}
+        sampler = LoadSampler()
+        for r in range(repeat):
+            for name, (namesrv, guarantee) in cases.items():
+                cp = os.path.join(work, f"cp-{name}")
+                shutil.rmtree(cp, ignore_errors=True)
+                topic = f"{name.replace('-', '')}{r}"
+                secs = timed_stream(spark, src, schema, "rmq", "", cp, namesrvAddr=namesrv, topic=topic,
+                                    deliveryGuarantee=guarantee)
+                held = _visible(namesrv, topic)
+                assert held == rows, f"{name}: the broker shows {held:,} of {rows:,} rows"
+                results[name].append(rows / secs)
+            for t in java_threads:
+                results[f"java-txn-{t}"].append(java_transactions(load, stock.namesrv, f"JavaTxn{t}x{r}", rows, t))
+        loadavg = sampler.stop()
+    best = {k: max(v) for k, v in results.items()}
+    java = max(best[f"java-txn-{t}"] for t in java_threads)
+    print(f"stock Apache RocketMQ {STOCK_4} (one broker, its launcher's JVM) and rmq serve: {rows:,} rows in {files} "
+          f"microbatches (100-byte bodies, a tag, two properties), local[2], best of {repeat}; {loadavg}")
+    for k, v in results.items():
+        print(f"  {k:14s} {best[k]:10,.0f} rows/s   (runs: {', '.join(f'{x:,.0f}' for x in v)})")
+    print(f"  stock exactly once / TransactionMQProducer = {best['stock-eo'] / java:.2f}   (target >= 1.0)")
+    print(f"  stock exactly once / stock at least once   = {best['stock-eo'] / best['stock-alo']:.2f}")
+    print(f"  stock exactly once / rmq serve exactly once = {best['stock-eo'] / best['serve-eo']:.2f}")
+
+
 def fault_runs(spark, work: str, trials: int, rows_per_trial: int, restarts: int) -> None:
     from sink_testkit import counts, markers
     from test_sink_exactly_once import sigkill_trials, wait_for_first_offsets
@@ -191,9 +289,19 @@ def main():
     ap.add_argument("--dir", default="/tmp/rmq-spark-sink-bench")
     ap.add_argument("--no-wire", action="store_true", help="skip the wire sink cases")
     ap.add_argument("--no-faults", action="store_true", help="skip the fault runs")
+    ap.add_argument("--stock", action="store_true", help="also the stock Apache RocketMQ cases")
+    ap.add_argument("--stock-only", action="store_true", help="only the stock Apache RocketMQ cases")
+    ap.add_argument("--stock-rows", type=int, default=200_000)
+    ap.add_argument("--java-threads", default="16,64", help="TransactionMQProducer threads, each a case")
     args = ap.parse_args()
     os.makedirs(args.dir, exist_ok=True)
     spark = session()
+    if args.stock or args.stock_only:
+        stock_throughput(spark, args.dir, args.stock_rows, args.files, args.repeat,
+                         [int(t) for t in args.java_threads.split(",")])
+        if args.stock_only:
+            spark.stop()
+            return
     if args.no_wire:
         throughput(spark, args.dir, args.rows, args.files, args.repeat)
     else:

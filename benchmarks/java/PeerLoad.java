@@ -11,8 +11,11 @@ import org.apache.rocketmq.client.consumer.MessageSelector;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.LocalTransactionState;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.client.producer.SendStatus;
+import org.apache.rocketmq.client.producer.TransactionListener;
+import org.apache.rocketmq.client.producer.TransactionMQProducer;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageExt;
@@ -26,6 +29,11 @@ import org.apache.rocketmq.common.message.MessageExt;
  *   PeerLoad drain NAMESRV TOPIC GROUP COUNT TIMEOUT [SQL] a push consumer from the first offset until COUNT came
  *   PeerLoad latency NAMESRV TOPIC COUNT INTERVAL_MS       one message every INTERVAL_MS to a consumer whose pulls
  *                                                         are held; from each send's response to its delivery
+ *   PeerLoad txn NAMESRV TOPIC COUNT THREADS               COUNT transactional messages (100-byte bodies, a tag,
+ *                                                         two properties) by a TransactionMQProducer from THREADS
+ *                                                         threads, the local transaction answering COMMIT_MESSAGE
+ *                                                         (END_TRANSACTION oneway, as the client sends it); prints
+ *                                                         the epoch ms of the first send and of the last END
  * Latencies are measured in this one JVM, on one clock.
  */
 public class PeerLoad {
@@ -144,6 +152,53 @@ public class PeerLoad {
                 count - failed.get(), failed.get(), took, (count - failed.get()) / took);
     }
 
+    static void txn(String namesrv, String topic, int count, int threads) throws Exception {
+        TransactionMQProducer p = new TransactionMQProducer("peer-bench-txn");
+        p.setNamesrvAddr(namesrv);
+        p.setSendMsgTimeout(10000);
+        p.setTransactionListener(new TransactionListener() {
+            public LocalTransactionState executeLocalTransaction(Message msg, Object arg) {
+                return LocalTransactionState.COMMIT_MESSAGE;
+            }
+
+            public LocalTransactionState checkLocalTransaction(MessageExt msg) {
+                return LocalTransactionState.COMMIT_MESSAGE;
+            }
+        });
+        p.start();
+        p.sendMessageInTransaction(new Message(topic + "Warm", "TagA", BODY), null);  // the route, a connection
+        AtomicLong next = new AtomicLong(), failed = new AtomicLong();
+        long start = System.currentTimeMillis();
+        List<Thread> ts = new ArrayList<>();
+        for (int t = 0; t < threads; t++) {
+            Thread th = new Thread(() -> {
+                while (true) {
+                    long i = next.getAndIncrement();
+                    if (i >= count) return;
+                    byte[] body = String.format("%100d", i).getBytes(StandardCharsets.UTF_8);
+                    Message m = new Message(topic, "Tag" + (i % 10), body);
+                    m.putUserProperty("region", i % 2 == 0 ? "eu" : "us");
+                    m.putUserProperty("price", Long.toString(i % 1000));
+                    try {
+                        if (p.sendMessageInTransaction(m, null).getLocalTransactionState()
+                                != LocalTransactionState.COMMIT_MESSAGE) {
+                            failed.incrementAndGet();
+                        }
+                    } catch (Exception e) {
+                        failed.incrementAndGet();
+                    }
+                }
+            });
+            ts.add(th);
+            th.start();
+        }
+        for (Thread th : ts) th.join();
+        long end = System.currentTimeMillis();
+        p.shutdown();
+        System.out.printf("{\"messages\": %d, \"failed\": %d, \"start_ms\": %d, \"end_ms\": %d}%n",
+                count - failed.get(), failed.get(), start, end);
+    }
+
     static void drain(String namesrv, String topic, String group, long count, int timeout, String sql)
             throws Exception {
         DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
@@ -233,6 +288,9 @@ public class PeerLoad {
                 break;
             case "latency":
                 latency(a[1], a[2], Integer.parseInt(a[3]), Integer.parseInt(a[4]));
+                break;
+            case "txn":
+                txn(a[1], a[2], Integer.parseInt(a[3]), Integer.parseInt(a[4]));
                 break;
             default:
                 throw new IllegalArgumentException("unknown mode " + a[0]);
