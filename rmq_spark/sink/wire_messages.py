@@ -12,6 +12,11 @@ queue and asks about the copy (TransactionalMessageServiceImpl.putBackHalfMsgQue
 every copy of a decided microbatch and the driver alone commits the halves it sent (transaction_log.py). Ending
 the original does not depend on the check window: a broker finds a half by its commit log offset for as long as
 its commit log file is kept (fileReservedTime).
+
+The halves carry no CHECK_IMMUNITY_TIME_IN_SECONDS: with it, a 5.x broker refuses a producer's END that comes
+after that time (EndTransactionProcessor.rejectCommitOrRollback, "wait check") and leaves the half to its checks,
+which would commit a copy at a time the sink does not know; and every check round copies each unanswered half
+younger than it, where without it a round stops at the first half younger than transactionTimeOut.
 """
 from __future__ import annotations
 
@@ -56,12 +61,20 @@ def _queue(key: str) -> MessageQueue:
     return MessageQueue(topic, broker, int(queue_id))
 
 
-async def queue_ends(api: MQClientAPI, groups: Sequence[MessageHalves]) -> dict[str, int]:
+async def queue_ends(api: MQClientAPI, groups: Sequence[MessageHalves], timeout_ms: int) -> dict[str, int]:
     """The end of every target queue of these halves, before any of them is committed: where their committed
-    messages can first be."""
+    messages can first be. A broker that does not answer is waited for up to timeout_ms."""
     keys = sorted({queue_key(g) for g in groups})
-    ends = await asyncio.gather(*(api.max_offset(_queue(k)) for k in keys))
-    return dict(zip(keys, ends))
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_ms / 1000
+    while True:
+        try:
+            ends = await asyncio.gather(*(api.max_offset(_queue(k)) for k in keys))
+            return dict(zip(keys, ends))
+        except MQClientError as e:
+            if not e.unreachable or loop.time() >= deadline:
+                raise BrokerUnavailableError(f"the ends of the queues the sink committed to: {e}") from None
+            await asyncio.sleep(0.5)
 
 
 async def _committed(api: MQClientAPI, groups: Sequence[MessageHalves], ends: dict) -> list[np.ndarray]:

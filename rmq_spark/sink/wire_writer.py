@@ -420,7 +420,8 @@ def commit_halves(options: WireSinkOptions, messages, batch_id: int) -> str:
     if prior is None:
         _test_pause(tlog, "before_decision", batch_id)
         sent = [h for hs in new_messages.values() for h in hs]
-        decision = Decision(new, new_messages, run_blocking(queue_ends, producer.api, sent) if sent else {})
+        decision = Decision(new, new_messages,
+                            run_blocking(queue_ends, producer.api, sent, options.timeout_ms) if sent else {})
         tlog.write(batch_id, decision)
         todo: list[HalfBatch] = [h for hs in new.values() for h in hs]
         drop: list = []
@@ -515,7 +516,7 @@ class WireBatchWriter(_WireWriting, DataSourceArrowWriter):
         sent = [h for hs in _message_halves(messages).values() for h in hs]
         producer = _producer(self.options)
         if sent:
-            ends = run_blocking(queue_ends, producer.api, sent)
+            ends = run_blocking(queue_ends, producer.api, sent, self.options.timeout_ms)
             run_blocking(commit_messages, producer, sent, ends, self.options.timeout_ms, False)
         results = run_blocking(_end_all, producer, halves, TransactionState.COMMIT_MESSAGE, self.options.timeout_ms)
         if any(r is EndOutcome.OPPOSITE for r in results):

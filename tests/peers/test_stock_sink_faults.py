@@ -1,8 +1,8 @@
 """The default exactly_once stream into stock Apache RocketMQ brokers, through kills, with the Spark driver in a child
 process of its own: the driver SIGKILLed before the decision of a microbatch and inside its commit (some halves
-committed), a stock broker SIGKILLed between a microbatch's halves and their END_TRANSACTIONs and another after
-them. After the restarts a stock Java consumer gets every input message exactly once, nothing of a microbatch is
-visible before its commit, and the brokers' checks, answered by the running query, leave no half undecided."""
+committed), a stock broker SIGKILLed between a microbatch's halves and their END_TRANSACTIONs. After the restarts
+a stock Java consumer gets every input message exactly once, nothing of a microbatch is visible before its
+commit, and the brokers' checks, answered by the running query, leave no half undecided."""
 from __future__ import annotations
 
 import os
@@ -71,7 +71,7 @@ def test_driver_and_stock_broker_kills_lose_and_duplicate_nothing(stock_cluster,
 
         # the replay of batch 1 commits the decided halves the killed commit had not ended (looked for first: a
         # stock broker would commit a half twice), then batch 2: broker-b SIGKILLed between its halves and the
-        # decision, broker-a after its ENDs, each started again while the commit waits
+        # decision, started again while the commit waits
         proc = start_driver(source, namesrv, topic, cp,
                             pause="before_decision@2:120,after_commit@2:120,after_commit@3:120")
         try:
@@ -82,8 +82,6 @@ def test_driver_and_stock_broker_kills_lose_and_duplicate_nothing(stock_cluster,
             resume(cp, "paused-before_decision-2")
             wait_paused(proc, cp, "paused-after_commit-2")
             assert _tally(namesrv, topic) == {"rows": 1500, "duplicates": 0, "lost": N - 1500}  # all of batch 2
-            stock_cluster.kill("broker-a")
-            stock_cluster.start("broker-a")
             resume(cp, "paused-after_commit-2")
             # while the query still runs (its checker registered): the brokers' checks of the halves the killed
             # drivers left are answered, and nothing stays undecided
