@@ -31,6 +31,9 @@ from .serve import add_serve_commands
 from .store_commands import add_check_command, add_clean_command, add_recover_command
 from .topic_commands import add_stat_command, add_topics_command
 
+# The page of the project's documentation (docs/ in its source) each command's --help names for more.
+DOCS_PAGE = {"rmq": "docs/cli.md", "serve": "docs/broker.md", "namesrv": "docs/broker.md"}
+
 
 def build_parser() -> argparse.ArgumentParser:
     # --store/--config are accepted before or after the command; after it they override.
@@ -43,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = Parser(prog="rmq", description="Produce, consume and inspect an rmq-spark message store (Apache "
                                              "RocketMQ's CommitLog + ConsumeQueue format).",
-                     epilog="Exit codes: 0 success, 1 failure (e.g. corruption found), 2 usage error.")
+                     epilog="Exit codes: 0 success, 1 failure (e.g. corruption found), 2 usage error. "
+                            f"More: {DOCS_PAGE['rmq']} in the rmq-spark source.")
     parser.add_argument("-s", "--store", default=os.environ.get("RMQ_STORE"), metavar="PATH",
                         help="the store directory (default: $RMQ_STORE)")
     parser.add_argument("--config", default=None, metavar="FILE",
@@ -55,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
                 add_clean_command, add_recover_command, add_admin_commands, add_serve_commands, add_doctor_command,
                 add_query_command):
         add(sub, common)
+    for name, command in sub.choices.items():
+        command.epilog = f"More: {DOCS_PAGE.get(name, DOCS_PAGE['rmq'])} in the rmq-spark source."
     return parser
 
 

@@ -1,6 +1,6 @@
-"""The documentation stays true to the code: README.md and docs/ link only to what exists, the option tables of
-docs/reading.md and docs/writing.md name exactly the options rmq_spark/option_keys.py accepts, and README's blocks
-marked runnable run on a fresh clone.
+"""The documentation stays true to the code: README.md, docs/ and the notebooks link only to what exists, the
+option tables of docs/reading.md and docs/writing.md name exactly the options rmq_spark/option_keys.py accepts, and
+README's blocks marked runnable run on a fresh clone.
 
 A fenced block is runnable when the line `<!-- runnable -->` comes before its opening fence (blank lines between
 are allowed). The runnable blocks run in their order, in one fresh temporary directory, with this interpreter's
@@ -9,6 +9,8 @@ with -e, and python blocks that follow each other with no runnable shell block b
 that one SparkSession serves a read example and the write example after it."""
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import re
 import subprocess
@@ -21,11 +23,19 @@ from rmq_spark import option_keys as K
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
-PAGES = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted(DOCS.glob("*.md")), *sorted((ROOT / "notebooks").glob("*.ipynb"))]
 RUNNABLE = "<!-- runnable -->"
 FENCE = re.compile(r"^(```|~~~)\s*([\w+-]*)")
 LINK = re.compile(r"(?<!!)\[[^\]\n]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)|!\[[^\]\n]*\]\(([^)\s]+)\)")
 INLINE_CODE = re.compile(r"`[^`\n]*`")
+
+
+def page_text(path: Path) -> str:
+    """A page's markdown: a notebook's is its markdown cells'."""
+    if path.suffix != ".ipynb":
+        return path.read_text()
+    cells = json.loads(path.read_text())["cells"]
+    return "\n\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
 
 
 def prose_lines(text: str) -> list[tuple[int, str]]:
@@ -62,7 +72,7 @@ def anchors(path: Path) -> set[str]:
 
 def links(path: Path) -> list[tuple[int, str]]:
     out = []
-    for n, line in prose_lines(path.read_text()):
+    for n, line in prose_lines(page_text(path)):
         for m in LINK.finditer(INLINE_CODE.sub("", line)):
             out.append((n, m.group(1) or m.group(2)))
     return out
@@ -182,3 +192,13 @@ def test_runnable_readme_blocks_run_in_a_fresh_directory(tmp_path):
         proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1800)
         assert proc.returncode == 0, (f"the runnable block at {where} failed (exit {proc.returncode}):\n{code}\n"
                                       f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}")
+
+
+def test_rmq_help_and_each_commands_help_name_an_existing_docs_page():
+    from rmq_cli.cli import build_parser
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    for name, command in [("rmq", parser), *commands.items()]:
+        pages = re.findall(r"docs/[\w-]+\.md", " ".join(command.format_help().split()))
+        assert pages, f"`{name} --help` names no docs/ page"
+        assert all((ROOT / page).is_file() for page in pages), f"`{name} --help` names {pages}"
