@@ -1,6 +1,6 @@
 """Run one benchmark against two or more checkouts of the project, taking turns, in one run: the way to say
-"within noise of before" on a machine whose load drifts over minutes (issue 31: broker_bench and
-spark_source_bench before and after a redesign).
+"within noise of the other checkout" on a machine whose load drifts over minutes (broker_bench or
+spark_source_bench on two trees).
 
 Each checkout needs its own .venv (`make venv` in it). Round after round, every checkout runs the same script
 with the same arguments, from its own tree and interpreter, and the lines of its output that carry figures are

@@ -1,5 +1,5 @@
 """Reading a broker on another test host over a clean link and over one with 50 ms delay and 1% loss (netem), in
-the same run (issue 37). Hosts are network namespaces (tests/hosts/netns_hosts.py; root and iproute2 needed): a
+the same run. Hosts are network namespaces (tests/hosts/netns_hosts.py; root and iproute2 needed): a
 broker on host B listening on 0.0.0.0 with its name server, the messages sent from host E, read on host D with the
 Python client the Spark executors use (PullConsumer.read_range, pulls in flight). Prints rows/s for each link and
 the ratio netem/clean; without netem in the kernel it says so and prints the clean row only.

@@ -1,4 +1,4 @@
-"""Side by side with Spark's Kafka source (issue 38): the same messages through Apache Kafka (one broker, KRaft, on
+"""Side by side with Spark's Kafka source: the same messages through Apache Kafka (one broker, KRaft, on
 loopback) read by spark-sql-kafka-0-10, and through the rmq source, in one run, cases interleaved, best of --repeat.
 
 The messages are spark_source_bench's (10,000,000 x 100 B bodies, a key, TAGS and two properties price/region, 8

@@ -1,6 +1,6 @@
 """Side by side with Apache RocketMQ's own broker: the same load against a stock 4.9 broker and `rmq serve`, in the
 same run on this machine, with the stock Java client (benchmarks/java/PeerLoad.java) as the load generator. Each
-row is msg/s (or ms) for both and the ratio ours / stock. No target here: the figures set issue 36's.
+row is msg/s (or ms) for both and the ratio ours / stock; the targets are on docs/benchmarks.md.
 
   send1     single-message synchronous sends, 1 producer thread, 100-byte bodies (msg/s, p99 ms)
   send16    the same with 16 producer threads in one JVM
@@ -11,7 +11,7 @@ row is msg/s (or ms) for both and the ratio ours / stock. No target here: the fi
   sync16    send16 with both brokers restarted with flushDiskType=SYNC_FLUSH (SEND_OK after the fsync)
   spark32   the Spark wire read (format("rmq").option("namesrvAddr", ...), count) of --messages messages with the
             brokers' default pull caps (32 messages / 256 KiB)
-  spark4k   the same with the caps raised to 4,096 messages / 8 MiB (what README tells Spark users to set)
+  spark4k   the same with the caps raised to 4,096 messages / 8 MiB (what docs/broker.md tells Spark users to set)
 
 The stock broker runs in the JVM RocketMQ's own launcher gives it (stock_peers.STOCK_BROKER_JVM: the server JIT,
 G1, an 8 GiB heap), the load generator in a JVM with Java's defaults, as an application runs. Both brokers

@@ -1,4 +1,4 @@
-"""Spark source benchmark (issue 5): rows/s of spark.readStream.format("rmq") with availableNow into the noop sink,
+"""Spark source benchmark: rows/s of spark.readStream.format("rmq") with availableNow into the noop sink,
 as ratios to references measured in the same run:
 
   (a) our stream, all 16 columns, availableNow -> noop
@@ -10,9 +10,9 @@ as ratios to references measured in the same run:
       (one local broker, pulls of 4,096 messages), target w/a >= 0.8; wtag / wsql: the tag and SQL92 filters over
       the wire, targets >= 5x and >= 2x faster than w. (wstock) the same against a copy of the store behind a
       broker with RocketMQ's pull limits (32 messages, 256 KiB): w/wstock says what `rmq serve`'s shipped limits
-      (4,096, 8 MiB) bring (issue 34).
+      (4,096, 8 MiB) bring.
 
-Fewer columns (issue 21: Spark prunes no columns of a Python source, so a query asks for them itself):
+Fewer columns (Spark prunes no columns of a Python source, so a query asks for them itself):
   (d) our stream with includeProperties=false (no keys, no properties)
   (e) our stream with the six-column schema topic, queue_id, queue_offset, tags, body, store_timestamp
   (f) Spark's Parquet scan of the same six columns (Parquet prunes natively) -> noop

@@ -1,4 +1,4 @@
-"""Spark over the wire, two brokers against one (issue 18), with master local-cluster[2,1,1024] (two executor JVMs),
+"""Spark over the wire, two brokers against one, with master local-cluster[2,1,1024] (two executor JVMs),
 in the same run: rows/s of an availableNow stream into noop reading the same messages from one broker, then spread
 over two brokers (half each), through one name server. Prints the ratio two/one.
 

@@ -4,7 +4,7 @@
  * ROCKETMQ header, read straight into SendMessageRequestHeader's fields, a PULL_MESSAGE (11) into PullMessageRequestHeader's; None for
  * anything else and for anything unusual (a field that is not
  * a plain number or boolean, an unknown header field but IGNORED's, a nested JSON value, bad UTF-8), which RemotingCommand.decode
- * then reads and words the errors of, as before. Conservative on purpose: None only costs the general path.
+ * then reads and words the errors of, as for any frame. Conservative on purpose: None only costs the general path.
  *
  * send_ok(...): SEND_OK's whole frame, the same bytes RemotingCommand.encode writes for that answer.
  * encode_head(...): any command's frame up to its body, the same bytes RemotingCommand.encode_head writes.

@@ -1,5 +1,5 @@
 """The event loop servers and clients run on: uvloop when it is installed (the broker answers single sends faster on
-it: README, "How the broker uses the machine"), asyncio's own otherwise or when the environment asks for it with
+it: docs/benchmarks.md, "Other measurements"), asyncio's own otherwise or when the environment asks for it with
 RMQ_EVENT_LOOP=asyncio (the working fallback, and the reference the benchmarks compare with)."""
 from __future__ import annotations
 

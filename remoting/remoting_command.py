@@ -226,7 +226,7 @@ _INT_FIELDS = ("code", "opaque", "flag", "version")
 
 def _usual_header(raw: memoryview) -> Optional[dict]:
     """The usual JSON header (an object whose code, opaque, flag and version are ints, remark and language text,
-    extFields texts) decoded by orjson; None for anything else, which json decodes as before: orjson refuses what
+    extFields texts) decoded by orjson; None for anything else, which json decodes: orjson refuses what
     json accepts (NaN, a lone surrogate) and reads an integer past 64 bits as a float."""
     if orjson is None:
         return None

@@ -364,7 +364,7 @@ class RemotingServer:
 
     async def _close_idle(self) -> None:
         """Close connections that completed no request and took no byte of their answers for idle_timeout_s
-        (a client that sends a byte a second, or never reads, is no longer served forever)."""
+        (so a client that sends a byte a second, or never reads, is not served forever)."""
         timeout = self.limits.idle_timeout_s
         seen: dict[Channel, tuple[int, int, float]] = {}  # channel -> (frames in, bytes taken, when they moved)
         while True:

@@ -4,7 +4,7 @@ stops the background services, and registers with a name server.
 
 `async with Broker(store_path, listen="127.0.0.1:0", namesrv=ns.address) as broker:`. Processors run on the
 event loop and call the store directly (a pull of up to 32 messages takes well under a millisecond); the
-END_TRANSACTION processor has its own threads. A new request code: README, "How the code is laid out"."""
+END_TRANSACTION processor has its own threads. A new request code: docs/design.md, "Where things go"."""
 from __future__ import annotations
 
 import asyncio

@@ -47,7 +47,7 @@ class BrokerConfig:
     # sent with each registration as heartbeatTimeoutMillis (the name server drops the broker after this much
     # silence; RocketMQ 5 sends it only with enableSlaveActingMaster); 0: not sent, the name server's 120 s hold
     brokerNotActiveTimeoutMillis: int = 0
-    # what one client may cost (README, "Reliability"): a connection that completes no request and reads none of
+    # what one client may cost (docs/reliability.md): a connection that completes no request and reads none of
     # its answers for this long is closed (RocketMQ's name and default; 0: never)
     serverChannelMaxIdleTimeSeconds: int = 120
     # answers unread by one client: past the high mark its requests are not read until it has read them down to

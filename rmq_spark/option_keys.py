@@ -1,5 +1,6 @@
 """Every option the rmq source and sink take, spelled as users write them (Spark lower-cases option names on the
-way in; options.canonical_options maps them back). New options go here, and in README's option tables."""
+way in; options.canonical_options maps them back). New options go here, in SOURCE_OPTIONS, SINK_OPTIONS or
+WIRE_SINK_OPTIONS, and in the option tables of docs/reading.md or docs/writing.md (tests/test_docs.py checks both)."""
 from __future__ import annotations
 
 PATH = "path"

@@ -172,14 +172,14 @@ def test_topic_and_group_admin_requests_and_a_members_running_info(tmp_path):
     asyncio.run(main())
 
 
-def test_readme_lists_every_request_code_served_or_not(tmp_path):
-    """README's table under "Running a broker": every code RocketMQ defines in one row; a "not served" row names
+def test_the_docs_list_every_request_code_served_or_not(tmp_path):
+    """docs/broker.md's table under "Requests served": every code RocketMQ defines in one row; a "not served" row names
     only codes neither server answers, the other rows every code one of them does."""
     broker = Broker(tmp_path / "s", "127.0.0.1:0")
     served = set(broker.processors) | set(NameServer("127.0.0.1:0").server.processors)
     broker.store.close()
-    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md"), encoding="utf-8").read()
-    table = readme[readme.index("| request | code | notes |"):readme.index("A code not served is answered")]
+    page = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "broker.md"), encoding="utf-8").read()
+    table = page[page.index("| request | code | notes |"):page.index("A code not served is answered")]
     rows = [line for line in table.splitlines() if line.startswith("| ")][1:]
     place: dict[str, list[bool]] = {}
     for row in rows:

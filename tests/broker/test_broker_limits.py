@@ -322,7 +322,7 @@ ONEWAY_PRODUCER = """
 
 def test_the_cpp_clients_oneway_burst_is_stored_when_it_waits_for_the_broker(tmp_path):
     """The C++ client's send_oneway returns once a message is in its socket; its shutdown resets a connection
-    that still holds messages the broker has not read, and the kernel drops them (the burst of issue 32: 2 MB
+    that still holds messages the broker has not read, and the kernel drops them (docs/reliability.md's burst: 2 MB
     were waiting in the broker's receive queue). A client that lets the broker read them gets every one stored,
     once."""
     pytest.importorskip("rocketmq.client", reason="the rocketmq==0.4.4 test extra (the Apache RocketMQ C++ client)")

@@ -1,8 +1,8 @@
 """The broker's compiled lane (sends and pulls read by remoting.request_frame, the usual send's record built by
 put_one.build_plain and its SEND_OK written in compiled code) against the general path, over a real socket: the
 same record stored (but for where it went and when), the same answers to sends and pulls; a send that is not the
-usual one (a delay, no UNIQ_KEY, a queue the topic lacks, a new topic, a oneway send) answered as before; with the
-ACL on the lane is not used."""
+usual one (a delay, no UNIQ_KEY, a queue the topic lacks, a new topic, a oneway send) answered as the general path
+answers it; with the ACL on the lane is not used."""
 from __future__ import annotations
 
 import asyncio
@@ -132,7 +132,7 @@ def test_sends_the_lane_leaves_are_answered_by_the_general_path(tmp_path):
             assert bad_queue.code == ResponseCode.SYSTEM_ERROR and "queueId[9]" in bad_queue.remark
             new_topic = send_v2(send("Fresh", b"y", queue_id=0, UNIQ_KEY="F1"))
             assert (await client.invoke(new_topic)).code == ResponseCode.SUCCESS
-            assert b.store.max_offset("Fresh", 0) == 1  # created first, as before
+            assert b.store.max_offset("Fresh", 0) == 1  # created first, as the general path does
             oneway = _usual(3, "O1")
             oneway.flag = 2
             await client.invoke_oneway(oneway)

@@ -1,6 +1,6 @@
 """Requests a hostile or unlucky client sends, over real sockets to an in-process broker: each is answered with
 RocketMQ's response code and a remark, and none makes a consumer spin, loses others' data, bypasses the ACL or
-stops a broker service (issue 32)."""
+stops a broker service."""
 from __future__ import annotations
 
 import asyncio
@@ -50,8 +50,8 @@ def test_a_sql92_pull_naming_tags_moves_past_every_unit_it_examined(tmp_path):
 
 def test_a_wire_read_with_a_sql92_filter_on_tags_reads_its_range(tmp_path):
     """What the Spark wire source does for a queue's range (read_range following nextBeginOffset): the queue ends
-    with messages the filter's tag codes refuse, which used to fail with "the broker answered offset 39 to a
-    pull at 39"."""
+    with messages the filter's tag codes refuse: the pull's nextBeginOffset moves past them, and the read ends
+    instead of failing with "the broker answered offset 39 to a pull at 39"."""
     async def main():
         async with NameServer("127.0.0.1:0") as ns, \
                 Broker(tmp_path / "s", "127.0.0.1:0", namesrv=ns.address) as b, RemotingClient(b.address) as client:

@@ -128,7 +128,7 @@ def test_the_usual_sends_of_rocketmqs_clients_are_taken():
 ])
 def test_what_the_compiled_reader_leaves_is_the_general_paths(header):
     """An unusual field, a oneway or response frame, another code, a field of the ACL, a nested value: left to the
-    general path, which reads or refuses it as before."""
+    general path, which reads or refuses it."""
     assert request_frame.read_request(_json_frame(header)) is None
 
 

@@ -156,7 +156,7 @@ def test_store_timestamp_and_msg_id_filters_stay_exact(spark, tmp_path, pushdown
 
 def test_with_the_shipped_settings_a_dataframe_queried_again_after_a_where_gives_all_its_rows(spark, store2):
     """conf/spark-defaults.conf leaves pushdown off: with it on, pyspark 4.3 hands the pushed scan to the next
-    query of the same DataFrame (README: "Batch reads and filter pushdown")."""
+    query of the same DataFrame (docs/reading.md, "How it runs")."""
     from test_conf import spark_defaults
 
     spark.conf.set(PUSHDOWN, spark_defaults()[PUSHDOWN])

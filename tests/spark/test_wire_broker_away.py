@@ -114,7 +114,7 @@ def test_a_stream_whose_broker_stays_away_fails_naming_it_after_broker_timeout_a
         c.kill("broker-b", signal.SIGTERM)
         _fails_naming_broker_b(q)
         # restarted from its checkpoint while broker-b is still out of the route: the checkpoint's broker-b queue
-        # is waited for as before, never carried along unread
+        # is waited for as in a running query, never carried along unread
         sent |= _send(c.namesrv, "Away", "broker-a", 100)
         _fails_naming_broker_b(_stream(spark, c, tmp_path, 4000))
         c.start("broker-b")

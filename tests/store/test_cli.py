@@ -122,7 +122,7 @@ def test_json_lines_produce_rolls_files_and_consume_copies_them(rmq, tmp_path):
 
 
 def test_the_readme_copy_recipe_copies_into_the_topic_given_and_leaves_the_source_alone(tmp_path):
-    """`rmq consume --topic Orders --json ... | rmq produce --topic Copy --file -`, as README.md gives it: a
+    """`rmq consume --topic Orders --json ... | rmq produce --topic Copy --file -`, as docs/cli.md gives it: a
     --topic on the command line wins over each line's "topic"."""
     store = tmp_path / "s"
     env = dict(os.environ, PYTHONPATH=ROOT, RMQ_STORE=str(store))

@@ -184,8 +184,9 @@ def test_rmq_check_explains_units_below_the_retention_minimum(tmp_path, capsys):
 
 
 def _reference_pass(path, cl_min):
-    """Retention as it was before it read single units: every queue's files mapped, each non-last file deleted
-    while its last unit lies below cl_min, then min_offset of each queue. Run on a copy of the store."""
+    """Retention the simple way, the reference for the pass that reads single units: every queue's files mapped,
+    each non-last file deleted while its last unit lies below cl_min, then min_offset of each queue. Run on a copy
+    of the store."""
     deleted, mins = 0, {}
     with MessageStore(path, StoreConfig(**SMALL)) as s:
         for topic in s.topics():
