@@ -185,13 +185,14 @@ def stock_throughput(spark, work: str, rows: int, files: int, repeat: int, java_
     schema = spark.read.parquet(src).schema
     warm = os.path.join(work, "warm-input")
     make_input(spark, warm, 20_000, 2)
-    root = os.path.join(work, "stock-cluster")
+    root, serve_root = os.path.join(work, "stock-cluster"), os.path.join(work, "serve-cluster")
     shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(serve_root, ignore_errors=True)
     # Apache RocketMQ 4.9's own transaction settings (the tests' peers check far more often)
     stock_conf = {"transactionTimeOut": "6000", "transactionCheckInterval": "60000", "transactionCheckMax": "15"}
     load = Load(STOCK_4)
     with StockCluster(STOCK_4, root, brokers=("broker-a",), conf=stock_conf, broker_jvm=STOCK_BROKER_JVM) as stock, \
-            WireCluster(os.path.join(work, "serve-cluster"), brokers=("broker-s",), conf=PULL_LIMITS) as serve:
+            WireCluster(serve_root, brokers=("broker-s",), conf=PULL_LIMITS) as serve:
         cases = {"stock-eo": (stock.namesrv, "exactly_once"), "stock-alo": (stock.namesrv, "at_least_once"),
                  "serve-eo": (serve.namesrv, "exactly_once")}
         for name, (namesrv, guarantee) in cases.items():  # warm-up, untimed: workers, JIT, routes

@@ -1,8 +1,8 @@
-"""The Java client matrix (issue 35): one program (tests/peers/java/matrix/JavaClientMatrix.java) runs every case of
+"""The Java client matrix: one program (tests/peers/java/matrix/JavaClientMatrix.java) runs every case of
 Apache RocketMQ 4.9.7's DefaultMQProducer, TransactionMQProducer, DefaultMQPushConsumer, DefaultLitePullConsumer
 and AclClientRPCHook in one JVM, once against a stock 4.9.7 cluster and once against `rmq serve`, and the results
 are compared case by case: messages received, order where promised, offsets, statuses, refusal codes. Where ours
-differs on purpose the case is in DIFFERS (and README) and today's answer is asserted."""
+differs on purpose the case is in DIFFERS (and docs/compatibility.md) and today's answer is asserted."""
 from __future__ import annotations
 
 import json
@@ -67,7 +67,7 @@ EXPECTED_STOCK = {
 }
 # fields that depend on timing (reported, not compared)
 TIMING = {"millis", "duplicates", "phase_millis"}
-# where ours answers differently on purpose: case -> (field, our answer, why); README lists them
+# where ours answers differently on purpose: case -> (field, our answer, why); docs/compatibility.md lists them
 DIFFERS: dict[str, tuple[str, object, str]] = {
     "acl": ("wrong_secret", {"exception": "MQClientException", "code": 16},
             "a refused signature is NO_PERMISSION (16) with the reason; RocketMQ 4.9's ACL hook throws and the "

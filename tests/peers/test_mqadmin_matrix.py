@@ -153,7 +153,8 @@ def test_cluster_list_broker_status_and_broker_config(matrix):
 
     status = {k: _fields(v) for k, v in _both(matrix, "brokerStatus", "-b", "{ADDR}").items()}
     missing = sorted(set(status["stock"]) - set(status["ours"]))
-    # the runtime figures this broker keeps are named as RocketMQ names them; README lists the ones it has not
+    # the runtime figures this broker keeps are named as RocketMQ names them; docs/compatibility.md lists the ones
+    # it has not
     assert not set(status["ours"]) - set(status["stock"]), sorted(set(status["ours"]) - set(status["stock"]))
     for key in ("brokerVersionDesc", "brokerVersion", "commitLogMinOffset"):
         assert status["ours"][key] == status["stock"][key], key

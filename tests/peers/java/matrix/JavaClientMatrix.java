@@ -46,7 +46,7 @@ import org.apache.rocketmq.common.protocol.heartbeat.MessageModel;
 import org.apache.rocketmq.remoting.RPCHook;
 
 /**
- * The Java client matrix (issue 35): every case of DefaultMQProducer, TransactionMQProducer, DefaultMQPushConsumer,
+ * The Java client matrix: every case of DefaultMQProducer, TransactionMQProducer, DefaultMQPushConsumer,
  * DefaultLitePullConsumer and the ACL hook, run in this one JVM against one cluster. Usage: JavaClientMatrix
  * NAMESRV ACL_NAMESRV [CASE...] (all cases when none is named). Each case prints one JSON line {"case": name, ...}
  * with what a user sees, made comparable between two brokers: message ids (the "i" property) sorted, offsets,
