@@ -11,7 +11,24 @@ import sys
 import pytest
 from wire_cluster import ROOT, wait_until
 
+from rmq_client import PullConsumer
+
 CHILD = os.path.join(ROOT, "tests", "spark", "wire_sink_child.py")
+
+
+def input_bodies(n: int) -> set[bytes]:
+    """The bodies of the driver's input: topic In, two queues of n / 2 messages (in-<queue>-<i>)."""
+    return {b"in-%d-%d" % (q, i) for q in (0, 1) for i in range(n // 2)}
+
+
+def tally(namesrv: str, topic: str, want: set[bytes]) -> dict:
+    """The topic as a consumer sees it (committed messages only), against the bodies that should be there once."""
+    bodies: list[bytes] = []
+    with PullConsumer(namesrv, "fault-check") as c:
+        for mq, (lo, hi) in c.queue_bounds(topic).items():
+            for rb in c.read_range(mq, lo, hi):
+                bodies.extend(rb.column("body").to_pylist())
+    return {"rows": len(bodies), "duplicates": len(bodies) - len(set(bodies)), "lost": len(want - set(bodies))}
 
 
 def start_driver(src: str, namesrv: str, topic: str, checkpoint: str, pause: str = "") -> subprocess.Popen:

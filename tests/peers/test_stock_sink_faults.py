@@ -8,11 +8,9 @@ from __future__ import annotations
 import os
 
 import pytest
-from sink_driver import finish, kill_driver, resume, run_driver, start_driver, wait_paused
+from sink_driver import finish, input_bodies, kill_driver, resume, run_driver, start_driver, tally, wait_paused
 from stock_transactions import undecided_halves
 from wire_cluster import wait_until
-
-from rmq_client import PullConsumer
 
 BROKERS = ("broker-a", "broker-b")
 N = 2000  # 4 microbatches of 500
@@ -30,20 +28,8 @@ def source(tmp_path_factory) -> str:
     return src
 
 
-def _visible(namesrv: str, topic: str) -> list[bytes]:
-    """The topic's messages as a consumer sees them (committed ones only: a half is in the broker's half queue)."""
-    out: list[bytes] = []
-    with PullConsumer(namesrv, "stock-fault-check") as c:
-        for mq, (lo, hi) in c.queue_bounds(topic).items():
-            for rb in c.read_range(mq, lo, hi):
-                out.extend(rb.column("body").to_pylist())
-    return out
-
-
 def _tally(namesrv: str, topic: str) -> dict:
-    bodies = _visible(namesrv, topic)
-    want = {b"in-%d-%d" % (q, i) for q in (0, 1) for i in range(N // 2)}
-    return {"rows": len(bodies), "duplicates": len(bodies) - len(set(bodies)), "lost": len(want - set(bodies))}
+    return tally(namesrv, topic, input_bodies(N))
 
 
 def _undecided(cluster) -> dict:

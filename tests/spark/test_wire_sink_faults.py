@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from sink_driver import finish, kill_driver, resume, run_driver, start_driver, wait_paused
+from sink_driver import finish, input_bodies, kill_driver, resume, run_driver, start_driver, tally, wait_paused
 from test_wire_sink import undecided_halves
 from wire_cluster import PULL_LIMITS, WireCluster, wait_until
 
@@ -40,19 +40,8 @@ def _run(cluster, topic: str, checkpoint: str, pause: str = "", on_pause=None, m
     run_driver(cluster.src, cluster.namesrv, topic, checkpoint, pause, on_pause, marker)
 
 
-def _topic_bodies(namesrv: str, topic: str) -> list[bytes]:
-    out: list[bytes] = []
-    with PullConsumer(namesrv, "fault-check") as c:
-        for mq, (lo, hi) in c.queue_bounds(topic).items():
-            for rb in c.read_range(mq, lo, hi):
-                out.extend(rb.column("body").to_pylist())
-    return out
-
-
 def _exactly_once(cluster, topic: str) -> dict:
-    bodies = _topic_bodies(cluster.namesrv, topic)
-    want = {b"in-%d-%d" % (q, i) for q in (0, 1) for i in range(N // 2)}
-    return {"rows": len(bodies), "duplicates": len(bodies) - len(set(bodies)), "lost": len(want - set(bodies))}
+    return tally(cluster.namesrv, topic, input_bodies(N))
 
 
 def test_driver_and_broker_kills_at_each_commit_step_lose_and_duplicate_nothing(cluster, tmp_path):
