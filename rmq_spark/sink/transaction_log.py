@@ -8,8 +8,8 @@ query that replays the batch commits those again and rolls back its own new ones
   does not list (a failed task attempt's) roll back, halves of a batch not decided yet stay unknown;
 - half messages (Apache RocketMQ), with the end of every target queue before the commit: a stock broker commits a
   half again each time it is told to, so the halves a killed commit ended already are found in those queues first
-  (wire_messages.py). Its check-backs name copies of the halves, never the halves the decision lists: a copy of a
-  decided batch is rolled back, one of a batch not decided yet stays unknown.
+  (wire_messages.py). Its check-backs name copies of the halves, never the halves the decision lists: every copy
+  is rolled back at once (answer_copy), decided or not, since only the half the sink sent is ever committed.
 """
 from __future__ import annotations
 
@@ -48,6 +48,16 @@ class Decision:
 
     def lists(self, transaction_id: str) -> bool:
         return any(h.transaction_id == transaction_id for hs in self.halves.values() for h in hs)
+
+
+def answer_copy(request: CheckRequest) -> Optional[TransactionState]:
+    """ROLLBACK for a check of one of the sink's half messages (an Apache RocketMQ broker asks about a copy it made
+    of the half, never the half itself, and the driver commits the half by its own offsets); None for anything
+    else."""
+    props = request.message.properties if request.message is not None else {}
+    if PROPERTY_SINK_BATCH in props and PROPERTY_TRANSACTION_BATCH not in props:
+        return TransactionState.ROLLBACK_MESSAGE
+    return None
 
 
 class TransactionLog:
@@ -104,11 +114,12 @@ class TransactionLog:
         raw = props.get(PROPERTY_SINK_BATCH)
         if raw is None or not raw.isdigit():
             return TransactionState.UNKNOW  # not a half of this sink
+        copy = answer_copy(request)
+        if copy is not None:
+            return copy
         batch_id = int(raw)
         decision = self.read(batch_id)
         if decision is not None:
-            if PROPERTY_TRANSACTION_BATCH not in props:
-                return TransactionState.ROLLBACK_MESSAGE  # a copy of a half message: the driver commits the half
             listed = decision.lists(request.transaction_id)
             return TransactionState.COMMIT_MESSAGE if listed else TransactionState.ROLLBACK_MESSAGE
         decided = self.decided()

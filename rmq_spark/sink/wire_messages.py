@@ -9,7 +9,8 @@ ended again.
 
 A broker's check-back never names the half the sink sent: it copies an unanswered half to the end of the half
 queue and asks about the copy (TransactionalMessageServiceImpl.putBackHalfMsgQueue), so the checker rolls back
-every copy of a decided microbatch and the driver alone commits the halves it sent (transaction_log.py). Ending
+every copy at once (transaction_log.answer_copy) and the driver alone commits the halves it sent, by their own
+offsets (a copy rolled back leaves its half as it was). Ending
 the original does not depend on the check window: a broker finds a half by its commit log offset for as long as
 its commit log file is kept (fileReservedTime).
 

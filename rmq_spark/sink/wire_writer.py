@@ -55,7 +55,7 @@ from ..options import canonical_options, credentials_option, int_option, namesrv
 from ..wire import BrokerUnavailableError, refused_by_acl
 from .columns import to_staged, validate_staged
 from .sink_options import default_stream_sink_id, sink_id_option, topic_option
-from .transaction_log import PROPERTY_SINK_BATCH, Decision, TransactionLog, local_checkpoint
+from .transaction_log import PROPERTY_SINK_BATCH, Decision, TransactionLog, answer_copy, local_checkpoint
 from .wire_messages import commit_messages, per_message_broker, queue_ends, roll_back_messages
 from .writer import stream_batch_id, task_attempt
 
@@ -131,20 +131,23 @@ _PRODUCERS_LOCK = threading.Lock()
 
 
 def _producer(options: WireSinkOptions, decisions: Optional[TransactionLog] = None) -> AsyncTransactionProducer:
-    """One client per process, producer group and account (Python workers are reused across tasks); with
-    `decisions`, one that answers the brokers' check-backs from them."""
+    """One client per process, producer group and account (Python workers are reused across tasks). It answers the
+    brokers' check-backs it gets: from `decisions` when given; without them, a copy of a half message is rolled
+    back and a half batch left unknown (a df.write has no decisions: its commit is the job's)."""
     key = (options.namesrv, options.group, options.credentials, decisions.dir if decisions else None)
 
     async def answer(request) -> TransactionState:
-        assert decisions is not None
-        state = decisions.answer(request)
+        if decisions is not None:
+            state = decisions.answer(request)
+        else:
+            state = answer_copy(request) or TransactionState.UNKNOW
         log.info("check-back of transaction %s from %s: %s", request.transaction_id, request.broker_address,
                  state.name)
         return state
 
     async def make() -> AsyncTransactionProducer:
         return AsyncTransactionProducer(options.namesrv, options.group, credentials=options.credentials,
-                                        checker=answer if decisions is not None else None)
+                                        checker=answer)
     with _PRODUCERS_LOCK:
         p = _PRODUCERS.get(key)
         if p is None:
@@ -367,10 +370,11 @@ def _message_halves(messages) -> dict[int, list[MessageHalves]]:
 
 # -- the driver's side: commit, abort, and the checker --------------------------------------------------------------
 
-def _checker(options: WireSinkOptions, decisions: TransactionLog, topics: list[str]) -> AsyncTransactionProducer:
+def _checker(options: WireSinkOptions, decisions: Optional[TransactionLog], topics: list[str]
+             ) -> AsyncTransactionProducer:
     """The driver-side producer: it sends the ENDs and, registered with the brokers by heartbeat, answers their
-    check-backs from the checkpoint's decisions for as long as its process lives (Spark runs each commit in a
-    Python worker that may be reused for the next one)."""
+    check-backs (from the checkpoint's decisions, for a stream) for as long as its process lives (Spark runs each
+    commit in a Python worker that may be reused for the next one)."""
     p = _producer(options, decisions)
     try:
         run_blocking(p.heartbeat, topics)
@@ -514,7 +518,7 @@ class WireBatchWriter(_WireWriting, DataSourceArrowWriter):
             return
         halves = [h for hs in _halves(messages).values() for h in hs]
         sent = [h for hs in _message_halves(messages).values() for h in hs]
-        producer = _producer(self.options)
+        producer = _checker(self.options, None, sorted({h.topic for h in halves} | {h.topic for h in sent}))
         if sent:
             ends = run_blocking(queue_ends, producer.api, sent, self.options.timeout_ms)
             run_blocking(commit_messages, producer, sent, ends, self.options.timeout_ms, False)

@@ -1,49 +1,45 @@
-"""What a stock broker holds of transactions, read from its system queues as its check service reads them: the half
-queue (RMQ_SYS_TRANS_HALF_TOPIC, every half and every copy the checks made of one) and the op queue
+"""What a stock broker holds of transactions, read as its check service reads them: the half queue
+(RMQ_SYS_TRANS_HALF_TOPIC, every half and every copy its checks made of one) and the op queue
 (RMQ_SYS_TRANS_OP_HALF_TOPIC, whose bodies list the half offsets ended, by the producer or by a check's answer).
-Pulled from the broker's address: a stock broker registers the op topic with the name server only at its next
-periodic registration."""
+Read from the live broker's store directory with the project's read-only store (a stock 4.9 broker refuses pulls
+of its op topic, TOPIC_NOT_EXIST: the topic has no config, its messages are put straight into the store)."""
 from __future__ import annotations
 
-from remoting.blocking_client import BlockingRemotingClient
-from remoting.codes import RequestCode, ResponseCode
-from remoting.remoting_command import RemotingCommand
-from store import message_codec as codec
+import pyarrow as pa
+
+from store import MessageStore
+from store.message_codec import PROPERTY_UNIQ_KEY
+from store.properties_column import map_lookup
 
 HALF_TOPIC, OP_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 
 
-def _messages(address: str, topic: str) -> list[codec.MessageExt]:
-    out: list[codec.MessageExt] = []
-    offset = 0
-    with BlockingRemotingClient(address, connect_timeout=5) as client:
-        while True:
-            answer = client.invoke(RemotingCommand.request(RequestCode.PULL_MESSAGE, {
-                "consumerGroup": "test-transactions", "topic": topic, "queueId": 0, "queueOffset": offset,
-                "maxMsgNums": 32, "sysFlag": 0, "commitOffset": 0, "suspendTimeoutMillis": 0, "subscription": "*",
-                "subVersion": 0, "expressionType": "TAG"}), 10)
-            if answer.code != ResponseCode.SUCCESS:
-                return out  # PULL_NOT_FOUND at the end; PULL_OFFSET_MOVED / TOPIC_NOT_EXIST: none yet
-            pos, body = 0, answer.body
-            while pos < len(body):
-                m = codec.decode_record(body, pos)
-                pos += m.store_size
-                out.append(m)
-            offset = int(answer.ext_fields["nextBeginOffset"])
+def _queue(store: MessageStore, topic: str) -> pa.Table:
+    if topic not in store.topics():
+        return pa.table({"queue_offset": pa.array([], pa.int64()), "body": pa.array([], pa.binary()),
+                         "properties": pa.array([], pa.map_(pa.string(), pa.string()))})
+    return pa.Table.from_batches(list(store.scan(topic, 0, 0)))
 
 
-def undecided_halves(address: str) -> dict[str, int]:
-    """The half messages of the broker at `address` that nothing ended: {UNIQ_KEY: how many copies the broker's
-    checks made of it}. A half counts as ended when an op message lists it or any copy of it (a check's answer ends
-    the copy it asked about; the producer ends the half it sent)."""
-    ended: set[int] = set()
-    for op in _messages(address, OP_TOPIC):
-        ended.update(int(x) for x in op.body.decode().split(",") if x.strip())
+def half_count(store_dir: str) -> int:
+    """How many halves (and copies of halves) the broker's half queue holds."""
+    with MessageStore(store_dir, read_only=True) as store:
+        return _queue(store, HALF_TOPIC).num_rows
+
+
+def undecided_halves(store_dir: str) -> dict[str, int]:
+    """The half messages of the broker whose store is `store_dir` that nothing ended: {UNIQ_KEY: how many copies
+    the broker's checks made of it}. A half counts as ended when an op message lists it or any copy of it (a
+    check's answer ends the copy it asked about; the producer ends the half it sent)."""
+    with MessageStore(store_dir, read_only=True) as store:
+        ops, halves = _queue(store, OP_TOPIC), _queue(store, HALF_TOPIC)
+    ended = {int(x) for body in ops.column("body").to_pylist() for x in body.decode().split(",") if x.strip()}
+    keys = map_lookup(halves.column("properties").combine_chunks(), PROPERTY_UNIQ_KEY).to_pylist() \
+        if halves.num_rows else []
     copies: dict[str, int] = {}
     done: set[str] = set()
-    for half in _messages(address, HALF_TOPIC):
-        key = half.properties.get(codec.PROPERTY_UNIQ_KEY, "")
+    for offset, key in zip(halves.column("queue_offset").to_pylist(), keys):
         copies[key] = copies.get(key, 0) + 1
-        if half.queue_offset in ended:
+        if offset in ended:
             done.add(key)
     return {k: n - 1 for k, n in copies.items() if k not in done}

@@ -9,7 +9,7 @@ import os
 
 import pytest
 from sink_driver import finish, input_bodies, kill_driver, resume, run_driver, start_driver, tally, wait_paused
-from stock_transactions import undecided_halves
+from stock_transactions import half_count, undecided_halves
 from wire_cluster import wait_until
 
 BROKERS = ("broker-a", "broker-b")
@@ -33,7 +33,7 @@ def _tally(namesrv: str, topic: str) -> dict:
 
 
 def _undecided(cluster) -> dict:
-    return {name: undecided_halves(cluster.addresses[name]) for name in BROKERS}
+    return {name: undecided_halves(cluster.store(name)) for name in BROKERS}
 
 
 def test_driver_and_stock_broker_kills_lose_and_duplicate_nothing(stock_cluster, stock_java, source, tmp_path):
@@ -72,6 +72,7 @@ def test_driver_and_stock_broker_kills_lose_and_duplicate_nothing(stock_cluster,
             # while the query still runs (its checker registered): the brokers' checks of the halves the killed
             # drivers left are answered, and nothing stays undecided
             wait_paused(proc, cp, "paused-after_commit-3")
+            assert sum(half_count(stock_cluster.store(name)) for name in BROKERS) >= N  # a half per row at least
             wait_until(lambda: _undecided(stock_cluster) == {"broker-a": {}, "broker-b": {}}, 120,
                        "every half ended")
             resume(cp, "paused-after_commit-3")
