@@ -186,14 +186,16 @@ def message_to_json(m) -> dict:
     return out
 
 
-def message_text(m) -> str:
+def message_text(m, queue: Optional[str] = None) -> str:
+    """One line per message: topic/queue@offset (queue: the queue's name, brokerName:queueId through brokers;
+    the queue id on a store), the store time, tags, keys, user properties, then the body."""
     from store.message_codec import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY
     stamp = datetime.datetime.fromtimestamp(m.store_timestamp / 1000).isoformat(timespec="milliseconds")
     user = {k: v for k, v in m.properties.items() if k not in (PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY)}
     fields = _body_fields(m.body)
     body = ("base64:" + fields["body"]) if fields.get("body_base64") else fields["body"]
     props = " ".join(f"{k}={v}" for k, v in user.items())
-    return (f"{m.topic}/{m.queue_id}@{m.queue_offset} {stamp} tags={m.tags or '-'} "
+    return (f"{m.topic}/{m.queue_id if queue is None else queue}@{m.queue_offset} {stamp} tags={m.tags or '-'} "
             f"keys={','.join(m.keys) or '-'}{' ' + props if props else ''} | {body}")
 
 

@@ -55,6 +55,24 @@ class MQClientError(Exception):
         super().__init__(f"{what} at {address}: {name} ({code}){': ' + remark if remark else ''}")
 
 
+# Where to point a client that reached no name server, or a broker in its place.
+NAMESRV_HINT = ("name servers usually listen on 9876: Apache RocketMQ's `mqnamesrv`, `rmq namesrv`, or the one "
+                "`rmq serve` starts and prints")
+
+
+class NotANameServerError(MQClientError):
+    """An address given as a name server answers as a broker does: it refuses the name server's requests with
+    REQUEST_CODE_NOT_SUPPORTED (a broker's port where the name server's belongs)."""
+
+    def __init__(self, address: str, what: str, remark: Optional[str]):
+        super().__init__(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                         f"{address} is a broker, not a name server ({NAMESRV_HINT}); it answered: {remark}",
+                         address, what)
+        self.answer = remark  # the broker's own remark
+        Exception.__init__(self, f"{what}: {address} is a broker, not a name server ({NAMESRV_HINT}); it answered "
+                                 f"REQUEST_CODE_NOT_SUPPORTED ({self.code}): {remark}")
+
+
 @dataclass
 class RawPullResult:
     code: int
@@ -203,15 +221,24 @@ class MQClientAPI:
     # -- name server ------------------------------------------------------------------------------------------
 
     async def _namesrv(self, cmd_factory, what: str, ok=(ResponseCode.SUCCESS,)) -> RemotingCommand:
+        """The first answer of the name servers, tried in turn. NotANameServerError for an address that answers
+        as a broker; when none can be reached and one refused the connection, the error says where name servers
+        listen."""
         last: Optional[MQClientError] = None
         for addr in self.namesrv_addrs:
             try:
                 return await self.checked(addr, cmd_factory(), what, ok)
             except MQClientError as e:
+                if e.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+                    raise NotANameServerError(addr, what, e.remark) from None
                 if e.code != -1:
                     raise
-                last = e
+                if last is None or "ConnectionRefused" in (e.remark or ""):
+                    last = e
         assert last is not None
+        if "ConnectionRefused" in (last.remark or ""):
+            raise MQClientError(-1, f"{last.remark} (no name server listens there; {NAMESRV_HINT})", last.address,
+                                what, unreachable=True)
         raise last
 
     async def route(self, topic: str, max_age: float = 30.0) -> Optional[TopicRouteData]:

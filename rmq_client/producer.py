@@ -76,6 +76,15 @@ class AsyncProducer:
             await self.api.create_topic(b, topic, queue_nums, DEFAULT_TOPIC)
         return brokers
 
+    async def write_queues(self, topic: str) -> list[MessageQueue]:
+        """The queues a send of the topic may choose from (the topic made first when it has no route yet, as a
+        send makes it): what `queue=` takes."""
+        return (await self._write_queues(topic))[0]
+
+    def queue_for(self, queues: Sequence[MessageQueue], sharding_key: str) -> MessageQueue:
+        """The queue of a sharding key (SelectMessageQueueByHash), as send(sharding_key=...) chooses it."""
+        return queues[abs(java_hash(sharding_key)) % len(queues)]
+
     async def _write_queues(self, topic: str) -> tuple[list[MessageQueue], bool]:
         """The topic's write queues. A new one is made with default_topic_queue_nums queues on every broker that
         allows auto-creation (one rule, whoever sends first); an account without the admin right that takes
@@ -122,7 +131,7 @@ class AsyncProducer:
             candidates = [queue]
             creating = creating or all(q.broker_name != queue.broker_name for q in queues)
         elif sharding_key is not None:
-            candidates = [queues[abs(java_hash(sharding_key)) % len(queues)]]
+            candidates = [self.queue_for(queues, sharding_key)]
         else:
             start = next(self._turn)
             candidates = [queues[(start + i) % len(queues)] for i in range(len(queues))]
@@ -186,6 +195,9 @@ class Producer:
 
     def create_topic(self, topic: str, queue_nums: int) -> list[str]:
         return run_blocking(self.aio.create_topic, topic, queue_nums)
+
+    def write_queues(self, topic: str) -> list[MessageQueue]:
+        return run_blocking(self.aio.write_queues, topic)
 
     def send_batch(self, topic: str, bodies: Sequence[bytes], tags=None, keys=None, properties=None,
                    sharding_key: Optional[str] = None, queue: Optional[MessageQueue] = None) -> SendResult:
