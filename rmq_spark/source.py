@@ -5,7 +5,8 @@ import sys
 import types
 from typing import Optional
 
-from pyspark.sql.datasource import DataSource
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
 from . import option_keys as K
@@ -54,10 +55,16 @@ class RmqDataSource(DataSource):
         return RmqBatchReader(config, message_filter, selection)
 
     def streamReader(self, schema: StructType):
-        config, message_filter, selection = self._read_config(schema)
-        for ending in (K.ENDING_OFFSETS, K.ENDING_TIMESTAMP, K.ENDING_OFFSETS_BY_TIMESTAMP):
-            if ending in config.raw:
-                raise RmqOptionError(ending, "only for batch reads (spark.read); a stream has no end")
+        try:
+            config, message_filter, selection = self._read_config(schema)
+            for ending in (K.ENDING_OFFSETS, K.ENDING_TIMESTAMP, K.ENDING_OFFSETS_BY_TIMESTAMP):
+                if ending in config.raw:
+                    raise RmqOptionError(ending, "only for batch reads (spark.read); a stream has no end")
+        except Exception as e:
+            # pyspark 4.3's streaming source runner calls stop() on the reader it failed to make, in a `finally`
+            # where that reader is unbound: its UnboundLocalError would be the error's last line. A reader that
+            # raises the error from its first call leaves it the last line.
+            return RefusedStreamReader(e)
         return RmqStreamReader(config, message_filter, selection)
 
     # The sink (rmq_spark/sink): df.write / df.writeStream.
@@ -68,6 +75,45 @@ class RmqDataSource(DataSource):
     def streamWriter(self, schema: StructType, overwrite: bool):
         from .sink import make_stream_writer
         return make_stream_writer(self.options, schema, overwrite)
+
+
+class RefusedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """A stream whose options or schema were refused: every call Spark makes raises that error."""
+
+    def __init__(self, error: Exception):
+        self.error = error
+
+    def _refuse(self):
+        raise self.error
+
+    def initialOffset(self) -> dict:
+        self._refuse()
+        return {}
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        self._refuse()
+        return {}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        self._refuse()
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._refuse()
+
+    def partitions(self, start: dict, end: dict):
+        self._refuse()
+        return []
+
+    def read(self, partition):
+        self._refuse()
+        return iter(())
+
+    def commit(self, end: dict) -> None:
+        self._refuse()
+
+    def stop(self) -> None:
+        pass
 
 
 def _build_filter(config):

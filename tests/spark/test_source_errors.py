@@ -34,9 +34,11 @@ def test_missing_path(spark):
     ({"topic": "T", "maxMessagesPerTriger": "5"}, "did you mean 'maxMessagesPerTrigger'", "load"),
     ({"topic": "T", "sql": "a = 'x"}, "option 'sql': invalid selector", "load"),
     ({"topic": "T", "endingOffsets": "latest"}, "option 'endingOffsets': only for batch reads", "start"),
+    ({"subscribe": "Missing"}, "option 'subscribe': unknown topic 'Missing'", "start"),
 ])
 def test_a_stream_with_a_bad_option_fails_before_any_batch(spark, path, tmp_path, options, message, at):
-    """Option errors stop .load(); what only a stream refuses stops it when it starts, before any batch."""
+    """Option errors stop .load(); what only a stream refuses stops it when it starts, before any batch, with the
+    option's error as the last line (not an error of pyspark's streaming source runner after it)."""
     reader = spark.readStream.format("rmq")
     for k, v in options.items():
         reader = reader.option(k, v)
@@ -49,7 +51,9 @@ def test_a_stream_with_a_bad_option_fails_before_any_batch(spark, path, tmp_path
          .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
     with pytest.raises(Exception) as e:
         q.awaitTermination()
-    assert message in str(e.value)
+    # the Python traceback's last line (the JVM's stack follows its SQLSTATE)
+    last = str(e.value).split(" SQLSTATE:")[0].strip().splitlines()[-1]
+    assert last.startswith("rmq_spark.errors.RmqOptionError: ") and message in last, str(e.value)
     assert q.recentProgress == []  # no batch ran
 
 
