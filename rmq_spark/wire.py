@@ -17,7 +17,7 @@ from pyspark.sql.datasource import InputPartition
 
 from remoting import ResponseCode
 from rmq_acl import SessionCredentials
-from rmq_client import MessageQueue, MQClientError, PullConsumer, Subscription
+from rmq_client import NAMESRV_HINT, MessageQueue, MQClientError, NotANameServerError, PullConsumer, Subscription
 
 from . import option_keys as K
 from .errors import DataLossError, RmqOptionError
@@ -43,8 +43,12 @@ _ACL_REFUSALS = (("Check signature failed", K.SECRET_KEY), ("No acl config for",
 
 
 def refused_by_acl(e: MQClientError, what: str) -> Exception:
-    """A broker's ACL refusal as the error of the option to fix (secretKey for a signature that does not check);
-    any other error as it is."""
+    """A broker's ACL refusal as the error of the option to fix (secretKey for a signature that does not check),
+    and a broker's address given as a name server as namesrvAddr's error; any other error as it is."""
+    if isinstance(e, NotANameServerError):
+        return RmqOptionError(K.NAMESRV_ADDR, f"{e.address} is a broker, not a name server ({NAMESRV_HINT}); "
+                                              f"asked for the {what}, it answered REQUEST_CODE_NOT_SUPPORTED "
+                                              f"({e.code}): {e.answer}")
     if e.code != ResponseCode.NO_PERMISSION:
         return e
     option = next((o for words, o in _ACL_REFUSALS if (e.remark or "").startswith(words)), None)
@@ -134,8 +138,7 @@ class WireStore:
         if self._answered or e.address not in self.namesrv.split(";") or "ConnectionRefused" not in (e.remark or ""):
             return None
         return RmqOptionError(K.NAMESRV_ADDR, f"no name server listens at {self.namesrv} (connection refused at "
-                                              f"the first lookup); check the address and that `rmq namesrv` or "
-                                              f"`rmq serve` runs there")
+                                              f"the first lookup); check the address ({NAMESRV_HINT})")
 
     def close(self) -> None:
         pass  # the consumer is shared by the process

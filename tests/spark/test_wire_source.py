@@ -4,6 +4,7 @@ offsets on the brokers, a broker killed mid-stream."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from wire_cluster import WireCluster, wait_until
@@ -109,9 +110,29 @@ def test_a_name_server_refusing_connections_fails_the_read_at_once_naming_it(spa
         s.bind(("127.0.0.1", 0))
         addr = f"127.0.0.1:{s.getsockname()[1]}"
     began = time.monotonic()
-    with pytest.raises(Exception, match=f"option 'namesrvAddr': no name server listens at {addr}"):
+    with pytest.raises(Exception, match=f"option 'namesrvAddr': no name server listens at {addr}") as e:
         spark.read.format("rmq").option("namesrvAddr", addr).option("topic", "T").load().collect()
     assert time.monotonic() - began < 30  # brokerTimeoutMs is 60 s: not waited for
+    assert "name servers usually listen on 9876: Apache RocketMQ's `mqnamesrv`, `rmq namesrv`" in str(e.value)
+
+
+def test_a_brokers_address_given_as_namesrv_addr_is_named_a_broker(spark, cluster, tmp_path):
+    """A broker's port where the name server's belongs: the read fails at once saying so (not with the broker's
+    REQUEST_CODE_NOT_SUPPORTED alone), a stream with that as the last line of its Python traceback."""
+    broker = cluster.addresses["broker-a"]
+    says = f"option 'namesrvAddr': {broker} is a broker, not a name server (name servers usually listen on 9876"
+    with pytest.raises(Exception, match=re.escape(says) + ".*mqnamesrv"):
+        spark.read.format("rmq").option("namesrvAddr", broker).option("topic", "Orders").load().collect()
+    q = (spark.readStream.format("rmq").option("namesrvAddr", broker).option("subscribe", "Orders").load()
+         .writeStream.format("memory").queryName("to_a_broker").option("checkpointLocation", str(tmp_path / "ck"))
+         .trigger(availableNow=True).start())
+    try:
+        with pytest.raises(Exception) as e:
+            q.awaitTermination(120)
+    finally:
+        q.stop()
+    last = str(e.value).split(" SQLSTATE:")[0].strip().splitlines()[-1]
+    assert last.startswith("rmq_spark.errors.RmqOptionError: ") and says in last, str(e.value)
 
 
 def test_a_stream_commits_the_group_offsets_to_each_broker_and_resumes_from_them(spark, cluster, tmp_path):
