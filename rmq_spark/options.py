@@ -168,6 +168,8 @@ class SourceOptions:
     uniq_key: Optional[str] = None  # the row whose UNIQ_KEY property is it
     use_index: bool = True
     raw: dict = field(default_factory=dict, compare=False)  # the options as given, secretKey left out
+    # names the reader (one query run, or one batch read) in what is logged once per query
+    query_key: str = field(default_factory=lambda: os.urandom(8).hex(), compare=False)
 
 
 def canonical_options(options: Mapping[str, str], names, what: str) -> dict:

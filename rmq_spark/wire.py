@@ -8,7 +8,10 @@ store (topics, queues, min/max offset, queue_bounds, offset by time), answered b
 """
 from __future__ import annotations
 
+import hashlib
 import logging
+import os
+import tempfile
 import time
 from typing import Callable, Iterator, Optional, TypeVar
 
@@ -350,10 +353,11 @@ class WireRange(InputPartition):
     def __init__(self, namesrv: str, group: str, topic: str, queue: BrokerQueue, start: int, end: int,
                  subscription: Subscription, client_filter, residual, fail_on_data_loss: bool, pull_batch_size: int,
                  in_flight: int, timeout_ms: int, selection: Selection = FULL,
-                 credentials: Optional[SessionCredentials] = None):
-        """credentials: pickled without a secret that came from RMQ_SECRET_KEY (the executor reads its own)."""
+                 credentials: Optional[SessionCredentials] = None, query_key: str = ""):
+        """credentials: pickled without a secret that came from RMQ_SECRET_KEY (the executor reads its own).
+        query_key: the reader's, for what is logged once per query ("": once per process)."""
         super().__init__((topic, str(queue), start, end))
-        self.credentials = credentials
+        self.credentials, self.query_key = credentials, query_key
         self.namesrv, self.group, self.topic = namesrv, group, topic
         self.queue: tuple[str, int] = (queue[0], queue[1])
         self.start, self.end = start, end
@@ -403,7 +407,7 @@ def read_wire_partition(p: InputPartition) -> Iterator[pa.RecordBatch]:
                     if unfiltered and pos < p.end:  # one pull's messages, and the range goes on
                         short_pulls = short_pulls + 1 if batch.num_rows * 4 <= p.pull_batch_size else 0
                         if short_pulls >= 2:
-                            _note_capped_pull(broker, batch.num_rows, p.pull_batch_size)
+                            _note_capped_pull(broker, batch.num_rows, p)
                 if p.client_filter is not None and batch.num_rows:
                     batch = batch.filter(p.client_filter.commit_log_mask(batch))
                 if p.residual is not None and batch.num_rows:
@@ -424,19 +428,41 @@ def read_wire_partition(p: InputPartition) -> Iterator[pa.RecordBatch]:
             time.sleep(RETRY_PAUSE_S)
 
 
-_CAPPED: set[str] = set()  # brokers whose capped pulls this process has logged
+_CAPPED: set[tuple[str, str]] = set()  # (query key, broker) whose capped pulls this process has logged
+CAPPED_MARKS = os.path.join(tempfile.gettempdir(), "rmq-spark-capped")  # the same, across this machine's workers
 
 
-def _note_capped_pull(broker: str, got: int, asked: int) -> None:
+def _first_capped_note(query_key: str, broker: str) -> bool:
+    """True for the first capped pull of the query from the broker on this machine: its Python workers (and the
+    tasks of every microbatch) share a mark file named by the query's key and the broker."""
+    if (query_key, broker) in _CAPPED:
+        return False
+    _CAPPED.add((query_key, broker))
+    if not query_key:
+        return True
+    mark = os.path.join(CAPPED_MARKS, hashlib.sha1(f"{query_key}/{broker}".encode()).hexdigest()[:20])
+    try:
+        os.makedirs(CAPPED_MARKS, exist_ok=True)
+        os.close(os.open(mark, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+    except FileExistsError:
+        return False
+    except OSError:
+        pass  # no mark possible: logged once per worker instead
+    return True
+
+
+def _note_capped_pull(broker: str, got: int, p: "WireRange") -> None:
     """Pulls of every message that came back with far fewer than pullBatchSize twice in a row, the range going on:
-    the broker caps its pulls (RocketMQ's defaults: 32 messages, 256 KiB). Logged once per broker and process."""
-    if broker in _CAPPED:
+    the broker caps its pulls (RocketMQ's defaults: 32 messages, 256 KiB). Logged once per query and broker."""
+    if not _first_capped_note(p.query_key, broker):
         return
-    _CAPPED.add(broker)
-    log.warning("pulls from broker %r come back with %d messages, far below pullBatchSize=%d: the broker caps them. "
-                "Raise maxTransferCountOnMessageInMemory (e.g. 4096) and maxTransferBytesOnMessageInMemory (e.g. "
-                "8388608) in its broker.conf for a read several times faster (`rmq serve` ships those; a stock "
-                "broker's defaults are 32 and 262144)", broker, got, asked)
+    log.warning("pulls from broker %r come back with %d messages, far below pullBatchSize=%d: the broker caps them "
+                "(logged once per query). On the broker: raise maxTransferCountOnMessageInMemory (e.g. 4096) and "
+                "maxTransferBytesOnMessageInMemory (e.g. 8388608) in its broker.conf for a read several times "
+                "faster (`rmq serve` ships those; a stock broker's defaults are 32 and 262144). Where the broker "
+                "cannot change: raise pullsInFlight (now %d, e.g. 16) so more capped pulls of each partition are "
+                "under way at once; pullBatchSize only asks, the broker's cap wins", broker, got, p.pull_batch_size,
+                p.in_flight)
 
 
 def broker_subscription(tags: Optional[str], sql: Optional[str]) -> tuple[Subscription, Optional[str]]:
@@ -456,5 +482,5 @@ def wire_ranges(opts, ranges: list, pushed_filter=None, residual=None, selection
     client_filter = MessageFilter.both(MessageFilter.by_tags(client_tags) if client_tags else None, pushed_filter)
     return [WireRange(opts.namesrv_addr, opts.consumer_group, t, q, s, e, subscription, client_filter, residual,
                       opts.fail_on_data_loss, opts.pull_batch_size, opts.pulls_in_flight, opts.broker_timeout_ms,
-                      selection, opts.credentials)
+                      selection, opts.credentials, opts.query_key)
             for t, q, s, e in ranges]

@@ -180,3 +180,45 @@ def test_pulls_capped_far_below_pull_batch_size_are_logged_once_naming_the_broke
     if warned:
         assert "broker 'broker-a'" in said[0] and "maxTransferCountOnMessageInMemory" in said[0] \
             and "maxTransferBytesOnMessageInMemory" in said[0]
+        # the client-side choice beside the broker's settings
+        assert "pullBatchSize=256" in said[0] and "raise pullsInFlight (now 2" in said[0]
+
+
+_CAPPED_READER = """
+import logging, pickle, sys
+from rmq_spark import wire
+logging.basicConfig(level=logging.WARNING)
+part = pickle.loads(bytes.fromhex(sys.argv[1]))
+assert sum(b.num_rows for b in wire.read_wire_partition(part)) == 600
+"""
+
+
+def test_capped_pulls_are_logged_once_per_query_across_the_python_workers(tmp_path):
+    """Every Python worker reading a query's partitions from a capping broker: one warning for the query, not one
+    per worker; another query (another reader's key) warns again."""
+    import os
+    import pickle
+    import subprocess
+    import sys
+    import uuid
+
+    from wire_cluster import ROOT
+
+    from rmq_client import Subscription
+    from rmq_spark import wire
+
+    def worker(part) -> str:
+        p = subprocess.run([sys.executable, "-c", _CAPPED_READER, pickle.dumps(part).hex()], capture_output=True,
+                           text=True, timeout=120, env=dict(os.environ, PYTHONPATH=ROOT))
+        assert p.returncode == 0, p.stderr
+        return p.stderr
+
+    with WireCluster(tmp_path, conf="maxTransferCountOnMessageInMemory = 32\n") as c:
+        _send(c.namesrv, "Capped", "broker-a", 0, n=600, create=True)
+        said = []
+        for query in (uuid.uuid4().hex, uuid.uuid4().hex):
+            part = wire.WireRange(c.namesrv, "capped-g", "Capped", BrokerQueue("broker-a", 0), 0, 600, Subscription(),
+                                  None, None, fail_on_data_loss=True, pull_batch_size=256, in_flight=2,
+                                  timeout_ms=5000, query_key=query)
+            said.append(sum(worker(part).count("far below pullBatchSize") for _ in range(3)))
+        assert said == [1, 1]
