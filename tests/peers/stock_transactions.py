@@ -12,13 +12,15 @@ from store.message_codec import PROPERTY_UNIQ_KEY
 from store.properties_column import map_lookup
 
 HALF_TOPIC, OP_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+GIVEN_UP_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"  # where a broker moves a half checked transactionCheckMax times
 
 
-def _queue(store: MessageStore, topic: str) -> pa.Table:
-    if topic not in store.topics():
+def _queue(store: MessageStore, topic: str, queues=(0,)) -> pa.Table:
+    batches = [b for q in (queues if topic in store.topics() else ()) for b in store.scan(topic, q, 0)]
+    if not batches:
         return pa.table({"queue_offset": pa.array([], pa.int64()), "body": pa.array([], pa.binary()),
                          "properties": pa.array([], pa.map_(pa.string(), pa.string()))})
-    return pa.Table.from_batches(list(store.scan(topic, 0, 0)))
+    return pa.Table.from_batches(batches)
 
 
 def half_count(store_dir: str) -> int:
@@ -30,14 +32,18 @@ def half_count(store_dir: str) -> int:
 def undecided_halves(store_dir: str) -> dict[str, int]:
     """The half messages of the broker whose store is `store_dir` that nothing ended: {UNIQ_KEY: how many copies
     the broker's checks made of it}. A half counts as ended when an op message lists it or any copy of it (a
-    check's answer ends the copy it asked about; the producer ends the half it sent)."""
+    check's answer ends the copy it asked about; the producer ends the half it sent), or when the broker gave up
+    asking about it (moved to TRANS_CHECK_MAX_TIME_TOPIC: checked, never visible, as RocketMQ documents)."""
     with MessageStore(store_dir, read_only=True) as store:
         ops, halves = _queue(store, OP_TOPIC), _queue(store, HALF_TOPIC)
+        given_up = _queue(store, GIVEN_UP_TOPIC, store.queues(GIVEN_UP_TOPIC) if GIVEN_UP_TOPIC in store.topics()
+                          else ())
     ended = {int(x) for body in ops.column("body").to_pylist() for x in body.decode().split(",") if x.strip()}
     keys = map_lookup(halves.column("properties").combine_chunks(), PROPERTY_UNIQ_KEY).to_pylist() \
         if halves.num_rows else []
     copies: dict[str, int] = {}
-    done: set[str] = set()
+    done: set[str] = set(map_lookup(given_up.column("properties").combine_chunks(), PROPERTY_UNIQ_KEY).to_pylist()
+                         if given_up.num_rows else [])
     for offset, key in zip(halves.column("queue_offset").to_pylist(), keys):
         copies[key] = copies.get(key, 0) + 1
         if offset in ended:
