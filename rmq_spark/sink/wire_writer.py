@@ -352,20 +352,15 @@ async def _roll_back(producer: AsyncTransactionProducer, sent: list, timeout_ms:
     await roll_back_messages(producer, [h for h in sent if isinstance(h, MessageHalves)])
 
 
-def _halves(messages) -> dict[int, list[HalfBatch]]:
-    out: dict[int, list[HalfBatch]] = {}
+def _sent(messages) -> tuple[dict[int, list[HalfBatch]], dict[int, list[MessageHalves]]]:
+    """The tasks' commit messages read once: {partition: its half batches}, {partition: its half messages}."""
+    batches: dict[int, list[HalfBatch]] = {}
+    singles: dict[int, list[MessageHalves]] = {}
     for m in messages:
         if m is not None:
-            out.setdefault(m.partition, []).extend(HalfBatch.from_json(h) for h in m.halves)
-    return out
-
-
-def _message_halves(messages) -> dict[int, list[MessageHalves]]:
-    out: dict[int, list[MessageHalves]] = {}
-    for m in messages:
-        if m is not None:
-            out.setdefault(m.partition, []).extend(MessageHalves.from_json(h) for h in m.messages)
-    return out
+            batches.setdefault(m.partition, []).extend(HalfBatch.from_json(h) for h in m.halves)
+            singles.setdefault(m.partition, []).extend(MessageHalves.from_json(h) for h in m.messages)
+    return batches, singles
 
 
 # -- the driver's side: commit, abort, and the checker --------------------------------------------------------------
@@ -413,7 +408,7 @@ def commit_halves(options: WireSinkOptions, messages, batch_id: int) -> str:
     new ones; a partition whose decided half batches the brokers rolled back meanwhile (no answer to their checks
     within their check window) commits its new ones instead."""
     tlog = TransactionLog(options.checkpoint or "")
-    new, new_messages = _halves(messages), _message_halves(messages)
+    new, new_messages = _sent(messages)
     prior = tlog.read(batch_id)
     topics = sorted({h.topic for hs in new.values() for h in hs}
                     | {h.topic for hs in new_messages.values() for h in hs})
@@ -477,8 +472,9 @@ def commit_halves(options: WireSinkOptions, messages, batch_id: int) -> str:
 
 
 def abort_halves(options: WireSinkOptions, messages) -> None:
-    halves: list = [h for hs in _halves(messages).values() for h in hs]
-    halves += [h for hs in _message_halves(messages).values() for h in hs]
+    batches, singles = _sent(messages)
+    halves: list = [h for hs in batches.values() for h in hs]
+    halves += [h for hs in singles.values() for h in hs]
     if halves:
         producer = _producer(options)
         try:
@@ -516,8 +512,9 @@ class WireBatchWriter(_WireWriting, DataSourceArrowWriter):
     def commit(self, messages) -> None:
         if not self.options.exactly_once:
             return
-        halves = [h for hs in _halves(messages).values() for h in hs]
-        sent = [h for hs in _message_halves(messages).values() for h in hs]
+        batches, singles = _sent(messages)
+        halves = [h for hs in batches.values() for h in hs]
+        sent = [h for hs in singles.values() for h in hs]
         producer = _checker(self.options, None, sorted({h.topic for h in halves} | {h.topic for h in sent}))
         if sent:
             ends = run_blocking(queue_ends, producer.api, sent, self.options.timeout_ms)
