@@ -40,6 +40,10 @@ FLAG_SUBSCRIPTION = 0x4
 
 _PULL_CODES = {ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
                ResponseCode.PULL_OFFSET_MOVED}
+MASTER_ID = 0
+# An address that did not answer a read is tried last for this long: while a master is away its broker name's
+# reads go to a slave at once, not after a failed connection each time; then the master is asked again.
+DOWN_S = 10.0
 
 
 class MQClientError(Exception):
@@ -117,6 +121,11 @@ class MQClientAPI:
         self._clients: dict[str, RemotingClient] = {}
         self._connecting: dict[str, asyncio.Future] = {}
         self._routes: dict[str, tuple[float, TopicRouteData]] = {}
+        # reads go where RocketMQ's consumer reads (PullAPIWrapper): the broker id each queue's last pull answer
+        # suggested, else the master, else a slave; addresses that did not answer lately are tried last
+        self._suggested: dict[MessageQueue, int] = {}
+        self._down: dict[str, float] = {}
+        self._slave_reads: dict[str, bool] = {}  # a slave's slaveReadEnable, asked once per address
         self._rpc_hook = AclClientRPCHook(credentials) if credentials is not None else None
         # requests a broker sends on a connection (CHECK_TRANSACTION_STATE): (the connection, the request)
         self.on_request: Optional[Callable[[RemotingClient, RemotingCommand], Awaitable[None]]] = None
@@ -287,14 +296,15 @@ class MQClientAPI:
         return BrokerKind(address, language, version)
 
     async def queues(self, topic: str, readable: bool = True) -> list[MessageQueue]:
-        """The topic's read (or write) queues on every master broker of its route."""
+        """The topic's read queues on every broker of its route with any address (a master away, its slave serves
+        the reads), or its write queues on every broker with a master."""
         route = await self.route(topic)
         if route is None:
             return []
-        masters = {b.broker_name for b in route.broker_datas if b.master_addr()}
+        serving = {b.broker_name for b in route.broker_datas if (b.broker_addrs if readable else b.master_addr())}
         out: list[MessageQueue] = []
         for q in route.queue_datas:
-            if q.broker_name not in masters or not q.perm & (0x4 if readable else 0x2):
+            if q.broker_name not in serving or not q.perm & (0x4 if readable else 0x2):
                 continue
             n = q.read_queue_nums if readable else q.write_queue_nums
             out.extend(MessageQueue(topic, q.broker_name, i) for i in range(n))
@@ -310,24 +320,102 @@ class MQClientAPI:
         raise MQClientError(-1, f"no master of broker {broker_name!r} in the route of topic {topic!r}",
                             ";".join(self.namesrv_addrs), "broker lookup", unreachable=True)
 
+    async def read_addrs(self, topic: str, broker_name: str,
+                         mq: Optional[MessageQueue] = None) -> list[tuple[int, str]]:
+        """(broker id, address) of broker_name to read from, in the order RocketMQ's consumer would: the id the
+        queue's last pull answer suggested, the master, then the slaves by id; those that did not answer within
+        DOWN_S last. MQClientError(unreachable) when the route lists no address of it."""
+        addrs: dict[int, str] = {}
+        for attempt in range(2):
+            route = await self.route(topic, max_age=30.0 if attempt == 0 else 0.0)
+            for b in route.broker_datas if route is not None else ():
+                if b.broker_name == broker_name:
+                    addrs = {int(i): str(a) for i, a in b.broker_addrs.items() if a}
+            if addrs:
+                break
+        if not addrs:
+            raise MQClientError(-1, f"no address of broker {broker_name!r} in the route of topic {topic!r}",
+                                ";".join(self.namesrv_addrs), "broker lookup", unreachable=True)
+        ids = sorted(addrs)
+        want = self._suggested.get(mq) if mq is not None else None
+        if want in addrs:
+            ids.remove(want)
+            ids.insert(0, want)
+        now = time.monotonic()
+        return sorted(((i, addrs[i]) for i in ids), key=lambda ia: self._down.get(ia[1], 0.0) > now)
+
+    async def _read(self, topic: str, broker_name: str, mq: Optional[MessageQueue],
+                    request: Callable[[int], RemotingCommand], what: str, ok=(ResponseCode.SUCCESS,),
+                    timeout: Optional[float] = None, refused=None) -> tuple[int, RemotingCommand]:
+        """(broker id, answer) of the first of read_addrs that answers (a master away, its slave answers).
+        request(broker id) makes the request for that node; refused(broker id, address, answer), when given,
+        returns the error of an answer to pass over to the next node, or None to take it."""
+        last: Optional[MQClientError] = None
+        for broker_id, addr in await self.read_addrs(topic, broker_name, mq):
+            try:
+                resp = await self.checked(addr, request(broker_id), what, ok, timeout)
+                passed = await refused(broker_id, addr, resp) if refused is not None else None
+            except MQClientError as e:
+                if not e.unreachable:
+                    raise
+                self._down[addr] = time.monotonic() + DOWN_S
+                self.forget_route(topic)  # a master gone leaves the route: the next lookup sees its slave alone
+                passed = e
+            if passed is not None:
+                if mq is not None:
+                    self._suggested.pop(mq, None)
+                last = passed
+                continue
+            self._down.pop(addr, None)
+            return broker_id, resp
+        assert last is not None
+        raise last
+
+    async def slave_reads(self, addr: str) -> bool:
+        """Whether the slave at addr serves pulls (its slaveReadEnable, from GET_BROKER_CONFIG; asked once): one
+        that does not answers every pull PULL_RETRY_IMMEDIATELY with no messages."""
+        known = self._slave_reads.get(addr)
+        if known is None:
+            resp = await self.checked(addr, RemotingCommand.request(RequestCode.GET_BROKER_CONFIG),
+                                      "config of a slave broker")
+            text = (resp.body or b"").decode("utf-8", "replace")
+            known = any(line.strip().replace(" ", "") == "slaveReadEnable=true" for line in text.splitlines())
+            self._slave_reads[addr] = known
+        return known
+
     # -- broker requests -----------------------------------------------------------------------------------
 
     async def pull(self, mq: MessageQueue, offset: int, group: str, expression: str = "*", expression_type: str = "TAG",
                    max_nums: int = 32, suspend_ms: int = 0, commit_offset: int = -1,
                    timeout: Optional[float] = None) -> RawPullResult:
-        addr = await self.broker_addr(mq.topic, mq.broker_name)
-        flag = FLAG_SUBSCRIPTION | (FLAG_SUSPEND if suspend_ms else 0)
-        flag |= FLAG_COMMIT_OFFSET if commit_offset >= 0 else 0
-        cmd = RemotingCommand.request(RequestCode.PULL_MESSAGE, {
-            "consumerGroup": group, "topic": mq.topic, "queueId": mq.queue_id, "queueOffset": offset,
-            "maxMsgNums": max_nums, "sysFlag": flag, "commitOffset": max(commit_offset, 0),
-            "suspendTimeoutMillis": suspend_ms, "subscription": expression, "subVersion": 0,
-            "expressionType": expression_type})
+        """One pull, from where RocketMQ's consumer pulls (read_addrs); the answer's suggested broker id is where
+        the queue's next pull goes. A slave's offset commit flag is never set: offsets are the master's."""
+        what = f"pull of {mq.topic}/{mq.broker_name}/{mq.queue_id} at {offset}"
+
+        def request(commit: bool) -> RemotingCommand:
+            flag = FLAG_SUBSCRIPTION | (FLAG_SUSPEND if suspend_ms else 0)
+            flag |= FLAG_COMMIT_OFFSET if commit and commit_offset >= 0 else 0
+            return RemotingCommand.request(RequestCode.PULL_MESSAGE, {
+                "consumerGroup": group, "topic": mq.topic, "queueId": mq.queue_id, "queueOffset": offset,
+                "maxMsgNums": max_nums, "sysFlag": flag, "commitOffset": max(commit_offset, 0),
+                "suspendTimeoutMillis": suspend_ms, "subscription": expression, "subVersion": 0,
+                "expressionType": expression_type})
         wait = (timeout or self.timeout) + suspend_ms / 1000
-        resp = await self.checked(addr, cmd, f"pull of {mq.topic}/{mq.broker_name}/{mq.queue_id} at {offset}",
-                                   ok=tuple(_PULL_CODES), timeout=wait)
+
+        async def refused(broker_id: int, addr: str, resp: RemotingCommand) -> Optional[MQClientError]:
+            if (broker_id == MASTER_ID or resp.code != ResponseCode.PULL_RETRY_IMMEDIATELY
+                    or await self.slave_reads(addr)):
+                return None
+            # a slave that does not serve reads: its nextBeginOffset would skip what it holds, never followed
+            return MQClientError(resp.code, f"slave {broker_id} of broker {mq.broker_name!r} does not serve pulls "
+                                            f"(slaveReadEnable=false on it)", addr, what, unreachable=True)
+        _, resp = await self._read(mq.topic, mq.broker_name, mq, lambda broker_id: request(broker_id == MASTER_ID),
+                                   what, tuple(_PULL_CODES), wait, refused)
         h = PullMessageResponseHeader.from_ext_fields(resp.ext_fields)
+        self._suggested[mq] = int(h.suggest_which_broker_id)
         return RawPullResult(resp.code, h.next_begin_offset, h.min_offset, h.max_offset, resp.body)
+        assert refused is not None
+        raise refused
 
     async def query_message(self, topic: str, key: str, max_num: int = 32, begin: int = 0, end: int = 2**63 - 1,
                             unique_key: bool = False) -> list[codec.MessageExt]:
@@ -368,10 +456,9 @@ class MQClientAPI:
         return codec.decode_record(resp.body, 0)
 
     async def _offset(self, code: int, mq: MessageQueue, what: str, extra: Optional[dict] = None) -> int:
-        addr = await self.broker_addr(mq.topic, mq.broker_name)
         fields = {"topic": mq.topic, "queueId": mq.queue_id}
         fields.update(extra or {})
-        resp = await self.checked(addr, RemotingCommand.request(code, fields),
+        _, resp = await self._read(mq.topic, mq.broker_name, None, lambda _: RemotingCommand.request(code, fields),
                                    f"{what} of {mq.topic}/{mq.broker_name}/{mq.queue_id}")
         return OffsetResponseHeader.from_ext_fields(resp.ext_fields).offset
 
@@ -386,17 +473,21 @@ class MQClientAPI:
                                   {"timestamp": timestamp_ms})
 
     async def query_consumer_offset(self, mq: MessageQueue, group: str) -> Optional[int]:
-        """The group's committed offset of the queue, None where it has none (QUERY_NOT_FOUND)."""
-        addr = await self.broker_addr(mq.topic, mq.broker_name)
-        cmd = RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, {
-            "consumerGroup": group, "topic": mq.topic, "queueId": mq.queue_id, "setZeroIfNotFound": False})
-        resp = await self.checked(addr, cmd, f"offset of group {group!r} in {mq.topic}/{mq.broker_name}/"
-                                              f"{mq.queue_id}", ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
+        """The group's committed offset of the queue, None where it has none (QUERY_NOT_FOUND): the master's, or
+        while it is away the copy its slave took from it (findBrokerAddressInAdmin)."""
+        _, resp = await self._read(
+            mq.topic, mq.broker_name, None,
+            lambda _: RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, {
+                "consumerGroup": group, "topic": mq.topic, "queueId": mq.queue_id, "setZeroIfNotFound": False}),
+            f"offset of group {group!r} in {mq.topic}/{mq.broker_name}/{mq.queue_id}",
+            ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
         if resp.code == ResponseCode.QUERY_NOT_FOUND:
             return None
         return OffsetResponseHeader.from_ext_fields(resp.ext_fields).offset
 
     async def update_consumer_offset(self, mq: MessageQueue, group: str, offset: int) -> None:
+        """To the master only (RemoteBrokerOffsetStore): a 4.x slave takes the master's offsets and drops its own.
+        MQClientError(unreachable) while the broker name has no master."""
         addr = await self.broker_addr(mq.topic, mq.broker_name)
         cmd = RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, {
             "consumerGroup": group, "topic": mq.topic, "queueId": mq.queue_id, "commitOffset": offset})
@@ -404,9 +495,11 @@ class MQClientAPI:
                                        f"{mq.queue_id}")
 
     async def topic_stats(self, topic: str, broker_name: str) -> TopicStatsTable:
-        """Every queue's (min, max) offset of the topic on one broker, in one request."""
-        addr = await self.broker_addr(topic, broker_name)
-        resp = await self.checked(addr, RemotingCommand.request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic}),
+        """Every queue's (min, max) offset of the topic on one broker, in one request (a slave's while the master
+        is away)."""
+        fields = {"topic": topic}
+        _, resp = await self._read(topic, broker_name, None,
+                                   lambda _: RemotingCommand.request(RequestCode.GET_TOPIC_STATS_INFO, fields),
                                    f"stats of topic {topic!r}")
         return TopicStatsTable.decode(resp.body)
 

@@ -195,10 +195,23 @@ class StockCluster:
     .kill(name), .stop(), .store(name)."""
 
     def __init__(self, version: str, root, brokers=("broker-a", "broker-b"), conf: Optional[dict] = None,
-                 broker_jvm: Optional[list[str]] = None):
+                 broker_jvm: Optional[list[str]] = None, slaves: Optional[dict[str, str]] = None):
+        """slaves: {broker name: its master's brokerRole, ASYNC_MASTER or SYNC_MASTER}: that broker name is a
+        group of a master (the node named as the broker) and a slave, brokerId 1, node slave_of(name), both with
+        slaveReadEnable=true (a slave refuses pulls without it)."""
         self.version, self.root = version, str(root)
         self.broker_jvm = JVM_FLAGS if broker_jvm is None else broker_jvm
-        self.names = list(brokers)
+        self.slaves = dict(slaves or {})
+        for name, role in self.slaves.items():
+            if name not in brokers:
+                raise ValueError(f"slaves: {name!r} is not one of the brokers {list(brokers)}")
+            if role not in ("ASYNC_MASTER", "SYNC_MASTER"):
+                raise ValueError(f"slaves: the master role of {name!r} must be ASYNC_MASTER or SYNC_MASTER, not "
+                                 f"{role!r}")
+        # node name -> (brokerName, brokerId)
+        self.nodes: dict[str, tuple[str, int]] = {name: (name, 0) for name in brokers}
+        self.nodes.update({slave_of(name): (name, 1) for name in brokers if name in self.slaves})
+        self.names = list(self.nodes)
         self.conf = {**BROKER_DEFAULTS, **(conf or {})}
         self.procs: dict[str, subprocess.Popen] = {}
         self.addresses: dict[str, str] = {}
@@ -276,8 +289,15 @@ class StockCluster:
         port = int(self.addresses[name].rsplit(":", 1)[1]) if name in self.addresses else _free_port((-2, 0, 1))
         self.addresses[name] = f"127.0.0.1:{port}"
         store = self.store(name)
-        conf = {**self.conf, "brokerName": name, "namesrvAddr": self.namesrv, "listenPort": str(port),
+        broker_name, broker_id = self.nodes.get(name, (name, 0))
+        # haListenPort: 4.9 always takes listenPort + 1 (reserved by _free_port's spread), 5.x reads it
+        conf = {**self.conf, "brokerName": broker_name, "brokerId": str(broker_id), "namesrvAddr": self.namesrv,
+                "listenPort": str(port), "haListenPort": str(port + 1),
                 "storePathRootDir": store, "storePathCommitLog": os.path.join(store, "commitlog")}
+        if broker_name in self.slaves:
+            conf["brokerRole"] = "SLAVE" if broker_id else self.slaves[broker_name]
+            conf["slaveReadEnable"] = "true"
+            conf["brokerIP2"] = "127.0.0.1"  # the HA address the master registers (4.9's default: a host address)
         path = os.path.join(self.root, f"{name}.conf")
         with open(path, "w") as f:
             f.writelines(f"{k}={v}\n" for k, v in conf.items())
@@ -299,11 +319,12 @@ class StockCluster:
 
     def _wait_registered(self, name: str, proc: subprocess.Popen) -> None:
         addr = self.addresses[name]
+        broker_name, broker_id = self.nodes.get(name, (name, 0))
 
         def registered() -> bool:
             info = self._cluster_info()
-            return bool(info and info.broker_addr_table.get(name)
-                        and info.broker_addr_table[name].broker_addrs.get(0) == addr)
+            return bool(info and info.broker_addr_table.get(broker_name)
+                        and info.broker_addr_table[broker_name].broker_addrs.get(broker_id) == addr)
         self._wait(registered, proc, name)
         self.start_seconds[name] = time.monotonic() - self.start_seconds[name]
 
@@ -349,6 +370,11 @@ class StockCluster:
 
     def java(self) -> "StockClients":
         return StockClients(self.version, self.namesrv, self.root)
+
+
+def slave_of(broker_name: str) -> str:
+    """The node name of a broker name's slave in a StockCluster."""
+    return f"{broker_name}-slave"
 
 
 class StockClients:

@@ -1,0 +1,145 @@
+"""A Spark stream through a stock 4.9.7 cluster's failover: broker-a is a master and a slave (brokerId 1,
+slaveReadEnable=true), broker-b a master alone. broker-a's master is SIGKILLed mid-stream: rows keep arriving, from
+broker-a's slave and from broker-b, without a restart of the query; the master is started again; the Parquet output
+holds every message once and the group's offsets on the master reach the queue ends (commits made while it was away
+are sent when it is back). The pause (seconds from the kill until broker-a's rows flow again) is printed."""
+from __future__ import annotations
+
+import json
+import signal
+import time
+from datetime import datetime
+
+import pytest
+from stock_peers import STOCK_4, StockCluster, slave_of
+from wire_cluster import wait_until
+
+from remoting import RemotingCommand, RequestCode, ResponseCode
+from remoting.admin_bodies import TopicStatsTable
+from remoting.blocking_client import BlockingRemotingClient
+from remoting.broker_headers import OffsetResponseHeader
+from rmq_client import MessageQueue, Producer
+from rmq_client.admin import Admin
+
+TOPIC = "Failover"
+GROUP = "failover-g"
+QUEUES = 2
+PER_QUEUE = 600  # messages in each queue of each broker
+BROKERS = ("broker-a", "broker-b")
+
+
+@pytest.fixture(scope="module", params=["ASYNC_MASTER", "SYNC_MASTER"])
+def cluster(request, tmp_path_factory):
+    """broker-a: a master of the given role and its slave; broker-b: a master; stopped whatever happens."""
+    root = tmp_path_factory.mktemp(f"failover-{request.param}")
+    with StockCluster(STOCK_4, root, brokers=BROKERS, slaves={"broker-a": request.param}) as c:
+        yield c
+
+
+def _ask(addr: str, code: int, fields: dict, ok=(ResponseCode.SUCCESS,)) -> RemotingCommand:
+    with BlockingRemotingClient(addr, connect_timeout=5) as client:
+        answer = client.invoke(RemotingCommand.request(code, fields), 10)
+    assert answer.code in ok, f"{RequestCode(code).name} at {addr}: {answer.code} {answer.remark}"
+    return answer
+
+
+def _max_offsets(addr: str) -> dict[int, int]:
+    stats = TopicStatsTable.decode(_ask(addr, RequestCode.GET_TOPIC_STATS_INFO, {"topic": TOPIC}).body)
+    return {mq.queue_id: o.maxOffset for mq, o in stats.offsetTable.items()}
+
+
+def _group_offsets(addr: str) -> dict[int, int]:
+    out = {}
+    for q in range(QUEUES):
+        answer = _ask(addr, RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": GROUP, "topic": TOPIC, "queueId": q},
+                      ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
+        if answer.code == ResponseCode.SUCCESS:
+            out[q] = OffsetResponseHeader.from_ext_fields(answer.ext_fields).offset
+    return out
+
+
+def _send(namesrv: str) -> set[bytes]:
+    sent: set[bytes] = set()
+    with Producer(namesrv) as p:
+        for broker in BROKERS:
+            for q in range(QUEUES):
+                bodies = [f"{broker}/{q}/{i}".encode() for i in range(PER_QUEUE)]
+                for k in range(0, PER_QUEUE, 100):
+                    p.send_batch(TOPIC, bodies[k:k + 100], queue=MessageQueue(TOPIC, broker, q))
+                sent.update(bodies)
+    return sent
+
+
+def _offsets(progress: dict, which: str) -> dict[str, int]:
+    """{"broker:queue": offset} at the start or end (which: startOffset, endOffset) of a progress event's batch."""
+    at = progress["sources"][0][which]
+    return dict((json.loads(at) if isinstance(at, str) else at or {}).get(TOPIC, {}))
+
+
+def _read_from(progress: dict, broker: str) -> int:
+    """How many offsets of the broker's queues the progress event's batch read."""
+    start, end = _offsets(progress, "startOffset"), _offsets(progress, "endOffset")
+    return sum(o - start.get(k, o) for k, o in end.items() if k.startswith(broker + ":"))
+
+
+def _at(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def test_a_stream_reads_on_from_the_slave_while_the_master_is_killed_and_ends_with_every_message_once(
+        spark, cluster, tmp_path):
+    master, slave = cluster.addresses["broker-a"], cluster.addresses[slave_of("broker-a")]
+    with Admin(cluster.namesrv) as admin:
+        admin.create_topic(TOPIC, QUEUES)
+    sent = _send(cluster.namesrv)
+    ends = _max_offsets(master)
+    assert ends == {i: PER_QUEUE for i in range(QUEUES)}
+    wait_until(lambda: _max_offsets(slave) == ends, 180, "broker-a's slave holding every message of its master")
+
+    out = str(tmp_path / "out")
+    q = (spark.readStream.format("rmq").option("namesrvAddr", cluster.namesrv).option("topic", TOPIC)
+         .option("consumerGroup", GROUP).option("startingOffsets", "earliest")
+         .option("maxMessagesPerTrigger", "120").option("brokerTimeoutMs", "240000").load()
+         .writeStream.format("parquet").option("path", out)
+         .option("checkpointLocation", str(tmp_path / "cp")).trigger(processingTime="500 milliseconds").start())
+    batches: dict[int, dict] = {}
+
+    def seen() -> list[dict]:
+        for p in q.recentProgress:
+            batches[p["batchId"]] = p
+        return [batches[b] for b in sorted(batches)]
+
+    try:
+        wait_until(lambda: any(p["numInputRows"] > 0 for p in seen()), 240, "the stream's first rows")
+        killed_at = time.time()
+        cluster.kill("broker-a", signal.SIGKILL)
+        dead_at = time.time()
+
+        def planned_since_death(broker: str) -> list[dict]:
+            """Batches planned with the master dead that read queues of `broker`."""
+            return [p for p in seen() if _at(p["timestamp"]) >= dead_at and _read_from(p, broker) > 0]
+
+        # both brokers' queues advance while the master is dead: broker-a's from its slave
+        wait_until(lambda: planned_since_death("broker-a") and planned_since_death("broker-b"), 240,
+                   "rows of broker-a (from its slave) and of broker-b with broker-a's master killed")
+        assert q.exception() is None
+        first = planned_since_death("broker-a")[0]
+        pause = _at(first["timestamp"]) + first["durationMs"]["triggerExecution"] / 1000 - killed_at
+        print(f"\nfailover pause ({cluster.slaves['broker-a']}): {pause:.1f} s from the SIGKILL of broker-a's master "
+              f"until a batch with its rows (from the slave) was written")
+
+        cluster.start("broker-a")
+        wait_until(lambda: sum(p["numInputRows"] for p in seen()) >= len(sent), 300, "every message read")
+        wait_until(lambda: spark.read.parquet(out).count() >= len(sent), 120, "every message in the Parquet output")
+        # the commits made while the master was away reach it: the group ends at the queue ends there
+        wait_until(lambda: _group_offsets(master) == ends, 180, "the group's offsets at the queue ends on the master")
+        wait_until(lambda: _group_offsets(cluster.addresses["broker-b"]) == {i: PER_QUEUE for i in range(QUEUES)},
+                   60, "the group's offsets at the queue ends on broker-b")
+        assert q.exception() is None
+    finally:
+        q.stop()
+    bodies = [bytes(r.body) for r in spark.read.parquet(out).collect()]
+    duplicates = len(bodies) - len(set(bodies))
+    lost = len(sent - set(bodies))
+    assert (duplicates, lost) == (0, 0), f"duplicates {duplicates}, lost {lost}"
+    assert set(bodies) == sent
