@@ -57,8 +57,8 @@ def spark():
 UNIT_SECONDS = {
     "tests/test_notebooks.py": 260,
     "tests/hosts/test_across_hosts.py": 200,
-    "stock-4.9.7": 300,  # test_mqadmin_matrix.py and test_stock_sink_faults.py are in it
-    "stock-5.5.0": 360,
+    "stock-5.5.0": 480,  # test_mqadmin_matrix.py and test_stock_sink_faults.py are in it
+    "stock-4.9.7": 300,
     "tests/spark/test_wire_sink_faults.py": 170,
     "tests/peers/test_stock_store.py": 75,
     "tests/peers/test_java_client_matrix.py": 90,
@@ -109,3 +109,21 @@ def pytest_xdist_make_scheduler(config, log):
             super()._assign_work_unit(node)
 
     return LongestUnitFirst(config, log)
+
+
+_unit_seconds: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report) -> None:
+    """Seconds per work unit (setup, call and teardown of its tests), summed on the controller (pytest-xdist sends
+    it every worker's reports): what UNIT_SECONDS is kept from."""
+    _unit_seconds[unit_of(report.nodeid)] = _unit_seconds.get(unit_of(report.nodeid), 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    if not _unit_seconds or hasattr(config, "workerinput"):
+        return
+    slowest = sorted(_unit_seconds.items(), key=lambda kv: kv[1], reverse=True)[:20]
+    terminalreporter.write_sep("=", "slowest work units (seconds, summed over their tests)")
+    for unit, seconds in slowest:
+        terminalreporter.write_line(f"{seconds:8.1f}  {unit}")

@@ -28,3 +28,17 @@ def stock_clients(version: str, namesrv: str, root) -> StockClients:
     """The stock Java clients of `version` against any name server (e.g. `rmq serve`'s)."""
     compiled(version)
     return StockClients(version, namesrv, root)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """A module of this folder may name the stock versions it runs against (STOCK_VERSIONS); its tests of the
+    other versions are deselected (not skipped: they are not part of the suite)."""
+    keep, drop = [], []
+    for item in items:
+        versions = getattr(getattr(item, "module", None), "STOCK_VERSIONS", None)
+        callspec = getattr(item, "callspec", None)
+        version = callspec.params.get("stock_version") if callspec is not None else None
+        (drop if versions is not None and version is not None and version not in versions else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
