@@ -447,8 +447,27 @@ def _first_capped_note(query_key: str, broker: str) -> bool:
     except FileExistsError:
         return False
     except OSError:
-        pass  # no mark possible: logged once per worker instead
+        return True  # no mark possible: logged once per worker instead
+    _prune_capped_marks(time.time() - CAPPED_MARK_DAYS * 86400)
     return True
+
+
+CAPPED_MARK_DAYS = 7  # a query's mark outlives its runs by this much (a restarted query warns no more than once)
+
+
+def _prune_capped_marks(before: float) -> None:
+    """Remove marks older than `before` (epoch seconds): one empty file per query and broker would otherwise
+    gather in the temporary directory for as long as the machine runs queries."""
+    try:
+        with os.scandir(CAPPED_MARKS) as entries:
+            for entry in entries:
+                try:
+                    if entry.stat().st_mtime < before:
+                        os.remove(entry.path)
+                except OSError:
+                    pass
+    except OSError:
+        pass
 
 
 def _note_capped_pull(broker: str, got: int, p: "WireRange") -> None:

@@ -222,3 +222,29 @@ def test_capped_pulls_are_logged_once_per_query_across_the_python_workers(tmp_pa
                                   timeout_ms=5000, query_key=query)
             said.append(sum(worker(part).count("far below pullBatchSize") for _ in range(3)))
         assert said == [1, 1]
+
+
+def test_capped_pull_marks_older_than_a_week_are_removed_when_a_query_marks_its_first(tmp_path, monkeypatch):
+    """The once-per-query marks live in the temporary directory: a new mark clears those older than
+    CAPPED_MARK_DAYS, and a recent one keeps a restarted query from warning again."""
+    import os
+    import time
+    import uuid
+
+    from rmq_spark import wire
+
+    monkeypatch.setattr(wire, "CAPPED_MARKS", str(tmp_path / "marks"))
+    wire._CAPPED.clear()
+    old_query, recent_query = uuid.uuid4().hex, uuid.uuid4().hex
+    assert wire._first_capped_note(old_query, "broker-a") and wire._first_capped_note(recent_query, "broker-a")
+    old = sorted(os.listdir(tmp_path / "marks"))
+    week_ago = time.time() - (wire.CAPPED_MARK_DAYS + 1) * 86400
+    for name in old:
+        os.utime(tmp_path / "marks" / name, (week_ago, week_ago))
+    recent_mark = max(old, key=lambda n: n == wire.hashlib.sha1(f"{recent_query}/broker-a".encode()).hexdigest()[:20])
+    os.utime(tmp_path / "marks" / recent_mark, None)
+    wire._CAPPED.clear()  # other Python workers: only the marks remember
+    assert not wire._first_capped_note(recent_query, "broker-a")  # a restarted query stays quiet
+    assert wire._first_capped_note(uuid.uuid4().hex, "broker-b")
+    left = set(os.listdir(tmp_path / "marks"))
+    assert recent_mark in left and len(left) == 2, left  # the week-old mark is gone
