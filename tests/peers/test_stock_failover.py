@@ -33,6 +33,14 @@ def cluster(request, tmp_path_factory):
     """broker-a: a master of the given role and its slave; broker-b: a master; stopped whatever happens."""
     root = tmp_path_factory.mktemp(f"failover-{request.param}")
     with StockCluster(STOCK_4, root, brokers=BROKERS, slaves={"broker-a": request.param}) as c:
+        # a SYNC_MASTER answers sends SLAVE_NOT_AVAILABLE until its slave has connected for replication: the test
+        # sends once a probe topic's send is answered SUCCESS
+        with Admin(c.namesrv) as admin:
+            admin.create_topic("FailoverProbe", 1)
+        with Producer(c.namesrv) as p:
+            wait_until(lambda: p.send_batch("FailoverProbe", [b"probe"], queue=MessageQueue("FailoverProbe",
+                                                                                           "broker-a", 0)),
+                       180, "broker-a's master replicating to its slave")
         yield c
 
 
