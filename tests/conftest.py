@@ -62,7 +62,7 @@ UNIT_SECONDS = {
     "tests/spark/test_wire_sink_faults.py": 170,
     "tests/peers/test_stock_store.py": 75,
     "tests/peers/test_java_client_matrix.py": 90,
-    "tests/peers/test_stock_failover.py": 120,  # two stock 4.9.7 clusters of three brokers
+    "tests/peers/test_stock_failover.py": 150,  # two stock 4.9.7 clusters of three brokers
     "tests/broker/test_broker.py": 80,
     "tests/spark/test_wire_broker_away.py": 76,
     "tests/spark/test_source_columns.py": 70,

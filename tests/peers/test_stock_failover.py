@@ -151,3 +151,41 @@ def test_a_stream_reads_on_from_the_slave_while_the_master_is_killed_and_ends_wi
     lost = len(sent - set(bodies))
     assert (duplicates, lost) == (0, 0), f"duplicates {duplicates}, lost {lost}"
     assert set(bodies) == sent
+
+
+def test_starting_offsets_group_with_the_master_away_starts_at_the_slaves_copy_and_commits_reach_the_master(
+        spark, cluster, tmp_path):
+    """After the first test the group is at the queue ends on the master. More messages arrive, the slave copies
+    them and the group's offsets; the master is killed; a new query of the group with startingOffsets=group starts
+    where the slave's copy says and reads only the new messages; its commits wait for the master and reach it once
+    it is back, never behind the queue ends it committed before."""
+    master, slave = cluster.addresses["broker-a"], cluster.addresses[slave_of("broker-a")]
+    before = _max_offsets(master)
+    cluster.ensure_running("broker-a")
+    wait_until(lambda: _group_offsets(master) == before, 60, "the first test's group offsets on the master")
+    new: set[bytes] = set()
+    with Producer(cluster.namesrv) as p:
+        for q in range(QUEUES):
+            bodies = [f"broker-a/{q}/more-{i}".encode() for i in range(50)]
+            p.send_batch(TOPIC, bodies, queue=MessageQueue(TOPIC, "broker-a", q))
+            new.update(bodies)
+    ends = _max_offsets(master)
+    wait_until(lambda: _max_offsets(slave) == ends, 180, "the slave holding the new messages")
+    wait_until(lambda: _group_offsets(slave) == before, 180, "the slave's copy of the group's offsets")
+    cluster.kill("broker-a", signal.SIGKILL)
+
+    out = str(tmp_path / "out")
+    q = (spark.readStream.format("rmq").option("namesrvAddr", cluster.namesrv).option("topic", TOPIC)
+         .option("consumerGroup", GROUP).option("startingOffsets", "group").option("brokerTimeoutMs", "240000")
+         .load().writeStream.format("parquet").option("path", out)
+         .option("checkpointLocation", str(tmp_path / "cp")).trigger(processingTime="500 milliseconds").start())
+    try:
+        wait_until(lambda: spark.read.parquet(out).count() >= len(new), 240, "the new messages, from the slave")
+        assert _group_offsets(slave) == before  # a slave never takes the query's commits
+        cluster.start("broker-a")
+        wait_until(lambda: _group_offsets(master) == ends, 180, "the query's commits on the master once it is back")
+        assert q.exception() is None
+    finally:
+        q.stop()
+    bodies = [bytes(r.body) for r in spark.read.parquet(out).collect()]
+    assert sorted(bodies) == sorted(new), "only the new messages, each once"
