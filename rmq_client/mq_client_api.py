@@ -414,8 +414,6 @@ class MQClientAPI:
         h = PullMessageResponseHeader.from_ext_fields(resp.ext_fields)
         self._suggested[mq] = int(h.suggest_which_broker_id)
         return RawPullResult(resp.code, h.next_begin_offset, h.min_offset, h.max_offset, resp.body)
-        assert refused is not None
-        raise refused
 
     async def query_message(self, topic: str, key: str, max_num: int = 32, begin: int = 0, end: int = 2**63 - 1,
                             unique_key: bool = False) -> list[codec.MessageExt]:
