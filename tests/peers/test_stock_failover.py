@@ -18,7 +18,7 @@ from remoting import RemotingCommand, RequestCode, ResponseCode
 from remoting.admin_bodies import TopicStatsTable
 from remoting.blocking_client import BlockingRemotingClient
 from remoting.broker_headers import OffsetResponseHeader
-from rmq_client import MessageQueue, Producer
+from rmq_client import MessageQueue, Producer, PullConsumer
 from rmq_client.admin import Admin
 
 TOPIC = "Failover"
@@ -56,10 +56,10 @@ def _max_offsets(addr: str) -> dict[int, int]:
     return {mq.queue_id: o.maxOffset for mq, o in stats.offsetTable.items()}
 
 
-def _group_offsets(addr: str) -> dict[int, int]:
+def _group_offsets(addr: str, group: str = GROUP) -> dict[int, int]:
     out = {}
     for q in range(QUEUES):
-        answer = _ask(addr, RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": GROUP, "topic": TOPIC, "queueId": q},
+        answer = _ask(addr, RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": group, "topic": TOPIC, "queueId": q},
                       ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
         if answer.code == ResponseCode.SUCCESS:
             out[q] = OffsetResponseHeader.from_ext_fields(answer.ext_fields).offset
@@ -88,6 +88,16 @@ def _read_from(progress: dict, broker: str) -> int:
     """How many offsets of the broker's queues the progress event's batch read."""
     start, end = _offsets(progress, "startOffset"), _offsets(progress, "endOffset")
     return sum(o - start.get(k, o) for k, o in end.items() if k.startswith(broker + ":"))
+
+
+def _written(spark, q, path: str) -> int:
+    """Rows in the query's Parquet output so far; the query's own error at once if it failed."""
+    if q.exception() is not None:
+        raise AssertionError(f"the query failed: {q.exception()}")
+    try:
+        return spark.read.parquet(path).count()
+    except Exception:  # no file yet
+        return 0
 
 
 def _at(stamp: str) -> float:
@@ -138,7 +148,7 @@ def test_a_stream_reads_on_from_the_slave_while_the_master_is_killed_and_ends_wi
 
         cluster.start("broker-a")
         wait_until(lambda: sum(p["numInputRows"] for p in seen()) >= len(sent), 300, "every message read")
-        wait_until(lambda: spark.read.parquet(out).count() >= len(sent), 120, "every message in the Parquet output")
+        wait_until(lambda: _written(spark, q, out) >= len(sent), 120, "every message in the Parquet output")
         # the commits made while the master was away reach it: the group ends at the queue ends there
         wait_until(lambda: _group_offsets(master) == ends, 180, "the group's offsets at the queue ends on the master")
         wait_until(lambda: _group_offsets(cluster.addresses["broker-b"]) == {i: PER_QUEUE for i in range(QUEUES)},
@@ -155,14 +165,20 @@ def test_a_stream_reads_on_from_the_slave_while_the_master_is_killed_and_ends_wi
 
 def test_starting_offsets_group_with_the_master_away_starts_at_the_slaves_copy_and_commits_reach_the_master(
         spark, cluster, tmp_path):
-    """After the first test the group is at the queue ends on the master. More messages arrive, the slave copies
-    them and the group's offsets; the master is killed; a new query of the group with startingOffsets=group starts
-    where the slave's copy says and reads only the new messages; its commits wait for the master and reach it once
-    it is back, never behind the queue ends it committed before."""
+    """A group at the queue ends on the master; more messages arrive, the slave copies them and the group's
+    offsets; the master is killed; a query of the group with startingOffsets=group starts where the slave's copy
+    says and reads only the new messages; its commits wait for the master and reach it once it is back."""
+    group = "failover-start-g"
     master, slave = cluster.addresses["broker-a"], cluster.addresses[slave_of("broker-a")]
-    before = _max_offsets(master)
     cluster.ensure_running("broker-a")
-    wait_until(lambda: _group_offsets(master) == before, 60, "the first test's group offsets on the master")
+    with Admin(cluster.namesrv) as admin:
+        admin.create_topic(TOPIC, QUEUES)
+    with PullConsumer(cluster.namesrv, group) as c:
+        wait_until(lambda: len(c.queues(TOPIC)) == 2 * QUEUES, 60, "the topic's queues on both brokers")
+        for mq in c.queues(TOPIC):
+            c.commit_offset(mq, c.max_offset(mq))
+    before = _max_offsets(master)
+    assert _group_offsets(master, group) == before
     new: set[bytes] = set()
     with Producer(cluster.namesrv) as p:
         for q in range(QUEUES):
@@ -171,19 +187,20 @@ def test_starting_offsets_group_with_the_master_away_starts_at_the_slaves_copy_a
             new.update(bodies)
     ends = _max_offsets(master)
     wait_until(lambda: _max_offsets(slave) == ends, 180, "the slave holding the new messages")
-    wait_until(lambda: _group_offsets(slave) == before, 180, "the slave's copy of the group's offsets")
+    wait_until(lambda: _group_offsets(slave, group) == before, 180, "the slave's copy of the group's offsets")
     cluster.kill("broker-a", signal.SIGKILL)
 
     out = str(tmp_path / "out")
     q = (spark.readStream.format("rmq").option("namesrvAddr", cluster.namesrv).option("topic", TOPIC)
-         .option("consumerGroup", GROUP).option("startingOffsets", "group").option("brokerTimeoutMs", "240000")
+         .option("consumerGroup", group).option("startingOffsets", "group").option("brokerTimeoutMs", "240000")
          .load().writeStream.format("parquet").option("path", out)
          .option("checkpointLocation", str(tmp_path / "cp")).trigger(processingTime="500 milliseconds").start())
     try:
-        wait_until(lambda: spark.read.parquet(out).count() >= len(new), 240, "the new messages, from the slave")
-        assert _group_offsets(slave) == before  # a slave never takes the query's commits
+        wait_until(lambda: _written(spark, q, out) >= len(new), 240, "the new messages, from the slave")
+        assert _group_offsets(slave, group) == before  # a slave never takes the query's commits
         cluster.start("broker-a")
-        wait_until(lambda: _group_offsets(master) == ends, 180, "the query's commits on the master once it is back")
+        wait_until(lambda: _group_offsets(master, group) == ends, 180,
+                   "the query's commits on the master once it is back")
         assert q.exception() is None
     finally:
         q.stop()
