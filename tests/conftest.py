@@ -60,6 +60,7 @@ UNIT_SECONDS = {
     "stock-5.5.0": 480,  # test_mqadmin_matrix.py and test_stock_sink_faults.py are in it
     "stock-4.9.7": 300,
     "tests/spark/test_wire_sink_faults.py": 170,
+    "tests/spark/test_spark_connect.py": 130,  # two Connect servers and a remote("local[2]") child
     "tests/peers/test_stock_store.py": 75,
     "tests/peers/test_java_client_matrix.py": 90,
     "tests/peers/test_stock_failover.py": 150,  # two stock 4.9.7 clusters of three brokers
