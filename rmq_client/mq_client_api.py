@@ -27,7 +27,7 @@ from remoting.broker_headers import (
     v2_send_fields,
 )
 from remoting.namesrv_bodies import ClusterInfo, TopicList
-from remoting.route_data import TopicRouteData
+from remoting.route_data import MASTER_ID, TopicRouteData
 from rmq_acl import AclClientRPCHook, SessionCredentials
 from store import message_codec as codec
 
@@ -40,7 +40,6 @@ FLAG_SUBSCRIPTION = 0x4
 
 _PULL_CODES = {ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
                ResponseCode.PULL_OFFSET_MOVED}
-MASTER_ID = 0
 # An address that did not answer a read is tried last for this long: while a master is away its broker name's
 # reads go to a slave at once, not after a failed connection each time; then the master is asked again.
 DOWN_S = 10.0
@@ -310,29 +309,32 @@ class MQClientAPI:
             out.extend(MessageQueue(topic, q.broker_name, i) for i in range(n))
         return sorted(out)
 
-    async def broker_addr(self, topic: str, broker_name: str) -> str:
-        for attempt in range(2):
-            route = await self.route(topic, max_age=30.0 if attempt == 0 else 0.0)
-            if route is not None:
-                for b in route.broker_datas:
-                    if b.broker_name == broker_name and b.master_addr():
-                        return str(b.master_addr())
-        raise MQClientError(-1, f"no master of broker {broker_name!r} in the route of topic {topic!r}",
-                            ";".join(self.namesrv_addrs), "broker lookup", unreachable=True)
-
-    async def read_addrs(self, topic: str, broker_name: str,
-                         mq: Optional[MessageQueue] = None) -> list[tuple[int, str]]:
-        """(broker id, address) of broker_name to read from, in the order RocketMQ's consumer would: the id the
-        queue's last pull answer suggested, the master, then the slaves by id; those that did not answer within
-        DOWN_S last. MQClientError(unreachable) when the route lists no address of it."""
+    async def _broker_addrs(self, topic: str, broker_name: str, master: bool) -> dict[int, str]:
+        """broker_name's addresses by broker id in the topic's route (the cached route, or a fresh one when the
+        cached one lists no address of it, or no master when `master`)."""
         addrs: dict[int, str] = {}
         for attempt in range(2):
             route = await self.route(topic, max_age=30.0 if attempt == 0 else 0.0)
             for b in route.broker_datas if route is not None else ():
                 if b.broker_name == broker_name:
                     addrs = {int(i): str(a) for i, a in b.broker_addrs.items() if a}
-            if addrs:
+            if (MASTER_ID in addrs) if master else addrs:
                 break
+        return addrs
+
+    async def broker_addr(self, topic: str, broker_name: str) -> str:
+        addr = (await self._broker_addrs(topic, broker_name, master=True)).get(MASTER_ID)
+        if addr is None:
+            raise MQClientError(-1, f"no master of broker {broker_name!r} in the route of topic {topic!r}",
+                                ";".join(self.namesrv_addrs), "broker lookup", unreachable=True)
+        return addr
+
+    async def read_addrs(self, topic: str, broker_name: str,
+                         mq: Optional[MessageQueue] = None) -> list[tuple[int, str]]:
+        """(broker id, address) of broker_name to read from, in the order RocketMQ's consumer would: the id the
+        queue's last pull answer suggested, the master, then the slaves by id; those that did not answer within
+        DOWN_S last. MQClientError(unreachable) when the route lists no address of it."""
+        addrs = await self._broker_addrs(topic, broker_name, master=False)
         if not addrs:
             raise MQClientError(-1, f"no address of broker {broker_name!r} in the route of topic {topic!r}",
                                 ";".join(self.namesrv_addrs), "broker lookup", unreachable=True)
