@@ -3,6 +3,7 @@ interpreter), remote("local[2]") in a child process, and the error a client gets
 rmq-spark."""
 import contextlib
 import glob
+import json
 import os
 import shutil
 import socket
@@ -14,9 +15,15 @@ import time
 import pyarrow.parquet as pq
 import pyspark
 import pytest
-from source_testkit import fill
+from source_testkit import fill, get_message_rows
 
-pytest.importorskip("grpc", reason="Spark Connect needs pyspark[connect] (pip install 'rmq-spark[connect]')")
+from store import MessageStore
+
+try:
+    import grpc  # noqa: F401  (what pyspark[connect] adds)
+except ImportError:
+    pytest.fail("Spark Connect needs pyspark[connect]: pip install 'rmq-spark[connect]' (make test installs it)",
+                pytrace=False)
 
 SPARK_CONF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "spark_conf")
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -78,92 +85,121 @@ def _tail(tmp) -> str:
         return f.read()[-3000:].decode(errors="replace")
 
 
+def run_client(code: str, tmp, **env_extra) -> dict:
+    """Run a Spark Connect client in a child process and return the JSON its last line prints. A Connect session
+    switches the whole Python process to Connect mode (pyspark's Column and functions then build Connect plans), so
+    a client never shares the test worker with the classic session the other modules use."""
+    os.makedirs(tmp, exist_ok=True)
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_CONF_DIR=SPARK_CONF_DIR, **env_extra)
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=tmp, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 @pytest.fixture(scope="module")
 def remote(tmp_path_factory):
+    """The URL of a Connect server whose Python workers run this interpreter."""
     tmp = tmp_path_factory.mktemp("connect-server")
     with connect_server(str(tmp), sys.executable) as url:
-        from pyspark.sql import SparkSession
-
-        session = SparkSession.builder.remote(url).create()
-        try:
-            yield session
-        finally:
-            session.stop()
+        yield url
 
 
 def test_connect_server_batch_read(remote, tmp_path):
-    import rmq_spark
-
     store = fill(tmp_path / "store", "T", n=30, queues=3)
-    rmq_spark.register(remote)
-    df = remote.read.format("rmq").option("subscribe", "T").load(store)
-    rows = df.select("queue_id", "queue_offset", "body").collect()
-    assert sorted((r.queue_id, r.queue_offset) for r in rows) == sorted((i % 3, i // 3) for i in range(30))
-    assert {bytes(r.body) for r in rows} == {f"body-T-{i}".encode() for i in range(30)}
+    got = run_client(f"""
+        import json
+        from pyspark.sql import SparkSession
+        import rmq_spark
+        spark = SparkSession.builder.remote({remote!r}).create()
+        rmq_spark.register(spark)
+        rows = spark.read.format("rmq").option("subscribe", "T").load({store!r}) \\
+            .select("queue_id", "queue_offset", "body").collect()
+        print(json.dumps([[r.queue_id, r.queue_offset, bytes(r.body).decode()] for r in rows]))
+        spark.stop()
+    """, tmp_path / "client")
+    assert sorted((q, o) for q, o, _ in got) == sorted((i % 3, i // 3) for i in range(30))
+    assert {b for _, _, b in got} == {f"body-T-{i}" for i in range(30)}
 
 
 def test_connect_server_stream_to_parquet(remote, tmp_path):
     store = fill(tmp_path / "store", "S", n=40, queues=2)
     out, chk = str(tmp_path / "out"), str(tmp_path / "chk")
-    q = (remote.readStream.format("rmq").option("subscribe", "S").option("startingOffsets", "earliest")
-         .load(store)
-         .select("queue_id", "queue_offset", "body")
-         .writeStream.format("parquet").option("path", out).option("checkpointLocation", chk)
-         .trigger(availableNow=True).start())
-    assert q.awaitTermination(300), "the availableNow stream did not finish within 300 s"
-    assert q.exception() is None
-    table = pq.read_table([f for f in glob.glob(os.path.join(out, "*.parquet"))])
+    got = run_client(f"""
+        import json
+        from pyspark.sql import SparkSession
+        spark = SparkSession.builder.remote({remote!r}).create()
+        q = (spark.readStream.format("rmq").option("subscribe", "S").option("startingOffsets", "earliest")
+             .load({store!r}).select("queue_id", "queue_offset", "body")
+             .writeStream.format("parquet").option("path", {out!r}).option("checkpointLocation", {chk!r})
+             .trigger(availableNow=True).start())
+        finished = q.awaitTermination(300)
+        print(json.dumps({{"finished": finished, "error": str(q.exception()) if q.exception() else None}}))
+        spark.stop()
+    """, tmp_path / "client")
+    assert got == {"finished": True, "error": None}, got
+    table = pq.read_table(glob.glob(os.path.join(out, "*.parquet")))
     assert sorted(zip(table["queue_id"].to_pylist(), table["queue_offset"].to_pylist())) == \
         sorted((i % 2, i // 2) for i in range(40))
 
 
 def test_connect_server_write(remote, tmp_path):
     dst = str(tmp_path / "dst")
-    rows = remote.range(25).selectExpr("'OUT' AS topic", "CAST(concat('m', id) AS BINARY) AS body",
-                                       "'TagW' AS tags")
-    rows.write.format("rmq").mode("append").save(dst)
-    back = remote.read.format("rmq").option("subscribe", "OUT").load(dst).select("body", "tags").collect()
-    assert sorted(bytes(r.body) for r in back) == sorted(f"m{i}".encode() for i in range(25))
-    assert {r.tags for r in back} == {"TagW"}
+    got = run_client(f"""
+        import json
+        from pyspark.sql import SparkSession
+        spark = SparkSession.builder.remote({remote!r}).create()
+        rows = spark.range(25).selectExpr("'OUT' AS topic", "CAST(concat('m', id) AS BINARY) AS body",
+                                          "'TagW' AS tags")
+        rows.write.format("rmq").mode("append").save({dst!r})
+        spark.stop()
+        print(json.dumps("written"))
+    """, tmp_path / "client")
+    assert got == "written"
+    from rmq_spark.schema import COLUMNS
+
+    with MessageStore(dst, read_only=True) as s:
+        queues = s.queue_count("OUT")
+    back = [dict(zip(COLUMNS, r)) for q in range(queues) for r in get_message_rows(dst, "OUT", q)]
+    assert sorted(bytes(r["body"]) for r in back) == sorted(f"m{i}".encode() for i in range(25))
+    assert {r["tags"] for r in back} == {"TagW"}
 
 
 def test_remote_local_session_in_a_child(tmp_path):
-    """remote("local[2]") starts its own Connect server in the client's process: a child, beside this process's
-    classic session."""
+    """remote("local[2]") starts its own Connect server inside the client's process."""
     store = fill(tmp_path / "store", "L", n=12, queues=2)
-    code = textwrap.dedent(f"""
+    got = run_client(f"""
+        import json
         from pyspark.sql import SparkSession
         import rmq_spark
         spark = SparkSession.builder.remote("local[2]").config("spark.ui.enabled", "false").getOrCreate()
         rmq_spark.register(spark)
-        n = spark.read.format("rmq").option("subscribe", "L").load({store!r}).count()
-        print("COUNT", n)
+        print(json.dumps(spark.read.format("rmq").option("subscribe", "L").load({store!r}).count()))
         spark.stop()
-    """)
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_CONF_DIR=SPARK_CONF_DIR)
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, done.stderr[-4000:]
-    assert "COUNT 12" in done.stdout
+    """, tmp_path / "client")
+    assert got == 12
 
 
 def test_server_python_without_rmq_spark_names_the_fix(tmp_path):
     """A server whose Python workers run an interpreter without rmq-spark (the base interpreter of this venv):
     register() on the client says the server's Python needs rmq-spark and PYSPARK_PYTHON."""
-    import rmq_spark
-    from rmq_spark.register import RmqConnectServerError
-
     bare = os.path.realpath(shutil.which("python3", path=os.path.join(sys.base_prefix, "bin")) or "")
-    if not bare or subprocess.run([bare, "-c", "import rmq_spark"], cwd="/", capture_output=True).returncode == 0:
-        pytest.skip("no interpreter without rmq-spark on this machine")
+    assert bare and subprocess.run([bare, "-c", "import rmq_spark"], cwd="/", capture_output=True).returncode, \
+        f"this test needs an interpreter without rmq-spark; the venv's base interpreter {bare!r} has it"
     with connect_server(str(tmp_path / "server"), bare) as url:
-        from pyspark.sql import SparkSession
-
-        session = SparkSession.builder.remote(url).create()
-        try:
-            with pytest.raises(RmqConnectServerError) as err:
-                rmq_spark.register(session)
-            msg = str(err.value)
-            assert "Spark Connect server" in msg and "PYSPARK_PYTHON" in msg and bare in msg
-        finally:
-            session.stop()
+        got = run_client(f"""
+            import json
+            from pyspark.sql import SparkSession
+            import rmq_spark
+            from rmq_spark.register import RmqConnectServerError
+            spark = SparkSession.builder.remote({url!r}).create()
+            try:
+                rmq_spark.register(spark)
+                print(json.dumps(None))
+            except RmqConnectServerError as e:
+                print(json.dumps(str(e)))
+            finally:
+                spark.stop()
+        """, tmp_path / "client")
+    assert got is not None, "register() accepted a server whose Python lacks rmq-spark"
+    assert "Spark Connect server" in got and "PYSPARK_PYTHON" in got and bare in got
