@@ -52,12 +52,18 @@ def stock_clients(version: str, namesrv: str, root) -> StockClients:
     return StockClients(version, namesrv, root)
 
 
+def pytest_configure(config) -> None:
+    config.addinivalue_line("markers", "stock_versions(*versions): the stock versions a test runs against")
+
+
 def pytest_collection_modifyitems(config, items) -> None:
-    """A module of this folder may name the stock versions it runs against (STOCK_VERSIONS); its tests of the
-    other versions are deselected (not skipped: they are not part of the suite)."""
+    """A module of this folder may name the stock versions it runs against (STOCK_VERSIONS), a test too
+    (@pytest.mark.stock_versions(...)); its tests of the other versions are deselected (not skipped: they are not
+    part of the suite)."""
     keep, drop = [], []
     for item in items:
-        versions = getattr(getattr(item, "module", None), "STOCK_VERSIONS", None)
+        marker = item.get_closest_marker("stock_versions")
+        versions = marker.args if marker else getattr(getattr(item, "module", None), "STOCK_VERSIONS", None)
         callspec = getattr(item, "callspec", None)
         version = callspec.params.get("stock_version") if callspec is not None else None
         (drop if versions is not None and version is not None and version not in versions else keep).append(item)
