@@ -4,7 +4,15 @@ from __future__ import annotations
 import pytest
 from wire_cluster import WireCluster
 
-from rmq_client import MessageQueue, MQClientError, Producer, PullConsumer, PullStatus, Subscription
+from rmq_client import (
+    MessageQueue,
+    MQClientError,
+    NotANameServerError,
+    Producer,
+    PullConsumer,
+    PullStatus,
+    Subscription,
+)
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +78,23 @@ def test_errors_name_the_broker_and_the_code(cluster):
             consumer.pull(MessageQueue("Orders", "broker-z", 0), 0)
     with pytest.raises(ValueError, match="namesrvAddr"):
         PullConsumer("nohostport", "g")
+
+
+def test_a_brokers_address_given_as_the_name_server_is_named_a_broker(cluster):
+    """A broker's port where the name server's belongs: the route lookup says it is a broker and where name servers
+    listen (Apache RocketMQ's mqnamesrv named), keeping the broker's own answer, instead of its
+    REQUEST_CODE_NOT_SUPPORTED alone."""
+    broker = cluster.addresses["broker-a"]
+    says = (f"route of topic 'Orders': {broker} is a broker, not a name server (name servers usually listen on 9876: "
+            "Apache RocketMQ's `mqnamesrv`, `rmq namesrv`, or the one `rmq serve` starts and prints); it answered "
+            "REQUEST_CODE_NOT_SUPPORTED (3): ")
+    with PullConsumer(broker, "g-not-ns") as consumer:
+        with pytest.raises(NotANameServerError) as e:
+            consumer.queues("Orders")
+    assert str(e.value).startswith(says) and "GET_ROUTEINFO_BY_TOPIC" in str(e.value), str(e.value)
+    assert e.value.address == broker
+    with Producer(broker) as producer, pytest.raises(NotANameServerError, match="is a broker, not a name server"):
+        producer.send("Orders", b"x")
 
 
 def test_sql92_pulls_find_sparse_and_dense_matches_in_order(cluster):

@@ -109,10 +109,14 @@ def test_a_name_server_refusing_connections_fails_the_read_at_once_naming_it(spa
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         addr = f"127.0.0.1:{s.getsockname()[1]}"
+    df = (spark.read.format("rmq").option("namesrvAddr", addr).option("topic", "T")
+          .option("brokerTimeoutMs", "180000").load())
     began = time.monotonic()
     with pytest.raises(Exception, match=f"option 'namesrvAddr': no name server listens at {addr}") as e:
-        spark.read.format("rmq").option("namesrvAddr", addr).option("topic", "T").load().collect()
-    assert time.monotonic() - began < 30  # brokerTimeoutMs is 60 s: not waited for
+        df.collect()
+    # brokerTimeoutMs (3 minutes) is not waited for; the bound leaves a fresh session's first Python workers on a
+    # loaded machine their time (11 to 36 s measured at a load of 4.5 to 6, where 30 s failed the test)
+    assert time.monotonic() - began < 120
     assert "name servers usually listen on 9876: Apache RocketMQ's `mqnamesrv`, `rmq namesrv`" in str(e.value)
 
 
