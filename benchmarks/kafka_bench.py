@@ -17,8 +17,12 @@ Latency: 10 messages/s sent one at a time (Kafka: a Java KafkaProducer, acks=1, 
 Producer in its own process), read by a stream with trigger 0 s into foreachBatch, which collects the bodies
 (each the send time in microseconds); p50/p90/p99 of (collected - sent), the first data batch left out.
 
-Ratios rmq/Kafka are printed for each shape. Fetches its jars with benchmarks/kafka/fetch.sh into .peers/kafka/.
-    .venv/bin/python benchmarks/kafka_bench.py [--messages 10000000] [--dir /tmp/rmq-kafka-bench] [--repeat 2]
+Ratios rmq/Kafka are printed for each shape. Each run's load is recorded (machine_load: the 1-minute load
+average, and the cores the rest of the machine kept busy while it ran); a ratio whose runs had the rest of the
+machine above --max-others cores is marked "(busy machine)" and is no figure: run it again when the machine is
+quiet. Fetches its jars with benchmarks/kafka/fetch.sh into .peers/kafka/.
+    .venv/bin/python benchmarks/kafka_bench.py [--messages 10000000] [--dir /tmp/rmq-kafka-bench] [--repeat 3]
+    .venv/bin/python benchmarks/kafka_bench.py --quick      # 1,000,000 messages, 20 s of latency: development
 """
 from __future__ import annotations
 
@@ -31,13 +35,13 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
 import time
 import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+from machine_load import Interval, Load  # noqa: E402
 from spark_source_bench import (  # noqa: E402
     QUEUES,
     SIX_DDL,
@@ -244,12 +248,17 @@ def send_rmq(namesrv: str, topic: str, rate: float, seconds: float) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--messages", type=int, default=10_000_000)
+    ap.add_argument("--messages", type=int, default=None, help="10,000,000 (--quick: 1,000,000)")
+    ap.add_argument("--quick", action="store_true", help="for development: 1,000,000 messages (unless --messages "
+                                                        "says otherwise), 20 s of latency measurement")
     ap.add_argument("--dir", default="/tmp/rmq-kafka-bench")
-    ap.add_argument("--repeat", type=int, default=2, help="runs per measurement; the best is reported")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per measurement; the best is reported")
+    ap.add_argument("--max-others", type=float, default=0.3,
+                    help="cores the rest of the machine may keep busy during a run before its ratio is marked")
     ap.add_argument("--cases", default="K,K0,K6,a,a0,a6,w,w0,w6,Kb,ab,wb",
                     help="which throughput cases to run")
-    ap.add_argument("--latency-seconds", type=float, default=60.0, help="0: no latency measurement")
+    ap.add_argument("--latency-seconds", type=float, default=None, help="60 (--quick: 20); 0: no latency "
+                                                                           "measurement")
     ap.add_argument("--rate", type=float, default=10.0, help="latency: messages a second")
     ap.add_argument("--profile", default="", help="a folder: py-spy (rmq, a and w) and JFR (Kafka, K) profiles of "
                                                  "one stream run each, after the measurements")
@@ -259,6 +268,10 @@ def main() -> None:
         namesrv, topic, rate, seconds = args.send_rmq
         send_rmq(namesrv, topic, float(rate), float(seconds))
         return
+    if args.messages is None:
+        args.messages = 1_000_000 if args.quick else 10_000_000
+    if args.latency_seconds is None:
+        args.latency_seconds = 20.0 if args.quick else 60.0
     if args.profile and not os.path.exists(os.path.join(os.path.dirname(sys.executable), "py-spy")):
         raise SystemExit("--profile needs py-spy beside this interpreter: pip install py-spy")
     n = args.messages
@@ -270,7 +283,6 @@ def main() -> None:
     build_parquet(store_path, parquet_path, n)
     producer_classes = compiled_producer(broker_lib)
 
-    load = _LoadSampler()
     kafka = KafkaBroker(broker_lib, os.path.join(args.dir, "kafka"))
     rmq = None
     spark = None
@@ -295,17 +307,14 @@ def main() -> None:
         else:
             secs = json.load(open(marker))["seconds"]
             print(f"Kafka already holds the {n:,} messages (loaded at {n / secs:,.0f} msg/s)", flush=True)
-        load.start()
         results = run_cases(spark, args, kafka.bootstrap, rmq[1], store_path, n)
-        lat = {}
+        lat: dict = {}
         if args.latency_seconds > 0:
             lat = run_latency(spark, args, kafka.bootstrap, rmq[1], producer_classes, broker_lib)
-        loads = load.stop()
-        report(results, lat, args, n, connector_version, os.path.basename(os.path.dirname(broker_lib)), loads)
+        report(results, lat, args, n, connector_version, os.path.basename(os.path.dirname(broker_lib)))
         if args.profile:
             profile(spark, args, kafka.bootstrap, rmq[1], store_path)
     finally:
-        load.stop()
         if spark is not None:
             spark.stop()
         if rmq is not None:
@@ -355,19 +364,30 @@ def run_cases(spark, args, bootstrap: str, namesrv: str, store_path: str, n: int
     runs = {}
     for c in cases:
         if c in streams:
-            runs[c] = (lambda f: lambda: run_stream(spark, f(), tmp))(streams[c])
+            runs[c] = measured((lambda f: lambda: run_stream(spark, f(), tmp))(streams[c]))
         elif c in batches:
-            runs[c] = (lambda f: lambda: count(f()))(batches[c])
+            runs[c] = measured((lambda f: lambda: count(f()))(batches[c]))
         else:
             raise SystemExit(f"--cases: unknown case {c!r}")
     # Warm-up outside the timings: the JVM's Kafka classes, Spark's Python workers, the lookup of format("rmq").
     kafka(False, False).limit(10).collect()
     ours(False, False).limit(10).collect()
     got = best_interleaved(runs, args.repeat)
-    for c, (t, rows) in got.items():
+    for c, (t, rows, _) in got.items():
         if rows != n:
             raise SystemExit(f"case {c} read {rows:,} rows, not {n:,}")
     return got
+
+
+def measured(fn):
+    """A case's run as (seconds, rows, the load it ran under)."""
+    def run():
+        interval = Interval().begin()
+        t, rows = fn()
+        load = interval.end()
+        print(f"    {load.text()}", flush=True)
+        return t, rows, load
+    return run
 
 
 def run_latency(spark, args, bootstrap: str, namesrv: str, classes: str, broker_lib: str) -> dict:
@@ -386,29 +406,10 @@ def run_latency(spark, args, bootstrap: str, namesrv: str, classes: str, broker_
     k_sender = ["java", "-Xmx128m", "-cp", cp, "LatencyProducer", bootstrap, LATENCY_TOPIC, str(args.rate), secs,
                 str(QUEUES)]
     r_sender = [sys.executable, os.path.abspath(__file__), "--send-rmq", namesrv, LATENCY_TOPIC, str(args.rate), secs]
-    return {"K": measure_latency(k, "value", k_sender, tmp, args.latency_seconds),
-            "w": measure_latency(r, "body", r_sender, tmp, args.latency_seconds)}
-
-
-class _LoadSampler:
-    """The 1-minute load average every 10 s while the measurements run."""
-
-    def __init__(self):
-        self.samples: list[float] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self):
-        while not self._stop.wait(10):
-            self.samples.append(os.getloadavg()[0])
-
-    def start(self):
-        self.samples.append(os.getloadavg()[0])
-        self._thread.start()
-
-    def stop(self) -> list[float]:
-        self._stop.set()
-        return self.samples
+    interval = Interval().begin()
+    out = {"K": measure_latency(k, "value", k_sender, tmp, args.latency_seconds),
+           "w": measure_latency(r, "body", r_sender, tmp, args.latency_seconds)}
+    return {**out, "load": interval.end()}
 
 
 LABELS = {
@@ -422,22 +423,37 @@ LABELS = {
 PAIRS = {"a": "K", "w": "K", "a0": "K0", "w0": "K0", "a6": "K6", "w6": "K6", "ab": "Kb", "wb": "Kb"}
 
 
-def report(got: dict, lat: dict, args, n: int, connector: str, broker: str, loads: list[float]) -> None:
+def busy(load: Load, args) -> bool:
+    return load.others_cores > args.max_others
+
+
+def report(got: dict, lat: dict, args, n: int, connector: str, broker: str) -> None:
+    loads = [load for _, _, load in got.values()] + ([lat["load"]] if lat else [])
+    averages = [load.loadavg for load in loads] or [os.getloadavg()[0]]
     print(f"\nkafka_bench: {n:,} messages, 100-byte bodies, {QUEUES} queues/partitions, local[2], best of "
           f"{args.repeat} (cases interleaved); Kafka {broker.split('-', 1)[1]} (KRaft), spark-sql-kafka-0-10 "
-          f"{connector}; load average {min(loads):.1f}-{max(loads):.1f} during the run")
-    for c, (t, _) in got.items():
+          f"{connector}; load average {min(averages):.1f}-{max(averages):.1f} during the run; each row's load is "
+          f"that of its best run (others: cores the rest of the machine kept busy, marked above {args.max_others})")
+    marked = []
+    for c, (t, _, load) in got.items():
         ratio = ""
         if c in PAIRS and PAIRS[c] in got:
             ratio = f"  rmq/Kafka {got[PAIRS[c]][0] / t:.2f}"
-        print(f"({c:>2}) {LABELS[c]:<44} {n / t:>12,.0f} rows/s  ({t:6.2f} s){ratio}", flush=True)
+            if busy(load, args) or busy(got[PAIRS[c]][2], args):
+                ratio += " (busy machine)"
+                marked.append(c)
+        print(f"({c:>2}) {LABELS[c]:<44} {n / t:>12,.0f} rows/s  ({t:6.2f} s, {load.text()}){ratio}", flush=True)
+    if marked:
+        print(f"marked ratios ({', '.join(marked)}): the rest of the machine kept more than {args.max_others} cores "
+              f"busy while a run of the pair ran; they are no figure, run again on a quiet machine")
     if lat:
         pk, pw = percentiles(lat["K"]), percentiles(lat["w"])
         print(f"latency at {args.rate:g} msg/s, send -> foreachBatch, trigger 0 s, {args.latency_seconds:g} s:")
         print(f"  Kafka     p50 {pk[0]:8.1f} ms  p90 {pk[1]:8.1f} ms  p99 {pk[2]:8.1f} ms  ({len(lat['K'])} samples)")
         print(f"  rmq wire  p50 {pw[0]:8.1f} ms  p90 {pw[1]:8.1f} ms  p99 {pw[2]:8.1f} ms  ({len(lat['w'])} samples)")
         print(f"  rmq/Kafka p50 {pw[0] / pk[0]:.2f}  p90 {pw[1] / pk[1]:.2f}  p99 {pw[2] / pk[2]:.2f} "
-              "(latency: above 1 is slower)", flush=True)
+              f"(latency: above 1 is slower; {lat['load'].text()}"
+              f"{', busy machine: no figure' if busy(lat['load'], args) else ''})", flush=True)
 
 
 def profile(spark, args, bootstrap: str, namesrv: str, store_path: str) -> None:

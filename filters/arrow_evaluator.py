@@ -19,6 +19,8 @@ import pyarrow.compute as pc
 
 from store import native
 from store.message_properties import MapColumn, PropertiesText, properties_to_map  # noqa: F401  (re-exported)
+from store.numpy_arrow import from_numpy
+from store.numpy_arrow import true_where_valid as _to_bool_numpy
 
 from .comparison_rules import (
     D_DOUBLE,
@@ -130,7 +132,7 @@ class _Rows:
         return found
 
     def column(self, name: str) -> pa.Array:
-        col = self._inherited("_columns", name, lambda c, index: c.take(pa.array(index)))
+        col = self._inherited("_columns", name, lambda c, index: c.take(from_numpy(index)))
         if col is None:
             col = self.source.column(name)
             self._columns[name] = col
@@ -158,19 +160,6 @@ class _Rows:
             hit = _convert(self.column(name), self.null(name), kind)
             self._converted[key] = hit
         return hit
-
-
-def _to_bool_numpy(arr: Union[pa.Array, pa.ChunkedArray]) -> np.ndarray:
-    """A boolean array as numpy, null as False (unpacking the bits: much faster than to_numpy)."""
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    if arr.null_count:
-        arr = arr.fill_null(False)
-    n, skip = len(arr), arr.offset % 8
-    if n == 0:
-        return np.zeros(0, dtype=bool)
-    bits = np.frombuffer(arr.buffers()[1], dtype=np.uint8)[arr.offset // 8 :]
-    return np.unpackbits(bits, count=skip + n, bitorder="little")[skip:].view(bool)
 
 
 def _equal_any(col: pa.Array, values) -> np.ndarray:
@@ -210,7 +199,7 @@ def _convert(col: pa.Array, null: np.ndarray, kind: str) -> tuple[np.ndarray, np
             fast = _to_bool_numpy(pc.match_substring_regex(col, _FAST_DOUBLE))
             if fast.any():
                 idx = np.flatnonzero(fast)
-                values[idx] = pc.cast(col.take(pa.array(idx)), pa.float64()).to_numpy()
+                values[idx] = pc.cast(col.take(from_numpy(idx)), pa.float64()).to_numpy()
     fast &= ~null
     ok = fast.copy()
     slow = ~fast & ~null
@@ -218,7 +207,7 @@ def _convert(col: pa.Array, null: np.ndarray, kind: str) -> tuple[np.ndarray, np
         # Unusual texts (signs, other scripts' digits, hex floats, NaN...):
         # Java's rules in Python, once per distinct text.
         idx = np.flatnonzero(slow)
-        texts = col.take(pa.array(idx))
+        texts = col.take(from_numpy(idx))
         encoded = pc.dictionary_encode(texts)
         convert = converter(kind)
         uniq_values = np.zeros(len(encoded.dictionary), dtype=dtype)
@@ -305,7 +294,7 @@ class ArrowEvaluator:
         return np.broadcast_to(self._condition(rows, self.expression), (rows.n,))
 
     def mask_for(self, source: "PropertySource") -> pa.BooleanArray:
-        return pa.array(self.codes_for(source) == T, type=pa.bool_())
+        return from_numpy(self.codes_for(source) == T)
 
     def mask(self, batch: Union[pa.RecordBatch, pa.Table]) -> pa.BooleanArray:
         return self.mask_for(MapPropertySource(batch.column("properties")))
@@ -535,7 +524,7 @@ class MapPropertySource(PropertySource):
         self.n = self._map.n
 
     def subset(self, index: np.ndarray, names: list[str]) -> PropertySource:
-        return MapPropertySource(self._array.take(pa.array(index)))
+        return MapPropertySource(self._array.take(from_numpy(index)))
 
     def column(self, name: str) -> pa.Array:
         return self._map.column(name)
@@ -549,7 +538,7 @@ class DictPropertySource(PropertySource):
         self.n = n
 
     def subset(self, index: np.ndarray, names: list[str]) -> PropertySource:
-        taken = pa.array(index)
+        taken = from_numpy(index)
         return DictPropertySource({k: v.take(taken) for k, v in self._columns.items()}, len(index))
 
     def column(self, name: str) -> pa.Array:

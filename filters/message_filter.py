@@ -13,6 +13,8 @@ from typing import Mapping, Optional, Union
 import numpy as np
 import pyarrow as pa
 
+from store.numpy_arrow import from_numpy
+
 from .arrow_evaluator import ArrowEvaluator
 from .consume_queue_pruning import ConsumeQueuePruner
 from .expressions import ALWAYS_TRUE, And, Expression, is_condition
@@ -99,7 +101,7 @@ class MessageFilter:
     def commit_log_mask(self, batch: Union[pa.RecordBatch, pa.Table]) -> pa.BooleanArray:
         """is_matched_by_commit_log for every row of a scan batch (its `properties` column)."""
         if self.expression == ALWAYS_TRUE:
-            return pa.array(np.ones(batch.num_rows, dtype=bool))
+            return from_numpy(np.ones(batch.num_rows, dtype=bool))
         return self.arrow_evaluator.mask(batch)
 
     @property

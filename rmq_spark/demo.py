@@ -193,17 +193,19 @@ def main(argv=None) -> int:
         store.create_topic(SOURCE_TOPIC, QUEUES)
         store.create_topic(TARGET_TOPIC, QUEUES)
         producer = OrderGenerator(store)
-        producer.produce(args.messages)
-        print(f"Produced {producer.produced} messages into {SOURCE_TOPIC} ({QUEUES} queues); "
-              f"{args.bursts} bursts of {args.burst_size} follow while the query runs", flush=True)
-
+        # the orders are made while Spark's JVM starts (one waits on the other otherwise)
+        loader = threading.Thread(target=producer.produce, args=(args.messages,), name="orders", daemon=True)
+        loader.start()
         t0 = time.monotonic()
         spark = spark_session(conf=spark_conf)
+        loader.join()
+        print(f"Produced {producer.produced} messages into {SOURCE_TOPIC} ({QUEUES} queues); "
+              f"{args.bursts} bursts of {args.burst_size} follow while the query runs", flush=True)
         spark.sparkContext.setLogLevel("WARN")
         print(f"Spark {spark.version} session {spark.sparkContext.master} started in {time.monotonic() - t0:.1f} s")
         print(f"Query: tags `{TAG_SELECTOR}`, sql `{SQL_SELECTOR}`, maxMessagesPerTrigger {args.max_per_trigger}, "
               f"checkpoint {checkpoint}\n", flush=True)
-        batches, rows_in, elapsed, error = _run_query(spark, store, store_dir, checkpoint, producer, args)
+        batches, rows_in, elapsed, error, times = _run_query(spark, store, store_dir, checkpoint, producer, args)
         if error is not None:
             print(f"\nFAILED: {error}", file=sys.stderr)
             spark.stop()
@@ -218,7 +220,7 @@ def main(argv=None) -> int:
     duplicates, missing = counts["rows"] - counts["distinct"], expected - counts["distinct"]
     print(f"\nSummary ({time.monotonic() - started:.1f} s in all, query {elapsed:.1f} s)")
     print(f"  produced      {producer.produced} orders into {SOURCE_TOPIC}; {expected} match the selectors")
-    print(f"  streamed      {rows_in} rows in {batches} microbatches ({rows_in / elapsed:.0f} rows/s over the query)")
+    print(f"  streamed      {rows_in} rows in {batches} microbatches; {_batch_times(times)}")
     print(f"  written       {written} messages into {TARGET_TOPIC} ({counts['high']} tagged High)")
     print(f"  exactly once  duplicates {duplicates}, missing {missing}")
     print(f"  group {GROUP}  lag " + " ".join(f"q{q}={n}" for q, n in final_lag.items()))
@@ -233,7 +235,8 @@ def _arguments(argv) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m rmq_spark.demo", description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--messages", type=int, default=20_000, help="orders in the store before the query starts")
     ap.add_argument("--bursts", type=int, default=6, help="bursts the producer adds while the query runs")
-    ap.add_argument("--burst-size", type=int, default=2_500, help="orders per burst (one burst a second)")
+    ap.add_argument("--burst-size", type=int, default=2_500, help="orders per burst")
+    ap.add_argument("--burst-every", type=float, default=0.5, help="seconds between bursts")
     ap.add_argument("--max-per-trigger", type=int, default=6_000, help="maxMessagesPerTrigger of the query")
     ap.add_argument("--timeout", type=float, default=150, help="give up when not caught up after this many s")
     return ap.parse_args(argv)
@@ -244,7 +247,7 @@ def _run_query(spark, store, store_dir: str, checkpoint: str, producer: "OrderGe
     per queue), printing a line per microbatch. Returns (batches, rows in, seconds, error or None)."""
     def bursts():
         for _ in range(args.bursts):
-            time.sleep(1.0)
+            time.sleep(args.burst_every)
             producer.produce(args.burst_size)
 
     query = pipeline(spark, store_dir, checkpoint, args.max_per_trigger)
@@ -254,6 +257,7 @@ def _run_query(spark, store, store_dir: str, checkpoint: str, producer: "OrderGe
     feeder = threading.Thread(target=bursts, name="producer", daemon=True)
     print(HEADER + "\n", end="", flush=True)
     printed: set = set()
+    times: list[tuple[int, int]] = []  # (offsets read, ms) of each microbatch
     batches, rows_in, error = 0, 0, None
     deadline = time.monotonic() + args.timeout
 
@@ -265,6 +269,7 @@ def _run_query(spark, store, store_dir: str, checkpoint: str, producer: "OrderGe
             printed.add(p["batchId"])
             batches += 1
             rows_in += p["numInputRows"]
+            times.append((offsets_read(p), p["durationMs"].get("triggerExecution", 0)))
             print(progress_line(p, store, store_dir), flush=True)
 
     while True:
@@ -282,7 +287,21 @@ def _run_query(spark, store, store_dir: str, checkpoint: str, producer: "OrderGe
             break
     query.stop()
     print_new()
-    return batches, rows_in, time.monotonic() - query_started, error
+    return batches, rows_in, time.monotonic() - query_started, error, times
+
+
+def _batch_times(times: list[tuple[int, int]]) -> str:
+    """What a microbatch costs: the first (it starts Spark's Python workers and compiles the query), the later
+    ones' median and slowest, and the offsets a second they read (the query's pace is the producer's bursts)."""
+    if not times:
+        return "no microbatch"
+    text = f"the first took {times[0][1] / 1000:.1f} s (it starts Spark's Python workers)"
+    later = sorted(ms for _, ms in times[1:])
+    if later:
+        offsets, ms = sum(o for o, _ in times[1:]), sum(later)
+        text += (f", the {len(later)} later ones {later[len(later) // 2]} ms median, {later[-1]} ms at most "
+                 f"({offsets / max(ms, 1) * 1000:,.0f} offsets/s through the pipeline: read, enrich, write, commit)")
+    return text
 
 
 def _count_output(spark, store_dir: str):

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .compiled import _native
+from .numpy_arrow import from_numpy
 
 
 def available() -> bool:
@@ -437,7 +438,7 @@ def _properties_arrays(outs: list, n: int, pairs: int, items: int, want: int) ->
      keys_offsets, item_offsets, item_data) = outs
     props = tags = keys = None
     if want & WANT_MAP:
-        props = pa.MapArray.from_arrays(pa.array(map_offsets), _arrow(pa.string(), pairs, key_offsets, key_data),
+        props = pa.MapArray.from_arrays(from_numpy(map_offsets), _arrow(pa.string(), pairs, key_offsets, key_data),
                                         _arrow(pa.string(), pairs, value_offsets, value_data),
                                         type=pa.map_(pa.string(), pa.string()))
     if want & WANT_TAGS:
@@ -447,5 +448,5 @@ def _properties_arrays(outs: list, n: int, pairs: int, items: int, want: int) ->
                                                       pa.py_buffer(tags_data[:int(tags_offsets[n])])],
                                      null_count=n - present)
     if want & WANT_KEYS:
-        keys = pa.ListArray.from_arrays(pa.array(keys_offsets), _arrow(pa.string(), items, item_offsets, item_data))
+        keys = pa.ListArray.from_arrays(from_numpy(keys_offsets), _arrow(pa.string(), items, item_offsets, item_data))
     return props, tags, keys

@@ -18,7 +18,6 @@ from typing import Callable, ClassVar, Iterator, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from . import message_codec as codec
 from . import native
@@ -26,6 +25,7 @@ from .consume_queue import CQ_STORE_UNIT_SIZE
 from .errors import CorruptRecordError
 from .message_filter import vectorised
 from .native import WANT_BODY, WANT_IDS, WANT_KEYS, WANT_MAP, WANT_PROPERTIES, WANT_TAGS, crc32_spans
+from .numpy_arrow import from_numpy, repeated_string, strings, true_where_valid
 from .properties_column import gather_spans, scan_columns, strided_view
 
 SCAN_SCHEMA = pa.schema([
@@ -235,7 +235,7 @@ def decode_records(buf: np.ndarray, starts: np.ndarray, offsets: np.ndarray, siz
         bodies, prop_columns = None, None
     if text_filter is not None:
         props_text = gather_spans(buf, f.props_start, f.props_end, pa.string())
-        keep = pc.fill_null(text_filter(props_text), False).to_numpy(zero_copy_only=False)
+        keep = true_where_valid(text_filter(props_text))
         if not keep.all():
             f = f.take(np.flatnonzero(keep))
     n = len(f.offsets)
@@ -255,16 +255,16 @@ def decode_records(buf: np.ndarray, starts: np.ndarray, offsets: np.ndarray, siz
     props, tags, keys = prop_columns or (None, None, None)
 
     def ints(a: np.ndarray) -> pa.Array:
-        return pa.array(a.astype(np.int32, copy=False))
+        return from_numpy(a.astype(np.int32, copy=False))
 
     def millis(a: np.ndarray) -> pa.Array:
-        return pa.array(a, pa.int64()).cast(pa.timestamp("ms"))
+        return from_numpy(a.astype(np.int64, copy=False)).cast(pa.timestamp("ms"))
 
     build: dict[str, Callable[[], pa.Array]] = {
-        "topic": lambda: pa.repeat(pa.scalar(topic, pa.string()), n),
-        "queue_id": lambda: pa.array(np.full(n, queue_id, dtype=np.int32)),
-        "queue_offset": lambda: pa.array(f.queue_offsets),
-        "commit_log_offset": lambda: pa.array(f.offsets),
+        "topic": lambda: repeated_string(topic, n),
+        "queue_id": lambda: from_numpy(np.full(n, queue_id, dtype=np.int32)),
+        "queue_offset": lambda: from_numpy(f.queue_offsets),
+        "commit_log_offset": lambda: from_numpy(f.offsets),
         "msg_id": lambda: f.msg_ids,
         "tags": lambda: tags,
         "keys": lambda: keys,
@@ -309,7 +309,7 @@ class _Fields:
     ARROW: ClassVar[tuple[str, ...]] = ("born_host", "store_host", "msg_ids")
 
     def take(self, idx: np.ndarray) -> "_Fields":
-        indices = pa.array(idx)
+        indices = from_numpy(idx)
         return replace(self, **{k: getattr(self, k)[idx] for k in self.ARRAYS},
                        **{k: getattr(self, k).take(indices) for k in self.ARROW if getattr(self, k) is not None})
 
@@ -462,9 +462,9 @@ def _hosts_from_keys(keys: np.ndarray) -> pa.Array:
         return codec.format_host(((k >> 32) & 0xFFFFFFFF).to_bytes(4, "big"),
                                  int(np.int32(np.uint32(k & 0xFFFFFFFF))))
     if len(keys) and (keys == keys[0]).all():
-        return pa.repeat(pa.scalar(text(int(keys[0])), pa.string()), len(keys))
+        return repeated_string(text(int(keys[0])), len(keys))
     uniq, inverse = np.unique(keys, return_inverse=True)
-    return pa.array([text(k) for k in uniq.tolist()], pa.string()).take(pa.array(inverse.astype(np.int32)))
+    return strings([text(k) for k in uniq.tolist()]).take(from_numpy(inverse.astype(np.int32)))
 
 
 def _hosts_any(g: _Gather, addr_pos: np.ndarray, v6: np.ndarray, port: np.ndarray) -> pa.Array:

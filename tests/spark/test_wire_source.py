@@ -228,3 +228,31 @@ def test_a_partition_whose_broker_stays_away_fails_naming_it_and_reads_all_once_
         got = [b for batch in read_wire_partition(part) for b in batch.column("body").to_pylist()]
         assert got == [f"broker-b/1/{i}".encode() for i in range(PER_QUEUE)]
         assert set(got) <= sent
+
+
+def test_a_bounded_read_with_a_tag_selector_never_waits_on_the_brokers_pull_suspend(spark, tmp_path):
+    """Every queue ends with messages the selector does not match, and the broker holds any pull that asks for
+    long polling for 10 minutes (longPollingEnable=false, shortPollingTimeMills=600000). Pulls of 2 messages end
+    full at offset 9, which leaves a last pull at 10 whose every unit fails the selector: an availableNow stream
+    and a batch read finish with the matching messages, so that pull did not wait on the broker's suspend."""
+    from wire_cluster import PULL_LIMITS
+    hold = PULL_LIMITS + "longPollingEnable = false\nshortPollingTimeMills = 600000\n"
+    with WireCluster(tmp_path / "c", brokers=("broker-a",), conf=hold) as c:
+        with Producer(c.namesrv) as p:
+            p.create_topic("Tail", 2)
+            for q in (0, 1):  # 40 messages: 0, 3, 6 and 9 tagged "x", the rest "y"
+                p.send_batch("Tail", [f"{q}/{i}".encode() for i in range(40)],
+                             tags=["x" if i < 12 and i % 3 == 0 else "y" for i in range(40)],
+                             queue=MessageQueue("Tail", "broker-a", q))
+        wanted = {f"{q}/{i}".encode() for q in (0, 1) for i in range(0, 12, 3)}
+        query = (spark.readStream.format("rmq").option("namesrvAddr", c.namesrv).option("topic", "Tail")
+                 .option("tags", "x").option("pullBatchSize", "2").option("startingOffsets", "earliest").load()
+                 .writeStream.format("memory").queryName("tail_x")
+                 .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+        try:
+            assert query.awaitTermination(120), "the availableNow read did not finish: a pull was held"
+        finally:
+            query.stop()
+        assert query.exception() is None
+        assert {r.body for r in spark.sql("SELECT body FROM tail_x").collect()} == wanted
+        assert {r.body for r in _read(spark, c, topic="Tail", tags="x", pullBatchSize="2").collect()} == wanted
