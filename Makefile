@@ -17,7 +17,7 @@ unexport PYTHONDONTWRITEBYTECODE
 # editable_mode=compat (setuptools warns that it is transitional): Spark finds Python data sources by listing the
 # modules named pyspark_* (pkgutil.iter_modules), which sees compat's path entry but not the import-hook finder of
 # the strict and lenient modes (measured: lenient gives DATA_SOURCE_NOT_FOUND for format("rmq")).
-$(VENV)/.installed: setup.cfg pyproject.toml setup.py store/_native.c store/_encode.c store/_index.c remoting/_frame.c
+$(VENV)/.installed: setup.cfg pyproject.toml setup.py rmq_common/_native.c rmq_common/_encode.c store/_index.c remoting/_frame.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]' --config-settings editable_mode=compat

@@ -34,8 +34,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode  # noqa: E402
+from rmq_common import message_codec as codec  # noqa: E402
 from store import MessageStore  # noqa: E402
-from store import message_codec as codec  # noqa: E402
 
 BODY = b"x" * 100
 BIG_PULL = 1024

@@ -6,7 +6,7 @@ consume-queue tag-code pruning.  Run by hand:
 Both paths start from the stored properties text (RocketMQ's `k\\x01v\\x02`):
 the per-record path parses it into a dict and evaluates; the vectorised path
 cuts the properties the selector reads out of the whole column in one pass
-(store._native.property_columns) and evaluates over those string columns.  Figures are best of a few runs, as
+(rmq_common._native.property_columns) and evaluates over those string columns.  Figures are best of a few runs, as
 wall-clock and as this
 process's CPU time (the latter is steadier on a shared machine); one thread.
 """

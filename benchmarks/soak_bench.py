@@ -25,8 +25,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode  # noqa: E402
+from rmq_common import message_codec as codec  # noqa: E402
 from store import MessageStore  # noqa: E402
-from store import message_codec as codec  # noqa: E402
 
 PRODUCERS, CONSUMERS, QUEUES = 100, 100, 8
 KINDS = ("slowloris", "unread", "selector", "half_frame")

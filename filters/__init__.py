@@ -18,11 +18,11 @@ What the store calls (None means no filter)::
     f.properties_text_mask(texts) -> pyarrow.BooleanArray   # exact, from stored k\x01v\x02 texts
 
 Also: tags_hash_code (store.tag_hash), parse_properties / properties_to_map /
-property_column (store.message_properties).  A MessageFilter pickles; str()
+property_column (rmq_common.message_properties).  A MessageFilter pickles; str()
 is its normalised selector text.
 """
 
-from store.message_properties import parse_properties, properties_to_map, property_column
+from rmq_common.message_properties import parse_properties, properties_to_map, property_column
 from store.tag_hash import tags_hash_code
 
 from .errors import FilterParseError

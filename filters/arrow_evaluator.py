@@ -17,10 +17,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from store import native
-from store.message_properties import MapColumn, PropertiesText, properties_to_map  # noqa: F401  (re-exported)
-from store.numpy_arrow import from_numpy
-from store.numpy_arrow import true_where_valid as _to_bool_numpy
+from rmq_common import native
+from rmq_common.message_properties import MapColumn, PropertiesText, properties_to_map  # noqa: F401  (re-exported)
+from rmq_common.numpy_arrow import from_numpy
+from rmq_common.numpy_arrow import true_where_valid as _to_bool_numpy
 
 from .comparison_rules import (
     D_DOUBLE,
@@ -87,7 +87,7 @@ _OR = np.array(
 
 # Text that Arrow's own casts parse exactly as Java does; anything else goes
 # through the per-value Java rules, once per distinct text.  (Integers: see
-# store.native.decimal_longs.)
+# rmq_common.native.decimal_longs.)
 _FAST_DOUBLE = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]{1,3})?$"
 
 

@@ -13,7 +13,7 @@ from typing import Mapping, Optional, Union
 import numpy as np
 import pyarrow as pa
 
-from store.numpy_arrow import from_numpy
+from rmq_common.numpy_arrow import from_numpy
 
 from .arrow_evaluator import ArrowEvaluator
 from .consume_queue_pruning import ConsumeQueuePruner

@@ -22,8 +22,8 @@ from remoting.remoting_server import Channel, ResponseCallback
 from rmq_acl.acl_exception import AclException
 from rmq_acl.permission import SUB
 from rmq_acl.plain_access_validator import PlainAccessValidator
+from rmq_common import message_codec as codec
 from store import MessageStore
-from store import message_codec as codec
 from store.errors import DiskFullError
 from store.store_config import SYNC_FLUSH, StoreConfig
 

@@ -13,10 +13,10 @@ import os
 import time
 from typing import Optional
 
+from rmq_common.message_codec import check_topic
 from store import GetMessageStatus, MessageStore
 from store.delay_levels import DEFAULT_DELAY_LEVELS, SCHEDULE_TOPIC, parse_delay_levels
 from store.json_file import atomic_write_json, load_rocketmq_json
-from store.message_codec import check_topic
 
 log = logging.getLogger(__name__)
 

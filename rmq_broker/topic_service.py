@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Awaitable, Callable, Optional
 
 from remoting import ResponseCode
+from rmq_common import message_codec as codec
 from store import MessageStore
-from store import message_codec as codec
 
 from .bad_request import BadRequest
 from .broker_config import BrokerConfig

@@ -27,10 +27,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from rmq_common.message_codec import PROPERTY_TAGS, PROPERTY_UNIQ_KEY
+from rmq_common.message_properties import PropertiesText
+from rmq_common.properties_column import map_lookup, text_with_entries, text_without_keys
 from store import MessageStore
-from store.message_codec import PROPERTY_TAGS, PROPERTY_UNIQ_KEY
-from store.message_properties import PropertiesText
-from store.properties_column import map_lookup, text_with_entries, text_without_keys
 
 log = logging.getLogger(__name__)
 

@@ -146,7 +146,7 @@ def write_json(obj) -> None:
 
 
 def check_topic_name(topic: str, option: str = "--topic") -> None:
-    from store.message_codec import check_topic
+    from rmq_common.message_codec import check_topic
     try:
         check_topic(topic)
     except ValueError as e:
@@ -189,7 +189,7 @@ def message_to_json(m) -> dict:
 def message_text(m, queue: Optional[str] = None) -> str:
     """One line per message: topic/queue@offset (queue: the queue's name, brokerName:queueId through brokers;
     the queue id on a store), the store time, tags, keys, user properties, then the body."""
-    from store.message_codec import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY
+    from rmq_common.message_codec import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY
     stamp = datetime.datetime.fromtimestamp(m.store_timestamp / 1000).isoformat(timespec="milliseconds")
     user = {k: v for k, v in m.properties.items() if k not in (PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY)}
     fields = _body_fields(m.body)

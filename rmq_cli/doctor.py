@@ -26,9 +26,10 @@ def cmd_doctor(args) -> int:
     failures += not ok
     _line("ok" if ok else "FAIL", "python", f"{py} at {sys.executable}" + ("" if ok else " (3.10 or newer needed)"))
 
-    from store import native, record_encoder
-    for name, have, what in (("store._native", native.available(), "scan decoder, CRC32, properties kernels"),
-                             ("store._encode", record_encoder.available(), "record encoder and writers")):
+    from rmq_common import native
+    from store import record_encoder
+    for name, have, what in (("rmq_common._native", native.available(), "scan decoder, CRC32, properties kernels"),
+                             ("rmq_common._encode", record_encoder.available(), "record encoder and writers")):
         _line("ok" if have else "warn", name, f"compiled ({what})" if have else
               f"not built: numpy/zlib fallbacks in use, several times slower ({what}); reinstall with a C "
               "compiler present (pip install --force-reinstall --no-deps .)")

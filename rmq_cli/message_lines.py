@@ -79,7 +79,7 @@ def _line_topic(obj: dict, default_topic: Optional[str]) -> str:
         raise _LineError('no "topic" in the line and no --topic given')
     if not isinstance(topic, str):
         raise _LineError(f'"topic" must be a string, got {topic!r}')
-    from store.message_codec import check_topic
+    from rmq_common.message_codec import check_topic
     try:
         check_topic(topic)
     except ValueError as e:

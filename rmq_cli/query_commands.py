@@ -74,7 +74,7 @@ def _check(args) -> tuple[int, int]:
     if begin > end:
         raise UsageError(f"--begin {args.begin} is after --end {args.end}")
     if args.offset_msg_id is not None:
-        from store.message_codec import decode_message_id
+        from rmq_common.message_codec import decode_message_id
         try:
             decode_message_id(args.offset_msg_id)
         except ValueError as e:

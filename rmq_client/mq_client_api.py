@@ -29,7 +29,7 @@ from remoting.broker_headers import (
 from remoting.namesrv_bodies import ClusterInfo, TopicList
 from remoting.route_data import MASTER_ID, TopicRouteData
 from rmq_acl import AclClientRPCHook, SessionCredentials
-from store import message_codec as codec
+from rmq_common import message_codec as codec
 
 log = logging.getLogger(__name__)
 

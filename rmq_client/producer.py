@@ -11,7 +11,7 @@ from typing import Mapping, Optional, Sequence
 
 from remoting import ResponseCode
 from rmq_acl import SessionCredentials
-from store import message_codec as codec
+from rmq_common import message_codec as codec
 
 from .event_loop import run_blocking
 from .mq_client_api import MessageQueue, MQClientAPI, MQClientError, SendResult

@@ -19,8 +19,8 @@ import pyarrow.compute as pc
 from remoting import RemotingCommand, RequestCode, ResponseCode
 from remoting.admin_bodies import ResetOffsetBody
 from rmq_acl import SessionCredentials
-from store import message_codec as codec
-from store.scan import SCAN_SCHEMA, decode_pulled, scan_schema
+from rmq_common import message_codec as codec
+from rmq_common.record_decoder import SCAN_SCHEMA, decode_pulled, scan_schema
 
 from .event_loop import run_blocking
 from .mq_client_api import MessageQueue, MQClientAPI, MQClientError

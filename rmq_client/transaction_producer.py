@@ -26,7 +26,7 @@ from remoting import RemotingCommand, RequestCode, ResponseCode
 from remoting.broker_headers import SendMessageResponseHeader, v2_send_fields
 from remoting.local_address import local_address
 from rmq_acl import SessionCredentials
-from store import message_codec as codec
+from rmq_common import message_codec as codec
 
 from .mq_client_api import MessageQueue, MQClientAPI, MQClientError
 from .producer import DEFAULT_TOPIC_QUEUE_NUMS

@@ -8,8 +8,8 @@ from __future__ import annotations
 import logging
 from typing import Optional
 
+from rmq_common import message_codec as codec
 from store import StoreError
-from store import message_codec as codec
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,7 @@
 """An embedded message store in Apache RocketMQ 4.x's on-disk format (CommitLog + ConsumeQueue)."""
+from rmq_common.message_codec import MessageExt
+from rmq_common.record_decoder import SCAN_SCHEMA
+
 from .clean_expired import CleanSummary
 from .errors import (
     ConfigFileError,
@@ -12,11 +15,9 @@ from .errors import (
     UnknownTopicError,
 )
 from .get_message_result import GetMessageResult, GetMessageStatus, PutMessageStatus, PutResult
-from .message_codec import MessageExt
 from .message_store import MessageStore
 from .offset_store import OffsetStore, ReadOffsetType
 from .put_batch import PutBatchResult
-from .scan import SCAN_SCHEMA
 from .store_config import ASYNC_FLUSH, SYNC_FLUSH, StoreConfig
 from .topic_config import TopicConfigError, TopicConfigWarning
 

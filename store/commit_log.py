@@ -8,8 +8,9 @@ from typing import Iterator, NamedTuple, Optional
 
 import numpy as np
 
-from . import message_codec as codec
-from . import native
+from rmq_common import message_codec as codec
+from rmq_common import native
+
 from .errors import CorruptRecordError, MissingFileError
 from .mapped_file import MappedFileQueue
 

@@ -12,7 +12,8 @@ import struct
 
 import numpy as np
 
-from .compiled import _encode
+from rmq_common.compiled import _encode
+
 from .errors import CorruptRecordError, disk_full_named
 from .mapped_file import MappedFileQueue, pwrite_all
 

@@ -1,19 +1,8 @@
 """Exceptions raised by the store."""
 import errno
 
-
-class StoreError(Exception):
-    """Base class of the store's errors."""
-
-
-class CorruptRecordError(StoreError):
-    """A commitlog record or consume-queue unit failed validation; it is never returned as data."""
-
-    def __init__(self, reason: str, path: str, offset: int):
-        super().__init__(f"corrupt record in {path} at offset {offset}: {reason}")
-        self.reason = reason
-        self.path = path
-        self.offset = offset
+# The record decoder's error, shared with the clients: defined below the store, the same classes here.
+from rmq_common.errors import CorruptRecordError, StoreError
 
 
 class MissingFileError(CorruptRecordError):

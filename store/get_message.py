@@ -7,8 +7,9 @@ from typing import Optional
 
 import numpy as np
 
-from . import message_codec as codec
-from . import native
+from rmq_common import message_codec as codec
+from rmq_common import native
+
 from .consume_queue import CQ_STORE_UNIT_SIZE
 from .errors import CorruptRecordError, StoreError, UnknownTopicError
 from .filter_matches import filter_matches

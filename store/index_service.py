@@ -14,7 +14,8 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from . import message_codec as codec
+from rmq_common import message_codec as codec
+
 from .compiled import _index
 from .errors import MissingFileError
 from .index_file import IndexFile, file_name, file_size, key_hash

@@ -12,7 +12,7 @@ from typing import Mapping, Optional, Protocol, runtime_checkable
 import numpy as np
 import pyarrow as pa
 
-from .message_properties import parse_properties
+from rmq_common.message_properties import parse_properties
 
 
 @runtime_checkable

@@ -17,10 +17,11 @@ from typing import Callable, Iterator, Optional, Sequence, Union
 import numpy as np
 import pyarrow as pa
 
+from rmq_common import message_codec as codec
+from rmq_common.compiled import _encode
+
 from . import file_sizes, record_encoder
-from . import message_codec as codec
 from .commit_log import CommitLog, WalkedRecord
-from .compiled import _encode
 from .consume_queue import CQ_STORE_UNIT_SIZE, UNIT_DTYPE, ConsumeQueue, UnitWrites
 from .delay_levels import SCHEDULE_TOPIC, deliver_times, parse_delay_levels
 from .errors import (

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import struct
 
-from . import message_codec as codec
+from rmq_common import message_codec as codec
+
 from .errors import CorruptRecordError
 
 _HEAD = struct.Struct(">iIiiiqqi")  # TOTALSIZE .. SYSFLAG

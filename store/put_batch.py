@@ -9,11 +9,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import message_codec as codec
+from rmq_common import message_codec as codec
+from rmq_common.message_properties import PropertiesText
+from rmq_common.properties_column import closed_texts, map_lookup, properties_to_strings
+
 from .errors import InvalidMessageError
 from .get_message_result import PutResult
-from .message_properties import PropertiesText
-from .properties_column import closed_texts, map_lookup, properties_to_strings
 from .record_encoder import (
     assign_offsets,
     first_separator,
@@ -248,7 +249,7 @@ def _user_properties(properties, n: int):
                 raise InvalidMessageError(f"message {i}: {e}") from None
         texts.append(codec.properties_to_string(props))
     arr = pa.array(texts, pa.string())
-    from .properties_column import parse_properties
+    from rmq_common.properties_column import parse_properties
     return arr, parse_properties(arr)
 
 

@@ -11,8 +11,9 @@ from typing import Optional
 
 import numpy as np
 
-from . import message_codec as codec
-from .compiled import _encode
+from rmq_common import message_codec as codec
+from rmq_common.compiled import _encode
+
 from .consume_queue import UNIT_DTYPE
 
 _MB_COLS = 8  # _encode.c's plan row: body, body length, properties, properties length, flag, extra, tags code, size

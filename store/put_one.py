@@ -9,8 +9,9 @@ import struct
 import time
 from typing import Optional
 
-from . import message_codec as codec
-from .compiled import _encode
+from rmq_common import message_codec as codec
+from rmq_common.compiled import _encode
+
 from .delay_levels import SCHEDULE_TOPIC
 from .tag_hash import tags_hash_code
 

@@ -1,4 +1,4 @@
-"""Encoding a put_batch into CommitLog records: one pass of store/_encode.c over the batch's columns, or,
+"""Encoding a put_batch into CommitLog records: one pass of rmq_common/_encode.c over the batch's columns, or,
 without the compiled module, the vectorised numpy/Arrow encode of message_codec (the same bytes).
 
 The properties text is kept as its pieces until the records are written (the user's text, then TAGS, KEYS,
@@ -16,10 +16,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import message_codec as codec
-from .compiled import _encode
+from rmq_common import message_codec as codec
+from rmq_common.compiled import _encode
+from rmq_common.native import value_offsets
+
 from .consume_queue import UNIT_DTYPE
-from .native import value_offsets
 from .tag_hash import tags_hash_code
 
 

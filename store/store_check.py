@@ -28,10 +28,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import message_codec as codec
+from rmq_common import message_codec as codec
+from rmq_common.properties_column import gather_spans, map_lookup, parse_properties
+
 from .consume_queue import CQ_STORE_UNIT_SIZE, UNIT_DTYPE
 from .message_store import MessageStore
-from .properties_column import gather_spans, map_lookup, parse_properties
 from .tag_hash import tags_hash_code
 from .topic_config import discover_consume_queues
 

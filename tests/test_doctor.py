@@ -18,12 +18,12 @@ def doctor(**env_changes):
 
 
 def test_doctor_reports_each_part_and_the_worker_interpreter():
-    from store import native
+    from rmq_common import native
     proc = doctor(PYSPARK_PYTHON=sys.executable)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = {line.split()[1]: line for line in proc.stdout.splitlines()}
-    assert set(lines) >= {"python", "store._native", "store._encode", "pyspark", "java", "PYSPARK_PYTHON"}
-    assert lines["store._native"].startswith("ok" if native.available() else "warn")
+    assert set(lines) >= {"python", "rmq_common._native", "rmq_common._encode", "pyspark", "java", "PYSPARK_PYTHON"}
+    assert lines["rmq_common._native"].startswith("ok" if native.available() else "warn")
     assert lines["PYSPARK_PYTHON"].startswith("ok")
     unset = doctor()
     assert "warn PYSPARK_PYTHON" in unset.stdout and "DATA_SOURCE_NOT_FOUND" in unset.stdout

@@ -24,7 +24,7 @@ from remoting.broker_headers import (
     QueueRequestHeader,
     SearchOffsetRequestHeader,
 )
-from store import message_codec as codec
+from rmq_common import message_codec as codec
 from store.offset_store import check_group
 
 from ..bad_request import BadRequest

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from remoting import RemotingCommand, RequestCode, ResponseCode
 from remoting.broker_headers import QueryMessageRequestHeader, QueryMessageResponseHeader, ViewMessageRequestHeader
-from store import message_codec as codec
+from rmq_common import message_codec as codec
 
 from .request_processor import RequestProcessor, handles
 

@@ -22,9 +22,10 @@ from remoting.broker_headers import (
 )
 from remoting.remoting_server import ResponseCallback
 from remoting.request_frame import send_ok
-from store import StoreError, native
-from store import message_codec as codec
-from store.message_properties import PropertiesText, parse_properties
+from rmq_common import message_codec as codec
+from rmq_common import native
+from rmq_common.message_properties import PropertiesText, parse_properties
+from store import StoreError
 from store.put_one import build_plain, canonical_text
 
 from ..bad_request import REFUSED, BadRequest, refusal

@@ -24,9 +24,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from store.message_codec import MAX_PROPERTIES_LENGTH, PROPERTY_UNIQ_KEY, check_topic, new_uniq_keys
-from store.native import value_offsets
-from store.properties_column import compact_map, map_lookup
+from rmq_common.message_codec import MAX_PROPERTIES_LENGTH, PROPERTY_UNIQ_KEY, check_topic, new_uniq_keys
+from rmq_common.native import value_offsets
+from rmq_common.properties_column import compact_map, map_lookup
 
 from ..errors import RmqOptionError, RowError
 

@@ -31,9 +31,9 @@ from typing import Optional, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from rmq_common.message_codec import PROPERTY_UNIQ_KEY, new_uniq_keys
+from rmq_common.properties_column import map_lookup
 from store import SYNC_FLUSH, MessageStore
-from store.message_codec import PROPERTY_UNIQ_KEY, new_uniq_keys
-from store.properties_column import map_lookup
 
 from .columns import MAP_TYPE, STAGED_SCHEMA
 from .staging import batch_dir, fsync_dir, fsync_file, read_staged, remove_batches_through

@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
-from store.message_codec import MAX_TOPIC_LENGTH
+from rmq_common.message_codec import MAX_TOPIC_LENGTH
 
 from .. import option_keys as K
 from ..errors import RmqOptionError
@@ -63,7 +63,7 @@ def topic_option(opts: dict) -> Optional[str]:
     topic = opts.get(K.TOPIC)
     if topic is None:
         return None
-    from store.message_codec import check_topic
+    from rmq_common.message_codec import check_topic
     try:
         check_topic(topic)
     except ValueError as e:

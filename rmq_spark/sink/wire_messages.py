@@ -32,8 +32,8 @@ import pyarrow.compute as pc
 from rmq_client import AsyncTransactionProducer, MessageHalves, MessageQueue, MQClientError, TransactionState
 from rmq_client.mq_client_api import MQClientAPI
 from rmq_client.pull_consumer import AsyncPullConsumer
-from store.message_codec import PROPERTY_UNIQ_KEY
-from store.properties_column import map_lookup
+from rmq_common.message_codec import PROPERTY_UNIQ_KEY
+from rmq_common.properties_column import map_lookup
 
 from ..wire import BrokerUnavailableError
 

@@ -46,7 +46,7 @@ from rmq_client.transaction_producer import (
     PROPERTY_TRANSACTION_PREPARED,
     new_transaction_id,
 )
-from store.message_codec import PROPERTY_KEYS, PROPERTY_TAGS, local_host_address
+from rmq_common.message_codec import PROPERTY_KEYS, PROPERTY_TAGS, local_host_address
 from store.record_encoder import java_hash_codes
 
 from .. import option_keys as K

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
-from store.message_codec import local_host_address
+from rmq_common.message_codec import local_host_address
 from store.store_config import StoreConfig
 
 from ..errors import RowError

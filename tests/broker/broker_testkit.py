@@ -12,7 +12,7 @@ import time
 from remoting import RemotingCommand, RequestCode
 from remoting.broker_headers import V2_SEND_FIELDS
 from rmq_client.producer import encode_batch
-from store import message_codec as codec
+from rmq_common import message_codec as codec
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

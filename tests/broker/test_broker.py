@@ -16,8 +16,8 @@ from broker_testkit import ROOT, CppMembers, _child, pull, records, send, until
 from remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from remoting.route_data import TopicRouteData
 from rmq_broker import Broker, NameServer
+from rmq_common import message_codec as codec
 from store import MessageStore, OffsetStore
-from store import message_codec as codec
 
 
 def test_send_pull_filters_long_polling_and_offsets(tmp_path):

@@ -21,8 +21,8 @@ from test_transactions import COMMIT, end
 from remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from rmq_broker import Broker, NameServer
 from rmq_broker.broker_config import BrokerConfig
+from rmq_common import message_codec as codec
 from store import MessageStore
-from store import message_codec as codec
 
 MiB = 1 << 20
 

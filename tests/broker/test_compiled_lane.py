@@ -15,7 +15,7 @@ from broker_testkit import pull, records, send, send_v2
 from remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode, SerializeType, request_frame
 from rmq_broker import Broker
 from rmq_broker.broker_config import BrokerConfig
-from store import message_codec as codec
+from rmq_common import message_codec as codec
 
 pytestmark = pytest.mark.skipif(not request_frame.COMPILED, reason="remoting._frame is not built")
 

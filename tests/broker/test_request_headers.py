@@ -16,7 +16,7 @@ from remoting import broker_headers as H
 from remoting.command_header import _spec
 from rmq_broker import Broker
 from rmq_broker.processor.request_processor import read_header
-from store import message_codec as codec
+from rmq_common import message_codec as codec
 
 NOW = int(time.time() * 1000)
 

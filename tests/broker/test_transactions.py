@@ -13,7 +13,7 @@ from test_broker import _batch_body
 from remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from rmq_broker import Broker
 from rmq_broker.broker_config import BrokerConfig
-from store import message_codec as codec
+from rmq_common import message_codec as codec
 
 COMMIT, ROLLBACK, UNKNOWN = 8, 12, 0
 

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from filters import MessageFilter, parse_properties, properties_to_map, property_column
-from store.message_properties import PropertiesText
+from rmq_common.message_properties import PropertiesText
 
 CASES = [
     ("TAGS\x01TagA\x02KEYS\x01k1 k2\x02", {"TAGS": "TagA", "KEYS": "k1 k2"}),

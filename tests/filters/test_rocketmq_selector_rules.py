@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from filters import FilterParseError, MessageFilter
-from store.message_properties import properties_to_map
+from rmq_common.message_properties import properties_to_map
 
 MESSAGES = [{"a": "1"}, {"a": "3"}, {"a": "-3"}, {"a": "true"}, {"a": "x"}, {}, {"b": "1"}]
 TEXTS = ["".join(f"{k}\x01{v}\x02" for k, v in m.items()) for m in MESSAGES]

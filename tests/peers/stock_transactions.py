@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from rmq_common.message_codec import PROPERTY_UNIQ_KEY
+from rmq_common.properties_column import map_lookup
 from store import MessageStore
-from store.message_codec import PROPERTY_UNIQ_KEY
-from store.properties_column import map_lookup
 
 HALF_TOPIC, OP_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 GIVEN_UP_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"  # where a broker moves a half checked transactionCheckMax times

@@ -20,7 +20,7 @@ from remoting import remoting_serializable as rs
 from remoting.blocking_client import BlockingRemotingClient
 from rmq_broker.broker_config import BrokerConfig
 from rmq_client import MessageQueue, Producer, PullConsumer
-from store import message_codec as codec
+from rmq_common import message_codec as codec
 
 TOPIC = "AdmTopic"
 BROKER, OTHER = "broker-a", "broker-b"

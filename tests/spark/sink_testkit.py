@@ -6,8 +6,8 @@ import os
 
 import pyarrow as pa
 
+from rmq_common.properties_column import map_lookup
 from store import MessageStore
-from store.properties_column import map_lookup
 
 
 def stored(path, topic) -> pa.Table:

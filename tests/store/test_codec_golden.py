@@ -4,7 +4,7 @@ import zlib
 
 import pytest
 
-from store import message_codec as codec
+from rmq_common import message_codec as codec
 from store import record_encoder
 
 BORN_TS = 1_700_000_000_123
@@ -31,11 +31,11 @@ def hand_record(*, topic: bytes, body: bytes, props: bytes, queue_id=3, flag=7, 
 
 @pytest.fixture(autouse=True, params=["compiled", "numpy"])
 def encoder(request, monkeypatch):
-    """Every golden record from both encoders: store/_encode.c and the numpy/Arrow fallback."""
+    """Every golden record from both encoders: rmq_common/_encode.c and the numpy/Arrow fallback."""
     if request.param == "numpy":
         monkeypatch.setattr(record_encoder, "_encode", None)
     elif not record_encoder.available():
-        pytest.skip("store._encode is not built here")
+        pytest.skip("rmq_common._encode is not built here")
 
 
 def encode(**kw):

@@ -4,9 +4,9 @@ including those appended after the kept range was decided, and a pull from an ea
 import pyarrow as pa
 
 from filters import MessageFilter
+from rmq_common import message_codec as codec
 from store import MessageStore
 from store import filter_matches as fm
-from store import message_codec as codec
 
 
 def _put(store, start, n):

@@ -6,6 +6,7 @@ import struct
 import numpy as np
 import pytest
 
+from rmq_common import message_codec as codec
 from store import (
     CorruptRecordError,
     GetMessageStatus,
@@ -14,7 +15,6 @@ from store import (
     StoreConfig,
     UnknownTopicError,
 )
-from store import message_codec as codec
 from store.tag_hash import tags_hash_code
 
 SMALL = dict(mappedFileSizeCommitLog=4096, mappedFileSizeConsumeQueue=20 * 16)

@@ -1,4 +1,4 @@
-"""The compiled record-bytes loops (store/_native.c) and their numpy/zlib fallbacks give the same answers."""
+"""The compiled record-bytes loops (rmq_common/_native.c) and their numpy/zlib fallbacks give the same answers."""
 import re
 import struct
 import zlib
@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store import message_codec as codec
-from store import native
-from store.message_properties import properties_to_map
-from store.properties_column import parse_properties, text_without_keys
+from rmq_common import message_codec as codec
+from rmq_common import native
+from rmq_common.message_properties import properties_to_map
+from rmq_common.properties_column import parse_properties, text_without_keys
 
-pytestmark = pytest.mark.skipif(not native.available(), reason="store._native is not built here")
+pytestmark = pytest.mark.skipif(not native.available(), reason="rmq_common._native is not built here")
 
 texts = st.lists(st.text(alphabet=st.sampled_from(["a", "b", "é", "\x01", "\x02", "k", "v", "😀"]), max_size=30),
                  min_size=1, max_size=20)
@@ -157,7 +157,7 @@ def test_property_columns_grow_past_their_first_guess():
 
 
 def test_properties_text_columns_with_and_without_native(without_native):
-    from store.message_properties import PropertiesText
+    from rmq_common.message_properties import PropertiesText
     texts = pa.array(["a\x011\x02b\x01x", None, "b\x01y\x02a\x01é\x02a\x01😀", "a\x01\x02"]).slice(1)
     want = {"a": [None, "😀", None], "b": [None, "y", None], "zz": [None, None, None]}
 
@@ -224,7 +224,7 @@ def test_property_columns_fallback_over_many_slices():
 
 
 def test_gather_records_copies_whole_records_and_names_the_first_that_does_not_match(without_native):
-    from store.message_codec import MAGIC_V1, MAGIC_V2
+    from rmq_common.message_codec import MAGIC_V1, MAGIC_V2
 
     def record(size, magic=MAGIC_V2):
         return struct.pack(">iI", size, magic) + bytes(range(size - 8))

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from filters import MessageFilter
+from rmq_common import native as store_native
 from store import MessageStore, StoreConfig, StoreError
-from store import native as store_native
 
 CFG = StoreConfig(mappedFileSizeCommitLog=16 * 1024, maxTransferBytesOnMessageInMemory=3000,
                   maxTransferCountOnMessageInMemory=40)

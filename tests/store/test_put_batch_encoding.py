@@ -1,4 +1,4 @@
-"""put_batch's compiled encoder (store/_encode.c) and its numpy/Arrow fallback write the same bytes: records,
+"""put_batch's compiled encoder (rmq_common/_encode.c) and its numpy/Arrow fallback write the same bytes: records,
 end-of-file blanks and consume-queue units, over varied batches (empty and long bodies, several topics, a
 version-2 topic, IPv6 hosts, properties pieces with nulls and multibyte text, file roll-overs and write chunks)."""
 import os
@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rmq_common import message_codec as codec
 from store import (
     DiskFullError,
     MessageStore,
@@ -21,11 +22,10 @@ from store import (
     message_store,
     record_encoder,
 )
-from store import message_codec as codec
 from store.record_encoder import PropertyPart
 from store.tag_hash import tags_hash_code
 
-pytestmark = pytest.mark.skipif(not record_encoder.available(), reason="store._encode is not built here")
+pytestmark = pytest.mark.skipif(not record_encoder.available(), reason="rmq_common._encode is not built here")
 
 V4, V6 = (bytes([10, 0, 0, 1]), 5555), (bytes.fromhex("20010db8000000000000000000000001"), 10911)
 
@@ -344,7 +344,7 @@ def test_a_reader_never_sees_a_queue_end_past_an_unwritten_unit(tmp_path, monkey
     every unit below max_offset written (a run's first size is held back per file). The fallback is watched
     after each pwrite; the compiled writer, which writes all of a batch's runs in one call, after each run."""
     if native and not consume_queue._encode:
-        pytest.skip("store._encode is not built")
+        pytest.skip("rmq_common._encode is not built")
     config = StoreConfig(mappedFileSizeConsumeQueue=20 * 5)
     path = tmp_path / "s"
     with MessageStore(path, config) as writer:
@@ -382,7 +382,7 @@ def test_a_reader_never_sees_a_queue_end_past_an_unwritten_unit(tmp_path, monkey
 @pytest.mark.parametrize("native", [True, False], ids=["compiled", "fallback"])
 def test_write_units_writes_every_run_and_hands_the_units_back(tmp_path, monkeypatch, native):
     if native and not consume_queue._encode:
-        pytest.skip("store._encode is not built")
+        pytest.skip("rmq_common._encode is not built")
     if not native:
         monkeypatch.setattr(consume_queue, "_encode", None)
     units = np.zeros(7, dtype=consume_queue.UNIT_DTYPE)

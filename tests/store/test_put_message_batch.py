@@ -8,8 +8,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from rmq_common import message_codec as codec
 from store import MessageStore, StoreConfig
-from store import message_codec as codec
 from store.consume_queue import UNIT_DTYPE
 
 

@@ -7,8 +7,8 @@ import sys
 import numpy as np
 import pytest
 
+from rmq_common import message_codec as codec
 from store import MessageStore, StoreConfig
-from store import message_codec as codec
 from store.consume_queue import UNIT_DTYPE
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -189,7 +189,7 @@ def test_messages_answered_from_on_written_survive_a_kill_before_their_dispatch(
     ("WAIT\x02UNIQ_KEY\x01U1\x02", False),  # a pair without a value
 ])
 def test_a_canonical_properties_text_is_stored_as_sent_and_any_other_as_its_parse_writes_it(tmp_path, text, canonical):
-    from store.message_properties import parse_properties
+    from rmq_common.message_properties import parse_properties
     from store.put_one import canonical_text
 
     props = parse_properties(text)
@@ -223,7 +223,7 @@ PLAIN_CASES = [
 def test_the_compiled_plain_record_is_put_ones_record(tmp_path, case):
     """put_one.build_plain (the broker's lane: one compiled call) builds build_one's record, tags code and unique
     key for the same message, and put_many stores it as it stores build_one's."""
-    from store.message_properties import parse_properties
+    from rmq_common.message_properties import parse_properties
     from store.put_one import build_one, build_plain, canonical_text
 
     topic, text = case.get("topic", "T"), case["text"]

@@ -15,8 +15,8 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from conftest_durability import SMALL, all_messages, run_python  # noqa: E402
 
+from rmq_common import message_codec as codec  # noqa: E402
 from store import InvalidMessageError, MessageStore, StoreConfig, StoreRecoveryError  # noqa: E402
-from store import message_codec as codec  # noqa: E402
 from store.store_check import check_store  # noqa: E402
 
 RMQ = [sys.executable, "-m", "rmq_cli"]

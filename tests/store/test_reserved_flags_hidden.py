@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from rmq_common import message_codec as codec
 from store import MessageStore
-from store import message_codec as codec
 
 
 def test_atomic_batches_reach_readers_with_rocketmq_flags_only(tmp_path):

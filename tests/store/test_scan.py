@@ -7,8 +7,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from store import SCAN_SCHEMA, CorruptRecordError, MessageStore, StoreConfig, native
-from store import message_codec as codec
+from rmq_common import message_codec as codec
+from rmq_common import native
+from store import SCAN_SCHEMA, CorruptRecordError, MessageStore, StoreConfig
 
 text = st.text(alphabet=st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), max_size=12)
 nonempty = text.filter(lambda s: s != "")
@@ -148,9 +149,9 @@ def test_real_filters_in_scan_equal_the_pull_path(tmp_path, make):
         assert 0 < total < 300
 
 
-# -- the compiled decoder (store/_native.c) against the numpy decoder it falls back to --------------------------
+# -- the compiled decoder (rmq_common/_native.c) against the numpy decoder it falls back to --------------------------
 
-needs_native = pytest.mark.skipif(not native.available(), reason="store._native is not built here")
+needs_native = pytest.mark.skipif(not native.available(), reason="rmq_common._native is not built here")
 
 
 def rows_without_native(store, topic, queue_id, message_filter=None):
@@ -185,7 +186,7 @@ pairs_text = st.lists(st.tuples(st.sampled_from(["TAGS", "KEYS", "a", "é", "", 
 @given(st.lists(st.one_of(pairs_text, st.text(alphabet=st.sampled_from(["\x01", "\x02", "T", "A", "G", "S", " "]),
                                               max_size=12)), min_size=1, max_size=12))
 def test_properties_columns_follow_rocketmq_with_and_without_native(texts):
-    from store.properties_column import scan_columns
+    from rmq_common.properties_column import scan_columns
     data = "".join(texts).encode("utf-8")
     lens = [len(t.encode("utf-8")) for t in texts]
     ends = np.cumsum(lens)

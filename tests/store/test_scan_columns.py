@@ -6,7 +6,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from filters import MessageFilter
-from store import SCAN_SCHEMA, MessageStore, StoreConfig, native
+from rmq_common import native
+from store import SCAN_SCHEMA, MessageStore, StoreConfig
 
 ALL = SCAN_SCHEMA.names
 FILTERS = {"none": None, "tags": "Aa || TagC", "sql": "a >= 10 AND region = 'eu'"}

@@ -405,7 +405,7 @@ def topic_parts(topics: list) -> list[bytes]:
 def encode_records(batch: EncodedBatch, queue_offsets: np.ndarray, physical_offsets: np.ndarray,
                    store_timestamp: int, properties: pa.StringArray) -> pa.Buffer:
     """The records of the batch back to back, as one buffer (no end-of-file blanks inside): numpy and Arrow
-    column by column, the fallback of store/_encode.c (record_encoder)."""
+    column by column, the fallback of rmq_common/_encode.c (record_encoder)."""
     from .native import body_crcs, value_offsets
     n = len(batch)
     born_v6 = len(batch.born_host[0]) == 16
@@ -451,7 +451,7 @@ def blank_record(remaining: int) -> bytes:
     return struct.pack(">iI", remaining, BLANK_MAGIC)
 
 
-from .compiled import _encode  # noqa: E402 - its loops where they help here (store/_encode.c); numpy otherwise
+from .compiled import _encode  # noqa: E402 - its loops where they help here (rmq_common/_encode.c); numpy otherwise
 
 _uniq_counter = [0]
 _uniq_prefix: dict = {}

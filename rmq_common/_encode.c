@@ -3,7 +3,7 @@
  * table, and the properties text assembled from its pieces (user text, then `NAME\x01value\x02` for each named
  * column whose value is not empty). store/record_encoder.py wraps it and has a numpy/Arrow fallback that gives
  * the same bytes.
- * The CRC32 (PCLMULQDQ when the CPU has it) is in store/crc32.h, shared with store/_native.c. */
+ * The CRC32 (PCLMULQDQ when the CPU has it) is in rmq_common/crc32.h, shared with rmq_common/_native.c. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <errno.h>

@@ -239,7 +239,7 @@ def property_column(map_array: Union[pa.MapArray, pa.ChunkedArray], name: str) -
     return MapColumn(map_array).column(name)
 class PropertiesText:
     """Property lookups straight from stored properties texts, without
-    building the whole map: one pass over the bytes (store.native's
+    building the whole map: one pass over the bytes (rmq_common.native's
     property_columns) cuts out every property asked for together.  Same
     rules as parse_properties (first \\x01 splits, empty pairs dropped,
     later duplicates win).  `subset` narrows to some rows: what was found

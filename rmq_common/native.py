@@ -1,4 +1,4 @@
-"""numpy-facing wrappers of store/_native.c: the loops over record bytes that have no vector form.
+"""numpy-facing wrappers of rmq_common/_native.c: the loops over record bytes that have no vector form.
 
 Each works on a whole batch in one call. Without the compiled module (no compiler where the project was
 installed) the same results come from zlib and numpy, more slowly.
