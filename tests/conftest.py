@@ -55,30 +55,31 @@ def spark():
 # durations summed per unit, rounded up); units not named here take a few seconds and weigh by their number of tests.
 # Only the order in which units are dealt depends on these figures.
 UNIT_SECONDS = {
-    "tests/test_notebooks.py": 260,
-    "tests/hosts/test_across_hosts.py": 200,
-    "stock-5.5.0": 480,  # test_mqadmin_matrix.py and test_stock_sink_faults.py are in it
-    "stock-4.9.7": 300,
-    "tests/spark/test_wire_sink_faults.py": 170,
-    "tests/spark/test_spark_connect.py": 130,  # two Connect servers and a remote("local[2]") child
+    "tests/test_notebooks.py": 400,  # 07_stock_cluster starts a stock broker of its own
+    "tests/hosts/test_across_hosts.py": 180,
+    "stock-5.5.0": 460,  # test_mqadmin_matrix.py and test_stock_sink_faults.py are in it
+    "stock-4.9.7": 240,
+    "tests/spark/test_wire_sink_faults.py": 200,
+    "tests/spark/test_spark_connect.py": 190,  # two Connect servers and a remote("local[2]") child
     "tests/peers/test_stock_store.py": 75,
     "tests/peers/test_java_client_matrix.py": 90,
     "tests/peers/test_stock_failover.py": 150,  # two stock 4.9.7 clusters of three brokers
     "tests/broker/test_broker.py": 80,
-    "tests/spark/test_wire_broker_away.py": 76,
-    "tests/spark/test_source_columns.py": 70,
+    "tests/spark/test_wire_broker_away.py": 100,
+    "tests/spark/test_source_columns.py": 80,
     "tests/spark/test_wire_sink.py": 70,
     "tests/spark/test_source_discovery.py": 65,
-    "tests/test_demo.py": 62,
-    "tests/spark/test_sink_exactly_once.py": 60,
+    "tests/test_demo.py": 80,
+    "tests/spark/test_sink_exactly_once.py": 100,
     "tests/spark/test_wire_acl.py": 55,
     "tests/store/test_recovery.py": 50,
-    "tests/test_docs.py": 60,  # README's runnable blocks start a Spark driver
+    "tests/test_docs.py": 90,  # README's runnable blocks start a Spark driver
     "tests/spark/test_source_stream.py": 30,
     "tests/spark/test_sink_errors.py": 25,
     "tests/spark/test_sink_roundtrip.py": 20,
     "tests/spark/test_source_offsets_past_end.py": 20,
-    "tests/spark/test_wire_source.py": 20,
+    "tests/spark/test_wire_source.py": 100,
+    "tests/client/test_cli_wire.py": 75,
 }
 
 
