@@ -7,7 +7,7 @@ anything else (message_batch_plan answers -1) goes through put_batch, which also
 from __future__ import annotations
 
 import struct
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -47,10 +47,11 @@ class MessageBatchPlan:
         return records, units, units["offset"].astype(np.int64), end
 
 
-def plan_message_batch(store, topic: str, body, born_timestamp: int, born_host) -> Optional[MessageBatchPlan]:
+def _plan_message_batch_compiled(store, topic: str, body, born_timestamp: int,
+                                 born_host) -> Optional[MessageBatchPlan]:
     """The plan of a MessageBatch body, or None when it is not the usual batch (the caller takes put_batch).
     ValueError when the body does not decode."""
-    if _encode is None or not isinstance(topic, str):
+    if not isinstance(topic, str):
         return None
     try:
         codec.check_topic(topic)
@@ -68,3 +69,13 @@ def plan_message_batch(store, topic: str, body, born_timestamp: int, born_host) 
         return None
     ids = codec.reserve_uniq_keys(generated, stored[0]) if generated else None
     return MessageBatchPlan(topic, raw_topic, body, plan, n, sys_flag, born_timestamp, born, ids)
+
+
+def _plan_message_batch_uncompiled(*args) -> None:
+    """Without the compiled encoder every batch takes put_batch."""
+    return None
+
+
+# Chosen once: plan_message_batch is the compiled planner when store/_encode.c is built.
+plan_message_batch: Callable[..., Optional[MessageBatchPlan]] = _plan_message_batch_compiled \
+    if _encode is not None else _plan_message_batch_uncompiled

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import struct
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 from rmq_common import message_codec as codec
 from rmq_common.compiled import _encode
@@ -145,14 +145,14 @@ def build_one(store, topic, body, tags, keys, properties, queue_id, sharding_key
     return OneRecord(record, topic, queue_id, tags_hash_code(tag), uniq, store_ts_at)
 
 
-def build_plain(store, topic: str, body: bytes, properties_text: str, flag: int, sys_flag: int, born_timestamp: int,
-                born_host: tuple[bytes, int], reconsume_times: int, refused: tuple[str, ...]) -> Optional[OneRecord]:
+def _build_plain_compiled(store, topic: str, body: bytes, properties_text: str, flag: int, sys_flag: int,
+                          born_timestamp: int, born_host: tuple[bytes, int], reconsume_times: int,
+                          refused: tuple[str, ...]) -> Optional[OneRecord]:
     """build_one's record in one compiled call, for the usual message whose properties come as a canonical text
     that already holds its UNIQ_KEY (what RocketMQ's clients send) and none of the `refused` keys; None for any
     other (the caller then takes the general put), and without the compiled encoder. The text's last separator
     may be missing (the Java client's since 4.9): the record ends it, as the general put stores it."""
-    if _encode is None or sys_flag & codec.RESERVED_SYS_FLAGS or not codec.is_dispatched(sys_flag) \
-            or topic == SCHEDULE_TOPIC:
+    if sys_flag & codec.RESERVED_SYS_FLAGS or not codec.is_dispatched(sys_flag) or topic == SCHEDULE_TOPIC:
         return None
     stored = store.store_host
     built = _encode.one_record(topic, body, properties_text, flag, sys_flag, born_timestamp, born_host[0],
@@ -162,3 +162,13 @@ def build_plain(store, topic: str, body: bytes, properties_text: str, flag: int,
         return None
     record, tags_code, uniq, store_ts_at = built
     return OneRecord(record, topic, None, tags_code, uniq, store_ts_at)
+
+
+def _build_plain_uncompiled(*args) -> None:
+    """Without the compiled encoder every message takes the general put."""
+    return None
+
+
+# Chosen once: build_plain is the compiled builder when store/_encode.c is built.
+build_plain: Callable[..., Optional[OneRecord]] = _build_plain_compiled if _encode is not None \
+    else _build_plain_uncompiled
