@@ -76,6 +76,6 @@ def _plan_message_batch_uncompiled(*args) -> None:
     return None
 
 
-# Chosen once: plan_message_batch is the compiled planner when store/_encode.c is built.
+# Chosen once: plan_message_batch is the compiled planner when rmq_common/_encode.c is built.
 plan_message_batch: Callable[..., Optional[MessageBatchPlan]] = _plan_message_batch_compiled \
     if _encode is not None else _plan_message_batch_uncompiled

@@ -169,6 +169,6 @@ def _build_plain_uncompiled(*args) -> None:
     return None
 
 
-# Chosen once: build_plain is the compiled builder when store/_encode.c is built.
+# Chosen once: build_plain is the compiled builder when rmq_common/_encode.c is built.
 build_plain: Callable[..., Optional[OneRecord]] = _build_plain_compiled if _encode is not None \
     else _build_plain_uncompiled
