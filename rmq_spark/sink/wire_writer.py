@@ -68,6 +68,21 @@ SEND_MESSAGES = 16384                # and its messages
 FLUSH_ROWS = 65536                   # rows a task collects before sending
 SENDS_IN_FLIGHT = 4                  # per task
 ENDS_IN_FLIGHT = 16                  # per commit
+AVOID_S = 30.0                       # a broker that failed a send is left out of movable sends this long
+MOVE_AFTER_S = 3.0                   # a movable send without answers for this long moves (the Java sendMsgTimeout)
+
+# broker name -> loop time until which movable sends avoid it (per process, as a Java producer's fault strategy)
+_AVOID: dict[str, float] = {}
+
+
+def _other_queue(mq: MessageQueue, queues: list[MessageQueue], now: float) -> Optional[MessageQueue]:
+    """A queue of the topic on a broker that has not failed a send lately, mq's broker excluded; the next one in
+    the route's order after mq, so that moved sends spread rather than all landing on one queue."""
+    usable = [q for q in queues if q.broker_name != mq.broker_name and _AVOID.get(q.broker_name, 0.0) <= now]
+    if not usable:
+        return None
+    after = [q for q in usable if (q.broker_name, q.queue_id) > (mq.broker_name, mq.queue_id)]
+    return (after or usable)[0]
 
 
 @dataclass(frozen=True)
@@ -240,6 +255,13 @@ class _WireWriting:
         starts = np.concatenate([[0], cuts]) if n else np.array([], dtype=np.int64)
         ends = np.concatenate([cuts, [n]]) if n else np.array([], dtype=np.int64)
         body_len = pc.binary_length(table.column("body").combine_chunks()).to_numpy(zero_copy_only=False)
+        # rows the writer placed itself (no queue_id, no sharding_key) may move to another broker's queue when
+        # theirs fails; rows placed by the user stay on their queue and wait for its broker
+        free = np.ones(n, dtype=bool)
+        if qcol.null_count < n:
+            free &= qcol.is_null().to_numpy(zero_copy_only=False)
+        if skey.null_count < n:
+            free &= skey.is_null().to_numpy(zero_copy_only=False)
         jobs = []
         for s, e in zip(starts, ends):
             rows = order[s:e]
@@ -249,14 +271,15 @@ class _WireWriting:
             while at < len(rows):
                 stop = min(len(rows), at + SEND_MESSAGES,
                            max(at + 1, int(np.searchsorted(sizes, (sizes[at - 1] if at else 0) + SEND_BYTES))))
-                jobs.append((mq, rows[at:stop]))
+                part = rows[at:stop]
+                jobs.append((mq, part, queue_lists[int(tidx[rows[0]])] if free[part].all() else []))
                 at = stop
         gate = asyncio.Semaphore(SENDS_IN_FLIGHT)
 
-        async def one(mq: MessageQueue, rows: np.ndarray):
+        async def one(mq: MessageQueue, rows: np.ndarray, others: list[MessageQueue]):
             async with gate:
-                return await self._send_rows(producer, mq, table.take(pa.array(rows)), batch_id)
-        done = await asyncio.gather(*(one(mq, rows) for mq, rows in jobs), return_exceptions=True)
+                return await self._send_rows(producer, mq, table.take(pa.array(rows)), batch_id, others)
+        done = await asyncio.gather(*(one(*job) for job in jobs), return_exceptions=True)
         failed = [d for d in done if isinstance(d, BaseException)]
         sent = [d for d in done if isinstance(d, (HalfBatch, MessageHalves))]
         if failed:
@@ -277,26 +300,41 @@ class _WireWriting:
         return sorted(queues, key=lambda q: (q.broker_name, q.queue_id))
 
     async def _send_rows(self, producer: AsyncTransactionProducer, mq: MessageQueue, t: pa.Table,
-                         batch_id: str):
+                         batch_id: str, others: Optional[list[MessageQueue]] = None):
         """The rows to mq: a half batch (rmq serve), half messages (an Apache RocketMQ broker), or plain sends
-        (at_least_once; None)."""
+        (at_least_once; None). With `others` (the topic's queues, for rows the writer placed itself) a send that
+        cannot reach mq's broker goes on at once to a queue of another broker, and that broker is avoided by
+        movable sends for AVOID_S, as the Java producer retries another broker; without, it is retried on mq
+        until brokerTimeoutMs. Nothing of a failed send is listed for the commit: a half the dead broker stored
+        without answering is rolled back by its check when the broker returns (the decision does not list it),
+        and a moved half batch gets a new transaction id, so such a check never commits a moved row twice."""
         n = t.num_rows
-        extra: dict = {PROPERTY_TAGS: t.column("tags").combine_chunks(),
-                       PROPERTY_KEYS: t.column("keys").combine_chunks()}
-        txn = new_transaction_id()
         props = t.column("properties").combine_chunks()
-        what = f"sending {n} rows to {mq.topic}/{mq.broker_name}/{mq.queue_id}"
-        deadline = asyncio.get_running_loop().time() + self.options.timeout_ms / 1000
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.options.timeout_ms / 1000
+        if others and _AVOID.get(mq.broker_name, 0.0) > loop.time():
+            mq = _other_queue(mq, others, loop.time()) or mq
+        extra: dict = {}
+        txn = ""
         body = None
+        what = ""
+
+        def to(queue: MessageQueue) -> None:
+            nonlocal extra, txn, body, what
+            extra = {PROPERTY_TAGS: t.column("tags").combine_chunks(),
+                     PROPERTY_KEYS: t.column("keys").combine_chunks()}
+            txn, body = new_transaction_id(), None
+            what = f"sending {n} rows to {queue.topic}/{queue.broker_name}/{queue.queue_id}"
+        to(mq)
         while True:
             try:
                 if self.options.exactly_once and await per_message_broker(producer.api, mq):
                     extra.update({PROPERTY_TRANSACTION_PREPARED: "true", PROPERTY_PRODUCER_GROUP: self.options.group,
                                   PROPERTY_SINK_BATCH: batch_id})
                     keys = t.column("uniq_key").combine_chunks()
-                    return await producer.send_half_messages(mq, t.column("body").combine_chunks().to_pylist(),
-                                                             properties_text(props, n, extra).to_pylist(),
-                                                             tuple(keys.to_pylist()), deadline)
+                    return await producer.send_half_messages(
+                        mq, t.column("body").combine_chunks().to_pylist(), properties_text(props, n, extra).to_pylist(),
+                        tuple(keys.to_pylist()), min(deadline, loop.time() + MOVE_AFTER_S) if others else deadline)
                 if self.options.exactly_once:
                     extra.update({PROPERTY_TRANSACTION_PREPARED: "true", PROPERTY_PRODUCER_GROUP: self.options.group,
                                   PROPERTY_TRANSACTION_BATCH: txn, PROPERTY_SINK_BATCH: batch_id})
@@ -310,7 +348,17 @@ class _WireWriting:
                     "bornTimestamp": 0, "flag": 0, "reconsumeTimes": 0, "unitMode": False, "batch": True}, body, True)
                 return None
             except MQClientError as e:
-                if not e.unreachable or asyncio.get_running_loop().time() >= deadline:
+                if e.unreachable and others:
+                    _AVOID[mq.broker_name] = loop.time() + AVOID_S
+                    moved = _other_queue(mq, others, loop.time())
+                    if moved is not None:
+                        log.warning("%s: %s; sending them to %s/%s instead", what, e, moved.broker_name,
+                                    moved.queue_id)
+                        mq = moved
+                        to(mq)
+                        deadline = loop.time() + self.options.timeout_ms / 1000  # bounded: each move avoids one
+                        continue
+                if not e.unreachable or loop.time() >= deadline:
                     if e.unreachable:
                         raise BrokerUnavailableError(f"{what}: no answer within brokerTimeoutMs="
                                                      f"{self.options.timeout_ms} ({e})") from None

@@ -2,7 +2,8 @@
 slaveReadEnable=true), broker-b a master alone. broker-a's master is SIGKILLed mid-stream: rows keep arriving, from
 broker-a's slave and from broker-b, without a restart of the query; the master is started again; the Parquet output
 holds every message once and the group's offsets on the master reach the queue ends (commits made while it was away
-are sent when it is back). The pause (seconds from the kill until broker-a's rows flow again) is printed."""
+are sent when it is back). The pause (seconds from the kill until broker-a's rows flow again) is printed. A stream
+writing into the cluster goes on to broker-b when broker-a's master dies, and every row lands once."""
 from __future__ import annotations
 
 import json
@@ -206,3 +207,54 @@ def test_starting_offsets_group_with_the_master_away_starts_at_the_slaves_copy_a
         q.stop()
     bodies = [bytes(r.body) for r in spark.read.parquet(out).collect()]
     assert sorted(bodies) == sorted(new), "only the new messages, each once"
+
+
+def test_a_stream_writing_into_the_cluster_goes_on_to_broker_b_when_broker_a_master_dies_and_lands_every_row_once(
+        spark, cluster, tmp_path):
+    """A stream from JSON files into the cluster (at_least_once with the ASYNC_MASTER cluster, exactly_once with
+    the SYNC_MASTER one); broker-a's master SIGKILLed after the first batch: the next batches' sends move to
+    broker-b without a failed query; once the master is back, the topic holds every row once."""
+    topic, per_file, files = "FailoverOut", 200, 4
+    guarantee = "at_least_once" if cluster.slaves["broker-a"] == "ASYNC_MASTER" else "exactly_once"
+    cluster.ensure_running("broker-a")
+    with Admin(cluster.namesrv) as admin:
+        admin.create_topic(topic, QUEUES)
+    src = tmp_path / "in"
+    src.mkdir()
+
+    def add(k: int) -> None:  # written aside, then renamed: the file source never sees half a file
+        part = tmp_path / f"part-{k}.tmp"
+        part.write_text("".join(json.dumps({"body": f"row-{k}-{i}"}) + "\n" for i in range(per_file)))
+        part.rename(src / f"part-{k}.json")
+
+    def written() -> int:
+        if q.exception() is not None:
+            raise AssertionError(f"the query failed: {q.exception()}")
+        return sum(p["numInputRows"] for p in q.recentProgress)
+
+    add(0)
+    q = (spark.readStream.schema("body string").option("maxFilesPerTrigger", 1).json(str(src))
+         .writeStream.format("rmq").option("namesrvAddr", cluster.namesrv).option("topic", topic)
+         .option("deliveryGuarantee", guarantee).option("brokerTimeoutMs", "240000")
+         .option("checkpointLocation", str(tmp_path / "cp")).trigger(processingTime="500 milliseconds").start())
+    try:
+        wait_until(lambda: written() >= per_file, 240, "the first file written into the cluster")
+        cluster.kill("broker-a", signal.SIGKILL)
+        for k in range(1, files):
+            add(k)
+        wait_until(lambda: written() >= files * per_file, 240, "every file written with broker-a's master dead")
+        assert q.exception() is None
+    finally:
+        q.stop()
+    cluster.start("broker-a")
+    want = sorted(f"row-{k}-{i}" for k in range(files) for i in range(per_file))
+
+    def bodies() -> list[str]:
+        rows = (spark.read.format("rmq").option("namesrvAddr", cluster.namesrv).option("topic", topic)
+                .load().select("body").collect())
+        return sorted(bytes(r.body).decode() for r in rows)
+    wait_until(lambda: len(bodies()) >= len(want), 180, "every row readable once broker-a's master is back")
+    got = bodies()
+    duplicates, lost = len(got) - len(set(got)), len(set(want) - set(got))
+    assert (duplicates, lost) == (0, 0), f"{guarantee}: duplicates {duplicates}, lost {lost}"
+    assert got == want
