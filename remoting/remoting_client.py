@@ -44,8 +44,9 @@ class RemotingClient:
         return str(name[0]) if isinstance(name, tuple) else None
 
     async def close(self) -> None:
-        if self._writer is not None:
-            assert self._frames is not None
+        """Closes the connection; a second close (a client closed again after its connection was lost) does
+        nothing more."""
+        if self._writer is not None and self._frames is not None:
             self._frames.close()
             self._frames = None
             try:
