@@ -34,15 +34,20 @@ def cluster(request, tmp_path_factory):
     """broker-a: a master of the given role and its slave; broker-b: a master; stopped whatever happens."""
     root = tmp_path_factory.mktemp(f"failover-{request.param}")
     with StockCluster(STOCK_4, root, brokers=BROKERS, slaves={"broker-a": request.param}) as c:
-        # a SYNC_MASTER answers sends SLAVE_NOT_AVAILABLE until its slave has connected for replication: the test
-        # sends once a probe topic's send is answered SUCCESS
         with Admin(c.namesrv) as admin:
             admin.create_topic("FailoverProbe", 1)
-        with Producer(c.namesrv) as p:
-            wait_until(lambda: p.send_batch("FailoverProbe", [b"probe"], queue=MessageQueue("FailoverProbe",
-                                                                                           "broker-a", 0)),
-                       180, "broker-a's master replicating to its slave")
+        _wait_replicating(c)
         yield c
+
+
+def _wait_replicating(cluster: StockCluster) -> None:
+    """A SYNC_MASTER answers sends SLAVE_NOT_AVAILABLE until its slave has connected for replication (at the
+    cluster's start, and again after each restart of the master): returns once a probe topic's send to broker-a
+    is answered SUCCESS."""
+    with Producer(cluster.namesrv) as p:
+        wait_until(lambda: p.send_batch("FailoverProbe", [b"probe"],
+                                        queue=MessageQueue("FailoverProbe", "broker-a", 0)),
+                   180, "broker-a's master replicating to its slave")
 
 
 def _ask(addr: str, code: int, fields: dict, ok=(ResponseCode.SUCCESS,)) -> RemotingCommand:
@@ -217,6 +222,7 @@ def test_a_stream_writing_into_the_cluster_goes_on_to_broker_b_when_broker_a_mas
     topic, per_file, files = "FailoverOut", 200, 4
     guarantee = "at_least_once" if cluster.slaves["broker-a"] == "ASYNC_MASTER" else "exactly_once"
     cluster.ensure_running("broker-a")
+    _wait_replicating(cluster)  # the tests before this one restarted broker-a's master
     with Admin(cluster.namesrv) as admin:
         admin.create_topic(topic, QUEUES)
     src = tmp_path / "in"
