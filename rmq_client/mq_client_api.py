@@ -45,12 +45,21 @@ _PULL_CODES = {ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.P
 DOWN_S = 10.0
 
 
+# A send the master stored but could not flush or replicate as its role asks (SendStatus FLUSH_DISK_TIMEOUT,
+# SLAVE_NOT_AVAILABLE, FLUSH_SLAVE_TIMEOUT): the message is in the master's commit log, its answer carries its offset.
+NOT_STORED_OK = frozenset({ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE,
+                           ResponseCode.FLUSH_SLAVE_TIMEOUT})
+
+
 class MQClientError(Exception):
     """A request refused or not answered: the response code (-1: no answer), the broker's remark, the address.
-    `unreachable`: no answer, or the broker is not in the route (down or restarting): worth asking again later."""
+    `unreachable`: no answer, or the broker is not in the route (down or restarting): worth asking again later.
+    `not_stored_ok`: a send stored on the master only (NOT_STORED_OK), worth sending again where it can be
+    replicated."""
 
     def __init__(self, code: int, remark: Optional[str], address: str, what: str, unreachable: bool = False):
         self.code, self.remark, self.address, self.unreachable = code, remark, address, unreachable
+        self.not_stored_ok = code in NOT_STORED_OK
         try:
             name = ResponseCode(code).name
         except ValueError:

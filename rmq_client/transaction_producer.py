@@ -28,7 +28,7 @@ from remoting.local_address import local_address
 from rmq_acl import SessionCredentials
 from rmq_common import message_codec as codec
 
-from .mq_client_api import MessageQueue, MQClientAPI, MQClientError
+from .mq_client_api import NOT_STORED_OK, MessageQueue, MQClientAPI, MQClientError
 from .producer import DEFAULT_TOPIC_QUEUE_NUMS
 
 log = logging.getLogger(__name__)
@@ -211,7 +211,9 @@ class AsyncTransactionProducer:
         sys flag; its properties text already carries TRAN_MSG, PGROUP and its UNIQ_KEY, uniq_keys[i]),
         SEND_WINDOW in flight. A message without an answer, or refused as busy, is sent again until
         `deadline` (the loop's time): a half stored without our knowing stays undecided, and the broker's checks
-        end it. Any other refusal rolls back what was stored and raises."""
+        end it. Any other refusal rolls back what was stored and raises: a half the master stored but could not
+        replicate or flush (NOT_STORED_OK) is rolled back too, as TransactionMQProducer rolls back a transaction
+        whose half was not SEND_OK."""
         n = len(bodies)
         offsets = np.full(n, -1, dtype=np.int64)
         commit_log_offsets = np.full(n, -1, dtype=np.int64)
@@ -234,10 +236,11 @@ class AsyncTransactionProducer:
             for i, resp in zip(todo, answers):
                 if resp is None or resp.code in _BUSY:
                     again.append(i)
-                elif resp.code == ResponseCode.SUCCESS:
+                    continue
+                if resp.code == ResponseCode.SUCCESS or (resp.code in NOT_STORED_OK and "msgId" in resp.ext_fields):
                     offsets[i] = int(resp.ext_fields["queueOffset"])
                     commit_log_offsets[i] = codec.decode_message_id(resp.ext_fields["msgId"])[2]
-                elif refused is None:
+                if resp.code != ResponseCode.SUCCESS and refused is None:
                     refused = MQClientError(resp.code, resp.remark, addr, what)
             if refused is not None:
                 stored = np.flatnonzero(offsets >= 0)

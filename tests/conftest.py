@@ -63,7 +63,7 @@ UNIT_SECONDS = {
     "tests/spark/test_spark_connect.py": 190,  # two Connect servers and a remote("local[2]") child
     "tests/peers/test_stock_store.py": 75,
     "tests/peers/test_java_client_matrix.py": 90,
-    "tests/peers/test_stock_failover.py": 250,  # two stock 4.9.7 clusters of three brokers
+    "tests/peers/test_stock_failover.py": 310,  # two stock 4.9.7 clusters of three brokers
     "tests/broker/test_broker.py": 80,
     "tests/spark/test_wire_broker_away.py": 100,
     "tests/spark/test_source_columns.py": 80,

@@ -307,7 +307,10 @@ class _WireWriting:
         movable sends for AVOID_S, as the Java producer retries another broker; without, it is retried on mq
         until brokerTimeoutMs. Nothing of a failed send is listed for the commit: a half the dead broker stored
         without answering is rolled back by its check when the broker returns (the decision does not list it),
-        and a moved half batch gets a new transaction id, so such a check never commits a moved row twice."""
+        and a moved half batch gets a new transaction id, so such a check never commits a moved row twice. Halves
+        the master stored but could not replicate or flush (a SYNC_MASTER without its slave: SLAVE_NOT_AVAILABLE)
+        are rolled back and sent again the same way; at_least_once takes such a plain send as sent, as the Java
+        producer does."""
         n = t.num_rows
         props = t.column("properties").combine_chunks()
         loop = asyncio.get_running_loop()
@@ -348,7 +351,13 @@ class _WireWriting:
                     "bornTimestamp": 0, "flag": 0, "reconsumeTimes": 0, "unitMode": False, "batch": True}, body, True)
                 return None
             except MQClientError as e:
-                if e.unreachable and others:
+                if e.not_stored_ok and not self.options.exactly_once:
+                    # in the master's commit log, not yet on its slave or disk: sent, as the Java producer's
+                    # send returns such a SendResult (retryAnotherBrokerWhenNotStoreOK=false)
+                    log.warning("%s: stored on the master only (%s)", what, e)
+                    return None
+                again = e.unreachable or e.not_stored_ok  # halves not stored OK were rolled back: send again
+                if again and others:
                     _AVOID[mq.broker_name] = loop.time() + AVOID_S
                     moved = _other_queue(mq, others, loop.time())
                     if moved is not None:
@@ -358,10 +367,14 @@ class _WireWriting:
                         to(mq)
                         deadline = loop.time() + self.options.timeout_ms / 1000  # bounded: each move avoids one
                         continue
-                if not e.unreachable or loop.time() >= deadline:
+                if not again or loop.time() >= deadline:
                     if e.unreachable:
                         raise BrokerUnavailableError(f"{what}: no answer within brokerTimeoutMs="
                                                      f"{self.options.timeout_ms} ({e})") from None
+                    if e.not_stored_ok:
+                        raise BrokerUnavailableError(f"{what}: not stored as the broker's role asks within "
+                                                     f"brokerTimeoutMs={self.options.timeout_ms} (a SYNC_MASTER "
+                                                     f"without its slave answers SLAVE_NOT_AVAILABLE; {e})") from None
                     raise refused_by_acl(e, what) from None  # an ACL refusal names accessKey or secretKey
                 log.warning("%s: %s; retrying", what, e)
                 await asyncio.sleep(0.5)

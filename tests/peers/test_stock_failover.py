@@ -57,8 +57,8 @@ def _ask(addr: str, code: int, fields: dict, ok=(ResponseCode.SUCCESS,)) -> Remo
     return answer
 
 
-def _max_offsets(addr: str) -> dict[int, int]:
-    stats = TopicStatsTable.decode(_ask(addr, RequestCode.GET_TOPIC_STATS_INFO, {"topic": TOPIC}).body)
+def _max_offsets(addr: str, topic: str = TOPIC) -> dict[int, int]:
+    stats = TopicStatsTable.decode(_ask(addr, RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic}).body)
     return {mq.queue_id: o.maxOffset for mq, o in stats.offsetTable.items()}
 
 
@@ -264,3 +264,45 @@ def test_a_stream_writing_into_the_cluster_goes_on_to_broker_b_when_broker_a_mas
     duplicates, lost = len(got) - len(set(got)), len(set(want) - set(got))
     assert (duplicates, lost) == (0, 0), f"{guarantee}: duplicates {duplicates}, lost {lost}"
     assert got == want
+
+
+@pytest.mark.parametrize("cluster", ["SYNC_MASTER"], indirect=True)
+def test_writes_with_broker_a_slave_away_commit_only_what_the_sync_master_replicated(spark, cluster, tmp_path):
+    """broker-a's slave SIGKILLed: its SYNC_MASTER then stores sends without replicating them (SLAVE_NOT_AVAILABLE).
+    An at_least_once write takes the master's answer as sent, as the Java producer does: every row once, broker-a's
+    on broker-a. An exactly_once write rolls back the halves broker-a could not replicate and sends them to
+    broker-b: every row once, none on broker-a. A row with a queue_id on broker-a cannot move: exactly_once fails
+    it after brokerTimeoutMs, naming SLAVE_NOT_AVAILABLE."""
+    cluster.ensure_running("broker-a")
+    _wait_replicating(cluster)  # the tests before this one restarted broker-a's master
+    rows = 300
+    # at_least_once first: exactly_once's refused sends leave broker-a out of the Python workers' sends for 30 s
+    topics = {"at_least_once": "NoSlaveAtLeast", "exactly_once": "NoSlaveExactly"}
+    with Admin(cluster.namesrv) as admin:
+        for topic in topics.values():
+            admin.create_topic(topic, QUEUES)
+    master = cluster.addresses["broker-a"]
+    df = spark.range(rows).selectExpr("cast(concat('row-', id) as binary) as body").repartition(2)
+
+    def write(frame, topic: str, guarantee: str, timeout_ms: int = 240000) -> None:
+        (frame.write.format("rmq").option("namesrvAddr", cluster.namesrv).option("topic", topic)
+         .option("deliveryGuarantee", guarantee).option("brokerTimeoutMs", str(timeout_ms)).mode("append").save())
+
+    cluster.kill(slave_of("broker-a"), signal.SIGKILL)
+    try:
+        for guarantee, topic in topics.items():
+            write(df, topic, guarantee)
+            got = sorted(bytes(r.body).decode() for r in spark.read.format("rmq")
+                         .option("namesrvAddr", cluster.namesrv).option("topic", topic).load().select("body").collect())
+            assert got == sorted(f"row-{i}" for i in range(rows)), f"{guarantee}: every row once"
+            on_a = sum(_max_offsets(master, topic).values())
+            if guarantee == "exactly_once":
+                assert on_a == 0, f"{on_a} of broker-a's unreplicated halves committed"
+            else:
+                assert on_a > 0, "at_least_once: broker-a took no row though it stores and answers"
+        fixed = df.limit(5).selectExpr("body", "0 as queue_id")  # queue 0 numbered across brokers: broker-a's
+        with pytest.raises(Exception, match="SLAVE_NOT_AVAILABLE"):
+            write(fixed, topics["exactly_once"], "exactly_once", timeout_ms=4000)
+    finally:
+        cluster.start(slave_of("broker-a"))
+    _wait_replicating(cluster)
