@@ -406,10 +406,12 @@ class StockClients:
             raise AssertionError(f"{main} {' '.join(args)} exited with {done.returncode}:\n{done.stderr[-3000:]}")
         return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
-    def start(self, main: str, *args: str) -> subprocess.Popen:
-        """Start a program in the background (stdin and stdout pipes); stop it with stop()."""
+    def start(self, main: str, *args: str, env: Optional[dict[str, str]] = None) -> subprocess.Popen:
+        """Start a program in the background (stdin and stdout pipes; `env` added to its environment); stop it
+        with stop()."""
         proc = subprocess.Popen(self.command(main, *args), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+                                stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                env={**os.environ, **(env or {})})
         _live.add(proc)
         return proc
 

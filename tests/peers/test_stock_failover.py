@@ -2,17 +2,21 @@
 slaveReadEnable=true), broker-b a master alone. broker-a's master is SIGKILLed mid-stream: rows keep arriving, from
 broker-a's slave and from broker-b, without a restart of the query; the master is started again; the Parquet output
 holds every message once and the group's offsets on the master reach the queue ends (commits made while it was away
-are sent when it is back). The pause (seconds from the kill until broker-a's rows flow again) is printed. A stream
+are sent when it is back). The pause (seconds from the kill until broker-a's rows flow again) is printed, and
+beside it the pause of a stock Java push consumer reading the same topic in the same run. A stream
 writing into the cluster goes on to broker-b when broker-a's master dies, and every row lands once."""
 from __future__ import annotations
 
+import base64
+import collections
 import json
 import signal
+import threading
 import time
 from datetime import datetime
 
 import pytest
-from stock_peers import STOCK_4, StockCluster, slave_of
+from stock_peers import STOCK_4, StockClients, StockCluster, slave_of
 from wire_cluster import wait_until
 
 from remoting import RemotingCommand, RequestCode, ResponseCode
@@ -27,6 +31,7 @@ GROUP = "failover-g"
 QUEUES = 2
 PER_QUEUE = 600  # messages in each queue of each broker
 BROKERS = ("broker-a", "broker-b")
+PACE_MS = 20  # the stock Java consumer's time per message: 2,400 messages take it ~50 s
 
 
 @pytest.fixture(scope="module", params=["ASYNC_MASTER", "SYNC_MASTER"])
@@ -106,6 +111,44 @@ def _written(spark, q, path: str) -> int:
         return 0
 
 
+class PacedJavaConsumer:
+    """A stock DefaultMQPushConsumer of a group of its own, consuming PACE_MS a message with few messages cached,
+    so that it is still pulling when a master dies; what it receives is read as it comes."""
+
+    def __init__(self, cluster: StockCluster, group: str):
+        self.proc = cluster.java().start("StockPushConsumer", cluster.namesrv, TOPIC, "900",
+                                         f"{group}:tag:{10 ** 9}:first:*", env={"STOCK_CONSUMER_PACE_MS": str(PACE_MS)})
+        self.got: list[tuple[float, str, bytes]] = []  # (received at, broker, body)
+        self.errors: collections.deque[str] = collections.deque(maxlen=40)
+        threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=lambda: self.errors.extend(self.proc.stderr), daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            if line.startswith("{") and '"receivedAt"' in line:
+                m = json.loads(line)
+                self.got.append((m["receivedAt"] / 1000, m["broker"], base64.b64decode(m["bodyBase64"])))
+
+    def bodies(self) -> set[bytes]:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"the stock Java consumer exited with {self.proc.returncode}: "
+                                 f"{''.join(self.errors)[-2000:]}")
+        return {body for _, _, body in list(self.got)}
+
+    def received(self, broker: str) -> list[float]:
+        return sorted(t for t, b, _ in list(self.got) if b == broker)
+
+    def pause(self, broker: str, since: float) -> float:
+        """Seconds from `since` to the first message of `broker` after the longest gap between its receipts
+        from `since` on (the messages it had cached come first)."""
+        points = [since] + [t for t in self.received(broker) if t >= since]
+        gaps = [b - a for a, b in zip(points, points[1:])]
+        return points[gaps.index(max(gaps)) + 1] - since
+
+    def stop(self) -> None:
+        StockClients.stop(self.proc)
+
+
 def _at(stamp: str) -> float:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
@@ -133,8 +176,12 @@ def test_a_stream_reads_on_from_the_slave_while_the_master_is_killed_and_ends_wi
             batches[p["batchId"]] = p
         return [batches[b] for b in sorted(batches)]
 
+    java = None
     try:
         wait_until(lambda: any(p["numInputRows"] > 0 for p in seen()), 240, "the stream's first rows")
+        java = PacedJavaConsumer(cluster, GROUP + "-java")  # beside it: the stock consumer's pause in the same run
+        wait_until(lambda: len(java.bodies()) and len(java.received("broker-a")) >= 16, 180,
+                   "the stock Java consumer's first messages of broker-a")
         killed_at = time.time()
         cluster.kill("broker-a", signal.SIGKILL)
         dead_at = time.time()
@@ -160,8 +207,14 @@ def test_a_stream_reads_on_from_the_slave_while_the_master_is_killed_and_ends_wi
         wait_until(lambda: _group_offsets(cluster.addresses["broker-b"]) == {i: PER_QUEUE for i in range(QUEUES)},
                    60, "the group's offsets at the queue ends on broker-b")
         assert q.exception() is None
+        wait_until(lambda: java.bodies() >= sent, 300, "every message at the stock Java consumer")
+        print(f"stock Java push consumer's pause ({cluster.slaves['broker-a']}, same run): "
+              f"{java.pause('broker-a', killed_at):.1f} s from the SIGKILL until broker-a's messages came again "
+              "(its cached messages consumed first)")
     finally:
         q.stop()
+        if java is not None:
+            java.stop()
     bodies = [bytes(r.body) for r in spark.read.parquet(out).collect()]
     duplicates = len(bodies) - len(set(bodies))
     lost = len(sent - set(bodies))

@@ -23,6 +23,9 @@ import org.apache.rocketmq.common.message.MessageQueue;
  * Each message received is printed as one JSON line (every field the client sees, and "group"); once every group
  * has its COUNT messages, or TIMEOUT_S seconds have passed, the groups' offsets are committed at the brokers, the
  * consumers shut down and {"done": {group: n}} is printed.
+ * With STOCK_CONSUMER_PACE_MS in the environment each message takes that long to consume, a queue's pulls stop at
+ * 8 cached messages, and each line carries "receivedAt" (ms): a consumer still pulling mid-test, whose pauses the
+ * receipt times show.
  */
 public class StockPushConsumer {
     static String hostText(java.net.SocketAddress a) {
@@ -59,6 +62,8 @@ public class StockPushConsumer {
 
     public static void main(String[] args) throws Exception {
         String namesrv = args[0], topic = args[1];
+        String paceText = System.getenv("STOCK_CONSUMER_PACE_MS");
+        long pace = paceText == null || paceText.isEmpty() ? 0 : Long.parseLong(paceText);
         long deadline = System.currentTimeMillis() + Long.parseLong(args[2]) * 1000;
         Object lock = new Object();
         List<DefaultMQPushConsumer> consumers = new ArrayList<>();
@@ -82,13 +87,25 @@ public class StockPushConsumer {
             consumer.setHeartbeatBrokerInterval(1000);
             consumer.setConsumeThreadMin(1);
             consumer.setConsumeThreadMax(1);
+            if (pace > 0) {
+                consumer.setPullBatchSize(8);
+                consumer.setPullThresholdForQueue(8);
+            }
             consumer.subscribe(topic, spec[1].equals("sql") ? MessageSelector.bySql(spec[4])
                                                             : MessageSelector.byTag(spec[4]));
             consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
+                if (pace > 0) {
+                    try {
+                        Thread.sleep(pace * msgs.size());
+                    } catch (InterruptedException e) {
+                        return ConsumeConcurrentlyStatus.RECONSUME_LATER;
+                    }
+                }
                 synchronized (lock) {
                     for (MessageExt m : msgs) {
                         Map<String, Object> out = json(m);
                         out.put("group", group);
+                        if (pace > 0) out.put("receivedAt", System.currentTimeMillis());
                         System.out.println(JSON.toJSONString(out));
                         count.incrementAndGet();
                     }
