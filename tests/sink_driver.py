@@ -1,6 +1,6 @@
 """A Spark driver of its own for the wire sink's fault tests (tests/spark/wire_sink_child.py in a child process, a
 session leader, so that it can be SIGKILLed with everything it started): started, waited for at a pause of its
-commit (RMQ_WIRE_SINK_TEST_PAUSE, see rmq_spark/sink/wire_writer.py), killed."""
+commit (the fault plugin tests/faults/sitecustomize.py), killed."""
 from __future__ import annotations
 
 import os
@@ -14,6 +14,13 @@ from wire_cluster import ROOT, wait_until
 from rmq_client import PullConsumer
 
 CHILD = os.path.join(ROOT, "tests", "spark", "wire_sink_child.py")
+FAULTS = os.path.join(ROOT, "tests", "faults")
+
+
+def fault_env(pause: str) -> dict[str, str]:
+    """The environment of a driver whose sink commit pauses (or kills the driver) at `pause`,
+    <point>@<batchId>:<seconds|kill>[,...]: the fault plugin first on its Python path."""
+    return {"PYTHONPATH": os.pathsep.join((FAULTS, ROOT)), "RMQ_WIRE_SINK_TEST_PAUSE": pause}
 
 
 def input_bodies(n: int) -> set[bytes]:
@@ -34,7 +41,7 @@ def tally(namesrv: str, topic: str, want: set[bytes]) -> dict:
 def start_driver(src: str, namesrv: str, topic: str, checkpoint: str, pause: str = "") -> subprocess.Popen:
     """The driver streams topic In of the store directory `src` into `topic`; its stderr goes to
     <checkpoint>.driver.log, shown when it ends before a pause is reached."""
-    env = dict(os.environ, PYTHONPATH=ROOT, PYSPARK_PYTHON=sys.executable, RMQ_WIRE_SINK_TEST_PAUSE=pause)
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, **fault_env(pause))
     with open(checkpoint + ".driver.log", "a") as log:
         return subprocess.Popen([sys.executable, CHILD, src, namesrv, topic, checkpoint], env=env,
                                 stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True)

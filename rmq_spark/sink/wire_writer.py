@@ -20,7 +20,7 @@ import logging
 import os
 import threading
 from dataclasses import dataclass
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -70,6 +70,11 @@ SENDS_IN_FLIGHT = 4                  # per task
 ENDS_IN_FLIGHT = 16                  # per commit
 AVOID_S = 30.0                       # a broker that failed a send is left out of movable sends this long
 MOVE_AFTER_S = 3.0                   # a movable send without answers for this long moves (the Java sendMsgTimeout)
+
+# Observers of a commit's named steps (before_decision, inside_commit, after_commit), each called with the
+# decisions' directory and the batch id: none in production; the fault tests' plugin (tests/faults) adds one that
+# pauses or kills the driver there.
+COMMIT_STEPS: list[Callable[[str, str, int], None]] = []
 
 # broker name -> loop time until which movable sends avoid it (per process, as a Java producer's fault strategy)
 _AVOID: dict[str, float] = {}
@@ -439,27 +444,9 @@ def _checker(options: WireSinkOptions, decisions: Optional[TransactionLog], topi
     return p
 
 
-def _test_pause(tlog: TransactionLog, point: str, batch_id: int) -> None:
-    """For the fault tests (a driver or broker killed at a known step of a commit): with
-    RMQ_WIRE_SINK_TEST_PAUSE=<point>@<batchId>:<seconds>[,...] in the driver's environment the commit writes
-    paused-<point>-<batchId> into the decisions directory and waits there until the test writes
-    resume-<point>-<batchId> beside it, or for the seconds at most. With `kill` for the seconds it SIGKILLs the
-    driver's session there instead (for a driver started as a session leader): a kill from outside comes late,
-    and meanwhile the still-living checker may answer the brokers' checks. Unset, it does nothing."""
-    for spec in filter(None, os.environ.get("RMQ_WIRE_SINK_TEST_PAUSE", "").split(",")):
-        where, _, seconds = spec.partition(":")
-        if where == f"{point}@{batch_id}":
-            import time
-            os.makedirs(tlog.dir, exist_ok=True)
-            open(os.path.join(tlog.dir, f"paused-{point}-{batch_id}"), "w").close()
-            if seconds == "kill":
-                import signal
-                os.killpg(os.getsid(0), signal.SIGKILL)  # the driver's group; Spark's daemon has its own
-                os.kill(os.getpid(), signal.SIGKILL)
-            resume = os.path.join(tlog.dir, f"resume-{point}-{batch_id}")
-            until = time.monotonic() + float(seconds)
-            while time.monotonic() < until and not os.path.exists(resume):
-                time.sleep(0.05)
+def _step(tlog: TransactionLog, point: str, batch_id: int) -> None:
+    for observer in COMMIT_STEPS:
+        observer(tlog.dir, point, batch_id)
 
 
 def commit_halves(options: WireSinkOptions, messages, batch_id: int) -> str:
@@ -478,7 +465,7 @@ def commit_halves(options: WireSinkOptions, messages, batch_id: int) -> str:
                         | {h.topic for hs in prior.messages.values() for h in hs})
     producer = _checker(options, tlog, topics)
     if prior is None:
-        _test_pause(tlog, "before_decision", batch_id)
+        _step(tlog, "before_decision", batch_id)
         sent = [h for hs in new_messages.values() for h in hs]
         decision = Decision(new, new_messages,
                             run_blocking(queue_ends, producer.api, sent, options.timeout_ms) if sent else {})
@@ -516,11 +503,11 @@ def commit_halves(options: WireSinkOptions, messages, batch_id: int) -> str:
     results = run_blocking(_end_all, producer, todo[:half], TransactionState.COMMIT_MESSAGE, options.timeout_ms)
     first = decided_messages[:len(decided_messages) // 2]
     run_blocking(commit_messages, producer, first, decision.queue_ends, options.timeout_ms, prior is not None)
-    _test_pause(tlog, "inside_commit", batch_id)
+    _step(tlog, "inside_commit", batch_id)
     results += run_blocking(_end_all, producer, todo[half:], TransactionState.COMMIT_MESSAGE, options.timeout_ms)
     run_blocking(commit_messages, producer, decided_messages[len(first):], decision.queue_ends, options.timeout_ms,
                  prior is not None)
-    _test_pause(tlog, "after_commit", batch_id)
+    _step(tlog, "after_commit", batch_id)
     lost = [h for h, r in zip(todo, results) if r is EndOutcome.OPPOSITE]
     if lost:
         raise RuntimeError(f"sink {options.sink_id} batch {batch_id}: the brokers rolled back {len(lost)} half "

@@ -120,8 +120,11 @@ class TestHosts:
                               timeout=30)
 
     def popen(self, host: str, argv: list[str], **kwargs) -> subprocess.Popen:
-        """A process on the host (stopped by remove() if still running)."""
-        env = dict(kwargs.pop("env", os.environ), PYTHONPATH=ROOT)
+        """A process on the host (stopped by remove() if still running); the project first on its PYTHONPATH,
+        after what `env` puts there."""
+        given = kwargs.pop("env", None)
+        env = dict(os.environ if given is None else given)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in ((given or {}).get("PYTHONPATH"), ROOT) if p)
         proc = subprocess.Popen(["ip", "netns", "exec", self.ns(host), *argv], env=env, **kwargs)
         self.procs.append(proc)
         return proc

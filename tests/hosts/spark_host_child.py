@@ -8,7 +8,7 @@ given a store path. Commands on stdin, one JSON line answered on stdout for each
                          duplicates, lost, store and born hosts) and whether its group's offsets are at the queue
                          ends; reads Hosts with a tag filter and a SQL92 filter (batch queries) and reports them alike
   sink SEEN_FILE         the wire sink writes Hosts to HostsOut (availableNow) from the executors; its commit of
-                         microbatch 0 pauses before its decision (RMQ_WIRE_SINK_TEST_PAUSE): what a pull and the C++
+                         microbatch 0 pauses before its decision (tests/faults plugin): what a pull and the C++
                          push consumer (writing SEEN_FILE on another host) have of HostsOut then, and all of it after
 The master is RMQ_HOSTS_MASTER (default local-cluster[2,1,1024])."""
 from __future__ import annotations

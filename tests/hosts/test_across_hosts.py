@@ -16,6 +16,7 @@ import time
 
 import pytest
 from netns_hosts import TestHosts, rmq, wait_for, why_not
+from sink_driver import fault_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HOSTS = ["a", "b", "c", "d", "e"]
@@ -143,7 +144,7 @@ def test_spark_on_another_host_reads_and_writes_exactly_once_through_a_brokers_l
                             env=dict(os.environ, SPARK_LOCAL_IP=hosts.ip4("d"), SPARK_LOCAL_HOSTNAME=hosts.ip4("d"),
                                      RMQ_HOSTS_TOTAL="800",
                                      SPARK_AUTH_SOCKET_TIMEOUT="120",
-                                     RMQ_WIRE_SINK_TEST_PAUSE="before_decision@0:30"))
+                                     **fault_env("before_decision@0:30")))
     watcher = None
     try:
         assert _ask(child, f"start {namesrv}")["started"]
