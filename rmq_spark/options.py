@@ -387,9 +387,7 @@ def _selectors(opts: dict) -> tuple[Optional[str], Optional[str]]:
     etype = opts.get(K.EXPRESSION_TYPE)
     sub = opts.get(K.SUB_EXPRESSION)
     if etype is not None or sub is not None:
-        if etype is None:
-            raise RmqOptionError(K.EXPRESSION_TYPE, "subExpression needs expressionType (TAG or SQL92)")
-        kind = etype.strip().upper()
+        kind = (etype or "TAG").strip().upper()  # as RocketMQ's subscribe(topic, subExpression): a tag expression
         if kind not in ("TAG", "SQL92"):
             raise RmqOptionError(K.EXPRESSION_TYPE, f"{etype!r} must be TAG or SQL92")
         if sub is None:

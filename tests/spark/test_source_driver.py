@@ -228,6 +228,13 @@ def test_bad_options_name_the_option(store_path, options, option, fragment):
     assert fragment in str(e.value)
 
 
+def test_sub_expression_alone_is_a_tag_expression_as_rocketmq_subscribe_takes_it(store_path):
+    alone = parse_options({"path": store_path, "topic": "T", "subExpression": "Aa || TagC"})
+    assert (alone.tags, alone.sql) == ("Aa || TagC", None)
+    with pytest.raises(RmqOptionError, match="option 'subExpression'.* same as 'tags'"):
+        parse_options({"path": store_path, "topic": "T", "subExpression": "Aa", "tags": "TagC"})
+
+
 def test_default_consumer_group_is_stable_and_depends_on_the_subscription(store_path):
     a = parse_options({"path": store_path, "topic": "T"}).consumer_group
     assert a == parse_options({"path": store_path, "subscribe": "T"}).consumer_group
