@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
+from remoting import ResponseCode
 from rmq_acl import SessionCredentials
 from rmq_client import (
     AsyncTransactionProducer,
@@ -348,6 +349,14 @@ class _WireWriting:
                     "bornTimestamp": 0, "flag": 0, "reconsumeTimes": 0, "unitMode": False, "batch": True}, body, True)
                 return None
             except MQClientError as e:
+                if e.code == ResponseCode.SYSTEM_BUSY and loop.time() < deadline:
+                    # the broker's flow control (a request waited too long in its send queue, or the queue is
+                    # full): a plain send refused so stored nothing, as a Java producer sends it again; halves
+                    # stored before their deadline are left to the broker's checks, as a failed send's
+                    log.warning("%s: %s; sending them again", what, e)
+                    to(mq)
+                    await asyncio.sleep(0.5)
+                    continue
                 if e.unreachable and others:
                     _AVOID[mq.broker_name] = loop.time() + AVOID_S
                     moved = _other_queue(mq, others, loop.time())

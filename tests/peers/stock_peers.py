@@ -337,10 +337,12 @@ class StockCluster:
         self.start_seconds[name] = time.monotonic()
         return self._java(name, "org.apache.rocketmq.broker.BrokerStartup", ["-c", path], "broker", self.broker_jvm)
 
-    def start(self, name: str) -> str:
+    def start(self, name: str, wait: bool = True) -> str:
         """Start (or start again, on its former address and store) the broker `name`; returns when the name server
-        lists it."""
-        self._wait_registered(name, self._spawn_broker(name))
+        lists it (at once with wait=False: ensure_running then takes it as running)."""
+        proc = self._spawn_broker(name)
+        if wait:
+            self._wait_registered(name, proc)
         return self.addresses[name]
 
     def ensure_running(self, name: str) -> None:
