@@ -195,7 +195,16 @@ class MQClientAPI:
             return await client.invoke(cmd, timeout or self.timeout)
         except (OSError, ConnectionError, RemotingTimeoutError, asyncio.TimeoutError) as e:
             self._clients.pop(address, None)
+            self._lost(address)
             raise MQClientError(-1, f"{type(e).__name__}: {e}", address, what, unreachable=True) from None
+
+    def _lost(self, address: str) -> None:
+        """A broker that did not answer: the cached routes that list it are asked of the name servers again when
+        next needed, not after their 30 s (a killed master leaves the route, and in controller mode the node the
+        controller promotes is listed as the master in its place)."""
+        for topic, (_, route) in list(self._routes.items()):
+            if any(address in b.broker_addrs.values() for b in route.broker_datas):
+                self._routes.pop(topic, None)
 
     async def invoke_all(self, address: str, cmds: list[RemotingCommand], window: int = 512,
                          timeout: Optional[float] = None) -> list[Optional[RemotingCommand]]:
@@ -210,6 +219,7 @@ class MQClientAPI:
         try:
             client = await self._client(address)
         except (OSError, ConnectionError, asyncio.TimeoutError):
+            self._lost(address)
             return out
         step = max(1, min(256, window // 4))
         gate = asyncio.Semaphore(max(1, window // step))
@@ -224,6 +234,7 @@ class MQClientAPI:
         await asyncio.gather(*(one(i) for i in range(0, len(cmds), step)))
         if any(r is None for r in out):
             self._clients.pop(address, None)  # a lost or stuck connection: the next request makes a new one
+            self._lost(address)
         return out
 
     async def checked(self, address: str, cmd: RemotingCommand, what: str, ok=(ResponseCode.SUCCESS,),

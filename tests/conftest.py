@@ -64,10 +64,11 @@ UNIT_SECONDS = {
     "tests/peers/test_stock_store.py": 75,
     "tests/peers/test_java_client_matrix.py": 90,
     "tests/peers/test_stock_failover.py": 310,  # two stock 4.9.7 clusters of three brokers
+    "tests/peers/test_stock_controller_failover.py": 130,  # three stock 5.5.0 brokers in controller mode
     "tests/broker/test_broker.py": 80,
     "tests/spark/test_wire_broker_away.py": 100,
     "tests/spark/test_source_columns.py": 80,
-    "tests/spark/test_wire_sink.py": 70,
+    "tests/spark/test_wire_sink.py": 85,
     "tests/spark/test_source_discovery.py": 65,
     "tests/test_demo.py": 80,
     "tests/spark/test_sink_exactly_once.py": 100,

@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
+from remoting import ResponseCode
 from rmq_acl import SessionCredentials
 from rmq_client import (
     AsyncTransactionProducer,
@@ -52,7 +53,7 @@ from store.record_encoder import java_hash_codes
 from .. import option_keys as K
 from ..errors import RmqOptionError, RowError
 from ..options import canonical_options, credentials_option, int_option, namesrv_addr_option
-from ..wire import BrokerUnavailableError, refused_by_acl
+from ..wire import BrokerUnavailableError, RetryLog, refused_by_acl
 from .columns import to_staged, validate_staged
 from .sink_options import default_stream_sink_id, sink_id_option, topic_option
 from .transaction_log import PROPERTY_SINK_BATCH, Decision, TransactionLog, answer_copy, local_checkpoint
@@ -326,6 +327,7 @@ class _WireWriting:
         txn = ""
         body = None
         what = ""
+        busy: Optional[RetryLog] = None
 
         def to(queue: MessageQueue) -> None:
             nonlocal extra, txn, body, what
@@ -361,6 +363,15 @@ class _WireWriting:
                     # send returns such a SendResult (retryAnotherBrokerWhenNotStoreOK=false)
                     log.warning("%s: stored on the master only (%s)", what, e)
                     return None
+                if e.code == ResponseCode.SYSTEM_BUSY and loop.time() < deadline:
+                    # the broker's flow control (a request waited too long in its send queue, or the queue is
+                    # full): a plain send refused so stored nothing, as a Java producer sends it again; halves
+                    # stored before their deadline are left to the broker's checks, as a failed send's
+                    busy = busy or RetryLog(what)
+                    busy.failed(e, "sending them again")
+                    to(mq)
+                    await asyncio.sleep(0.5)
+                    continue
                 again = e.unreachable or e.not_stored_ok  # halves not stored OK were rolled back: send again
                 if again and others:
                     _AVOID[mq.broker_name] = loop.time() + AVOID_S

@@ -138,3 +138,28 @@ def test_query_message_by_key_unique_key_and_offset_msg_id_over_the_wire(cluster
     assert main(ns + ["-t", "Keyed", "-i", uniq]) == 0 and capsys.readouterr().out.endswith("| q4\n")
     assert main(ns + ["--offset-msg-id", sent[3].msg_id]) == 0 and capsys.readouterr().out.endswith("| q3\n")
     assert main(ns + ["-t", "Keyed", "-i", "00" * 16]) == 1 and "no message" in capsys.readouterr().err
+
+
+def test_a_send_that_finds_its_master_gone_makes_the_next_one_ask_the_route_again(tmp_path):
+    """A master killed and back at another address (as a controller promotes another node of the group): the
+    send that finds the old address dead drops the cached routes that list it, so the next send goes to the new
+    address at once, not after the route's 30 s in the cache."""
+    from rmq_client.event_loop import run_blocking
+
+    mq = MessageQueue("Moving", "broker-a", 0)
+    header = {"producerGroup": "p-moving", "topic": mq.topic, "defaultTopic": "TBW102", "defaultTopicQueueNums": 1,
+              "queueId": 0, "sysFlag": 0, "bornTimestamp": 0, "flag": 0, "reconsumeTimes": 0, "unitMode": False,
+              "properties": ""}
+    with WireCluster(tmp_path, brokers=("broker-a",)) as cluster, Producer(cluster.namesrv) as producer:
+        producer.create_topic(mq.topic, 1)
+        api = producer.aio.api
+        assert run_blocking(api.send, mq, header, b"first", False).queue_offset == 0  # the route is cached
+        old = cluster.addresses.pop("broker-a")
+        cluster.kill("broker-a")
+        new = cluster.start("broker-a")  # the same store, another port
+        assert new != old
+        with pytest.raises(MQClientError) as e:
+            run_blocking(api.send, mq, header, b"lost", False)
+        assert e.value.unreachable and e.value.address == old
+        assert run_blocking(api.send, mq, header, b"second", False).queue_offset == 1
+        assert run_blocking(api.broker_addr, mq.topic, "broker-a") == new

@@ -195,13 +195,26 @@ class StockCluster:
     .kill(name), .stop(), .store(name)."""
 
     def __init__(self, version: str, root, brokers=("broker-a", "broker-b"), conf: Optional[dict] = None,
-                 broker_jvm: Optional[list[str]] = None, slaves: Optional[dict[str, str]] = None):
+                 broker_jvm: Optional[list[str]] = None, slaves: Optional[dict[str, str]] = None,
+                 controller: Optional[dict[str, int]] = None):
         """slaves: {broker name: its master's brokerRole, ASYNC_MASTER or SYNC_MASTER}: that broker name is a
         group of a master (the node named as the broker) and a slave, brokerId 1, node slave_of(name), both with
-        slaveReadEnable=true (a slave refuses pulls without it)."""
+        slaveReadEnable=true (a slave refuses pulls without it).
+        controller: {broker name: its number of nodes} (5.x): that broker name is a group in controller mode
+        (enableControllerMode), nodes the broker's name and replica_of(name, 1), ...; the name server runs the
+        controller (enableControllerInNamesrv), which assigns the nodes' brokerIds and elects the group's master
+        (master(name) names the node) and a new one when it dies."""
         self.version, self.root = version, str(root)
         self.broker_jvm = JVM_FLAGS if broker_jvm is None else broker_jvm
         self.slaves = dict(slaves or {})
+        self.controller = dict(controller or {})
+        if self.controller and version.startswith("4."):
+            raise ValueError(f"controller: RocketMQ {version} has no controller mode (5.x has)")
+        for name, count in self.controller.items():
+            if name not in brokers or name in self.slaves:
+                raise ValueError(f"controller: {name!r} is not one of the brokers {list(brokers)} without slaves")
+            if count < 2:
+                raise ValueError(f"controller: {name!r} needs 2 nodes or more, not {count}")
         for name, role in self.slaves.items():
             if name not in brokers:
                 raise ValueError(f"slaves: {name!r} is not one of the brokers {list(brokers)}")
@@ -211,11 +224,14 @@ class StockCluster:
         # node name -> (brokerName, brokerId)
         self.nodes: dict[str, tuple[str, int]] = {name: (name, 0) for name in brokers}
         self.nodes.update({slave_of(name): (name, 1) for name in brokers if name in self.slaves})
+        # -1: the controller assigns the brokerId (the route lists the master as 0, the others by theirs)
+        self.nodes.update({replica_of(name, i): (name, -1) for name, n in self.controller.items() for i in range(n)})
         self.names = list(self.nodes)
         self.conf = {**BROKER_DEFAULTS, **(conf or {})}
         self.procs: dict[str, subprocess.Popen] = {}
         self.addresses: dict[str, str] = {}
         self.namesrv = ""
+        self.controller_addr = ""
         self.start_seconds: dict[str, float] = {}
         self.booted_at = 0.0  # time.time() when every node was up
         os.makedirs(self.root, exist_ok=True)
@@ -240,6 +256,8 @@ class StockCluster:
             procs = {name: self._spawn_broker(name) for name in self.names}  # boot together: 2 cores, slow JVMs
             for name in self.names:
                 self._wait_registered(name, procs[name])
+            for name in self.controller:
+                self._wait(lambda n=name: self.master(n) is not None, procs[name], f"the master of {name}")
             self.booted_at = time.time()
         except BaseException:
             self.stop()
@@ -276,8 +294,17 @@ class StockCluster:
     def start_namesrv(self) -> str:
         port = _free_port()
         conf = os.path.join(self.root, "namesrv.conf")
+        lines = {"listenPort": port}
+        if self.controller:
+            # a controller of one node (a DLedger group of one) on its own port, its log in small files
+            cport = _free_port()
+            self.controller_addr = f"127.0.0.1:{cport}"
+            lines.update({"enableControllerInNamesrv": "true", "controllerDLegerGroup": "group1",
+                          "controllerDLegerPeers": f"n0-{self.controller_addr}", "controllerDLegerSelfId": "n0",
+                          "controllerStorePath": os.path.join(self.root, "controller"),
+                          "mappedFileSize": str(4 * 1024 * 1024)})
         with open(conf, "w") as f:
-            f.write(f"listenPort={port}\n")
+            f.writelines(f"{k}={v}\n" for k, v in lines.items())
         t0 = time.monotonic()
         proc = self._java("namesrv", "org.apache.rocketmq.namesrv.NamesrvStartup", ["-c", conf], "namesrv")
         self.namesrv = f"127.0.0.1:{port}"
@@ -298,16 +325,24 @@ class StockCluster:
             conf["brokerRole"] = "SLAVE" if broker_id else self.slaves[broker_name]
             conf["slaveReadEnable"] = "true"
             conf["brokerIP2"] = "127.0.0.1"  # the HA address the master registers (4.9's default: a host address)
+        if broker_name in self.controller:
+            # every node starts as a slave with no id; a send is acknowledged once every node of the syncStateSet
+            # (the nodes in sync, from which the controller elects) holds it
+            conf.update({"brokerId": "-1", "brokerRole": "SLAVE", "enableControllerMode": "true",
+                         "controllerAddr": self.controller_addr, "allAckInSyncStateSet": "true",
+                         "slaveReadEnable": "true", "brokerIP2": "127.0.0.1"})
         path = os.path.join(self.root, f"{name}.conf")
         with open(path, "w") as f:
             f.writelines(f"{k}={v}\n" for k, v in conf.items())
         self.start_seconds[name] = time.monotonic()
         return self._java(name, "org.apache.rocketmq.broker.BrokerStartup", ["-c", path], "broker", self.broker_jvm)
 
-    def start(self, name: str) -> str:
+    def start(self, name: str, wait: bool = True) -> str:
         """Start (or start again, on its former address and store) the broker `name`; returns when the name server
-        lists it."""
-        self._wait_registered(name, self._spawn_broker(name))
+        lists it (at once with wait=False: ensure_running then takes it as running)."""
+        proc = self._spawn_broker(name)
+        if wait:
+            self._wait_registered(name, proc)
         return self.addresses[name]
 
     def ensure_running(self, name: str) -> None:
@@ -323,8 +358,9 @@ class StockCluster:
 
         def registered() -> bool:
             info = self._cluster_info()
-            return bool(info and info.broker_addr_table.get(broker_name)
-                        and info.broker_addr_table[broker_name].broker_addrs.get(broker_id) == addr)
+            addrs = info.broker_addr_table[broker_name].broker_addrs if info and broker_name in \
+                info.broker_addr_table else {}
+            return addr in addrs.values() if broker_id == -1 else addrs.get(broker_id) == addr
         self._wait(registered, proc, name)
         self.start_seconds[name] = time.monotonic() - self.start_seconds[name]
 
@@ -347,6 +383,24 @@ class StockCluster:
         with BlockingRemotingClient(self.namesrv, connect_timeout=2) as client:
             answer = client.invoke(RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO), 3)
         return ClusterInfo.decode(answer.body) if answer.code == ResponseCode.SUCCESS else None
+
+    def master(self, broker_name: str) -> Optional[str]:
+        """The node the name server lists as broker_name's master (brokerId 0), None while it lists none."""
+        info = self._cluster_info()
+        data = info.broker_addr_table.get(broker_name) if info else None
+        addr = data.broker_addrs.get(0) if data else None
+        return next((n for n, a in self.addresses.items() if a == addr and self.nodes[n][0] == broker_name), None)
+
+    def replica_info(self, broker_name: str) -> tuple[Optional[str], set[int]]:
+        """What the controller says of a group in controller mode: its master's address (None while it has
+        none) and its syncStateSet, the brokerIds in sync with the master (CONTROLLER_GET_REPLICA_INFO)."""
+        with BlockingRemotingClient(self.controller_addr, connect_timeout=2) as client:
+            answer = client.invoke(RemotingCommand.request(RequestCode.CONTROLLER_GET_REPLICA_INFO,
+                                                           {"brokerName": broker_name}), 3)
+        if answer.code != ResponseCode.SUCCESS:
+            raise AssertionError(f"replica info of {broker_name} from the controller: {answer.code} {answer.remark}")
+        in_sync = json.loads(answer.body or b"{}").get("syncStateSet") or []
+        return answer.ext_fields.get("masterAddress") or None, {int(i) for i in in_sync}
 
     def kill(self, name: str, sig: int = signal.SIGKILL, timeout: float = 30) -> None:
         """Signal a node's process group and wait for it (SIGTERM lets the broker flush and unregister; a SIGKILL
@@ -375,6 +429,11 @@ class StockCluster:
 def slave_of(broker_name: str) -> str:
     """The node name of a broker name's slave in a StockCluster."""
     return f"{broker_name}-slave"
+
+
+def replica_of(broker_name: str, i: int) -> str:
+    """The node name of a controller-mode group's i-th node in a StockCluster (the first is named as the group)."""
+    return broker_name if i == 0 else f"{broker_name}-n{i}"
 
 
 class StockClients:

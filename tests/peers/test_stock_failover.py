@@ -13,16 +13,12 @@ import json
 import signal
 import threading
 import time
-from datetime import datetime
 
 import pytest
+from failover_checks import at, group_offsets, max_offsets, read_from, written
 from stock_peers import STOCK_4, StockClients, StockCluster, slave_of
 from wire_cluster import wait_until
 
-from remoting import RemotingCommand, RequestCode, ResponseCode
-from remoting.admin_bodies import TopicStatsTable
-from remoting.blocking_client import BlockingRemotingClient
-from remoting.broker_headers import OffsetResponseHeader
 from rmq_client import MessageQueue, Producer, PullConsumer
 from rmq_client.admin import Admin
 
@@ -55,26 +51,12 @@ def _wait_replicating(cluster: StockCluster) -> None:
                    180, "broker-a's master replicating to its slave")
 
 
-def _ask(addr: str, code: int, fields: dict, ok=(ResponseCode.SUCCESS,)) -> RemotingCommand:
-    with BlockingRemotingClient(addr, connect_timeout=5) as client:
-        answer = client.invoke(RemotingCommand.request(code, fields), 10)
-    assert answer.code in ok, f"{RequestCode(code).name} at {addr}: {answer.code} {answer.remark}"
-    return answer
-
-
 def _max_offsets(addr: str, topic: str = TOPIC) -> dict[int, int]:
-    stats = TopicStatsTable.decode(_ask(addr, RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic}).body)
-    return {mq.queue_id: o.maxOffset for mq, o in stats.offsetTable.items()}
+    return max_offsets(addr, topic)
 
 
 def _group_offsets(addr: str, group: str = GROUP) -> dict[int, int]:
-    out = {}
-    for q in range(QUEUES):
-        answer = _ask(addr, RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": group, "topic": TOPIC, "queueId": q},
-                      ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
-        if answer.code == ResponseCode.SUCCESS:
-            out[q] = OffsetResponseHeader.from_ext_fields(answer.ext_fields).offset
-    return out
+    return group_offsets(addr, TOPIC, group, QUEUES)
 
 
 def _send(namesrv: str) -> set[bytes]:
@@ -87,28 +69,6 @@ def _send(namesrv: str) -> set[bytes]:
                     p.send_batch(TOPIC, bodies[k:k + 100], queue=MessageQueue(TOPIC, broker, q))
                 sent.update(bodies)
     return sent
-
-
-def _offsets(progress: dict, which: str) -> dict[str, int]:
-    """{"broker:queue": offset} at the start or end (which: startOffset, endOffset) of a progress event's batch."""
-    at = progress["sources"][0][which]
-    return dict((json.loads(at) if isinstance(at, str) else at or {}).get(TOPIC, {}))
-
-
-def _read_from(progress: dict, broker: str) -> int:
-    """How many offsets of the broker's queues the progress event's batch read."""
-    start, end = _offsets(progress, "startOffset"), _offsets(progress, "endOffset")
-    return sum(o - start.get(k, o) for k, o in end.items() if k.startswith(broker + ":"))
-
-
-def _written(spark, q, path: str) -> int:
-    """Rows in the query's Parquet output so far; the query's own error at once if it failed."""
-    if q.exception() is not None:
-        raise AssertionError(f"the query failed: {q.exception()}")
-    try:
-        return spark.read.parquet(path).count()
-    except Exception:  # no file yet
-        return 0
 
 
 class PacedJavaConsumer:
@@ -149,10 +109,6 @@ class PacedJavaConsumer:
         StockClients.stop(self.proc)
 
 
-def _at(stamp: str) -> float:
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-
-
 def test_a_stream_reads_on_from_the_slave_while_the_master_is_killed_and_ends_with_every_message_once(
         spark, cluster, tmp_path):
     master, slave = cluster.addresses["broker-a"], cluster.addresses[slave_of("broker-a")]
@@ -188,20 +144,20 @@ def test_a_stream_reads_on_from_the_slave_while_the_master_is_killed_and_ends_wi
 
         def planned_since_death(broker: str) -> list[dict]:
             """Batches planned with the master dead that read queues of `broker`."""
-            return [p for p in seen() if _at(p["timestamp"]) >= dead_at and _read_from(p, broker) > 0]
+            return [p for p in seen() if at(p["timestamp"]) >= dead_at and read_from(p, TOPIC, broker) > 0]
 
         # both brokers' queues advance while the master is dead: broker-a's from its slave
         wait_until(lambda: planned_since_death("broker-a") and planned_since_death("broker-b"), 240,
                    "rows of broker-a (from its slave) and of broker-b with broker-a's master killed")
         assert q.exception() is None
         first = planned_since_death("broker-a")[0]
-        pause = _at(first["timestamp"]) + first["durationMs"]["triggerExecution"] / 1000 - killed_at
+        pause = at(first["timestamp"]) + first["durationMs"]["triggerExecution"] / 1000 - killed_at
         print(f"\nfailover pause ({cluster.slaves['broker-a']}): {pause:.1f} s from the SIGKILL of broker-a's master "
               f"until a batch with its rows (from the slave) was written")
 
         cluster.start("broker-a")
         wait_until(lambda: sum(p["numInputRows"] for p in seen()) >= len(sent), 300, "every message read")
-        wait_until(lambda: _written(spark, q, out) >= len(sent), 120, "every message in the Parquet output")
+        wait_until(lambda: written(spark, q, out) >= len(sent), 120, "every message in the Parquet output")
         # the commits made while the master was away reach it: the group ends at the queue ends there
         wait_until(lambda: _group_offsets(master) == ends, 180, "the group's offsets at the queue ends on the master")
         wait_until(lambda: _group_offsets(cluster.addresses["broker-b"]) == {i: PER_QUEUE for i in range(QUEUES)},
@@ -255,7 +211,7 @@ def test_starting_offsets_group_with_the_master_away_starts_at_the_slaves_copy_a
          .load().writeStream.format("parquet").option("path", out)
          .option("checkpointLocation", str(tmp_path / "cp")).trigger(processingTime="500 milliseconds").start())
     try:
-        wait_until(lambda: _written(spark, q, out) >= len(new), 240, "the new messages, from the slave")
+        wait_until(lambda: written(spark, q, out) >= len(new), 240, "the new messages, from the slave")
         assert _group_offsets(slave, group) == before  # a slave never takes the query's commits
         cluster.start("broker-a")
         wait_until(lambda: _group_offsets(master, group) == ends, 180,

@@ -149,6 +149,26 @@ def test_at_least_once_sends_plainly(spark, cluster):
     assert not any("TRAN_MSG" in r.properties for r in rows)
 
 
+def test_sends_refused_system_busy_are_sent_again(spark, tmp_path):
+    """A broker that sheds load (serverMaxBusyRequests=1: a send beyond one at a time is answered SYSTEM_BUSY, not
+    stored): an at_least_once write's refused sends are sent again, as a Java producer's are, and every row lands
+    once instead of the tasks failing."""
+    n, queues = 4000, 8
+    with WireCluster(tmp_path / "busy", conf=PULL_LIMITS + "serverMaxBusyRequests = 1\n") as busy:
+        with Producer(busy.namesrv) as p:
+            p.create_topic("Busy", queues)
+        spark.range(n).repartition(2).select(F.format_string("b-%d", "id").alias("body")).write.format("rmq") \
+            .option("namesrvAddr", busy.namesrv).option("topic", "Busy") \
+            .option("deliveryGuarantee", "at_least_once").mode("append").save()
+        assert "requests refused with SYSTEM_BUSY" in (tmp_path / "busy" / "broker-a.log").read_text()
+        bodies = []
+        with PullConsumer(busy.namesrv, "busy-check") as c:  # one request at a time
+            for q in range(queues):
+                mq = MessageQueue("Busy", "broker-a", q)
+                bodies += [b for rb in c.read_range(mq, 0, c.max_offset(mq)) for b in rb.column("body").to_pylist()]
+    assert sorted(bodies) == sorted(b"b-%d" % i for i in range(n))
+
+
 def test_bad_wire_sink_options_are_named_before_anything_is_sent(spark, cluster, tmp_path):
     df = spark.range(3).select(F.col("id").cast("string").alias("body"))
     stream = spark.readStream.format("rate").load().select(F.col("value").cast("string").alias("body"))
