@@ -112,7 +112,7 @@ def _over_the_wire(args, begin: int, end: int) -> list:
         try:
             return [run_blocking(api.view_message, args.offset_msg_id)]
         except MQClientError as e:
-            if e.code == -1:
+            if e.retriable:  # no answer, or a broker busy: not a message that is not there
                 raise
             return []
 

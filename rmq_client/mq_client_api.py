@@ -31,6 +31,8 @@ from remoting.route_data import MASTER_ID, TopicRouteData
 from rmq_acl import AclClientRPCHook, SessionCredentials
 from rmq_common import message_codec as codec
 
+from .errors import NAMESRV_HINT, MQClientError, NotANameServerError
+
 log = logging.getLogger(__name__)
 
 # PullSysFlag
@@ -43,46 +45,6 @@ _PULL_CODES = {ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.P
 # An address that did not answer a read is tried last for this long: while a master is away its broker name's
 # reads go to a slave at once, not after a failed connection each time; then the master is asked again.
 DOWN_S = 10.0
-
-
-# A send the master stored but could not flush or replicate as its role asks (SendStatus FLUSH_DISK_TIMEOUT,
-# SLAVE_NOT_AVAILABLE, FLUSH_SLAVE_TIMEOUT): the message is in the master's commit log, its answer carries its offset.
-NOT_STORED_OK = frozenset({ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE,
-                           ResponseCode.FLUSH_SLAVE_TIMEOUT})
-
-
-class MQClientError(Exception):
-    """A request refused or not answered: the response code (-1: no answer), the broker's remark, the address.
-    `unreachable`: no answer, or the broker is not in the route (down or restarting): worth asking again later.
-    `not_stored_ok`: a send stored on the master only (NOT_STORED_OK), worth sending again where it can be
-    replicated."""
-
-    def __init__(self, code: int, remark: Optional[str], address: str, what: str, unreachable: bool = False):
-        self.code, self.remark, self.address, self.unreachable = code, remark, address, unreachable
-        self.not_stored_ok = code in NOT_STORED_OK
-        try:
-            name = ResponseCode(code).name
-        except ValueError:
-            name = "NO_RESPONSE" if code == -1 else str(code)
-        super().__init__(f"{what} at {address}: {name} ({code}){': ' + remark if remark else ''}")
-
-
-# Where to point a client that reached no name server, or a broker in its place.
-NAMESRV_HINT = ("name servers usually listen on 9876: Apache RocketMQ's `mqnamesrv`, `rmq namesrv`, or the one "
-                "`rmq serve` starts and prints")
-
-
-class NotANameServerError(MQClientError):
-    """An address given as a name server answers as a broker does: it refuses the name server's requests with
-    REQUEST_CODE_NOT_SUPPORTED (a broker's port where the name server's belongs)."""
-
-    def __init__(self, address: str, what: str, remark: Optional[str]):
-        super().__init__(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                         f"{address} is a broker, not a name server ({NAMESRV_HINT}); it answered: {remark}",
-                         address, what)
-        self.answer = remark  # the broker's own remark
-        Exception.__init__(self, f"{what}: {address} is a broker, not a name server ({NAMESRV_HINT}); it answered "
-                                 f"REQUEST_CODE_NOT_SUPPORTED ({self.code}): {remark}")
 
 
 @dataclass

@@ -28,7 +28,8 @@ from remoting.local_address import local_address
 from rmq_acl import SessionCredentials
 from rmq_common import message_codec as codec
 
-from .mq_client_api import NOT_STORED_OK, MessageQueue, MQClientAPI, MQClientError
+from .errors import NOT_STORED_OK, MQClientError
+from .mq_client_api import MessageQueue, MQClientAPI
 from .producer import DEFAULT_TOPIC_QUEUE_NUMS
 
 log = logging.getLogger(__name__)

@@ -18,9 +18,16 @@ from typing import Callable, Iterator, Optional, TypeVar
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
-from remoting import ResponseCode
 from rmq_acl import SessionCredentials
-from rmq_client import NAMESRV_HINT, MessageQueue, MQClientError, NotANameServerError, PullConsumer, Subscription
+from rmq_client import (
+    NAMESRV_HINT,
+    MessageQueue,
+    MQClientError,
+    NoPermissionError,
+    NotANameServerError,
+    PullConsumer,
+    Subscription,
+)
 
 from . import option_keys as K
 from .errors import DataLossError, RmqOptionError
@@ -52,7 +59,7 @@ def refused_by_acl(e: MQClientError, what: str) -> Exception:
         return RmqOptionError(K.NAMESRV_ADDR, f"{e.address} is a broker, not a name server ({NAMESRV_HINT}); "
                                               f"asked for the {what}, it answered REQUEST_CODE_NOT_SUPPORTED "
                                               f"({e.code}): {e.answer}")
-    if e.code != ResponseCode.NO_PERMISSION:
+    if not isinstance(e, NoPermissionError):
         return e
     option = next((o for words, o in _ACL_REFUSALS if (e.remark or "").startswith(words)), None)
     if option is None:

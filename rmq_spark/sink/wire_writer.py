@@ -27,10 +27,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
-from remoting import ResponseCode
 from rmq_acl import SessionCredentials
 from rmq_client import (
     AsyncTransactionProducer,
+    BrokerBusyError,
     EndOutcome,
     HalfBatch,
     MessageHalves,
@@ -363,10 +363,11 @@ class _WireWriting:
                     # send returns such a SendResult (retryAnotherBrokerWhenNotStoreOK=false)
                     log.warning("%s: stored on the master only (%s)", what, e)
                     return None
-                if e.code == ResponseCode.SYSTEM_BUSY and loop.time() < deadline:
+                if isinstance(e, BrokerBusyError) and loop.time() < deadline:
                     # the broker's flow control (a request waited too long in its send queue, or the queue is
-                    # full): a plain send refused so stored nothing, as a Java producer sends it again; halves
-                    # stored before their deadline are left to the broker's checks, as a failed send's
+                    # full; SERVICE_NOT_AVAILABLE: a store not writable now): a plain send refused so stored
+                    # nothing, as a Java producer sends it again; halves stored before their deadline are left to
+                    # the broker's checks, as a failed send's
                     busy = busy or RetryLog(what)
                     busy.failed(e, "sending them again")
                     to(mq)

@@ -18,7 +18,7 @@ from remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from rmq_acl import AclClientRPCHook, SessionCredentials
 from rmq_broker import Broker, NameServer
 from rmq_broker.broker_config import BrokerConfig
-from rmq_client import AsyncProducer, AsyncPullConsumer, MQClientError
+from rmq_client import AsyncProducer, AsyncPullConsumer, MQClientError, NoPermissionError
 from store import MessageStore
 
 SECRET = "s3cr3t-Secret"
@@ -91,6 +91,7 @@ def test_permissions_per_topic_group_and_admin_with_the_projects_client(tmp_path
                                      ("Other", ("topic:Other", "has DENY (defaultTopicPerm)"))):
                     with pytest.raises(MQClientError) as e:
                         await producer.send(topic, b"no")
+                    assert isinstance(e.value, NoPermissionError) and not e.value.retriable
                     assert e.value.code == ResponseCode.NO_PERMISSION and all(w in str(e.value) for w in words)
                 async with RemotingClient(b.address) as c:
                     refused(await c.invoke(signed(pull("PubOnly", 0))), "topic:PubOnly", "SUB needed", "has PUB")
