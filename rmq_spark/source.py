@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import sys
-import types
-from typing import Optional
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, SupportsTriggerAvailableNow
@@ -18,7 +16,8 @@ from .options import parse_options
 from .schema import default_schema, select
 from .stream_reader import RmqStreamReader
 
-# pyspark's planner module that calls pushFilters; the only place a reader may override it (see batch_reader).
+# pyspark's planner module that calls pushFilters; the only process where a reader may override it (see
+# batch_reader).
 _PUSHDOWN_PLANNER = "pyspark.sql.worker.data_source_pushdown_filters"
 
 
@@ -126,13 +125,8 @@ def _build_filter(config):
 
 
 def _called_by_pushdown_planner() -> bool:
-    """True when pyspark's filter-pushdown planner is asking for the reader (it will call pushFilters); the
-    plain planner (pushdown off, or no filters) must get a reader that does not override pushFilters. The worker
-    receives no session conf, so the caller's module is the reliable signal."""
-    frame: Optional[types.FrameType] = sys._getframe(1)
-    while frame is not None:
-        if frame.f_globals.get("__name__") == _PUSHDOWN_PLANNER or \
-                frame.f_code.co_filename.endswith("data_source_pushdown_filters.py"):
-            return True
-        frame = frame.f_back
-    return False
+    """True in pyspark's filter-pushdown planner (it will call pushFilters on the reader); the plain planner
+    (pushdown off, or no filters) must get a reader that does not override pushFilters. The worker receives no
+    session conf, but each of Spark's planner daemons runs one worker module, and only the pushdown planner's
+    process imports its module."""
+    return _PUSHDOWN_PLANNER in sys.modules

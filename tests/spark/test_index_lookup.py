@@ -2,6 +2,8 @@
 and a pushed msg_id = / IN; the same rows as the scan (useIndex=false, or Spark's own filter)."""
 from __future__ import annotations
 
+import re
+
 import pyspark.sql.functions as F
 import pytest
 
@@ -64,8 +66,11 @@ def test_a_pushed_msg_id_reads_the_one_record_it_names(spark, keyed):
     try:
         df = spark.read.format("rmq").option("path", path).option("topic", "T").load()
         ids = [m.msg_id for m in k5[:2]]
-        got = df.where(F.col("msg_id").isin(ids)).collect()
+        pushed = df.where(F.col("msg_id").isin(ids))
+        got = pushed.collect()
         assert sorted(bytes(r.body) for r in got) == sorted(m.body for m in k5[:2])
+        executed = pushed._jdf.queryExecution().executedPlan().toString()  # the scan took the filter whole
+        assert not re.search(r"\bFilter\b", executed), f"msg_id IN was not pushed into the scan:\n{executed}"
         scanned = spark.read.format("rmq").option("path", path).option("topic", "T").option("useIndex", "false") \
             .load().where(F.col("msg_id") == ids[0]).collect()
         assert [bytes(r.body) for r in scanned] == [k5[0].body]
