@@ -170,6 +170,34 @@ class CommitLog:
                 f"consume-queue unit (size {size}, offset {offset})", self.path_of(offset), offset)
         return msg
 
+    def nothing_written_at(self, offset: int) -> bool:
+        """Zeros where a record would start at offset (or no file there yet): a walk from offset would find no
+        record and no torn tail."""
+        try:
+            view, base = self.view_at(offset)
+        except MissingFileError:
+            return False
+        if view is None:
+            return True
+        rel = offset - base
+        return rel + 8 <= len(view) and view[rel:rel + 8] == bytes(8)
+
+    def has_bytes_from(self, offset: int, whole_file: bool) -> bool:
+        """Non-zero bytes at offset (the start of a torn record), or anywhere after it with whole_file,
+        including files after its file."""
+        try:
+            view, base = self.view_at(offset)
+        except MissingFileError:
+            return True  # a hole with files after it
+        if view is not None:
+            rel = offset - base
+            f = self.files.find(offset)
+            if f is not None and f.any_nonzero(rel, None if whole_file else rel + 8):
+                return True
+        if whole_file:
+            return any(f.file_from_offset > offset for f in self.files.files)
+        return False
+
     def path_of(self, offset: int) -> str:
         return os.path.join(self.directory, f"{self.file_start(offset):020d}")
 

@@ -21,16 +21,14 @@ from rmq_common import message_codec as codec
 from rmq_common.compiled import _encode
 
 from . import file_sizes, record_encoder
-from .commit_log import CommitLog, WalkedRecord
+from .commit_log import CommitLog
 from .consume_queue import CQ_STORE_UNIT_SIZE, UNIT_DTYPE, ConsumeQueue, UnitWrites
 from .delay_levels import SCHEDULE_TOPIC, deliver_times, parse_delay_levels
 from .errors import (
     CorruptRecordError,
-    DiskFullError,
     MissingFileError,
     ReadOnlyStoreError,
     StoreError,
-    StoreRecoveryError,
     UnknownTopicError,
     disk_full_named,
 )
@@ -41,12 +39,12 @@ from .get_message_result import GetMessageResult, PutResult
 from .index_service import IndexService
 from .json_file import load_rocketmq_json, persist_config_json
 from .mapped_file import MappedFile, fsync_path
-from .put_batch import PutBatchResult, build_batch, incomplete_atomic_start
+from .put_batch import PutBatchResult, build_batch
 from .put_message_batch import plan_message_batch
 from .put_one import OneRecord, build_one
+from .recovery import Recovery
 from .store_checkpoint import StoreCheckpoint
 from .store_config import SYNC_FLUSH, StoreConfig
-from .tag_hash import tags_hash_code
 from .topic_config import TopicConfig, TopicConfigManager, discover_consume_queues
 
 log = logging.getLogger(__name__)
@@ -138,16 +136,16 @@ class MessageStore:
         self._flush_lock = threading.Lock()
         self._deferred_end = 0
         self._synced_end = 0
-        self._recover_truncate = recover_truncate
+        self._recovery = Recovery(self, recover_truncate)
         if not read_only:
             try:
                 with self.write_lock():
                     abnormal = self._open_abort_file()
-                    self._recover(abnormal)
+                    self._recovery.recover(abnormal)
             except BaseException:
                 self._release_after_failed_open()
                 raise
-        self._recover_truncate = False
+        self._recovery.truncate = False
 
     def _release_after_failed_open(self) -> None:
         """Give back the abort file's shared lock and every descriptor: the next opener must see that nobody
@@ -427,7 +425,7 @@ class MessageStore:
         if self._write_pos is not None:
             return max(self._write_pos, self._committed_end() or 0)
         end = self._committed_end()
-        return end if end is not None else self._dispatched_end()
+        return end if end is not None else self._recovery.dispatched_end()
 
     # -- writing ---------------------------------------------------------------------------------------------
 
@@ -976,75 +974,9 @@ class MessageStore:
         os.pwrite(self._lock_fd, state, 0)
         self._published = (state, end)
 
-    def _dispatched_end(self) -> int:
-        """End of the last record any consume queue points at: everything before it was completely written."""
-        return max([self.commit_log.min_offset()] + [o + n for _, o, n in self._last_units()])
-
-    def _last_units(self) -> Iterator[tuple[ConsumeQueue, int, int]]:
-        """(queue, commitlog offset, size) of every queue's last unit."""
-        for topic, queue_ids in self.consume_queue_ids().items():
-            for qid in queue_ids:
-                cq = self.consume_queue(topic, qid)
-                mx = cq.max_offset()
-                if mx > cq.first_unit_offset():
-                    last = cq.units(mx - 1, mx)
-                    if len(last) and last["size"][0] > 0:
-                        yield cq, int(last["offset"][0]), int(last["size"][0])
-
     def consume_queue_ids(self) -> dict[str, list[int]]:
         """{topic: queue ids} of every consume-queue directory on disk (what recovery and retention walk)."""
         return discover_consume_queues(self.path)
-
-    def _recover(self, abnormal: bool) -> None:
-        """On open, under the write lock. After an unclean stop, RocketMQ's abnormal recovery: walk from the
-        checkpoint's safe point validating every record, cut after the last valid one, drop consume-queue
-        units at or past the new end, re-dispatch records without units. Otherwise continue from the committed
-        end (or, in a store without one, from the end of what the consume queues point at), after checking
-        that the records the consume queues end at are intact: a commitlog changed while the store was closed
-        (a truncated or overwritten tail) gets the crash recovery too, never an append on top of the damage."""
-        # The consume queues' own end also bounds the start: a store whose consumequeue/ was deleted (to be
-        # rebuilt) or copied without it is re-dispatched from the commitlog.
-        for topic, queue_ids in self.consume_queue_ids().items():
-            for qid in queue_ids:
-                self._repair_consume_queue(self.consume_queue(topic, qid))
-        if self.commit_log.min_offset() == 0:  # no file ever expired: a queue not starting at 0 lost its head
-            self._rebuild_lost_heads()
-        dispatched, damaged = self._dispatched_tail()
-        if abnormal:
-            log.warning("store %s was not closed cleanly (abort file present): recovering", self.path)
-        elif damaged is not None:
-            log.warning("store %s: %s, though the store was closed cleanly: recovering as after a crash",
-                        self.path, damaged)
-            abnormal = True
-        if abnormal:
-            start = min(self._safe_recovery_start(), dispatched)
-        else:
-            committed = self._committed_end()
-            start = dispatched if committed is None or committed < self.commit_log.min_offset() else \
-                min(committed, dispatched)
-        try:
-            end = self._sync_write_state(full_check=abnormal, start=start)
-        except DiskFullError as e:
-            # A store that filled its disk opens to be read: what is dispatched is served, and every append
-            # first tries the dispatch again (refused with this error until there is room).
-            log.error("store %s: %s; it opens with those records not dispatched yet", self.path, e)
-            self._write_pos = None
-            return
-        try:
-            self.index.catch_up(end)  # records a crash (or an index-less writer) left unindexed
-        except Exception as e:
-            log.error("store %s: the index could not be caught up (%s); it is tried again by the next writer",
-                      self.path, e)
-
-    def _repair_consume_queue(self, cq: ConsumeQueue) -> None:
-        """Consume queues are derived data, rebuilt from the commitlog as RocketMQ rebuilds them: units missing
-        between files (a short or missing file) are re-dispatched from the records between their neighbours; a
-        torn last file is extended, and recovery re-dispatches the records past its last unit."""
-        for lo, hi, path, size in cq.holes():
-            self._fill_hole(cq, lo, hi, path, size)
-        if cq.repair_short_last_file():
-            log.warning("store %s: %s/%d: the last consume-queue file was short (a torn write); its lost units "
-                        "are re-dispatched from the commitlog", self.path, cq.topic, cq.queue_id)
 
     def rebuild_consume_queues(self) -> int:
         """`rmq recover`: rebuild what recovery rebuilds on every open (units between a queue's files, a torn
@@ -1052,377 +984,18 @@ class MessageStore:
         commitlog still holds their records, which an open looks for only in a store whose commitlog never
         expired a file (elsewhere that takes a walk from the commitlog's first file). Returns how many units
         were rebuilt below the queues' first files."""
-        with self.write_lock():
-            for topic, queue_ids in self.consume_queue_ids().items():
-                for qid in queue_ids:
-                    self._repair_consume_queue(self.consume_queue(topic, qid))
-            return self._rebuild_lost_heads()
+        return self._recovery.rebuild_consume_queues()
 
-    def _rebuild_lost_heads(self) -> int:
-        """Units below each queue's first consume-queue file whose records are still in the commitlog: the
-        file was deleted or emptied, not expired (retention deletes a consume-queue file only once every unit
-        in it points below the commitlog's first file). One walk from the commitlog's first record to the
-        furthest first unit of such queues; each queue's run must end right below its first file."""
-        cl_min = self.commit_log.min_offset()
-        heads: dict[tuple[str, int], int] = {}
-        stop: Optional[int] = 0
-        for topic, queue_ids in self.consume_queue_ids().items():
-            for qid in queue_ids:
-                cq = self.consume_queue(topic, qid)
-                first = cq.first_unit_offset()
-                if first == 0:
-                    continue
-                unit = cq.units(first, first + 1)
-                at = int(unit["offset"][0]) if len(unit) and unit["size"][0] > 0 else None
-                if at is not None and at <= cl_min:
-                    continue  # nothing of the queue can lie below it in the commitlog
-                heads[(topic, qid)] = first
-                stop = None if stop is None or at is None else max(stop, at)
-        if not heads:
-            return 0
-        found: dict[tuple[str, int], list[WalkedRecord]] = {}
-        for rec in self.commit_log.walk(cl_min, check_crc=False):
-            if stop is not None and rec.offset >= stop:
-                break
-            key = (rec.topic, rec.queue_id)
-            if key in heads and rec.queue_offset < heads[key] and codec.is_dispatched(rec.sys_flag):
-                found.setdefault(key, []).append(rec)
-        rebuilt = 0
-        for key, recs in sorted(found.items()):
-            rebuilt += self._rebuild_head(self.consume_queue(*key), heads[key], recs, cl_min)
-        return rebuilt
-
-    def _rebuild_head(self, cq: ConsumeQueue, first: int, recs: list, cl_min: int) -> int:
-        lo = recs[0].queue_offset
-        where = f"consume-queue files of {cq.topic}/{cq.queue_id} before {first * CQ_STORE_UNIT_SIZE:020d}"
-        if [r.queue_offset for r in recs] != list(range(lo, first)) or (cl_min == 0 and lo != 0):
-            log.error("store %s: %s are missing or empty; the commitlog holds %d of their records but not queue "
-                      "offsets %d..%d in order, so they stay missing and `rmq check` reports them", self.path,
-                      where, len(recs), 0 if cl_min == 0 else lo, first - 1)
-            return 0
-        # Units below the first record still in the commitlog, in the same file: RocketMQ's pre-blank units
-        # (offset 0, size 2^31-1), which readers skip as expired.
-        start = lo - lo % cq.units_per_file
-        units = np.zeros(first - start, dtype=UNIT_DTYPE)
-        units["size"][:lo - start] = 0x7FFFFFFF
-        units["offset"][lo - start:] = [r.offset for r in recs]
-        units["size"][lo - start:] = [r.size for r in recs]
-        units["tags_code"][lo - start:] = [tags_hash_code(r.tags) for r in recs]
-        for file_start in range(start, first, cq.units_per_file):
-            path = os.path.join(cq.directory, f"{file_start * CQ_STORE_UNIT_SIZE:020d}")
-            if os.path.exists(path):  # emptied: given its full size again before the units go in
-                cq.extend_short_file(path, os.path.getsize(path))
-        cq.put_units(start, units)
-        self._dirty_queues.add(cq)
-        log.warning("store %s: %s were missing or empty; rebuilt units %d..%d from the commitlog", self.path,
-                    where, lo, first - 1)
-        return first - lo
-
-    def _fill_hole(self, cq: ConsumeQueue, lo: int, hi: int, path: str, size: int) -> None:
-        before = cq.units(lo - 1, lo) if lo > cq.first_unit_offset() else None
-        start = int(before["offset"][0]) + int(before["size"][0]) if before is not None and len(before) \
-            else self.commit_log.min_offset()
-        after = cq.units(hi, hi + 1)
-        end = int(after["offset"][0]) if len(after) and after["size"][0] > 0 else None
-        found: list[WalkedRecord] = []
-        for rec in self.commit_log.walk(start, check_crc=False):
-            if end is not None and rec.offset >= end or len(found) == hi - lo:
-                break
-            if rec.topic == cq.topic and rec.queue_id == cq.queue_id and codec.is_dispatched(rec.sys_flag) \
-                    and lo <= rec.queue_offset < hi:
-                found.append(rec)
-        if [r.queue_offset for r in found] != list(range(lo, lo + len(found))) or (end is not None and
-                                                                                  len(found) != hi - lo):
-            log.error("store %s: %s/%d: consume-queue file %s is %s; the commitlog does not hold its units %d..%d "
-                      "(found %d), so it stays as it is and readers report it", self.path, cq.topic, cq.queue_id,
-                      path, f"{size} bytes" if size else "missing", lo, hi - 1, len(found))
-            return
-        log.warning("store %s: %s/%d: consume-queue file %s was %s; rebuilt units %d..%d from the commitlog",
-                    self.path, cq.topic, cq.queue_id, path, f"short ({size} bytes)" if size else "missing", lo,
-                    lo + len(found) - 1)
-        cq.extend_short_file(path, size)
-        units = np.zeros(len(found), dtype=UNIT_DTYPE)
-        units["offset"] = [r.offset for r in found]
-        units["size"] = [r.size for r in found]
-        units["tags_code"] = self._tags_codes(found)
-        cq.put_units(lo, units)
-        self._dirty_queues.add(cq)
-
-    def _tags_codes(self, recs: Sequence[WalkedRecord]) -> np.ndarray:
-        """The units' tagsCodes of records of one queue, as dispatch writes them: the tag hash, or for a delayed
-        message (SCHEDULE_TOPIC_XXXX) the time it is due."""
-        if recs and recs[0].topic == SCHEDULE_TOPIC:
-            return deliver_times([r.queue_id for r in recs], [r.store_timestamp for r in recs], self._delays_ms)
-        return np.array([tags_hash_code(r.tags) for r in recs], dtype=np.int64)
-
-    def _dispatched_tail(self) -> tuple[int, Optional[str]]:
-        """The dispatched end (_dispatched_end), and what is wrong with the record each queue's last unit
-        points at, if any record there does not validate (None when all do)."""
-        end, damaged = self.commit_log.min_offset(), None
-        for cq, offset, size in self._last_units():
-            end = max(end, offset + size)
-            if damaged is not None or offset < self.commit_log.min_offset():  # below it: expired
-                continue
-            try:
-                found = self.commit_log.read_message(offset, size, decompress=False)
-            except CorruptRecordError as e:
-                damaged = f"the last message of {cq.topic}/{cq.queue_id} does not validate ({e})"
-                continue
-            if found is None:
-                damaged = (f"the last message of {cq.topic}/{cq.queue_id} lies in a commitlog file that is "
-                           f"missing ({self.commit_log.path_of(offset)})")
-        return end, damaged
-
-    def _safe_recovery_start(self) -> int:
-        """RocketMQ's abnormal recovery: from the newest commitlog file whose first record is older than the
-        checkpoint (or the first file)."""
-        files = self.commit_log.files.files
-        stamp = self.checkpoint.min_timestamp()
-        for f in reversed(files):
-            try:
-                rec = next(self.commit_log.walk(f.file_from_offset))
-            except StopIteration:
-                continue
-            if rec.store_timestamp <= stamp:
-                return f.file_from_offset
-        return files[0].file_from_offset if files else 0
-
-    def _sync_write_state(self, full_check: bool = False, start: Optional[int] = None) -> int:
-        """Bring this process's idea of the log end up to date (under the write lock): walk from the committed
-        end, dispatch complete records that lack consume-queue units, and cut a torn tail. After a crash
-        (`full_check`) also drop consume-queue units that point past the valid end, and clear unit bytes past
-        each queue's end that a dead writer left (they would turn visible with the next run of that queue).
-        Returns the log end, where the next append goes."""
-        if start is None:
-            committed = self._committed_end()
-            if not full_check and committed is not None and committed == self._write_pos and \
-                    self._nothing_written_at(committed):
-                # the usual case: nobody appended since our last append, and nothing lies past the end
-                if self._generation != self._published_generation:
-                    self._queue_ends.clear()  # another writer was here (a cut, say): ask the queues again
-                return committed
-            if committed is None or committed < self.commit_log.min_offset():
-                start = self._write_pos if self._write_pos is not None else self._dispatched_end()
-            else:
-                start = committed
-        self._queue_ends.clear()
-        check_crc = self.config.checkCRCOnRecover or full_check
-        records = list(self.commit_log.walk(start, check_crc=check_crc))
-        end = self.commit_log.walk_end
-        cut = incomplete_atomic_start(records)
-        if cut is not None:
-            log.warning("store %s: cutting an atomic batch whose end was never written, from offset %d",
-                        self.path, cut)
-            records = [r for r in records if r.offset < cut]
-            end = cut
-        pending, stop = self._plan_redispatch(records)
-        if stop is not None:
-            end = stop
-        cutting = self._has_bytes_from(end, whole_file=full_check)
+    def _sync_write_state(self) -> int:
+        """Bring this process's idea of the log end up to date (under the write lock) and return it, where the
+        next append goes: the usual case reads only the committed end; anything else takes recovery's walk."""
         committed = self._committed_end()
-        if cutting or full_check or (committed is not None and end < committed):
-            self._check_cut(end, [r for r in records if r.offset < end], start, cut_atomic=cut)
-        if cutting:
-            log.warning("store %s: cutting a torn or invalid commitlog tail at offset %d", self.path, end)
-            self.commit_log.truncate(end)
-            full_check = True
-        if full_check:
-            for topic, queue_ids in self.consume_queue_ids().items():
-                for qid in queue_ids:
-                    self._truncate_dirty_units(self.consume_queue(topic, qid), end)
-        for (topic, qid), recs in pending.items():
-            self._dispatch_run(topic, qid, recs)
-        if self._lock_fd is not None and (records or full_check or self._committed_end() != end):
-            self._publish_committed_end(end)
-        self._write_pos = end
-        return end
-
-    def _check_cut(self, end: int, kept, start: int, cut_atomic: Optional[int]) -> None:
-        """Refuse (StoreRecoveryError) a recovery that would end the log at `end` while dropping messages that
-        may have been acknowledged: consume-queue units past `end` whose records still validate (damage in
-        the middle, not a torn tail), records past `end` that the checkpoint says were flushed (their store
-        time is not after the last kept record's, but older than the checkpoint's), or an unfinished atomic
-        batch that starts before the committed end. recover_truncate=True lets the cut go ahead."""
-        dropped, intact = self._units_from(end)
-        committed = self._committed_end()
-        flushed = self.checkpoint.read_flushed_offset()
-        stamp = self.checkpoint.physic_msg_timestamp
-        if flushed is not None:
-            flushed_lost = end < flushed
-        else:  # a checkpoint without our flushed offset (a broker's): judge by store times
-            last_ts = kept[-1].store_timestamp if kept else self._last_timestamp_before(start)
-            losing = bool(dropped) or self._has_bytes_from(end, whole_file=True) or (
-                committed is not None and end < committed)
-            flushed_lost = losing and last_ts is not None and last_ts < stamp
-        early_atomic = cut_atomic is not None and committed is not None and cut_atomic < committed
-        if not (intact or flushed_lost or early_atomic):
-            return
-        where = f"offset {end} ({self.commit_log.path_of(end)})"
-        if intact:
-            why = (f"the commitlog is damaged at {where}, but {intact} message(s) after it still validate: this "
-                   f"is damage in the middle of the log, not a torn tail")
-        elif flushed_lost:
-            why = (f"the commitlog ends at {where}, but the checkpoint says it had been flushed to "
-                   f"{'offset %d' % flushed if flushed is not None else 'messages stored at %d' % stamp}: "
-                   f"flushed data is missing or damaged")
-        else:
-            why = (f"an atomic batch without its last record starts at offset {cut_atomic}, before the committed "
-                   f"end {committed}")
-        if self._recover_truncate:
-            log.warning("store %s: %s; cutting there as asked (recover_truncate), dropping %d message(s)",
-                        self.path, why, dropped)
-            if flushed is not None and flushed > end:
-                self.checkpoint.flushed_offset = end
-                self.checkpoint.flush()
-            return
-        raise StoreRecoveryError(
-            f"store {self.path}: refusing to open: {why}. Recovery would cut the log there and drop {dropped} "
-            f"message(s) the consume queues point at. Run `rmq check` to see the damage; to cut anyway, open "
-            f"with MessageStore(..., recover_truncate=True) or run `rmq recover --truncate`.",
-            self.path, end, dropped)
-
-    def _units_from(self, end: int) -> tuple[int, int]:
-        """(units of all queues pointing at or past commitlog offset `end`, how many of their records still
-        validate)."""
-        dropped = intact = 0
-        for topic, queue_ids in self.consume_queue_ids().items():
-            for qid in queue_ids:
-                cq = self.consume_queue(topic, qid)
-                lo, mx = cq.first_unit_offset(), cq.max_offset()
-                if mx <= lo:
-                    continue
-                units = cq.units(lo, mx)
-                past = units[units["offset"].astype(np.int64) + units["size"] > end]
-                dropped += len(past)
-                for offset, size in zip(past["offset"].tolist(), past["size"].tolist()):
-                    if offset >= end:
-                        try:
-                            intact += self.commit_log.read_message(offset, size, decompress=False) is not None
-                        except CorruptRecordError:
-                            pass
-        return dropped, intact
-
-    def _last_timestamp_before(self, offset: int) -> Optional[int]:
-        """The store time of the newest record ending at or before `offset` that a queue's last unit points
-        at, None if there is none."""
-        best = None
-        for _, o, n in self._last_units():
-            if o + n <= offset and (best is None or o > best[0]):
-                best = (o, n)
-        if best is None:
-            return None
-        try:
-            msg = self.commit_log.read_message(*best, decompress=False)
-        except CorruptRecordError:
-            return None
-        return None if msg is None else msg.store_timestamp
-
-    def _plan_redispatch(self, records) -> tuple[dict, Optional[int]]:
-        """Which walked records need consume-queue units. A record whose unit is there already is skipped. A
-        record whose queue offset is taken by a unit pointing elsewhere is stale (bytes a cut left behind, not
-        an append) and ends the valid log. A record past a hole in its queue is reported and left alone."""
-        pending: dict[tuple[str, int], list] = {}
-        expected: dict[tuple[str, int], int] = {}
-        deleted = self.deleted_topics()
-        for rec in records:
-            if not codec.is_dispatched(rec.sys_flag) or rec.offset < deleted.get(rec.topic, -1):
-                continue  # a deleted topic's records stay deleted
-            key = (rec.topic, rec.queue_id)
-            if key not in expected:
-                expected[key] = self.consume_queue(*key).max_offset()
-            exp = expected[key]
-            if rec.queue_offset < exp:
-                unit = self.consume_queue(*key).units(rec.queue_offset, rec.queue_offset + 1)
-                if len(unit) and int(unit["offset"][0]) == rec.offset and int(unit["size"][0]) == rec.size:
-                    continue
-                log.warning("store %s: record at %d claims %s/%d@%d, which the consume queue gives another "
-                            "record: treating it as the end of the log", self.path, rec.offset, rec.topic,
-                            rec.queue_id, rec.queue_offset)
-                return pending, rec.offset
-            if rec.queue_offset > exp:
-                log.warning("store %s: %s/%d has no units between %d and %d; record at %d left undispatched "
-                            "(rmq check reports it)", self.path, rec.topic, rec.queue_id, exp, rec.queue_offset,
-                            rec.offset)
-                continue
-            pending.setdefault(key, []).append(rec)
-            expected[key] = exp + 1
-        return pending, None
-
-    def _dispatch_run(self, topic: str, qid: int, recs) -> None:
-        """Write the units of one queue's run of records at once (the first unit's size last)."""
-        cfg = self.topic_config.find(topic)
-        if cfg is None or max(cfg.readQueueNums, cfg.writeQueueNums) <= qid:
-            if cfg is None:
-                self._create_topic_locked(topic, max(self.config.defaultTopicQueueNums, qid + 1))
-            elif max(cfg.readQueueNums, cfg.writeQueueNums) <= qid:
-                cfg.readQueueNums = cfg.writeQueueNums = qid + 1
-                self.topic_config.persist()
-        cq = self.consume_queue(topic, qid)
-        start = recs[0].queue_offset
-        if cq.max_offset() != start:
-            log.warning("store %s: %s/%d ends at %d, not %d; not re-dispatching", self.path, topic, qid,
-                        cq.max_offset(), start)
-            return
-        units = np.zeros(len(recs), dtype=UNIT_DTYPE)
-        units["offset"] = [r.offset for r in recs]
-        units["size"] = [r.size for r in recs]
-        units["tags_code"] = self._tags_codes(recs)
-        log.info("store %s: re-dispatching %d record(s) into %s/%d from %d", self.path, len(recs), topic, qid,
-                 start)
-        cq.put_units(start, units)
-        self._dirty_queues.add(cq)
-
-    def _nothing_written_at(self, offset: int) -> bool:
-        """Zeros where a record would start at offset (or no file there yet): the walk from offset would find
-        no record and no torn tail."""
-        try:
-            view, base = self.commit_log.view_at(offset)
-        except MissingFileError:
-            return False
-        if view is None:
-            return True
-        rel = offset - base
-        return rel + 8 <= len(view) and view[rel:rel + 8] == bytes(8)
-
-    def _has_bytes_from(self, offset: int, whole_file: bool) -> bool:
-        """Non-zero bytes at offset (the start of a torn record), or anywhere after it with whole_file,
-        including files after its file."""
-        try:
-            view, base = self.commit_log.view_at(offset)
-        except MissingFileError:
-            return True  # a hole with files after it
-        if view is not None:
-            rel = offset - base
-            f = self.commit_log.files.find(offset)
-            if f is not None and f.any_nonzero(rel, None if whole_file else rel + 8):
-                return True
-        if whole_file:
-            return any(f.file_from_offset > offset for f in self.commit_log.files.files)
-        return False
-
-    def _truncate_dirty_units(self, cq: ConsumeQueue, end: int) -> None:
-        mx = cq.max_offset()
-        lo = cq.first_unit_offset()
-        cut = mx
-        if mx > lo:
-            units = cq.units(lo, mx)
-            past = np.flatnonzero(units["offset"].astype(np.int64) + units["size"] > end)
-            if len(past):
-                cut = lo + int(past[0])
-                log.warning("store %s: dropping units of %s/%d from queue offset %d (past the commitlog end)",
-                            self.path, cq.topic, cq.queue_id, cut)
-        if cut < mx or self._unit_bytes_after(cq, cut):
-            cq.truncate_from(cut)
-
-    @staticmethod
-    def _unit_bytes_after(cq: ConsumeQueue, queue_offset: int) -> bool:
-        f = cq.files.find(queue_offset * CQ_STORE_UNIT_SIZE)
-        if f is None:
-            return any(x.file_from_offset > queue_offset * CQ_STORE_UNIT_SIZE for x in cq.files.files)
-        rel = queue_offset * CQ_STORE_UNIT_SIZE - f.file_from_offset
-        if f.any_nonzero(rel):
-            return True
-        return f is not cq.files.last()
+        if committed is not None and committed == self._write_pos and self.commit_log.nothing_written_at(committed):
+            # nobody appended since our last append, and nothing lies past the end
+            if self._generation != self._published_generation:
+                self._queue_ends.clear()  # another writer was here (a cut, say): ask the queues again
+            return committed
+        return self._recovery.catch_up()
 
     # -- reading ---------------------------------------------------------------------------------------------
 
