@@ -36,6 +36,7 @@ from .file_sizes import STORE_MARKER
 from .flush_service import FlushService
 from .get_message import get_message_records
 from .get_message_result import GetMessageResult, PutResult
+from .held_read import ArrivalSignal, get_message_held
 from .index_service import IndexService
 from .json_file import load_rocketmq_json, persist_config_json
 from .mapped_file import MappedFile, fsync_path
@@ -126,8 +127,7 @@ class MessageStore:
         self._last_checkpoint_flush = 0.0
         self._dirty_queues: set = set()
         self._state_read_fd: Optional[int] = None
-        from .pull_request_hold import PullRequestHoldService
-        self.pull_request_hold = PullRequestHoldService(self)
+        self.message_arrival = ArrivalSignal(self.path)  # wakes this process's held reads of the directory
         self.min_offset_cache: dict[tuple[str, int], tuple[int, float]] = {}  # queue -> (min offset, when read)
         self.index = IndexService(self)
         # SYNC_FLUSH group commit (sync_to): commitlog files deferred appends wrote, not fsynced yet
@@ -512,7 +512,7 @@ class MessageStore:
         self._last_store_ts = store_ts
         self._flush_checkpoint()
         if placed.runs:
-            self.pull_request_hold.notify_message_arriving()
+            self.message_arrival.notify()
         return PutBatchResult(batch.topics, batch.topic_index, placed.queue_ids, placed.queue_offsets,
                               placed.positions, self.store_host, plan.uniq_keys)
 
@@ -822,7 +822,7 @@ class MessageStore:
         self._publish_committed_end(end)
         self._last_store_ts = store_ts
         self._flush_checkpoint()
-        self.pull_request_hold.notify_message_arriving()
+        self.message_arrival.notify()
         return end
 
     def _defer_index_locked(self, positions: np.ndarray, write_pos: int, end: int) -> None:
@@ -1002,12 +1002,11 @@ class MessageStore:
     def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int = 32,
                     message_filter=None, suspend_timeout_ms: int = 0) -> GetMessageResult:
         """RocketMQ's DefaultMessageStore.getMessage, status for status, as decoded messages. With
-        suspend_timeout_ms > 0 a pull that finds nothing new is held (RocketMQ's PullRequestHoldService) until a
+        suspend_timeout_ms > 0 a pull that finds nothing new is held in this thread (store/held_read.py) until a
         message that passes the filter arrives in the queue, from this process or another, or the timeout
         passes."""
         from .get_message import get_message
         if suspend_timeout_ms and suspend_timeout_ms > 0:
-            from .pull_request_hold import get_message_held
             return get_message_held(
                 self, lambda pos: get_message(self, group, topic, queue_id, pos, max_msgs, message_filter),
                 topic, queue_id, offset, suspend_timeout_ms)
