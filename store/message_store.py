@@ -2,33 +2,29 @@
 from __future__ import annotations
 
 import fcntl
-import functools
 import logging
 import os
-import random
 import shutil
 import struct
 import threading
-import time
 import zlib
 from contextlib import contextmanager
-from typing import Callable, Iterator, Optional, Sequence, Union
+from typing import Callable, Iterator, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
 
 from rmq_common import message_codec as codec
-from rmq_common.compiled import _encode
 
-from . import file_sizes, record_encoder
+from . import file_sizes
+from .append import Appender
 from .commit_log import CommitLog
-from .consume_queue import CQ_STORE_UNIT_SIZE, UNIT_DTYPE, ConsumeQueue, UnitWrites
-from .delay_levels import SCHEDULE_TOPIC, deliver_times, parse_delay_levels
+from .consume_queue import ConsumeQueue
+from .delay_levels import parse_delay_levels
 from .errors import (
     CorruptRecordError,
     MissingFileError,
     ReadOnlyStoreError,
-    StoreError,
     UnknownTopicError,
     disk_full_named,
 )
@@ -39,13 +35,12 @@ from .get_message_result import GetMessageResult, PutResult
 from .held_read import ArrivalSignal, get_message_held
 from .index_service import IndexService
 from .json_file import load_rocketmq_json, persist_config_json
-from .mapped_file import MappedFile, fsync_path
-from .put_batch import PutBatchResult, build_batch
-from .put_message_batch import plan_message_batch
-from .put_one import OneRecord, build_one
+from .put_batch import PlannedBatch, PutBatchResult, build_batch
+from .put_message_batch import MessageBatches, plan_all, plan_message_batch, put_batches_one_by_one
+from .put_one import OneRecord, OneRecords, build_many, build_one, put_one_by_one
 from .recovery import Recovery
 from .store_checkpoint import StoreCheckpoint
-from .store_config import SYNC_FLUSH, StoreConfig
+from .store_config import StoreConfig
 from .topic_config import TopicConfig, TopicConfigManager, discover_consume_queues
 
 log = logging.getLogger(__name__)
@@ -98,10 +93,7 @@ class MessageStore:
         self.commit_log = CommitLog(self.path, self.config.mappedFileSizeCommitLog, writable=not read_only)
         self.topic_config = TopicConfigManager(self.path, topic_config_problems)
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
-        self._write_pos: Optional[int] = None
-        # Each consume queue's end as our last append left it, while no other writer has been here since (an
-        # append then asks no queue for its end); emptied whenever _sync_write_state finds anything changed.
-        self._queue_ends: dict[tuple[str, int], int] = {}
+        self.appender = Appender(self)  # the write path and its state
         self._bounds: dict[tuple[str, int], tuple[int, int]] = {}  # queue_bounds' memory
         self._bounds_end: Optional[int] = None
         self._bounds_log_min: Optional[int] = None
@@ -110,13 +102,6 @@ class MessageStore:
         self._generation = 0  # of the committed end in `lock`: bumped by every writer that publishes one
         self._publishes = 0   # how many of those bumps were ours
         self._retention_mark: Optional[tuple[int, int]] = None  # (generation, our publishes) at the last retention
-        self._last_store_ts: Optional[int] = None  # of our newest append not yet covered by the checkpoint
-        self._round_robin: dict[str, int] = {}  # topic -> its next round-robin queue
-        # put_many's and put_message_batches' defer_index: index entries that wait for flush_index(), so that
-        # one pass indexes many sends (RocketMQ's broker builds them in its reput thread, after the put has
-        # returned); an index read of this store, a put_batch and close() write them first
-        self._index_pending: list[np.ndarray] = []  # the positions of records not indexed yet
-        self._index_span: Optional[tuple[int, int]] = None  # the log range they lie in
         self.store_host = (codec.local_host_address(), self.config.listenPort)
         if self.config.brokerIP1:
             self.store_host = codec.parse_host((self.config.brokerIP1, self.config.listenPort))
@@ -124,18 +109,10 @@ class MessageStore:
         self._delays_ms = parse_delay_levels(self.config.messageDelayLevel)
         self.stats = {"consume_queue_units_scanned": 0, "commit_log_records_read": 0}
         self.checkpoint = StoreCheckpoint(os.path.join(self.path, "checkpoint"), writable=not read_only)
-        self._last_checkpoint_flush = 0.0
-        self._dirty_queues: set = set()
         self._state_read_fd: Optional[int] = None
         self.message_arrival = ArrivalSignal(self.path)  # wakes this process's held reads of the directory
         self.min_offset_cache: dict[tuple[str, int], tuple[int, float]] = {}  # queue -> (min offset, when read)
         self.index = IndexService(self)
-        # SYNC_FLUSH group commit (sync_to): commitlog files deferred appends wrote, not fsynced yet
-        self._unsynced: set[str] = set()
-        self._unsynced_lock = threading.Lock()
-        self._flush_lock = threading.Lock()
-        self._deferred_end = 0
-        self._synced_end = 0
         self._recovery = Recovery(self, recover_truncate)
         if not read_only:
             try:
@@ -213,8 +190,8 @@ class MessageStore:
             self._flush_service = None
         if not self.read_only:
             with self.write_lock():
-                self._flush_index_locked()
-                self._flush_checkpoint(force=True)
+                self.appender.flush_index()
+                self.appender.flush_checkpoint(force=True)
                 if self._abort_fd is not None:
                     try:
                         fcntl.flock(self._abort_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -255,7 +232,7 @@ class MessageStore:
         torn tail cut), so what is read inside is what the next append builds on."""
         with self.write_lock():
             if self._lock_depth == 1:
-                self._sync_write_state()
+                self.appender.sync()
             yield
 
     # -- topics and queues -----------------------------------------------------------------------------------
@@ -312,14 +289,15 @@ class MessageStore:
         with self.write_lock():
             if self.topic_config.find(name) is None:
                 return False
-            self._flush_checkpoint(force=True)  # what was dispatched stays dispatched: never re-dispatched later
+            # what was dispatched stays dispatched: never re-dispatched later
+            self.appender.flush_checkpoint(force=True)
             for key in [k for k in self._queues if k[0] == name]:
                 cq = self._queues.pop(key)
-                self._dirty_queues.discard(cq)
+                self.appender.dirty_queues.discard(cq)
                 cq.close()
-                for cache in (self._queue_ends, self._bounds, self.min_offset_cache):
+                for cache in (self.appender.queue_ends, self._bounds, self.min_offset_cache):
                     cache.pop(key, None)
-            self._round_robin.pop(name, None)
+            self.appender.round_robin.pop(name, None)
             # recovery re-dispatches what no consume queue points at: never this topic's records before here
             deleted = {t: end for t, end in self.deleted_topics().items() if end > self.commit_log_min_offset()}
             deleted[name] = max(deleted.get(name, 0), self.commit_log_max_offset())
@@ -369,7 +347,7 @@ class MessageStore:
         are walked (up to BOUNDS_WALK_BYTES) and only the queues they went to are read again; after retention,
         or more appends than that, every queue asked for is read. A store without our committed end (a
         broker's copy) is read in full each time."""
-        end = self._committed_end() if self._write_pos is None else self.commit_log_max_offset()
+        end = self._committed_end() if self.appender.write_pos is None else self.commit_log_max_offset()
         log_min = self.commit_log.min_offset()
         cache = self._bounds
         if end is None or log_min != self._bounds_log_min:
@@ -422,12 +400,13 @@ class MessageStore:
 
     def commit_log_max_offset(self) -> int:
         """The end of the log as this process knows it (writers), or as the consume queues tell (readers)."""
-        if self._write_pos is not None:
-            return max(self._write_pos, self._committed_end() or 0)
+        write_pos = self.appender.write_pos
+        if write_pos is not None:
+            return max(write_pos, self._committed_end() or 0)
         end = self._committed_end()
         return end if end is not None else self._recovery.dispatched_end()
 
-    # -- writing ---------------------------------------------------------------------------------------------
+    # -- writing: thin faces over the one append (store/append.py) -------------------------------------------
 
     def put(self, topic: str, body, *, tags=None, keys=None, properties=None, queue_id=None, sharding_key=None,
             flag: int = 0, born_timestamp=None, sys_flag: int = 0, born_host=None,
@@ -436,22 +415,19 @@ class MessageStore:
         on its own (put_one); anything else, and a record that must roll the commitlog file, as a batch of one.
         defer_flush=True under SYNC_FLUSH: the usual message's record is not fsynced here; the caller must call
         sync_to(its commit_log_offset + 1) before it tells anyone the message is stored (a group commit)."""
-        if self.read_only:
-            raise ReadOnlyStoreError(f"store {self.path} is open read-only")
+        self._check_writable()
         one = build_one(self, topic, body, tags, keys, properties, queue_id, sharding_key, flag, born_timestamp,
                         sys_flag, born_host, reconsume_times)
         if one is not None:
-            with self.write_lock():
-                placed = self._append_ones_locked([one], defer_flush)
+            placed = self._append(OneRecords([one]), defer_flush)
             if placed is not None:
                 return placed[0]
             queue_id = one.queue_id  # the queue round robin chose stays the message's
-        result = self.put_batch(topic, [body], tags=[tags], keys=[keys], properties=[properties],
-                                queue_id=None if queue_id is None else [queue_id],
-                                sharding_key=None if sharding_key is None else [sharding_key],
-                                flag=flag, born_timestamp=None if born_timestamp is None else [born_timestamp],
-                                sys_flag=sys_flag, born_host=born_host, reconsume_times=reconsume_times)
-        return result[0]
+        return self.put_batch(topic, [body], tags=[tags], keys=[keys], properties=[properties],
+                              queue_id=None if queue_id is None else [queue_id],
+                              sharding_key=None if sharding_key is None else [sharding_key],
+                              flag=flag, born_timestamp=None if born_timestamp is None else [born_timestamp],
+                              sys_flag=sys_flag, born_host=born_host, reconsume_times=reconsume_times)[0]
 
     def put_batch(self, topic, bodies, *, tags=None, keys=None, properties=None, queue_id=None,
                   sharding_key=None, flag=0, born_timestamp=None, sys_flag=0, born_host=None,
@@ -467,54 +443,11 @@ class MessageStore:
         the SYSFLAG bit ATOMIC_BATCH_FLAG, its last one ATOMIC_BATCH_END_FLAG as well (bits the store reserves:
         no caller can set them), and recovery cuts a batch whose last record was never written instead of
         dispatching its complete records."""
-        if self.read_only:
-            raise ReadOnlyStoreError(f"store {self.path} is open read-only")
-        batch, plan = build_batch(self, topic, bodies, tags=tags, keys=keys, properties=properties,
-                                  queue_id=queue_id, sharding_key=sharding_key, flag=flag,
-                                  born_timestamp=born_timestamp, sys_flag=sys_flag, born_host=born_host,
-                                  atomic=atomic, reconsume_times=reconsume_times)
-        with self.write_lock():
-            return self._append_locked(batch, plan)
-
-    def _append_locked(self, batch, plan) -> PutBatchResult:
-        write_pos = self._sync_write_state()
-        for t in batch.topics:  # topics first
-            self._topic_for_write_locked(t)
-        layout = self.commit_log.plan(write_pos, batch.sizes, batch.size_total)
-        end = layout.end
-        placed = plan.assign(self, batch.sizes, write_pos, layout.positions)
-        batch.queue_ids = placed.queue_ids
-        store_ts = int(time.time() * 1000)
-        records = record_encoder.RecordEncoder(batch, placed.queue_offsets, placed.positions, store_ts)
-        with disk_full_named(self.commit_log.directory, "the commitlog; nothing of this batch was acknowledged"):
-            self.commit_log.write(layout.segments, records, batch.sizes,
-                                  sync=self.config.flushDiskType == SYNC_FLUSH)
-        self._write_pos = end
-        # Dispatch ("reput"): consume-queue units after the commitlog bytes, so a reader never sees a unit first.
-        queues, writes = [], UnitWrites(placed.units)
-        for topic, qid, start, a, b in placed.runs:
-            if topic == SCHEDULE_TOPIC:
-                placed.units["tags_code"][a:b] = deliver_times(qid, store_ts, self._delays_ms)
-            cq = self.consume_queue(topic, qid)
-            writes.add(cq, start, a, b - a)
-            queues.append((cq, start + b - a))
-        with disk_full_named(self._consume_queue_dir, "consume-queue units; the batch was not "
-                             "acknowledged (its records are dispatched by the next writer)"):
-            writes.flush()
-        for cq, queue_end in queues:
-            cq.written_to(queue_end)
-            self._queue_ends[(cq.topic, cq.queue_id)] = queue_end
-            self._dirty_queues.add(cq)
-        self._flush_index_locked()  # entries in log order
-        self.index.index_records(placed.positions, write_pos, end)  # never fails the append
-        # Last: the committed end. Everything before it is complete and dispatched.
-        self._publish_committed_end(end)
-        self._last_store_ts = store_ts
-        self._flush_checkpoint()
-        if placed.runs:
-            self.message_arrival.notify()
-        return PutBatchResult(batch.topics, batch.topic_index, placed.queue_ids, placed.queue_offsets,
-                              placed.positions, self.store_host, plan.uniq_keys)
+        self._check_writable()
+        return self._append(PlannedBatch(*build_batch(
+            self, topic, bodies, tags=tags, keys=keys, properties=properties, queue_id=queue_id,
+            sharding_key=sharding_key, flag=flag, born_timestamp=born_timestamp, sys_flag=sys_flag,
+            born_host=born_host, atomic=atomic, reconsume_times=reconsume_times)))
 
     def put_many(self, messages: Sequence[dict], defer_flush: bool = False,
                  on_written: Optional[Callable[[list], None]] = None, defer_index: bool = False,
@@ -525,162 +458,16 @@ class MessageStore:
         text: put_one.canonical_text). Per message its PutResult, or the ValueError or StoreError put raised
         for it (the others are stored). The broker's single sends that arrive in one turn of its event loop.
         on_written(results), in one write only: called once the records are in the commitlog, before their
-        consume-queue units and index entries (RocketMQ answers a send there, and dispatches after); should a
-        later step fail, the next writer dispatches the records. defer_index: in one write, the index entries
-        wait for flush_index(), which the caller calls soon (has_index_pending). ones: per message its record when
-        built already (put_one.build_plain, its queue_id None; None: built here), each used once."""
-        if self.read_only:
-            raise ReadOnlyStoreError(f"store {self.path} is open read-only")
-        built = []
-        for i, m in enumerate(messages):
-            one = ones[i] if ones is not None else None
-            if one is None:
-                one = build_one(self, m["topic"], m["body"], m.get("tags"), m.get("keys"), m.get("properties"),
-                                m.get("queue_id"), m.get("sharding_key"), m.get("flag", 0), m.get("born_timestamp"),
-                                m.get("sys_flag", 0), m.get("born_host"), m.get("reconsume_times", 0),
-                                m.get("properties_text"))
-                if one is None:
-                    break
-            else:
-                one.queue_id = m.get("queue_id")
-            built.append(one)
-        if len(built) == len(messages):
-            with self.write_lock():
-                placed = self._append_ones_locked(built, defer_flush, on_written, defer_index)
+        consume-queue units and index entries; defer_index: in one write, the index entries wait for
+        flush_index(), which the caller calls soon (has_index_pending). ones: per message its record when built
+        already (put_one.build_plain, its queue_id None; None: built here), each used once."""
+        self._check_writable()
+        built = build_many(self, messages, ones)
+        if built is not None:
+            placed = self._append(OneRecords(built), defer_flush, on_written, defer_index)
             if placed is not None:
                 return placed
-        out: list = []
-        for m in messages:
-            args = {k: v for k, v in m.items() if k != "properties_text"}
-            if args.get("properties") is None and m.get("properties_text"):
-                args["properties"] = codec.string_to_properties(m["properties_text"])
-            try:
-                out.append(self.put(defer_flush=defer_flush, **args))
-            except (ValueError, StoreError) as e:  # this one refused; those before it are stored
-                out.append(e)
-        return out
-
-    def _append_one_locked(self, one: OneRecord, defer_flush: bool,
-                           on_written: Optional[Callable[[list], None]] = None,
-                           defer_index: bool = False) -> Optional[list[PutResult]]:
-        """_append_ones_locked for one record, without the grouping by queue that several need. While no other
-        writer has been here since this one's last append, the record is written where that append ended, checked
-        and written in one compiled call (_write_at_end) instead of reading the committed end first."""
-        record = one.record
-        at_end = self._file_at_end(len(record), defer_flush)
-        write_pos = self._sync_write_state() if at_end is None else at_end[1]
-        topic = one.topic
-        config = self._topic_for_write_locked(topic)
-        queue_id = one.queue_id
-        if queue_id is None:
-            queue_id = one.queue_id = self.take_round_robin(topic, config.writeQueueNums, 1)
-        if queue_id >= config.writeQueueNums:
-            return None
-        queue_offset = self.queue_end(topic, queue_id)
-        store_ts = int(time.time() * 1000)
-        one.set_place(queue_id, queue_offset, write_pos, store_ts)
-        if at_end is not None and not self._write_at_end(at_end[0], write_pos, record):
-            return self._append_one_locked(one, defer_flush, on_written, defer_index)  # another writer was here
-        host, port = self.store_host
-        placed = [PutResult(codec.create_message_id(host, port, write_pos), topic, queue_id, queue_offset, write_pos,
-                            uniq_key=one.uniq_key)]
-
-        def unit() -> np.ndarray:  # made once the answer is out
-            return np.frombuffer(bytearray(_UNIT.pack(write_pos, len(record), one.tags_code)), dtype=UNIT_DTYPE)
-        written = None if on_written is None else functools.partial(on_written, placed)
-        if self._append_runs_locked(record, unit, [(topic, queue_id, queue_offset, 0, 1)],
-                                    np.array([write_pos], dtype=np.int64), write_pos, store_ts, defer_flush,
-                                    written, defer_index, None if at_end is None else at_end[0]) is None:
-            return None
-        return placed
-
-    def _file_at_end(self, size: int, defer_flush: bool) -> Optional[tuple[MappedFile, int]]:
-        """The commitlog file and offset where this writer's last append ended, when a record of `size` bytes fits
-        in it and may be written there without reading the committed end first (_write_at_end); else None."""
-        published = self._published
-        if _encode is None or published is None or published[1] != self._write_pos or self._lock_fd is None or \
-                (self.config.flushDiskType == SYNC_FLUSH and not defer_flush):
-            return None
-        pos = published[1]
-        f = self.commit_log.files.find(pos)
-        if f is None or pos - f.file_from_offset + size > self.commit_log.file_size - codec.END_FILE_MIN_BLANK_LENGTH:
-            return None
-        return f, pos
-
-    def _write_at_end(self, f: MappedFile, write_pos: int, record) -> bool:
-        """Whether the record was written at write_pos in f (_file_at_end's): the `lock` file still holds the
-        committed end this writer published last and nothing lies at write_pos (what _sync_write_state's usual case
-        checks); False, with nothing written, when another writer was here."""
-        assert self._published is not None and self._lock_fd is not None and _encode is not None
-        rel = write_pos - f.file_from_offset
-        f.pin()
-        try:
-            with disk_full_named(self.commit_log.directory, "the commitlog; nothing of this message was "
-                                 "acknowledged"):
-                self.commit_log._allocate(f, rel, rel + len(record))
-                if not _encode.append_at_end(self._lock_fd, self._published[0], f._open_fd(), rel, record):
-                    self._published = None
-                    return False
-        finally:
-            f.unpin()
-        return True
-
-    def _append_ones_locked(self, ones: list[OneRecord], defer_flush: bool,
-                            on_written: Optional[Callable[[list], None]] = None,
-                            defer_index: bool = False) -> Optional[list[PutResult]]:
-        """put_one's records appended together (put, put_many): the commitlog bytes, then their consume-queue units,
-        then the committed end; None, with nothing written, when a queue id is outside its topic's write queues or
-        they do not fit in the current commitlog file (one.queue_id then holds the queue round robin chose)."""
-        if len(ones) == 1:  # put, and a producer with one send in flight: without the grouping by queue
-            return self._append_one_locked(ones[0], defer_flush, on_written, defer_index)
-        write_pos = self._sync_write_state()
-        store_ts = int(time.time() * 1000)
-        ends: dict[tuple[str, int], list[int]] = {}  # (topic, queue id) -> [first queue offset, indexes of ones]
-        positions = np.empty(len(ones), dtype=np.int64)
-        offsets: list[int] = []
-        queue_ids: list[int] = []
-        pos = write_pos
-        for i, one in enumerate(ones):
-            config = self._topic_for_write_locked(one.topic)
-            if one.queue_id is None:
-                one.queue_id = self.take_round_robin(one.topic, config.writeQueueNums, 1)
-            if one.queue_id >= config.writeQueueNums:
-                return None
-            queue = ends.get((one.topic, one.queue_id))
-            if queue is None:
-                queue = ends[(one.topic, one.queue_id)] = [self.queue_end(one.topic, one.queue_id)]
-            offsets.append(queue[0] + len(queue) - 1)
-            queue_ids.append(one.queue_id)
-            queue.append(i)
-            one.set_place(one.queue_id, offsets[-1], pos, store_ts)
-            positions[i] = pos
-            pos += len(one.record)
-        # the units grouped by queue (UnitWrites writes each queue's as one run), packed once the answer is out
-        runs = []
-        k = 0
-        for (topic, queue_id), (first_offset, *members) in ends.items():
-            runs.append((topic, queue_id, first_offset, k, len(members)))
-            k += len(members)
-
-        def units() -> np.ndarray:
-            unit_bytes = bytearray(len(ones) * CQ_STORE_UNIT_SIZE)
-            k = 0
-            for _, *members in ends.values():
-                for i in members:
-                    _UNIT.pack_into(unit_bytes, k * CQ_STORE_UNIT_SIZE, int(positions[i]), len(ones[i].record),
-                                    ones[i].tags_code)
-                    k += 1
-            return np.frombuffer(unit_bytes, dtype=UNIT_DTYPE)
-        records = ones[0].record if len(ones) == 1 else b"".join(one.record for one in ones)
-        host, port = self.store_host
-        placed = [PutResult(msg_id=codec.create_message_id(host, port, int(positions[i])), topic=one.topic,
-                            queue_id=queue_ids[i], queue_offset=offsets[i], commit_log_offset=int(positions[i]),
-                            uniq_key=one.uniq_key) for i, one in enumerate(ones)]
-        written = None if on_written is None else functools.partial(on_written, placed)
-        if self._append_runs_locked(records, units, runs, positions, write_pos, store_ts, defer_flush,
-                                    written, defer_index) is None:
-            return None
-        return placed
+        return put_one_by_one(self, messages, defer_flush)
 
     def put_message_batch(self, topic: str, body, queue_id: int, *, born_timestamp: int, born_host=None,
                           defer_flush: bool = False) -> Optional[PutBatchResult]:
@@ -688,13 +475,11 @@ class MessageStore:
         (put_message_batch.py), the same records put_batch stores for the bodies and properties texts it holds.
         None, with nothing written, when it is not the usual batch or must roll the commitlog file: the caller
         then takes put_batch. ValueError when the body does not decode. defer_flush as put's."""
-        if self.read_only:
-            raise ReadOnlyStoreError(f"store {self.path} is open read-only")
+        self._check_writable()
         planned = plan_message_batch(self, topic, body, born_timestamp, born_host)
         if planned is None:
             return None
-        with self.write_lock():
-            placed = self._append_batches_locked([planned], [queue_id], defer_flush)
+        placed = self._append(MessageBatches([planned], [queue_id]), defer_flush)
         return None if placed is None else placed[0]
 
     def put_message_batches(self, batches: Sequence[tuple], defer_flush: bool = False,
@@ -705,232 +490,55 @@ class MessageStore:
         PutBatchResult, the ValueError its body raised, or None: not the usual batch (the caller takes
         put_batch), and so is every batch after it, so that the caller keeps the order. The broker's batches that
         arrive in one turn of its event loop. on_written and defer_index as put_many's."""
-        if self.read_only:
-            raise ReadOnlyStoreError(f"store {self.path} is open read-only")
-        try:
-            plans = [plan_message_batch(self, topic, body, born_ts, born_host)
-                     for topic, body, _, born_ts, born_host in batches]
-        except ValueError:
-            plans = []
-        if plans and all(p is not None for p in plans):
-            with self.write_lock():
-                placed = self._append_batches_locked(plans, [b[2] for b in batches], defer_flush, on_written,
-                                                     defer_index)
+        self._check_writable()
+        planned = plan_all(self, batches)
+        if planned is not None:
+            placed = self._append(planned, defer_flush, on_written, defer_index)
             if placed is not None:
                 return placed
-        out: list = []
-        for topic, body, queue_id, born_ts, born_host in batches:
-            if out and out[-1] is None:
-                out.append(None)
-                continue
-            try:
-                out.append(self.put_message_batch(topic, body, queue_id, born_timestamp=born_ts, born_host=born_host,
-                                                  defer_flush=defer_flush))
-            except (ValueError, StoreError) as e:  # this one refused; those before it are stored
-                out.append(e)
-        return out
+        return put_batches_one_by_one(self, batches, defer_flush)
 
-    def _topic_for_write_locked(self, topic: str) -> TopicConfig:
-        """The topic's config, the topic created with the default queue count on its first write."""
-        config = self.topic_config.table.get(topic)
-        return config if config is not None else self._create_topic_locked(topic, self.config.defaultTopicQueueNums)
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise ReadOnlyStoreError(f"store {self.path} is open read-only")
 
-    def _append_batches_locked(self, plans: list, queue_ids: list[int], defer_flush: bool,
-                               on_written: Optional[Callable[[list], None]] = None,
-                               defer_index: bool = False) -> Optional[list]:
-        """Planned MessageBatch bodies appended together (put_message_batch, put_message_batches); None, with nothing
-        written, when a queue id is outside its topic's write queues or they do not fit in the current commitlog
-        file."""
-        write_pos = self._sync_write_state()
-        store_ts = int(time.time() * 1000)
-        next_offset: dict[tuple[str, int], int] = {}
-        records, units, positions, runs, placed = [], [], [], [], []
-        pos, first = write_pos, 0
-        for plan, queue_id in zip(plans, queue_ids):
-            config = self._topic_for_write_locked(plan.topic)
-            if not 0 <= queue_id < config.writeQueueNums:
-                return None
-            queue_offset = next_offset.get((plan.topic, queue_id))
-            if queue_offset is None:
-                queue_offset = self.queue_end(plan.topic, queue_id)
-            encoded, batch_units, batch_positions, pos = plan.encode(queue_id, queue_offset, pos, store_ts,
-                                                                     self.store_host)
-            next_offset[(plan.topic, queue_id)] = queue_offset + plan.n
-            runs.append((plan.topic, queue_id, queue_offset, first, plan.n))
-            first += plan.n
-            records.append(encoded)
-            units.append(batch_units)
-            positions.append(batch_positions)
-            placed.append((plan, queue_id, queue_offset, batch_positions))
-        all_units = np.empty(first, dtype=UNIT_DTYPE)  # np.concatenate would turn them to native byte order
-        for (_, _, _, at, n), batch_units in zip(runs, units):
-            all_units[at:at + n] = batch_units
-        results = [PutBatchResult([plan.topic], np.zeros(1, np.int32), np.full(plan.n, queue_id, np.int32),
-                                  np.arange(queue_offset, queue_offset + plan.n, dtype=np.int64), at, self.store_host,
-                                  None) for plan, queue_id, queue_offset, at in placed]
-        written = None if on_written is None else functools.partial(on_written, results)
-        if self._append_runs_locked(b"".join(records), all_units, runs, np.concatenate(positions), write_pos,
-                                    store_ts, defer_flush, written, defer_index) is None:
-            return None
-        return results
-
-    def _append_runs_locked(self, records, units: Union[np.ndarray, Callable[[], np.ndarray]],
-                            runs: list[tuple[str, int, int, int, int]],
-                            positions: np.ndarray, write_pos: int, store_ts: int, defer_flush: bool,
-                            on_written: Optional[Callable[[], None]] = None,
-                            defer_index: bool = False, written: Optional[MappedFile] = None) -> Optional[int]:
-        """Records appended at write_pos (put_one's, a message batch's, single sends put together): the commitlog
-        bytes, then their consume-queue units (runs: topic, queue id, first queue offset, first unit and count of
-        units[] for that queue; units may be a function that makes them, called after on_written), then the
-        committed end, as _append_locked does for a batch; the new end, or
-        None, with nothing written, when they do not fit in the current commitlog file. positions: each
-        record's commitlog offset, ascending. on_written() once the commitlog holds them (put_many's). written:
-        the commitlog file the caller wrote them to already (_write_at_end)."""
-        sync = self.config.flushDiskType == SYNC_FLUSH
-        if written is None:
-            with disk_full_named(self.commit_log.directory, "the commitlog; nothing of this message was "
-                                 "acknowledged"):
-                written = self.commit_log.append_record(write_pos, records, sync=sync and not defer_flush,
-                                                        new_file_sync=sync)
-                if written is None:
-                    return None
-        end = write_pos + len(records)
-        if sync and defer_flush:
-            with self._unsynced_lock:
-                self._unsynced.add(written.path)
-                self._deferred_end = end
-        self._write_pos = end
-        if on_written is not None:
-            on_written()
-        writes = UnitWrites(units() if callable(units) else units)
-        queues = [(self.consume_queue(topic, queue_id), queue_offset, first, count)
-                  for topic, queue_id, queue_offset, first, count in runs]
-        for cq, queue_offset, first, count in queues:
-            writes.add(cq, queue_offset, first, count)
-        with disk_full_named(self._consume_queue_dir, "a consume-queue unit (the record is in the "
-                             "commitlog: the next writer dispatches it)"):
-            writes.flush()
-        for cq, queue_offset, _, count in queues:
-            cq.written_to(queue_offset + count)
-            self._queue_ends[(cq.topic, cq.queue_id)] = queue_offset + count
-            self._dirty_queues.add(cq)
-        if defer_index:
-            self._defer_index_locked(positions, write_pos, end)
-        else:
-            self._flush_index_locked()  # entries in log order
-            self.index.index_records(positions, write_pos, end)  # never fails the append
-        self._publish_committed_end(end)
-        self._last_store_ts = store_ts
-        self._flush_checkpoint()
-        self.message_arrival.notify()
-        return end
-
-    def _defer_index_locked(self, positions: np.ndarray, write_pos: int, end: int) -> None:
-        span = self._index_span
-        if span is not None and span[1] != write_pos:  # not contiguous (another writer was here): those first
-            self._flush_index_locked()
-            span = None
-        self._index_pending.append(positions)
-        self._index_span = (write_pos if span is None else span[0], end)
-        if len(self._index_pending) >= 256:
-            self._flush_index_locked()
+    def _append(self, records, defer_flush: bool = False, on_written: Optional[Callable] = None,
+                defer_index: bool = False):
+        with self.write_lock():
+            return self.appender.append(records, defer_flush, on_written, defer_index)
 
     def has_index_pending(self) -> bool:
-        return bool(self._index_pending)
+        return bool(self.appender.index_pending)
 
     def flush_index(self) -> None:
         """Write the index entries defer_index held back."""
-        if self._index_pending:
+        if self.appender.index_pending:
             with self.write_lock():
-                self._flush_index_locked()
-
-    def _flush_index_locked(self) -> None:
-        pending, span = self._index_pending, self._index_span
-        if not pending or span is None:
-            return
-        self._index_pending, self._index_span = [], None
-        self._committed_end()  # the generation now: another writer's appends since ours move it
-        if self._generation != self._published_generation:
-            self.index.index_caught_up(span[0], span[1])
-            return
-        positions = pending[0] if len(pending) == 1 else np.concatenate(pending)
-        self.index.index_records(positions, span[0], span[1])  # never fails
+                self.appender.flush_index()
 
     @property
     def synced_end(self) -> int:
         """The commitlog end sync_to made durable."""
-        return self._synced_end
+        return self.appender.synced_end
 
     def sync_to(self, offset: int) -> int:
-        """SYNC_FLUSH's group commit (RocketMQ's GroupCommitService): fsync the commitlog files that deferred
-        appends (put(defer_flush=True)) wrote, once for every append made so far, so that everything below offset
-        (a record written before this call) is on disk; the end so made durable. Thread-safe: the broker calls it
-        from a worker thread while its event loop goes on appending."""
-        with self._flush_lock:
-            if self._synced_end >= offset:
-                return self._synced_end
-            with self._unsynced_lock:
-                paths = list(self._unsynced)
-                self._unsynced.clear()
-                end = self._deferred_end
-            for path in paths:  # through a descriptor of its own: fsync flushes the file, whichever wrote it
-                fsync_path(path)
-            # every append before this call was fsynced here (deferred) or by itself (the others)
-            self._synced_end = max(self._synced_end, end, offset)
-            return self._synced_end
+        """SYNC_FLUSH's group commit: everything below offset (a record written before this call) made durable
+        (Appender.sync_to); the end so made durable. Thread-safe."""
+        return self.appender.sync_to(offset)
 
     def queue_end(self, topic: str, queue_id: int) -> int:
-        """Where a queue's next unit goes, for an append under the write lock (our own last append's end while no
-        other writer has been here, else the queue's max offset)."""
-        end = self._queue_ends.get((topic, queue_id))
-        return self.consume_queue(topic, queue_id).max_offset() if end is None else end
+        """Where a queue's next unit goes, for an append under the write lock."""
+        return self.appender.queue_end(topic, queue_id)
 
     def take_round_robin(self, topic: str, nq: int, count: int) -> int:
-        """The topic's next round-robin queue, moved on by count. A first append starts at random, like a
-        producer, so processes spread out."""
-        start = self._round_robin.get(topic)
-        if start is None:
-            start = random.randrange(nq)
-        self._round_robin[topic] = int((start + count) % nq)
-        return start
+        """The topic's next round-robin queue, moved on by count (a first append starts at random)."""
+        return self.appender.take_round_robin(topic, nq, count)
 
     def start_flush_service(self) -> None:
         """Flush from a thread of its own from now on (flush_service.py, RocketMQ's FlushRealTimeService), for a
         long-running writer such as the broker; close() stops it and flushes the rest itself."""
         if not self.read_only and self._flush_service is None:
             self._flush_service = FlushService(self)
-
-    def _flush_checkpoint(self, force: bool = False) -> None:
-        """At most once a second (RocketMQ flushes every 500 ms): fsync the commitlog's last files and the
-        consume queues this process wrote, and only then stamp the checkpoint with the newest record so
-        flushed. The stamp is the safe point a crash recovery starts from, so it must never run ahead of what
-        is on disk."""
-        now = time.monotonic()
-        if force or now - self._last_checkpoint_flush > self.topic_config.PERSIST_WINDOW_S:
-            self.topic_config.flush(force)  # topics created within the last persist window
-        if not (force or now - self._last_checkpoint_flush > 1.0):
-            return
-        stamp = self._last_store_ts
-        if stamp is not None and not force and self._flush_service is not None:
-            paths = [f.path for f in self.commit_log.files.files[-2:]]
-            paths += [f.path for cq in self._dirty_queues for f in cq.files.files[-2:]]
-            if self._flush_service.submit(paths, stamp, self._write_pos):
-                self._dirty_queues.clear()
-                self._last_store_ts = None
-                self._last_checkpoint_flush = now
-            return
-        if stamp is not None:
-            self.commit_log.flush()
-            for cq in self._dirty_queues:
-                cq.flush()
-            self._dirty_queues.clear()
-            self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp, stamp)
-            self.checkpoint.logics_msg_timestamp = max(self.checkpoint.logics_msg_timestamp, stamp)
-            if self._write_pos is not None:
-                self.checkpoint.flushed_offset = max(self.checkpoint.read_flushed_offset() or 0, self._write_pos)
-            self._last_store_ts = None
-            self.checkpoint.flush()
-        self._last_checkpoint_flush = now
 
     # -- recovery and cross-process state (under the write lock) ---------------------------------------------
     #
@@ -963,7 +571,7 @@ class MessageStore:
         return end
 
     def _publish_committed_end(self, end: int) -> None:
-        self._write_pos = end
+        self.appender.write_pos = end
         self._generation += 1
         self._publishes += 1
         self._published_generation = self._generation
@@ -985,17 +593,6 @@ class MessageStore:
         expired a file (elsewhere that takes a walk from the commitlog's first file). Returns how many units
         were rebuilt below the queues' first files."""
         return self._recovery.rebuild_consume_queues()
-
-    def _sync_write_state(self) -> int:
-        """Bring this process's idea of the log end up to date (under the write lock) and return it, where the
-        next append goes: the usual case reads only the committed end; anything else takes recovery's walk."""
-        committed = self._committed_end()
-        if committed is not None and committed == self._write_pos and self.commit_log.nothing_written_at(committed):
-            # nobody appended since our last append, and nothing lies past the end
-            if self._generation != self._published_generation:
-                self._queue_ends.clear()  # another writer was here (a cut, say): ask the queues again
-            return committed
-        return self._recovery.catch_up()
 
     # -- reading ---------------------------------------------------------------------------------------------
 

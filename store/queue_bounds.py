@@ -29,7 +29,7 @@ class QueueBoundsTracker:
         update, after retention, after more appends than MessageStore.BOUNDS_WALK_BYTES, or in a store without
         our committed end, which is read in full each time)."""
         store = self.store
-        end = store._committed_end() if store._write_pos is None else store.commit_log_max_offset()
+        end = store._committed_end() if store.appender.write_pos is None else store.commit_log_max_offset()
         log_min = store.commit_log.min_offset()
         changed: Optional[np.ndarray] = None
         if self._read and end is not None and log_min == self._log_min:

@@ -72,7 +72,7 @@ class Recovery:
             # A store that filled its disk opens to be read: what is dispatched is served, and every append
             # first tries the dispatch again (refused with this error until there is room).
             log.error("store %s: %s; it opens with those records not dispatched yet", store.path, e)
-            store._write_pos = None
+            store.appender.write_pos = None
             return
         try:
             store.index.catch_up(end)  # records a crash (or an index-less writer) left unindexed
@@ -161,7 +161,7 @@ class Recovery:
             if os.path.exists(path):  # emptied: given its full size again before the units go in
                 cq.extend_short_file(path, os.path.getsize(path))
         cq.put_units(start, units)
-        store._dirty_queues.add(cq)
+        store.appender.dirty_queues.add(cq)
         log.warning("store %s: %s were missing or empty; rebuilt units %d..%d from the commitlog", store.path,
                     where, lo, first - 1)
         return first - lo
@@ -195,7 +195,7 @@ class Recovery:
         units["size"] = [r.size for r in found]
         units["tags_code"] = self._tags_codes(found)
         cq.put_units(lo, units)
-        store._dirty_queues.add(cq)
+        store.appender.dirty_queues.add(cq)
 
     def _tags_codes(self, recs: Sequence[WalkedRecord]) -> np.ndarray:
         """The units' tagsCodes of records of one queue, as dispatch writes them: the tag hash, or for a delayed
@@ -250,10 +250,10 @@ class Recovery:
         if start is None:
             committed = store._committed_end()
             if committed is None or committed < store.commit_log.min_offset():
-                start = store._write_pos if store._write_pos is not None else self.dispatched_end()
+                start = store.appender.write_pos if store.appender.write_pos is not None else self.dispatched_end()
             else:
                 start = committed
-        store._queue_ends.clear()
+        store.appender.queue_ends.clear()
         check_crc = store.config.checkCRCOnRecover or full_check
         records = list(store.commit_log.walk(start, check_crc=check_crc))
         end = store.commit_log.walk_end
@@ -282,7 +282,7 @@ class Recovery:
             self._dispatch_run(topic, qid, recs)
         if store._lock_fd is not None and (records or full_check or store._committed_end() != end):
             store._publish_committed_end(end)
-        store._write_pos = end
+        store.appender.write_pos = end
         return end
 
     def _check_cut(self, end: int, kept, start: int, cut_atomic: Optional[int]) -> None:
@@ -423,7 +423,7 @@ class Recovery:
         log.info("store %s: re-dispatching %d record(s) into %s/%d from %d", store.path, len(recs), topic, qid,
                  start)
         cq.put_units(start, units)
-        store._dirty_queues.add(cq)
+        store.appender.dirty_queues.add(cq)
 
     def _truncate_dirty_units(self, cq: ConsumeQueue, end: int) -> None:
         store = self.store

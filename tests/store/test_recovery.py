@@ -91,13 +91,13 @@ def test_unclean_stop_is_detected_and_recovered(tmp_path, caplog):
         os._exit(9)
     """, tmp_path, check=False)
     assert (tmp_path / "abort").exists()
-    with caplog.at_level(logging.WARNING, logger="store.message_store"):
+    with caplog.at_level(logging.WARNING, logger="store.recovery"):
         with MessageStore(tmp_path, _cfg()) as s:
             assert [m[4] for m in all_messages(s, "T")] == [b"before the crash"]
     assert "not closed cleanly" in caplog.text
     assert not (tmp_path / "abort").exists()
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="store.message_store"):
+    with caplog.at_level(logging.WARNING, logger="store.recovery"):
         MessageStore(tmp_path, _cfg()).close()
     assert "not closed cleanly" not in caplog.text
 
@@ -113,7 +113,7 @@ def test_an_open_by_a_live_process_is_not_mistaken_for_a_crash(tmp_path, caplog)
     """, tmp_path, stdin=-1, stdout=-1)
     try:
         assert holder.stdout.readline().strip() == b"open"
-        with caplog.at_level(logging.WARNING, logger="store.message_store"):
+        with caplog.at_level(logging.WARNING, logger="store.recovery"):
             MessageStore(tmp_path, _cfg()).close()
         assert "not closed cleanly" not in caplog.text
         assert (tmp_path / "abort").exists(), "the live process still has the store open"
