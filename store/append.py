@@ -119,7 +119,7 @@ class Appender:
             self.flush_index()  # entries in log order
             store.index.index_records(placed.positions, write_pos, end)  # never fails the append
         # Last: the committed end. Everything before it is complete and dispatched.
-        store._publish_committed_end(end)
+        self.publish(end)
         self.last_store_ts = store_ts
         self.flush_checkpoint()
         if placed.runs:
@@ -145,15 +145,20 @@ class Appender:
             self.queue_ends[(cq.topic, cq.queue_id)] = queue_end
             self.dirty_queues.add(cq)
 
+    def publish(self, end: int) -> None:
+        """The new log end, committed (LockFile.publish): everything before it is complete and dispatched."""
+        self.write_pos = end
+        self.store.lock_file.publish(end)
+
     def sync(self) -> int:
         """Bring this process's idea of the log end up to date and return it, where the next append goes: the
         usual case reads only the committed end; anything else takes recovery's walk."""
         store = self.store
-        committed = store._committed_end()
+        committed = store.lock_file.committed_end()
         if committed is not None and committed == self.write_pos and \
                 store.commit_log.nothing_written_at(committed):
             # nobody appended since our last append, and nothing lies past the end
-            if store._generation != store._published_generation:
+            if store.lock_file.others_were_here():
                 self.queue_ends.clear()  # another writer was here (a cut, say): ask the queues again
             return committed
         return store._recovery.catch_up()
@@ -201,8 +206,8 @@ class Appender:
             return
         store = self.store
         self.index_pending, self.index_span = [], None
-        store._committed_end()  # the generation now: another writer's appends since ours move it
-        if store._generation != store._published_generation:
+        store.lock_file.committed_end()  # the generation now: another writer's appends since ours move it
+        if store.lock_file.others_were_here():
             store.index.index_caught_up(span[0], span[1])
             return
         positions = pending[0] if len(pending) == 1 else np.concatenate(pending)
@@ -272,8 +277,8 @@ def _file_at_end_compiled(appender: Appender, size: Optional[int],
     """The commitlog file and offset where this writer's last append ended, when a lone record of `size` bytes
     fits in it and may be written there without reading the committed end first; else None."""
     store = appender.store
-    published = store._published
-    if size is None or published is None or published[1] != appender.write_pos or store._lock_fd is None or \
+    published = store.lock_file.published
+    if size is None or published is None or published[1] != appender.write_pos or store.lock_file.fd is None or \
             (store.config.flushDiskType == SYNC_FLUSH and not defer_flush):
         return None
     pos = published[1]
@@ -289,14 +294,15 @@ def _write_at_end_compiled(appender: Appender, f: MappedFile, write_pos: int, re
     committed end this writer published last and nothing lies at write_pos (what sync's usual case checks);
     False, with nothing written, when another writer was here."""
     store = appender.store
-    assert store._published is not None and store._lock_fd is not None
+    lock_file = store.lock_file
+    assert lock_file.published is not None and lock_file.fd is not None
     rel = write_pos - f.file_from_offset
     f.pin()
     try:
         with disk_full_named(store.commit_log.directory, "the commitlog; nothing of this message was acknowledged"):
             store.commit_log._allocate(f, rel, rel + len(record))
-            if not _encode.append_at_end(store._lock_fd, store._published[0], f._open_fd(), rel, record):
-                store._published = None
+            if not _encode.append_at_end(lock_file.fd, lock_file.published[0], f._open_fd(), rel, record):
+                lock_file.published = None
                 return False
     finally:
         f.unpin()

@@ -1,13 +1,9 @@
 """MessageStore: RocketMQ's DefaultMessageStore for one process among many, over one store directory."""
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import shutil
-import struct
-import threading
-import zlib
 from contextlib import contextmanager
 from typing import Callable, Iterator, Optional, Sequence
 
@@ -17,13 +13,12 @@ import pyarrow as pa
 from rmq_common import message_codec as codec
 
 from . import file_sizes
+from .abort_file import AbortFile
 from .append import Appender
 from .commit_log import CommitLog
 from .consume_queue import ConsumeQueue
 from .delay_levels import parse_delay_levels
 from .errors import (
-    CorruptRecordError,
-    MissingFileError,
     ReadOnlyStoreError,
     UnknownTopicError,
     disk_full_named,
@@ -35,9 +30,12 @@ from .get_message_result import GetMessageResult, PutResult
 from .held_read import ArrivalSignal, get_message_held
 from .index_service import IndexService
 from .json_file import load_rocketmq_json, persist_config_json
+from .lock_file import LockFile
 from .put_batch import PlannedBatch, PutBatchResult, build_batch
 from .put_message_batch import MessageBatches, plan_all, plan_message_batch, put_batches_one_by_one
 from .put_one import OneRecord, OneRecords, build_many, build_one, put_one_by_one
+from .query_message import query_message, query_records
+from .queue_bounds import QueueBounds, QueueBoundsTracker
 from .recovery import Recovery
 from .store_checkpoint import StoreCheckpoint
 from .store_config import StoreConfig
@@ -45,9 +43,7 @@ from .topic_config import TopicConfig, TopicConfigManager, discover_consume_queu
 
 log = logging.getLogger(__name__)
 
-_UNIT = struct.Struct(">qiq")  # a consume-queue unit (UNIT_DTYPE)
 DELETED_TOPICS_FILE = os.path.join("config", "deletedTopics.json")
-
 
 
 def _total_memory() -> int:
@@ -58,6 +54,11 @@ def _total_memory() -> int:
 
 
 class MessageStore:
+    """RocketMQ's DefaultMessageStore: the face of one store directory over its CommitLog (commit_log.py), consume
+    queues (consume_queue.py), index (index_service.py) and checkpoint, for this process among others that open
+    the same directory. Writes go through the one append (append.py) under the `lock` file's lock
+    (lock_file.py); an open recovers first (recovery.py); reads take no lock."""
+
     def __init__(self, path, config: StoreConfig | str | os.PathLike | None = None, read_only: bool = False,
                  recover_truncate: bool = False, topic_config_problems: Optional[list] = None):
         """recover_truncate=True: let this open's recovery cut the commitlog where it is damaged even when
@@ -82,25 +83,16 @@ class MessageStore:
                 os.makedirs(os.path.join(self.path, sub), exist_ok=True)
             if not os.listdir(os.path.join(self.path, "commitlog")):
                 open(os.path.join(self.path, STORE_MARKER), "a").close()
-        self.config = self._adopt_file_sizes(config)
-        self._mutex = threading.RLock()
-        self._lock_depth = 0
-        self._write_lock = _WriteLock(self)
-        self._lock_fd: Optional[int] = None
-        self._abort_fd: Optional[int] = None
+        self.config, self._sizes_known = file_sizes.adopt_sizes(self.path, config, read_only)
+        self.lock_file = LockFile(self.path)  # the write lock, and the committed end
+        self._abort = AbortFile(self.path)
         self._closed = False
         self._flush_service: Optional[FlushService] = None
         self.commit_log = CommitLog(self.path, self.config.mappedFileSizeCommitLog, writable=not read_only)
         self.topic_config = TopicConfigManager(self.path, topic_config_problems)
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
         self.appender = Appender(self)  # the write path and its state
-        self._bounds: dict[tuple[str, int], tuple[int, int]] = {}  # queue_bounds' memory
-        self._bounds_end: Optional[int] = None
-        self._bounds_log_min: Optional[int] = None
-        self._published_generation: Optional[int] = None
-        self._published: Optional[tuple[bytes, int]] = None  # the `lock` state this writer wrote last, and its end
-        self._generation = 0  # of the committed end in `lock`: bumped by every writer that publishes one
-        self._publishes = 0   # how many of those bumps were ours
+        self._bounds = QueueBounds(self)
         self._retention_mark: Optional[tuple[int, int]] = None  # (generation, our publishes) at the last retention
         self.store_host = (codec.local_host_address(), self.config.listenPort)
         if self.config.brokerIP1:
@@ -109,7 +101,6 @@ class MessageStore:
         self._delays_ms = parse_delay_levels(self.config.messageDelayLevel)
         self.stats = {"consume_queue_units_scanned": 0, "commit_log_records_read": 0}
         self.checkpoint = StoreCheckpoint(os.path.join(self.path, "checkpoint"), writable=not read_only)
-        self._state_read_fd: Optional[int] = None
         self.message_arrival = ArrivalSignal(self.path)  # wakes this process's held reads of the directory
         self.min_offset_cache: dict[tuple[str, int], tuple[int, float]] = {}  # queue -> (min offset, when read)
         self.index = IndexService(self)
@@ -117,7 +108,7 @@ class MessageStore:
         if not read_only:
             try:
                 with self.write_lock():
-                    abnormal = self._open_abort_file()
+                    abnormal = self._abort.open()
                     self._recovery.recover(abnormal)
             except BaseException:
                 self._release_after_failed_open()
@@ -128,58 +119,13 @@ class MessageStore:
         """Give back the abort file's shared lock and every descriptor: the next opener must see that nobody
         has the store open, or it would skip the recovery this one could not finish."""
         self._closed = True
-        for fd in (self._abort_fd, self._lock_fd):
-            if fd is not None:
-                os.close(fd)
-        self._abort_fd = self._lock_fd = None
+        self._abort.close(clean=False)
+        self.lock_file.close()
         for cq in self._queues.values():
             cq.close()
         self.commit_log.close()
 
     # -- lifecycle -------------------------------------------------------------------------------------------
-
-    def _adopt_file_sizes(self, config: StoreConfig) -> StoreConfig:
-        """An existing store keeps the file sizes it was written with, whatever the config says: those recorded
-        in its marker, else those its file names show (store/file_sizes.py); never a damaged file's length. A
-        store nothing was written to yet records the config's."""
-        has_log = bool(os.path.isdir(os.path.join(self.path, "commitlog")) and
-                       any(n.isdigit() for n in os.listdir(os.path.join(self.path, "commitlog"))))
-        if not has_log and not self.read_only:
-            file_sizes.record_sizes(self.path, config)
-            self._sizes_known = True
-            return config
-        known = file_sizes.recorded_sizes(self.path)
-        self._sizes_known = file_sizes.SIZE_KEYS[1] in known
-        if not self._sizes_known:
-            found = file_sizes.inferred_sizes(self.path)
-            known = {**found, **known}
-            self._sizes_known = file_sizes.SIZE_KEYS[1] in found
-        changes = {k: v for k, v in known.items() if v != getattr(config, k)}
-        if changes:
-            log.info("store %s keeps its existing file sizes %s", self.path, changes)
-            return config.replace(**changes)
-        return config
-
-    def _open_abort_file(self) -> bool:
-        """RocketMQ's abort file: present while the store is open. Every open store holds a shared flock on it;
-        finding it with nobody holding that lock means the last user stopped uncleanly.
-
-        Called under the write lock, as close() releases it: flock cannot turn a shared lock into an exclusive
-        one atomically, so without the write lock an opener could slip into that gap, think itself alone and
-        run a crash recovery beside a live writer, or a closer could remove the file under a new opener."""
-        path = os.path.join(self.path, "abort")
-        existed = os.path.exists(path)
-        self._abort_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self._abort_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            alone = True
-        except BlockingIOError:
-            alone = False
-        fcntl.flock(self._abort_fd, fcntl.LOCK_SH)
-        if not existed:
-            from .mapped_file import fsync_path
-            fsync_path(self.path)  # the abort file must outlive a power loss to trigger recovery
-        return existed and alone
 
     def close(self) -> None:
         if self._closed:
@@ -192,20 +138,8 @@ class MessageStore:
             with self.write_lock():
                 self.appender.flush_index()
                 self.appender.flush_checkpoint(force=True)
-                if self._abort_fd is not None:
-                    try:
-                        fcntl.flock(self._abort_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                        os.remove(os.path.join(self.path, "abort"))  # last one out: a clean stop
-                    except (BlockingIOError, FileNotFoundError):
-                        pass
-                    os.close(self._abort_fd)
-                    self._abort_fd = None
-            if self._lock_fd is not None:
-                os.close(self._lock_fd)
-                self._lock_fd = None
-        if self._state_read_fd is not None:
-            os.close(self._state_read_fd)
-            self._state_read_fd = None
+                self._abort.close(clean=True)
+        self.lock_file.close()
         for cq in self._queues.values():
             cq.close()
         self.index.close()
@@ -217,12 +151,12 @@ class MessageStore:
     def __exit__(self, *exc):
         self.close()
 
-    def write_lock(self) -> "_WriteLock":
+    def write_lock(self) -> LockFile:
         """The append lock, re-entrant: serialises writers across threads (mutex) and processes (flock on
         `lock`). Retention and recovery take it too; readers never do."""
         if self.read_only:
             raise ReadOnlyStoreError(f"store {self.path} is open read-only")
-        return self._write_lock
+        return self.lock_file
 
     @contextmanager
     def exclusive(self):
@@ -231,7 +165,7 @@ class MessageStore:
         brought up to date (another process's appends seen, a dead writer's complete records dispatched, a
         torn tail cut), so what is read inside is what the next append builds on."""
         with self.write_lock():
-            if self._lock_depth == 1:
+            if self.lock_file.depth == 1:
                 self.appender.sync()
             yield
 
@@ -295,7 +229,7 @@ class MessageStore:
                 cq = self._queues.pop(key)
                 self.appender.dirty_queues.discard(cq)
                 cq.close()
-                for cache in (self.appender.queue_ends, self._bounds, self.min_offset_cache):
+                for cache in (self.appender.queue_ends, self._bounds.cache, self.min_offset_cache):
                     cache.pop(key, None)
             self.appender.round_robin.pop(name, None)
             # recovery re-dispatches what no consume queue points at: never this topic's records before here
@@ -337,42 +271,18 @@ class MessageStore:
         cq = self.find_consume_queue(topic, queue_id)
         return cq.min_offset(self.commit_log.min_offset())
 
-    # how far queue_bounds walks new records to find the queues they went to, before it re-reads every queue
-    BOUNDS_WALK_BYTES = 1 << 20
-
     def queue_bounds(self, queues) -> dict[tuple[str, int], tuple[int, int]]:
         """(min offset, max offset) of each queue, for callers that ask for many queues again and again (a
         streaming query's triggers). Kept in memory between calls: when no append was committed and no
         commitlog file removed since the last call, nothing is read; after appends, the records appended since
-        are walked (up to BOUNDS_WALK_BYTES) and only the queues they went to are read again; after retention,
-        or more appends than that, every queue asked for is read. A store without our committed end (a
-        broker's copy) is read in full each time."""
-        end = self._committed_end() if self.appender.write_pos is None else self.commit_log_max_offset()
-        log_min = self.commit_log.min_offset()
-        cache = self._bounds
-        if end is None or log_min != self._bounds_log_min:
-            cache.clear()
-        elif end != self._bounds_end:
-            changed = self._appended_queues(self._bounds_end, end) if self._bounds_end is not None else None
-            if changed is None:
-                cache.clear()
-            else:
-                for q in changed:
-                    cache.pop(q, None)
-        self._bounds_end, self._bounds_log_min = end, log_min
-        out = {}
-        for q in queues:
-            bounds = cache.get(q)
-            if bounds is None:
-                cq = self.find_consume_queue(*q)
-                bounds = cache[q] = (cq.min_offset(log_min), cq.max_offset())
-            out[q] = bounds
-        return out
+        are walked (up to queue_bounds.BOUNDS_WALK_BYTES) and only the queues they went to are read again; after
+        retention, or more appends than that, every queue asked for is read. A store without our committed end
+        (a broker's copy) is read in full each time."""
+        return self._bounds.bounds(queues)
 
     def bounds_tracker(self, queues):
         """A QueueBoundsTracker of these queues: their (min, max) as arrays, updated in place by reading only
         the queues appended to since (what a streaming query's trigger asks of tens of thousands of queues)."""
-        from .queue_bounds import QueueBoundsTracker
         return QueueBoundsTracker(self, queues)
 
     def topics_version(self) -> int:
@@ -382,19 +292,6 @@ class MessageStore:
         self.topic_config.refresh()
         return self.topic_config.changes
 
-    def _appended_queues(self, start: int, end: int) -> Optional[set[tuple[str, int]]]:
-        """The queues of the records committed in [start, end), or None when that is too much to walk."""
-        if end < start or end - start > self.BOUNDS_WALK_BYTES:
-            return None
-        queues: set[tuple[str, int]] = set()
-        for rec in self.commit_log.walk(start, check_crc=False):
-            if rec.offset >= end:
-                return queues
-            queues.add((rec.topic, rec.queue_id))
-        if self.commit_log.walk_end < end:
-            return None  # the walk stopped short of what was committed: read every queue
-        return queues
-
     def commit_log_min_offset(self) -> int:
         return self.commit_log.min_offset()
 
@@ -402,8 +299,8 @@ class MessageStore:
         """The end of the log as this process knows it (writers), or as the consume queues tell (readers)."""
         write_pos = self.appender.write_pos
         if write_pos is not None:
-            return max(write_pos, self._committed_end() or 0)
-        end = self._committed_end()
+            return max(write_pos, self.lock_file.committed_end() or 0)
+        end = self.lock_file.committed_end()
         return end if end is not None else self._recovery.dispatched_end()
 
     # -- writing: thin faces over the one append (store/append.py) -------------------------------------------
@@ -540,47 +437,7 @@ class MessageStore:
         if not self.read_only and self._flush_service is None:
             self._flush_service = FlushService(self)
 
-    # -- recovery and cross-process state (under the write lock) ---------------------------------------------
-    #
-    # The committed end lives in the `lock` file (RocketMQ keeps nothing there; a broker ignores it): after an
-    # append has written its commitlog bytes and then its consume-queue units, the writer stores the new end.
-    # Everything before it is complete and dispatched. A writer that takes the lock walks from there, which is
-    # normally no record at all; records past it were left by a writer that died mid-append: complete ones are
-    # dispatched, a torn one is cut.
-
-    _STATE = struct.Struct(">8sqqI")  # magic, committed end, generation, crc32 of the first 24 bytes
-    _STATE_MAGIC = b"RMQSPKWS"
-
-    def _committed_end(self) -> Optional[int]:
-        """The committed end from the lock file, or None when absent (a broker's store) or unreadable."""
-        fd = self._lock_fd
-        if fd is None:
-            if self._state_read_fd is None:
-                try:
-                    self._state_read_fd = os.open(os.path.join(self.path, "lock"), os.O_RDONLY)
-                except FileNotFoundError:
-                    return None
-            fd = self._state_read_fd
-        raw = os.pread(fd, self._STATE.size, 0)
-        if len(raw) != self._STATE.size:
-            return None
-        magic, end, generation, crc = self._STATE.unpack(raw)
-        if magic != self._STATE_MAGIC or crc != zlib.crc32(raw[:24]) or end < 0:
-            return None
-        self._generation = generation
-        return end
-
-    def _publish_committed_end(self, end: int) -> None:
-        self.appender.write_pos = end
-        self._generation += 1
-        self._publishes += 1
-        self._published_generation = self._generation
-        head = struct.pack(">8sqq", self._STATE_MAGIC, end, self._generation)
-        assert self._lock_fd is not None  # published only under the write lock
-        state = head + struct.pack(">I", zlib.crc32(head))
-        self._published = None  # until written whole
-        os.pwrite(self._lock_fd, state, 0)
-        self._published = (state, end)
+    # -- recovery -------------------------------------------------------------------------------------------
 
     def consume_queue_ids(self) -> dict[str, list[int]]:
         """{topic: queue ids} of every consume-queue directory on disk (what recovery and retention walk)."""
@@ -648,57 +505,14 @@ class MessageStore:
         """DefaultMessageStore.queryMessage for QUERY_MESSAGE: the stored records the index finds (commitlog order,
         up to three passes moving the end back to the oldest found while none could be read), back to back; with
         the index's last update time and commitlog offset."""
-        out: list[bytes] = []
-        last_ts = last_phy = 0
-        for _ in range(3):
-            res = self.query_offsets(topic, key, max_num, begin, end)
-            if not res.offsets:
-                break
-            last_ts, last_phy = res.index_last_update_timestamp, res.index_last_update_phy_offset
-            for m, offset in enumerate(sorted(res.offsets)):
-                try:
-                    hit = self.look_message_by_offset(offset) if offset >= self.commit_log.min_offset() else None
-                except (codec.RecordFormatError, MissingFileError, CorruptRecordError):
-                    hit = None
-                if hit is None:
-                    continue
-                if m == 0:
-                    end = hit[0].store_timestamp
-                out.append(hit[1])
-            if out or end < begin:
-                break
-        return b"".join(out), last_ts, last_phy
+        return query_records(self, topic, key, max_num, begin, end)
 
     def query_message(self, topic: str, key: str, max_num: int = 64, begin: int = 0, end: int = 2**63 - 1,
                       unique_key: bool = False) -> list[codec.MessageExt]:
         """Messages of `topic` with `key` among their KEYS (unique_key=True: whose UNIQ_KEY, the msgId a producer's
         SendResult shows, is `key`), stored within [begin, end] ms, newest first, at most max_num: found through
         the index, each checked against the key (the index holds hashes), duplicates dropped."""
-        if max_num < 1:
-            raise ValueError(f"max_num must be >= 1, got {max_num}")
-        found: list[codec.MessageExt] = []
-        seen: set = set()
-        self.flush_index()
-        for offset in self.index.query_offset(topic, key, max(max_num, self.config.maxMsgsNumBatch) * 4,
-                                              begin, end).offsets:
-            if offset in seen or offset < self.commit_log.min_offset():
-                continue
-            seen.add(offset)
-            try:
-                hit = self.look_message_by_offset(offset)
-            except (codec.RecordFormatError, MissingFileError, CorruptRecordError):
-                continue  # an entry past a crash's cut, or into a removed file
-            if hit is None:
-                continue
-            msg = hit[0]
-            uniq = msg.properties.get(codec.PROPERTY_UNIQ_KEY)
-            if msg.topic != topic or not begin <= msg.store_timestamp <= end or \
-                    not (uniq == key if unique_key else key in msg.keys):
-                continue
-            found.append(msg)
-            if len(found) >= max_num:
-                break
-        return found
+        return query_message(self, topic, key, max_num, begin, end, unique_key)
 
     def query_message_by_unique_key(self, topic: str, uniq_key: str) -> Optional[codec.MessageExt]:
         """The message whose UNIQ_KEY (client msgId) is uniq_key, the newest if a retry stored it twice; None."""
@@ -772,38 +586,3 @@ class MessageStore:
     def is_in_disk(self, commit_log_offset: int, max_physical: int) -> bool:
         return max_physical - commit_log_offset > self._memory_limit
 
-
-class _WriteLock:
-    """MessageStore.write_lock's context: the mutex, and the file lock while the outermost holder has it. A class,
-    not a generator: it wraps every append, where @contextmanager's generator costs several times more."""
-
-    __slots__ = ("store", "fd")
-
-    def __init__(self, store: MessageStore):
-        self.store = store
-        self.fd: Optional[int] = None  # the descriptor the outermost holder locked (close() may drop the store's)
-
-    def __enter__(self) -> None:
-        store = self.store
-        store._mutex.acquire()
-        try:
-            if store._lock_depth == 0:
-                if store._lock_fd is None:
-                    store._lock_fd = os.open(os.path.join(store.path, "lock"), os.O_RDWR | os.O_CREAT, 0o644)
-                fcntl.flock(store._lock_fd, fcntl.LOCK_EX)
-                self.fd = store._lock_fd
-            store._lock_depth += 1
-        except BaseException:
-            store._mutex.release()
-            raise
-
-    def __exit__(self, *exc) -> None:
-        store = self.store
-        try:
-            store._lock_depth -= 1
-            if store._lock_depth == 0:  # re-entrant: only the outermost holder gives the file lock back
-                fd, self.fd = self.fd, None
-                assert fd is not None
-                fcntl.flock(fd, fcntl.LOCK_UN)
-        finally:
-            store._mutex.release()

@@ -63,7 +63,7 @@ class Recovery:
         if abnormal:
             start = min(self._safe_recovery_start(), dispatched)
         else:
-            committed = store._committed_end()
+            committed = store.lock_file.committed_end()
             start = dispatched if committed is None or committed < store.commit_log.min_offset() else \
                 min(committed, dispatched)
         try:
@@ -248,7 +248,7 @@ class Recovery:
         Returns the log end, where the next append goes."""
         store = self.store
         if start is None:
-            committed = store._committed_end()
+            committed = store.lock_file.committed_end()
             if committed is None or committed < store.commit_log.min_offset():
                 start = store.appender.write_pos if store.appender.write_pos is not None else self.dispatched_end()
             else:
@@ -267,7 +267,7 @@ class Recovery:
         if stop is not None:
             end = stop
         cutting = store.commit_log.has_bytes_from(end, whole_file=full_check)
-        committed = store._committed_end()
+        committed = store.lock_file.committed_end()
         if cutting or full_check or (committed is not None and end < committed):
             self._check_cut(end, [r for r in records if r.offset < end], start, cut_atomic=cut)
         if cutting:
@@ -280,8 +280,8 @@ class Recovery:
                     self._truncate_dirty_units(store.consume_queue(topic, qid), end)
         for (topic, qid), recs in pending.items():
             self._dispatch_run(topic, qid, recs)
-        if store._lock_fd is not None and (records or full_check or store._committed_end() != end):
-            store._publish_committed_end(end)
+        if store.lock_file.fd is not None and (records or full_check or store.lock_file.committed_end() != end):
+            store.appender.publish(end)
         store.appender.write_pos = end
         return end
 
@@ -293,7 +293,7 @@ class Recovery:
         batch that starts before the committed end. recover_truncate=True lets the cut go ahead."""
         store = self.store
         dropped, intact = self._units_from(end)
-        committed = store._committed_end()
+        committed = store.lock_file.committed_end()
         flushed = store.checkpoint.read_flushed_offset()
         stamp = store.checkpoint.physic_msg_timestamp
         if flushed is not None:
