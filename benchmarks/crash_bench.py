@@ -232,7 +232,7 @@ def run_trials(trials: int, seed: int = 1, work_dir: str | None = None, epoch: i
             totals.tails_cut += "cutting a torn" in msg
             totals.redispatched += "re-dispatching" in msg
 
-    store_log = logging.getLogger("store.message_store")
+    store_log = logging.getLogger("store.recovery")
     handler = _CountRepairs(logging.INFO)
     store_log.addHandler(handler)
     store_log.setLevel(logging.INFO)

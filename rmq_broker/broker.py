@@ -34,6 +34,7 @@ from .broker_stats import BrokerStats
 from .consumer_manager import ConsumerManager
 from .consumer_offset_manager import ConsumerOffsetManager
 from .group_commit_service import GroupCommitService
+from .long_polling import PullRequestHoldService
 from .processor.admin_broker import AdminBrokerProcessor
 from .processor.admin_group import AdminGroupProcessor
 from .processor.client_manage import ClientManageProcessor
@@ -107,7 +108,7 @@ class Broker:
         self._executors: list[Executor] = []
         self.processors: dict[int, RequestProcessor] = {}  # request code -> its processor
         # managers: the state the processors share
-        self.hold = self.store.pull_request_hold
+        self.hold = PullRequestHoldService(self.store)
         # SYNC_FLUSH: single sends share their fsyncs (None under ASYNC_FLUSH: SEND_OK when the page cache has it)
         self.group_commit = GroupCommitService(self.store) if config.flushDiskType == SYNC_FLUSH else None
         self.topics = TopicService(self.store, bc, self._topic_created)

@@ -115,7 +115,8 @@ def _clean_queues(store, summary: CleanSummary, delete: bool) -> None:
     torn tail rewrites units, and a cut is published."""
     cl_min = store.commit_log.min_offset()
     summary.commit_log_min_offset = cl_min
-    mark = None if store._committed_end() is None else (store._generation, store._publishes)
+    lock_file = store.lock_file
+    mark = None if lock_file.committed_end() is None else (lock_file.generation, lock_file.publishes)
     last = store._retention_mark
     trust = mark is not None and last is not None and mark[0] - last[0] == mark[1] - last[1]
     for topic, queue_ids in store.consume_queue_ids().items():

@@ -170,6 +170,34 @@ class CommitLog:
                 f"consume-queue unit (size {size}, offset {offset})", self.path_of(offset), offset)
         return msg
 
+    def nothing_written_at(self, offset: int) -> bool:
+        """Zeros where a record would start at offset (or no file there yet): a walk from offset would find no
+        record and no torn tail."""
+        try:
+            view, base = self.view_at(offset)
+        except MissingFileError:
+            return False
+        if view is None:
+            return True
+        rel = offset - base
+        return rel + 8 <= len(view) and view[rel:rel + 8] == bytes(8)
+
+    def has_bytes_from(self, offset: int, whole_file: bool) -> bool:
+        """Non-zero bytes at offset (the start of a torn record), or anywhere after it with whole_file,
+        including files after its file."""
+        try:
+            view, base = self.view_at(offset)
+        except MissingFileError:
+            return True  # a hole with files after it
+        if view is not None:
+            rel = offset - base
+            f = self.files.find(offset)
+            if f is not None and f.any_nonzero(rel, None if whole_file else rel + 8):
+                return True
+        if whole_file:
+            return any(f.file_from_offset > offset for f in self.files.files)
+        return False
+
     def path_of(self, offset: int) -> str:
         return os.path.join(self.directory, f"{self.file_start(offset):020d}")
 
@@ -292,7 +320,7 @@ class CommitLog:
 
     def write(self, segments: list[AppendSegment], records, sizes: np.ndarray, sync: bool) -> None:
         """Write a batch's records where plan() put them, in order, each file's end-of-file record after its
-        records. records: a record_encoder.RecordEncoder."""
+        records. records: record_encoder.new_encoder's."""
         files = [self.files.get_or_create(seg.file_from_offset, sync=sync) for seg in segments]
         for f in files:
             f.pin()  # their descriptors are handed to the encoder's writes
@@ -325,23 +353,7 @@ class CommitLog:
         for f, seg in zip(files, segments):
             rel = seg.position - seg.file_from_offset
             self._allocate(f, rel, rel + seg.nbytes + (codec.END_FILE_MIN_BLANK_LENGTH if seg.blank_after else 0))
-        if records.native:
-            runs = []
-            for f, seg in zip(files, segments):
-                rel = seg.position - seg.file_from_offset
-                blank = self.file_size - (rel + seg.nbytes) if seg.blank_after else 0
-                # the descriptor MappedFile.write writes with: the same file, the same page cache
-                runs.append((f._open_fd(), rel, seg.first, seg.last, blank))
-            records.write(runs, self.WRITE_CHUNK, self.WRITE_THREAD)
-        else:
-            for f, seg in zip(files, segments):
-                rel = seg.position - seg.file_from_offset
-                if seg.last > seg.first:
-                    data = records(seg.first, seg.last)
-                    f.write(rel, data)
-                    rel += len(data)
-                if seg.blank_after:
-                    f.write(rel, codec.blank_record(self.file_size - rel))
+        records.write_files(files, segments, self.file_size, self.WRITE_CHUNK, self.WRITE_THREAD)
         if sync:
             for f in {id(f): f for f in files}.values():
                 f.flush()

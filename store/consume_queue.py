@@ -24,13 +24,15 @@ _SIZE = struct.Struct(">i")
 _SIZE_AT = 8  # a unit's size field, bytes from its start (after the i8 commitlog offset)
 
 
-def write_units(writes: list, units: np.ndarray) -> None:
-    """Write runs of units (UnitWrites) from one array, each run's first size last: the run's
-    bytes with that size zeroed, then the size. One compiled call for all runs of a batch when available."""
+def _write_units_compiled(writes: list, units: np.ndarray) -> None:
+    """Write runs of units (UnitWrites) from one array, each run's first size last: the run's bytes with that size
+    zeroed, then the size. One compiled call for all runs of a batch."""
+    _encode.write_units(writes, units.view(np.uint8))
+
+
+def write_units_in_python(writes: list, units: np.ndarray) -> None:
+    """_write_units_compiled's results, a pwrite at a time."""
     raw = units.view(np.uint8)
-    if _encode is not None:
-        _encode.write_units(writes, raw)
-        return
     for fd, at, i, n in writes:
         staged = raw[i * CQ_STORE_UNIT_SIZE:(i + n) * CQ_STORE_UNIT_SIZE]
         first_size = staged[8:12].tobytes()  # the first unit's size field (big-endian int32)
@@ -40,6 +42,10 @@ def write_units(writes: list, units: np.ndarray) -> None:
         finally:
             staged[8:12] = np.frombuffer(first_size, dtype=np.uint8)
         pwrite_all(fd, first_size, at + 8)
+
+
+# Chosen once: the compiled writer when rmq_common/_encode.c is built.
+write_units = _write_units_compiled if _encode is not None else write_units_in_python
 
 
 class UnitWrites:

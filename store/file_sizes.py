@@ -109,3 +109,26 @@ def inferred_sizes(path: str) -> dict[str, int]:
     if spacings or longest:
         out[SIZE_KEYS[1]] = min(spacings) if spacings else longest
     return out
+
+
+def adopt_sizes(path: str, config, read_only: bool) -> tuple:
+    """(the config to open the store at path with, whether the consume-queue file size is the store's own): an
+    existing store keeps the file sizes it was written with, whatever the config says (those recorded in its
+    marker, else those its file names show; never a damaged file's length); a store nothing was written to yet
+    records the config's."""
+    commit_log = os.path.join(path, "commitlog")
+    has_log = bool(os.path.isdir(commit_log) and any(n.isdigit() for n in os.listdir(commit_log)))
+    if not has_log and not read_only:
+        record_sizes(path, config)
+        return config, True
+    known = recorded_sizes(path)
+    sizes_known = SIZE_KEYS[1] in known
+    if not sizes_known:
+        found = inferred_sizes(path)
+        known = {**found, **known}
+        sizes_known = SIZE_KEYS[1] in found
+    changes = {k: v for k, v in known.items() if v != getattr(config, k)}
+    if changes:
+        log.info("store %s keeps its existing file sizes %s", path, changes)
+        config = config.replace(**changes)
+    return config, sizes_known

@@ -1,7 +1,7 @@
 """RocketMQ's FlushRealTimeService for a long-running writer (the broker): the once-a-second fsync of what this
 process appended (the commitlog's last files, the consume queues it wrote) and then the checkpoint's stamp, from
 a thread of its own, so that no append waits for the disk under ASYNC_FLUSH and the fsync runs on the other core.
-The append hands over the files and the stamp under the write lock (MessageStore._flush_checkpoint); the stamp
+The append hands over the files and the stamp under the write lock (Appender.flush_checkpoint); the stamp
 is written only after those files were fsynced, so the checkpoint never runs ahead of what is on disk."""
 from __future__ import annotations
 

@@ -154,8 +154,10 @@ class IndexFile:
         """IndexFile.putKey for entries first.. until the file is full; returns the first entry not written."""
         self._allocate_slots(hashes[first:])
         self._allocate_entries(len(hashes) - first)
-        if _index is not None:
-            return _index.put_entries(self.map, self.slots, self.entries, hashes, offsets, timestamps, first)
+        return _put_entries(self, hashes, offsets, timestamps, first)
+
+    def _put_entries_in_python(self, hashes: np.ndarray, offsets: np.ndarray, timestamps: np.ndarray,
+                               first: int) -> int:
         begin_ts, _, _, _, used, count = self.header()
         count = max(count, 1)
         base = HEADER_SIZE + self.slots * SLOT_SIZE
@@ -255,3 +257,12 @@ class IndexFile:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
+
+
+def _put_entries_compiled(f: IndexFile, hashes: np.ndarray, offsets: np.ndarray, timestamps: np.ndarray,
+                          first: int) -> int:
+    return _index.put_entries(f.map, f.slots, f.entries, hashes, offsets, timestamps, first)
+
+
+# Chosen once: store/_index.c's loop when built, else Python's.
+_put_entries = _put_entries_compiled if _index is not None else IndexFile._put_entries_in_python

@@ -58,10 +58,12 @@ def _as_arrays(entries: list):
     return np.array(h, np.int32), np.array(o, np.int64), np.array(t, np.int64)
 
 
-def record_keys(view, starts: np.ndarray, phys: np.ndarray):
-    if _index is not None:
-        raw = _index.record_keys(view, np.ascontiguousarray(starts, np.int64), np.ascontiguousarray(phys, np.int64))
-        return _entries_of(raw)
+def _record_keys_compiled(view, starts: np.ndarray, phys: np.ndarray):
+    raw = _index.record_keys(view, np.ascontiguousarray(starts, np.int64), np.ascontiguousarray(phys, np.int64))
+    return _entries_of(raw)
+
+
+def _record_keys_in_python(view, starts: np.ndarray, phys: np.ndarray):
     out: list = []
     for s, p in zip(starts.tolist(), phys.tolist()):
         if _record_entries(view, s, p, out) < 0:
@@ -69,11 +71,13 @@ def record_keys(view, starts: np.ndarray, phys: np.ndarray):
     return _as_arrays(out)
 
 
-def walk_keys(view, start: int, limit: int, base: int):
+def _walk_keys_compiled(view, start: int, limit: int, base: int):
     """(entries of the records back to back in view[start:limit], where the walk stopped)."""
-    if _index is not None:
-        raw = _index.walk_keys(view, start, limit, base)
-        return _entries_of(raw), raw[3]
+    raw = _index.walk_keys(view, start, limit, base)
+    return _entries_of(raw), raw[3]
+
+
+def _walk_keys_in_python(view, start: int, limit: int, base: int):
     out: list = []
     pos = start
     while pos < limit:
@@ -82,6 +86,11 @@ def walk_keys(view, start: int, limit: int, base: int):
             break
         pos += size
     return _as_arrays(out), pos
+
+
+# Chosen once: store/_index.c's loops when built, else Python's.
+record_keys = _record_keys_compiled if _index is not None else _record_keys_in_python
+walk_keys = _walk_keys_compiled if _index is not None else _walk_keys_in_python
 
 
 class IndexService:

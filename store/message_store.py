@@ -1,36 +1,25 @@
 """MessageStore: RocketMQ's DefaultMessageStore for one process among many, over one store directory."""
 from __future__ import annotations
 
-import fcntl
-import functools
 import logging
 import os
-import random
 import shutil
-import struct
-import threading
-import time
-import zlib
 from contextlib import contextmanager
-from typing import Callable, Iterator, Optional, Sequence, Union
+from typing import Callable, Iterator, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
 
 from rmq_common import message_codec as codec
-from rmq_common.compiled import _encode
 
-from . import file_sizes, record_encoder
-from .commit_log import CommitLog, WalkedRecord
-from .consume_queue import CQ_STORE_UNIT_SIZE, UNIT_DTYPE, ConsumeQueue, UnitWrites
-from .delay_levels import SCHEDULE_TOPIC, deliver_times, parse_delay_levels
+from . import file_sizes
+from .abort_file import AbortFile
+from .append import Appender
+from .commit_log import CommitLog
+from .consume_queue import ConsumeQueue
+from .delay_levels import parse_delay_levels
 from .errors import (
-    CorruptRecordError,
-    DiskFullError,
-    MissingFileError,
     ReadOnlyStoreError,
-    StoreError,
-    StoreRecoveryError,
     UnknownTopicError,
     disk_full_named,
 )
@@ -38,22 +27,23 @@ from .file_sizes import STORE_MARKER
 from .flush_service import FlushService
 from .get_message import get_message_records
 from .get_message_result import GetMessageResult, PutResult
+from .held_read import ArrivalSignal, get_message_held
 from .index_service import IndexService
 from .json_file import load_rocketmq_json, persist_config_json
-from .mapped_file import MappedFile, fsync_path
-from .put_batch import PutBatchResult, build_batch, incomplete_atomic_start
-from .put_message_batch import plan_message_batch
-from .put_one import OneRecord, build_one
+from .lock_file import LockFile
+from .put_batch import PlannedBatch, PutBatchResult, build_batch
+from .put_message_batch import MessageBatches, plan_all, plan_message_batch, put_batches_one_by_one
+from .put_one import OneRecord, OneRecords, build_many, build_one, put_one_by_one
+from .query_message import query_message, query_records
+from .queue_bounds import QueueBounds, QueueBoundsTracker
+from .recovery import Recovery
 from .store_checkpoint import StoreCheckpoint
-from .store_config import SYNC_FLUSH, StoreConfig
-from .tag_hash import tags_hash_code
+from .store_config import StoreConfig
 from .topic_config import TopicConfig, TopicConfigManager, discover_consume_queues
 
 log = logging.getLogger(__name__)
 
-_UNIT = struct.Struct(">qiq")  # a consume-queue unit (UNIT_DTYPE)
 DELETED_TOPICS_FILE = os.path.join("config", "deletedTopics.json")
-
 
 
 def _total_memory() -> int:
@@ -64,6 +54,11 @@ def _total_memory() -> int:
 
 
 class MessageStore:
+    """RocketMQ's DefaultMessageStore: the face of one store directory over its CommitLog (commit_log.py), consume
+    queues (consume_queue.py), index (index_service.py) and checkpoint, for this process among others that open
+    the same directory. Writes go through the one append (append.py) under the `lock` file's lock
+    (lock_file.py); an open recovers first (recovery.py); reads take no lock."""
+
     def __init__(self, path, config: StoreConfig | str | os.PathLike | None = None, read_only: bool = False,
                  recover_truncate: bool = False, topic_config_problems: Optional[list] = None):
         """recover_truncate=True: let this open's recovery cut the commitlog where it is damaged even when
@@ -88,36 +83,17 @@ class MessageStore:
                 os.makedirs(os.path.join(self.path, sub), exist_ok=True)
             if not os.listdir(os.path.join(self.path, "commitlog")):
                 open(os.path.join(self.path, STORE_MARKER), "a").close()
-        self.config = self._adopt_file_sizes(config)
-        self._mutex = threading.RLock()
-        self._lock_depth = 0
-        self._write_lock = _WriteLock(self)
-        self._lock_fd: Optional[int] = None
-        self._abort_fd: Optional[int] = None
+        self.config, self._sizes_known = file_sizes.adopt_sizes(self.path, config, read_only)
+        self.lock_file = LockFile(self.path)  # the write lock, and the committed end
+        self._abort = AbortFile(self.path)
         self._closed = False
         self._flush_service: Optional[FlushService] = None
         self.commit_log = CommitLog(self.path, self.config.mappedFileSizeCommitLog, writable=not read_only)
         self.topic_config = TopicConfigManager(self.path, topic_config_problems)
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
-        self._write_pos: Optional[int] = None
-        # Each consume queue's end as our last append left it, while no other writer has been here since (an
-        # append then asks no queue for its end); emptied whenever _sync_write_state finds anything changed.
-        self._queue_ends: dict[tuple[str, int], int] = {}
-        self._bounds: dict[tuple[str, int], tuple[int, int]] = {}  # queue_bounds' memory
-        self._bounds_end: Optional[int] = None
-        self._bounds_log_min: Optional[int] = None
-        self._published_generation: Optional[int] = None
-        self._published: Optional[tuple[bytes, int]] = None  # the `lock` state this writer wrote last, and its end
-        self._generation = 0  # of the committed end in `lock`: bumped by every writer that publishes one
-        self._publishes = 0   # how many of those bumps were ours
+        self.appender = Appender(self)  # the write path and its state
+        self._bounds = QueueBounds(self)
         self._retention_mark: Optional[tuple[int, int]] = None  # (generation, our publishes) at the last retention
-        self._last_store_ts: Optional[int] = None  # of our newest append not yet covered by the checkpoint
-        self._round_robin: dict[str, int] = {}  # topic -> its next round-robin queue
-        # put_many's and put_message_batches' defer_index: index entries that wait for flush_index(), so that
-        # one pass indexes many sends (RocketMQ's broker builds them in its reput thread, after the put has
-        # returned); an index read of this store, a put_batch and close() write them first
-        self._index_pending: list[np.ndarray] = []  # the positions of records not indexed yet
-        self._index_span: Optional[tuple[int, int]] = None  # the log range they lie in
         self.store_host = (codec.local_host_address(), self.config.listenPort)
         if self.config.brokerIP1:
             self.store_host = codec.parse_host((self.config.brokerIP1, self.config.listenPort))
@@ -125,86 +101,31 @@ class MessageStore:
         self._delays_ms = parse_delay_levels(self.config.messageDelayLevel)
         self.stats = {"consume_queue_units_scanned": 0, "commit_log_records_read": 0}
         self.checkpoint = StoreCheckpoint(os.path.join(self.path, "checkpoint"), writable=not read_only)
-        self._last_checkpoint_flush = 0.0
-        self._dirty_queues: set = set()
-        self._state_read_fd: Optional[int] = None
-        from .pull_request_hold import PullRequestHoldService
-        self.pull_request_hold = PullRequestHoldService(self)
+        self.message_arrival = ArrivalSignal(self.path)  # wakes this process's held reads of the directory
         self.min_offset_cache: dict[tuple[str, int], tuple[int, float]] = {}  # queue -> (min offset, when read)
         self.index = IndexService(self)
-        # SYNC_FLUSH group commit (sync_to): commitlog files deferred appends wrote, not fsynced yet
-        self._unsynced: set[str] = set()
-        self._unsynced_lock = threading.Lock()
-        self._flush_lock = threading.Lock()
-        self._deferred_end = 0
-        self._synced_end = 0
-        self._recover_truncate = recover_truncate
+        self._recovery = Recovery(self, recover_truncate)
         if not read_only:
             try:
                 with self.write_lock():
-                    abnormal = self._open_abort_file()
-                    self._recover(abnormal)
+                    abnormal = self._abort.open()
+                    self._recovery.recover(abnormal)
             except BaseException:
                 self._release_after_failed_open()
                 raise
-        self._recover_truncate = False
+        self._recovery.truncate = False
 
     def _release_after_failed_open(self) -> None:
         """Give back the abort file's shared lock and every descriptor: the next opener must see that nobody
         has the store open, or it would skip the recovery this one could not finish."""
         self._closed = True
-        for fd in (self._abort_fd, self._lock_fd):
-            if fd is not None:
-                os.close(fd)
-        self._abort_fd = self._lock_fd = None
+        self._abort.close(clean=False)
+        self.lock_file.close()
         for cq in self._queues.values():
             cq.close()
         self.commit_log.close()
 
     # -- lifecycle -------------------------------------------------------------------------------------------
-
-    def _adopt_file_sizes(self, config: StoreConfig) -> StoreConfig:
-        """An existing store keeps the file sizes it was written with, whatever the config says: those recorded
-        in its marker, else those its file names show (store/file_sizes.py); never a damaged file's length. A
-        store nothing was written to yet records the config's."""
-        has_log = bool(os.path.isdir(os.path.join(self.path, "commitlog")) and
-                       any(n.isdigit() for n in os.listdir(os.path.join(self.path, "commitlog"))))
-        if not has_log and not self.read_only:
-            file_sizes.record_sizes(self.path, config)
-            self._sizes_known = True
-            return config
-        known = file_sizes.recorded_sizes(self.path)
-        self._sizes_known = file_sizes.SIZE_KEYS[1] in known
-        if not self._sizes_known:
-            found = file_sizes.inferred_sizes(self.path)
-            known = {**found, **known}
-            self._sizes_known = file_sizes.SIZE_KEYS[1] in found
-        changes = {k: v for k, v in known.items() if v != getattr(config, k)}
-        if changes:
-            log.info("store %s keeps its existing file sizes %s", self.path, changes)
-            return config.replace(**changes)
-        return config
-
-    def _open_abort_file(self) -> bool:
-        """RocketMQ's abort file: present while the store is open. Every open store holds a shared flock on it;
-        finding it with nobody holding that lock means the last user stopped uncleanly.
-
-        Called under the write lock, as close() releases it: flock cannot turn a shared lock into an exclusive
-        one atomically, so without the write lock an opener could slip into that gap, think itself alone and
-        run a crash recovery beside a live writer, or a closer could remove the file under a new opener."""
-        path = os.path.join(self.path, "abort")
-        existed = os.path.exists(path)
-        self._abort_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self._abort_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            alone = True
-        except BlockingIOError:
-            alone = False
-        fcntl.flock(self._abort_fd, fcntl.LOCK_SH)
-        if not existed:
-            from .mapped_file import fsync_path
-            fsync_path(self.path)  # the abort file must outlive a power loss to trigger recovery
-        return existed and alone
 
     def close(self) -> None:
         if self._closed:
@@ -215,22 +136,10 @@ class MessageStore:
             self._flush_service = None
         if not self.read_only:
             with self.write_lock():
-                self._flush_index_locked()
-                self._flush_checkpoint(force=True)
-                if self._abort_fd is not None:
-                    try:
-                        fcntl.flock(self._abort_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                        os.remove(os.path.join(self.path, "abort"))  # last one out: a clean stop
-                    except (BlockingIOError, FileNotFoundError):
-                        pass
-                    os.close(self._abort_fd)
-                    self._abort_fd = None
-            if self._lock_fd is not None:
-                os.close(self._lock_fd)
-                self._lock_fd = None
-        if self._state_read_fd is not None:
-            os.close(self._state_read_fd)
-            self._state_read_fd = None
+                self.appender.flush_index()
+                self.appender.flush_checkpoint(force=True)
+                self._abort.close(clean=True)
+        self.lock_file.close()
         for cq in self._queues.values():
             cq.close()
         self.index.close()
@@ -242,12 +151,12 @@ class MessageStore:
     def __exit__(self, *exc):
         self.close()
 
-    def write_lock(self) -> "_WriteLock":
+    def write_lock(self) -> LockFile:
         """The append lock, re-entrant: serialises writers across threads (mutex) and processes (flock on
         `lock`). Retention and recovery take it too; readers never do."""
         if self.read_only:
             raise ReadOnlyStoreError(f"store {self.path} is open read-only")
-        return self._write_lock
+        return self.lock_file
 
     @contextmanager
     def exclusive(self):
@@ -256,8 +165,8 @@ class MessageStore:
         brought up to date (another process's appends seen, a dead writer's complete records dispatched, a
         torn tail cut), so what is read inside is what the next append builds on."""
         with self.write_lock():
-            if self._lock_depth == 1:
-                self._sync_write_state()
+            if self.lock_file.depth == 1:
+                self.appender.sync()
             yield
 
     # -- topics and queues -----------------------------------------------------------------------------------
@@ -314,14 +223,15 @@ class MessageStore:
         with self.write_lock():
             if self.topic_config.find(name) is None:
                 return False
-            self._flush_checkpoint(force=True)  # what was dispatched stays dispatched: never re-dispatched later
+            # what was dispatched stays dispatched: never re-dispatched later
+            self.appender.flush_checkpoint(force=True)
             for key in [k for k in self._queues if k[0] == name]:
                 cq = self._queues.pop(key)
-                self._dirty_queues.discard(cq)
+                self.appender.dirty_queues.discard(cq)
                 cq.close()
-                for cache in (self._queue_ends, self._bounds, self.min_offset_cache):
+                for cache in (self.appender.queue_ends, self._bounds.cache, self.min_offset_cache):
                     cache.pop(key, None)
-            self._round_robin.pop(name, None)
+            self.appender.round_robin.pop(name, None)
             # recovery re-dispatches what no consume queue points at: never this topic's records before here
             deleted = {t: end for t, end in self.deleted_topics().items() if end > self.commit_log_min_offset()}
             deleted[name] = max(deleted.get(name, 0), self.commit_log_max_offset())
@@ -361,42 +271,18 @@ class MessageStore:
         cq = self.find_consume_queue(topic, queue_id)
         return cq.min_offset(self.commit_log.min_offset())
 
-    # how far queue_bounds walks new records to find the queues they went to, before it re-reads every queue
-    BOUNDS_WALK_BYTES = 1 << 20
-
     def queue_bounds(self, queues) -> dict[tuple[str, int], tuple[int, int]]:
         """(min offset, max offset) of each queue, for callers that ask for many queues again and again (a
         streaming query's triggers). Kept in memory between calls: when no append was committed and no
         commitlog file removed since the last call, nothing is read; after appends, the records appended since
-        are walked (up to BOUNDS_WALK_BYTES) and only the queues they went to are read again; after retention,
-        or more appends than that, every queue asked for is read. A store without our committed end (a
-        broker's copy) is read in full each time."""
-        end = self._committed_end() if self._write_pos is None else self.commit_log_max_offset()
-        log_min = self.commit_log.min_offset()
-        cache = self._bounds
-        if end is None or log_min != self._bounds_log_min:
-            cache.clear()
-        elif end != self._bounds_end:
-            changed = self._appended_queues(self._bounds_end, end) if self._bounds_end is not None else None
-            if changed is None:
-                cache.clear()
-            else:
-                for q in changed:
-                    cache.pop(q, None)
-        self._bounds_end, self._bounds_log_min = end, log_min
-        out = {}
-        for q in queues:
-            bounds = cache.get(q)
-            if bounds is None:
-                cq = self.find_consume_queue(*q)
-                bounds = cache[q] = (cq.min_offset(log_min), cq.max_offset())
-            out[q] = bounds
-        return out
+        are walked (up to queue_bounds.BOUNDS_WALK_BYTES) and only the queues they went to are read again; after
+        retention, or more appends than that, every queue asked for is read. A store without our committed end
+        (a broker's copy) is read in full each time."""
+        return self._bounds.bounds(queues)
 
     def bounds_tracker(self, queues):
         """A QueueBoundsTracker of these queues: their (min, max) as arrays, updated in place by reading only
         the queues appended to since (what a streaming query's trigger asks of tens of thousands of queues)."""
-        from .queue_bounds import QueueBoundsTracker
         return QueueBoundsTracker(self, queues)
 
     def topics_version(self) -> int:
@@ -406,30 +292,18 @@ class MessageStore:
         self.topic_config.refresh()
         return self.topic_config.changes
 
-    def _appended_queues(self, start: int, end: int) -> Optional[set[tuple[str, int]]]:
-        """The queues of the records committed in [start, end), or None when that is too much to walk."""
-        if end < start or end - start > self.BOUNDS_WALK_BYTES:
-            return None
-        queues: set[tuple[str, int]] = set()
-        for rec in self.commit_log.walk(start, check_crc=False):
-            if rec.offset >= end:
-                return queues
-            queues.add((rec.topic, rec.queue_id))
-        if self.commit_log.walk_end < end:
-            return None  # the walk stopped short of what was committed: read every queue
-        return queues
-
     def commit_log_min_offset(self) -> int:
         return self.commit_log.min_offset()
 
     def commit_log_max_offset(self) -> int:
         """The end of the log as this process knows it (writers), or as the consume queues tell (readers)."""
-        if self._write_pos is not None:
-            return max(self._write_pos, self._committed_end() or 0)
-        end = self._committed_end()
-        return end if end is not None else self._dispatched_end()
+        write_pos = self.appender.write_pos
+        if write_pos is not None:
+            return max(write_pos, self.lock_file.committed_end() or 0)
+        end = self.lock_file.committed_end()
+        return end if end is not None else self._recovery.dispatched_end()
 
-    # -- writing ---------------------------------------------------------------------------------------------
+    # -- writing: thin faces over the one append (store/append.py) -------------------------------------------
 
     def put(self, topic: str, body, *, tags=None, keys=None, properties=None, queue_id=None, sharding_key=None,
             flag: int = 0, born_timestamp=None, sys_flag: int = 0, born_host=None,
@@ -438,22 +312,19 @@ class MessageStore:
         on its own (put_one); anything else, and a record that must roll the commitlog file, as a batch of one.
         defer_flush=True under SYNC_FLUSH: the usual message's record is not fsynced here; the caller must call
         sync_to(its commit_log_offset + 1) before it tells anyone the message is stored (a group commit)."""
-        if self.read_only:
-            raise ReadOnlyStoreError(f"store {self.path} is open read-only")
+        self._check_writable()
         one = build_one(self, topic, body, tags, keys, properties, queue_id, sharding_key, flag, born_timestamp,
                         sys_flag, born_host, reconsume_times)
         if one is not None:
-            with self.write_lock():
-                placed = self._append_ones_locked([one], defer_flush)
+            placed = self._append(OneRecords([one]), defer_flush)
             if placed is not None:
                 return placed[0]
             queue_id = one.queue_id  # the queue round robin chose stays the message's
-        result = self.put_batch(topic, [body], tags=[tags], keys=[keys], properties=[properties],
-                                queue_id=None if queue_id is None else [queue_id],
-                                sharding_key=None if sharding_key is None else [sharding_key],
-                                flag=flag, born_timestamp=None if born_timestamp is None else [born_timestamp],
-                                sys_flag=sys_flag, born_host=born_host, reconsume_times=reconsume_times)
-        return result[0]
+        return self.put_batch(topic, [body], tags=[tags], keys=[keys], properties=[properties],
+                              queue_id=None if queue_id is None else [queue_id],
+                              sharding_key=None if sharding_key is None else [sharding_key],
+                              flag=flag, born_timestamp=None if born_timestamp is None else [born_timestamp],
+                              sys_flag=sys_flag, born_host=born_host, reconsume_times=reconsume_times)[0]
 
     def put_batch(self, topic, bodies, *, tags=None, keys=None, properties=None, queue_id=None,
                   sharding_key=None, flag=0, born_timestamp=None, sys_flag=0, born_host=None,
@@ -469,54 +340,11 @@ class MessageStore:
         the SYSFLAG bit ATOMIC_BATCH_FLAG, its last one ATOMIC_BATCH_END_FLAG as well (bits the store reserves:
         no caller can set them), and recovery cuts a batch whose last record was never written instead of
         dispatching its complete records."""
-        if self.read_only:
-            raise ReadOnlyStoreError(f"store {self.path} is open read-only")
-        batch, plan = build_batch(self, topic, bodies, tags=tags, keys=keys, properties=properties,
-                                  queue_id=queue_id, sharding_key=sharding_key, flag=flag,
-                                  born_timestamp=born_timestamp, sys_flag=sys_flag, born_host=born_host,
-                                  atomic=atomic, reconsume_times=reconsume_times)
-        with self.write_lock():
-            return self._append_locked(batch, plan)
-
-    def _append_locked(self, batch, plan) -> PutBatchResult:
-        write_pos = self._sync_write_state()
-        for t in batch.topics:  # topics first
-            self._topic_for_write_locked(t)
-        layout = self.commit_log.plan(write_pos, batch.sizes, batch.size_total)
-        end = layout.end
-        placed = plan.assign(self, batch.sizes, write_pos, layout.positions)
-        batch.queue_ids = placed.queue_ids
-        store_ts = int(time.time() * 1000)
-        records = record_encoder.RecordEncoder(batch, placed.queue_offsets, placed.positions, store_ts)
-        with disk_full_named(self.commit_log.directory, "the commitlog; nothing of this batch was acknowledged"):
-            self.commit_log.write(layout.segments, records, batch.sizes,
-                                  sync=self.config.flushDiskType == SYNC_FLUSH)
-        self._write_pos = end
-        # Dispatch ("reput"): consume-queue units after the commitlog bytes, so a reader never sees a unit first.
-        queues, writes = [], UnitWrites(placed.units)
-        for topic, qid, start, a, b in placed.runs:
-            if topic == SCHEDULE_TOPIC:
-                placed.units["tags_code"][a:b] = deliver_times(qid, store_ts, self._delays_ms)
-            cq = self.consume_queue(topic, qid)
-            writes.add(cq, start, a, b - a)
-            queues.append((cq, start + b - a))
-        with disk_full_named(self._consume_queue_dir, "consume-queue units; the batch was not "
-                             "acknowledged (its records are dispatched by the next writer)"):
-            writes.flush()
-        for cq, queue_end in queues:
-            cq.written_to(queue_end)
-            self._queue_ends[(cq.topic, cq.queue_id)] = queue_end
-            self._dirty_queues.add(cq)
-        self._flush_index_locked()  # entries in log order
-        self.index.index_records(placed.positions, write_pos, end)  # never fails the append
-        # Last: the committed end. Everything before it is complete and dispatched.
-        self._publish_committed_end(end)
-        self._last_store_ts = store_ts
-        self._flush_checkpoint()
-        if placed.runs:
-            self.pull_request_hold.notify_message_arriving()
-        return PutBatchResult(batch.topics, batch.topic_index, placed.queue_ids, placed.queue_offsets,
-                              placed.positions, self.store_host, plan.uniq_keys)
+        self._check_writable()
+        return self._append(PlannedBatch(*build_batch(
+            self, topic, bodies, tags=tags, keys=keys, properties=properties, queue_id=queue_id,
+            sharding_key=sharding_key, flag=flag, born_timestamp=born_timestamp, sys_flag=sys_flag,
+            born_host=born_host, atomic=atomic, reconsume_times=reconsume_times)))
 
     def put_many(self, messages: Sequence[dict], defer_flush: bool = False,
                  on_written: Optional[Callable[[list], None]] = None, defer_index: bool = False,
@@ -527,162 +355,16 @@ class MessageStore:
         text: put_one.canonical_text). Per message its PutResult, or the ValueError or StoreError put raised
         for it (the others are stored). The broker's single sends that arrive in one turn of its event loop.
         on_written(results), in one write only: called once the records are in the commitlog, before their
-        consume-queue units and index entries (RocketMQ answers a send there, and dispatches after); should a
-        later step fail, the next writer dispatches the records. defer_index: in one write, the index entries
-        wait for flush_index(), which the caller calls soon (has_index_pending). ones: per message its record when
-        built already (put_one.build_plain, its queue_id None; None: built here), each used once."""
-        if self.read_only:
-            raise ReadOnlyStoreError(f"store {self.path} is open read-only")
-        built = []
-        for i, m in enumerate(messages):
-            one = ones[i] if ones is not None else None
-            if one is None:
-                one = build_one(self, m["topic"], m["body"], m.get("tags"), m.get("keys"), m.get("properties"),
-                                m.get("queue_id"), m.get("sharding_key"), m.get("flag", 0), m.get("born_timestamp"),
-                                m.get("sys_flag", 0), m.get("born_host"), m.get("reconsume_times", 0),
-                                m.get("properties_text"))
-                if one is None:
-                    break
-            else:
-                one.queue_id = m.get("queue_id")
-            built.append(one)
-        if len(built) == len(messages):
-            with self.write_lock():
-                placed = self._append_ones_locked(built, defer_flush, on_written, defer_index)
+        consume-queue units and index entries; defer_index: in one write, the index entries wait for
+        flush_index(), which the caller calls soon (has_index_pending). ones: per message its record when built
+        already (put_one.build_plain, its queue_id None; None: built here), each used once."""
+        self._check_writable()
+        built = build_many(self, messages, ones)
+        if built is not None:
+            placed = self._append(OneRecords(built), defer_flush, on_written, defer_index)
             if placed is not None:
                 return placed
-        out: list = []
-        for m in messages:
-            args = {k: v for k, v in m.items() if k != "properties_text"}
-            if args.get("properties") is None and m.get("properties_text"):
-                args["properties"] = codec.string_to_properties(m["properties_text"])
-            try:
-                out.append(self.put(defer_flush=defer_flush, **args))
-            except (ValueError, StoreError) as e:  # this one refused; those before it are stored
-                out.append(e)
-        return out
-
-    def _append_one_locked(self, one: OneRecord, defer_flush: bool,
-                           on_written: Optional[Callable[[list], None]] = None,
-                           defer_index: bool = False) -> Optional[list[PutResult]]:
-        """_append_ones_locked for one record, without the grouping by queue that several need. While no other
-        writer has been here since this one's last append, the record is written where that append ended, checked
-        and written in one compiled call (_write_at_end) instead of reading the committed end first."""
-        record = one.record
-        at_end = self._file_at_end(len(record), defer_flush)
-        write_pos = self._sync_write_state() if at_end is None else at_end[1]
-        topic = one.topic
-        config = self._topic_for_write_locked(topic)
-        queue_id = one.queue_id
-        if queue_id is None:
-            queue_id = one.queue_id = self.take_round_robin(topic, config.writeQueueNums, 1)
-        if queue_id >= config.writeQueueNums:
-            return None
-        queue_offset = self.queue_end(topic, queue_id)
-        store_ts = int(time.time() * 1000)
-        one.set_place(queue_id, queue_offset, write_pos, store_ts)
-        if at_end is not None and not self._write_at_end(at_end[0], write_pos, record):
-            return self._append_one_locked(one, defer_flush, on_written, defer_index)  # another writer was here
-        host, port = self.store_host
-        placed = [PutResult(codec.create_message_id(host, port, write_pos), topic, queue_id, queue_offset, write_pos,
-                            uniq_key=one.uniq_key)]
-
-        def unit() -> np.ndarray:  # made once the answer is out
-            return np.frombuffer(bytearray(_UNIT.pack(write_pos, len(record), one.tags_code)), dtype=UNIT_DTYPE)
-        written = None if on_written is None else functools.partial(on_written, placed)
-        if self._append_runs_locked(record, unit, [(topic, queue_id, queue_offset, 0, 1)],
-                                    np.array([write_pos], dtype=np.int64), write_pos, store_ts, defer_flush,
-                                    written, defer_index, None if at_end is None else at_end[0]) is None:
-            return None
-        return placed
-
-    def _file_at_end(self, size: int, defer_flush: bool) -> Optional[tuple[MappedFile, int]]:
-        """The commitlog file and offset where this writer's last append ended, when a record of `size` bytes fits
-        in it and may be written there without reading the committed end first (_write_at_end); else None."""
-        published = self._published
-        if _encode is None or published is None or published[1] != self._write_pos or self._lock_fd is None or \
-                (self.config.flushDiskType == SYNC_FLUSH and not defer_flush):
-            return None
-        pos = published[1]
-        f = self.commit_log.files.find(pos)
-        if f is None or pos - f.file_from_offset + size > self.commit_log.file_size - codec.END_FILE_MIN_BLANK_LENGTH:
-            return None
-        return f, pos
-
-    def _write_at_end(self, f: MappedFile, write_pos: int, record) -> bool:
-        """Whether the record was written at write_pos in f (_file_at_end's): the `lock` file still holds the
-        committed end this writer published last and nothing lies at write_pos (what _sync_write_state's usual case
-        checks); False, with nothing written, when another writer was here."""
-        assert self._published is not None and self._lock_fd is not None and _encode is not None
-        rel = write_pos - f.file_from_offset
-        f.pin()
-        try:
-            with disk_full_named(self.commit_log.directory, "the commitlog; nothing of this message was "
-                                 "acknowledged"):
-                self.commit_log._allocate(f, rel, rel + len(record))
-                if not _encode.append_at_end(self._lock_fd, self._published[0], f._open_fd(), rel, record):
-                    self._published = None
-                    return False
-        finally:
-            f.unpin()
-        return True
-
-    def _append_ones_locked(self, ones: list[OneRecord], defer_flush: bool,
-                            on_written: Optional[Callable[[list], None]] = None,
-                            defer_index: bool = False) -> Optional[list[PutResult]]:
-        """put_one's records appended together (put, put_many): the commitlog bytes, then their consume-queue units,
-        then the committed end; None, with nothing written, when a queue id is outside its topic's write queues or
-        they do not fit in the current commitlog file (one.queue_id then holds the queue round robin chose)."""
-        if len(ones) == 1:  # put, and a producer with one send in flight: without the grouping by queue
-            return self._append_one_locked(ones[0], defer_flush, on_written, defer_index)
-        write_pos = self._sync_write_state()
-        store_ts = int(time.time() * 1000)
-        ends: dict[tuple[str, int], list[int]] = {}  # (topic, queue id) -> [first queue offset, indexes of ones]
-        positions = np.empty(len(ones), dtype=np.int64)
-        offsets: list[int] = []
-        queue_ids: list[int] = []
-        pos = write_pos
-        for i, one in enumerate(ones):
-            config = self._topic_for_write_locked(one.topic)
-            if one.queue_id is None:
-                one.queue_id = self.take_round_robin(one.topic, config.writeQueueNums, 1)
-            if one.queue_id >= config.writeQueueNums:
-                return None
-            queue = ends.get((one.topic, one.queue_id))
-            if queue is None:
-                queue = ends[(one.topic, one.queue_id)] = [self.queue_end(one.topic, one.queue_id)]
-            offsets.append(queue[0] + len(queue) - 1)
-            queue_ids.append(one.queue_id)
-            queue.append(i)
-            one.set_place(one.queue_id, offsets[-1], pos, store_ts)
-            positions[i] = pos
-            pos += len(one.record)
-        # the units grouped by queue (UnitWrites writes each queue's as one run), packed once the answer is out
-        runs = []
-        k = 0
-        for (topic, queue_id), (first_offset, *members) in ends.items():
-            runs.append((topic, queue_id, first_offset, k, len(members)))
-            k += len(members)
-
-        def units() -> np.ndarray:
-            unit_bytes = bytearray(len(ones) * CQ_STORE_UNIT_SIZE)
-            k = 0
-            for _, *members in ends.values():
-                for i in members:
-                    _UNIT.pack_into(unit_bytes, k * CQ_STORE_UNIT_SIZE, int(positions[i]), len(ones[i].record),
-                                    ones[i].tags_code)
-                    k += 1
-            return np.frombuffer(unit_bytes, dtype=UNIT_DTYPE)
-        records = ones[0].record if len(ones) == 1 else b"".join(one.record for one in ones)
-        host, port = self.store_host
-        placed = [PutResult(msg_id=codec.create_message_id(host, port, int(positions[i])), topic=one.topic,
-                            queue_id=queue_ids[i], queue_offset=offsets[i], commit_log_offset=int(positions[i]),
-                            uniq_key=one.uniq_key) for i, one in enumerate(ones)]
-        written = None if on_written is None else functools.partial(on_written, placed)
-        if self._append_runs_locked(records, units, runs, positions, write_pos, store_ts, defer_flush,
-                                    written, defer_index) is None:
-            return None
-        return placed
+        return put_one_by_one(self, messages, defer_flush)
 
     def put_message_batch(self, topic: str, body, queue_id: int, *, born_timestamp: int, born_host=None,
                           defer_flush: bool = False) -> Optional[PutBatchResult]:
@@ -690,13 +372,11 @@ class MessageStore:
         (put_message_batch.py), the same records put_batch stores for the bodies and properties texts it holds.
         None, with nothing written, when it is not the usual batch or must roll the commitlog file: the caller
         then takes put_batch. ValueError when the body does not decode. defer_flush as put's."""
-        if self.read_only:
-            raise ReadOnlyStoreError(f"store {self.path} is open read-only")
+        self._check_writable()
         planned = plan_message_batch(self, topic, body, born_timestamp, born_host)
         if planned is None:
             return None
-        with self.write_lock():
-            placed = self._append_batches_locked([planned], [queue_id], defer_flush)
+        placed = self._append(MessageBatches([planned], [queue_id]), defer_flush)
         return None if placed is None else placed[0]
 
     def put_message_batches(self, batches: Sequence[tuple], defer_flush: bool = False,
@@ -707,194 +387,49 @@ class MessageStore:
         PutBatchResult, the ValueError its body raised, or None: not the usual batch (the caller takes
         put_batch), and so is every batch after it, so that the caller keeps the order. The broker's batches that
         arrive in one turn of its event loop. on_written and defer_index as put_many's."""
-        if self.read_only:
-            raise ReadOnlyStoreError(f"store {self.path} is open read-only")
-        try:
-            plans = [plan_message_batch(self, topic, body, born_ts, born_host)
-                     for topic, body, _, born_ts, born_host in batches]
-        except ValueError:
-            plans = []
-        if plans and all(p is not None for p in plans):
-            with self.write_lock():
-                placed = self._append_batches_locked(plans, [b[2] for b in batches], defer_flush, on_written,
-                                                     defer_index)
+        self._check_writable()
+        planned = plan_all(self, batches)
+        if planned is not None:
+            placed = self._append(planned, defer_flush, on_written, defer_index)
             if placed is not None:
                 return placed
-        out: list = []
-        for topic, body, queue_id, born_ts, born_host in batches:
-            if out and out[-1] is None:
-                out.append(None)
-                continue
-            try:
-                out.append(self.put_message_batch(topic, body, queue_id, born_timestamp=born_ts, born_host=born_host,
-                                                  defer_flush=defer_flush))
-            except (ValueError, StoreError) as e:  # this one refused; those before it are stored
-                out.append(e)
-        return out
+        return put_batches_one_by_one(self, batches, defer_flush)
 
-    def _topic_for_write_locked(self, topic: str) -> TopicConfig:
-        """The topic's config, the topic created with the default queue count on its first write."""
-        config = self.topic_config.table.get(topic)
-        return config if config is not None else self._create_topic_locked(topic, self.config.defaultTopicQueueNums)
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise ReadOnlyStoreError(f"store {self.path} is open read-only")
 
-    def _append_batches_locked(self, plans: list, queue_ids: list[int], defer_flush: bool,
-                               on_written: Optional[Callable[[list], None]] = None,
-                               defer_index: bool = False) -> Optional[list]:
-        """Planned MessageBatch bodies appended together (put_message_batch, put_message_batches); None, with nothing
-        written, when a queue id is outside its topic's write queues or they do not fit in the current commitlog
-        file."""
-        write_pos = self._sync_write_state()
-        store_ts = int(time.time() * 1000)
-        next_offset: dict[tuple[str, int], int] = {}
-        records, units, positions, runs, placed = [], [], [], [], []
-        pos, first = write_pos, 0
-        for plan, queue_id in zip(plans, queue_ids):
-            config = self._topic_for_write_locked(plan.topic)
-            if not 0 <= queue_id < config.writeQueueNums:
-                return None
-            queue_offset = next_offset.get((plan.topic, queue_id))
-            if queue_offset is None:
-                queue_offset = self.queue_end(plan.topic, queue_id)
-            encoded, batch_units, batch_positions, pos = plan.encode(queue_id, queue_offset, pos, store_ts,
-                                                                     self.store_host)
-            next_offset[(plan.topic, queue_id)] = queue_offset + plan.n
-            runs.append((plan.topic, queue_id, queue_offset, first, plan.n))
-            first += plan.n
-            records.append(encoded)
-            units.append(batch_units)
-            positions.append(batch_positions)
-            placed.append((plan, queue_id, queue_offset, batch_positions))
-        all_units = np.empty(first, dtype=UNIT_DTYPE)  # np.concatenate would turn them to native byte order
-        for (_, _, _, at, n), batch_units in zip(runs, units):
-            all_units[at:at + n] = batch_units
-        results = [PutBatchResult([plan.topic], np.zeros(1, np.int32), np.full(plan.n, queue_id, np.int32),
-                                  np.arange(queue_offset, queue_offset + plan.n, dtype=np.int64), at, self.store_host,
-                                  None) for plan, queue_id, queue_offset, at in placed]
-        written = None if on_written is None else functools.partial(on_written, results)
-        if self._append_runs_locked(b"".join(records), all_units, runs, np.concatenate(positions), write_pos,
-                                    store_ts, defer_flush, written, defer_index) is None:
-            return None
-        return results
-
-    def _append_runs_locked(self, records, units: Union[np.ndarray, Callable[[], np.ndarray]],
-                            runs: list[tuple[str, int, int, int, int]],
-                            positions: np.ndarray, write_pos: int, store_ts: int, defer_flush: bool,
-                            on_written: Optional[Callable[[], None]] = None,
-                            defer_index: bool = False, written: Optional[MappedFile] = None) -> Optional[int]:
-        """Records appended at write_pos (put_one's, a message batch's, single sends put together): the commitlog
-        bytes, then their consume-queue units (runs: topic, queue id, first queue offset, first unit and count of
-        units[] for that queue; units may be a function that makes them, called after on_written), then the
-        committed end, as _append_locked does for a batch; the new end, or
-        None, with nothing written, when they do not fit in the current commitlog file. positions: each
-        record's commitlog offset, ascending. on_written() once the commitlog holds them (put_many's). written:
-        the commitlog file the caller wrote them to already (_write_at_end)."""
-        sync = self.config.flushDiskType == SYNC_FLUSH
-        if written is None:
-            with disk_full_named(self.commit_log.directory, "the commitlog; nothing of this message was "
-                                 "acknowledged"):
-                written = self.commit_log.append_record(write_pos, records, sync=sync and not defer_flush,
-                                                        new_file_sync=sync)
-                if written is None:
-                    return None
-        end = write_pos + len(records)
-        if sync and defer_flush:
-            with self._unsynced_lock:
-                self._unsynced.add(written.path)
-                self._deferred_end = end
-        self._write_pos = end
-        if on_written is not None:
-            on_written()
-        writes = UnitWrites(units() if callable(units) else units)
-        queues = [(self.consume_queue(topic, queue_id), queue_offset, first, count)
-                  for topic, queue_id, queue_offset, first, count in runs]
-        for cq, queue_offset, first, count in queues:
-            writes.add(cq, queue_offset, first, count)
-        with disk_full_named(self._consume_queue_dir, "a consume-queue unit (the record is in the "
-                             "commitlog: the next writer dispatches it)"):
-            writes.flush()
-        for cq, queue_offset, _, count in queues:
-            cq.written_to(queue_offset + count)
-            self._queue_ends[(cq.topic, cq.queue_id)] = queue_offset + count
-            self._dirty_queues.add(cq)
-        if defer_index:
-            self._defer_index_locked(positions, write_pos, end)
-        else:
-            self._flush_index_locked()  # entries in log order
-            self.index.index_records(positions, write_pos, end)  # never fails the append
-        self._publish_committed_end(end)
-        self._last_store_ts = store_ts
-        self._flush_checkpoint()
-        self.pull_request_hold.notify_message_arriving()
-        return end
-
-    def _defer_index_locked(self, positions: np.ndarray, write_pos: int, end: int) -> None:
-        span = self._index_span
-        if span is not None and span[1] != write_pos:  # not contiguous (another writer was here): those first
-            self._flush_index_locked()
-            span = None
-        self._index_pending.append(positions)
-        self._index_span = (write_pos if span is None else span[0], end)
-        if len(self._index_pending) >= 256:
-            self._flush_index_locked()
+    def _append(self, records, defer_flush: bool = False, on_written: Optional[Callable] = None,
+                defer_index: bool = False):
+        with self.write_lock():
+            return self.appender.append(records, defer_flush, on_written, defer_index)
 
     def has_index_pending(self) -> bool:
-        return bool(self._index_pending)
+        return bool(self.appender.index_pending)
 
     def flush_index(self) -> None:
         """Write the index entries defer_index held back."""
-        if self._index_pending:
+        if self.appender.index_pending:
             with self.write_lock():
-                self._flush_index_locked()
-
-    def _flush_index_locked(self) -> None:
-        pending, span = self._index_pending, self._index_span
-        if not pending or span is None:
-            return
-        self._index_pending, self._index_span = [], None
-        self._committed_end()  # the generation now: another writer's appends since ours move it
-        if self._generation != self._published_generation:
-            self.index.index_caught_up(span[0], span[1])
-            return
-        positions = pending[0] if len(pending) == 1 else np.concatenate(pending)
-        self.index.index_records(positions, span[0], span[1])  # never fails
+                self.appender.flush_index()
 
     @property
     def synced_end(self) -> int:
         """The commitlog end sync_to made durable."""
-        return self._synced_end
+        return self.appender.synced_end
 
     def sync_to(self, offset: int) -> int:
-        """SYNC_FLUSH's group commit (RocketMQ's GroupCommitService): fsync the commitlog files that deferred
-        appends (put(defer_flush=True)) wrote, once for every append made so far, so that everything below offset
-        (a record written before this call) is on disk; the end so made durable. Thread-safe: the broker calls it
-        from a worker thread while its event loop goes on appending."""
-        with self._flush_lock:
-            if self._synced_end >= offset:
-                return self._synced_end
-            with self._unsynced_lock:
-                paths = list(self._unsynced)
-                self._unsynced.clear()
-                end = self._deferred_end
-            for path in paths:  # through a descriptor of its own: fsync flushes the file, whichever wrote it
-                fsync_path(path)
-            # every append before this call was fsynced here (deferred) or by itself (the others)
-            self._synced_end = max(self._synced_end, end, offset)
-            return self._synced_end
+        """SYNC_FLUSH's group commit: everything below offset (a record written before this call) made durable
+        (Appender.sync_to); the end so made durable. Thread-safe."""
+        return self.appender.sync_to(offset)
 
     def queue_end(self, topic: str, queue_id: int) -> int:
-        """Where a queue's next unit goes, for an append under the write lock (our own last append's end while no
-        other writer has been here, else the queue's max offset)."""
-        end = self._queue_ends.get((topic, queue_id))
-        return self.consume_queue(topic, queue_id).max_offset() if end is None else end
+        """Where a queue's next unit goes, for an append under the write lock."""
+        return self.appender.queue_end(topic, queue_id)
 
     def take_round_robin(self, topic: str, nq: int, count: int) -> int:
-        """The topic's next round-robin queue, moved on by count. A first append starts at random, like a
-        producer, so processes spread out."""
-        start = self._round_robin.get(topic)
-        if start is None:
-            start = random.randrange(nq)
-        self._round_robin[topic] = int((start + count) % nq)
-        return start
+        """The topic's next round-robin queue, moved on by count (a first append starts at random)."""
+        return self.appender.take_round_robin(topic, nq, count)
 
     def start_flush_service(self) -> None:
         """Flush from a thread of its own from now on (flush_service.py, RocketMQ's FlushRealTimeService), for a
@@ -902,149 +437,11 @@ class MessageStore:
         if not self.read_only and self._flush_service is None:
             self._flush_service = FlushService(self)
 
-    def _flush_checkpoint(self, force: bool = False) -> None:
-        """At most once a second (RocketMQ flushes every 500 ms): fsync the commitlog's last files and the
-        consume queues this process wrote, and only then stamp the checkpoint with the newest record so
-        flushed. The stamp is the safe point a crash recovery starts from, so it must never run ahead of what
-        is on disk."""
-        now = time.monotonic()
-        if force or now - self._last_checkpoint_flush > self.topic_config.PERSIST_WINDOW_S:
-            self.topic_config.flush(force)  # topics created within the last persist window
-        if not (force or now - self._last_checkpoint_flush > 1.0):
-            return
-        stamp = self._last_store_ts
-        if stamp is not None and not force and self._flush_service is not None:
-            paths = [f.path for f in self.commit_log.files.files[-2:]]
-            paths += [f.path for cq in self._dirty_queues for f in cq.files.files[-2:]]
-            if self._flush_service.submit(paths, stamp, self._write_pos):
-                self._dirty_queues.clear()
-                self._last_store_ts = None
-                self._last_checkpoint_flush = now
-            return
-        if stamp is not None:
-            self.commit_log.flush()
-            for cq in self._dirty_queues:
-                cq.flush()
-            self._dirty_queues.clear()
-            self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp, stamp)
-            self.checkpoint.logics_msg_timestamp = max(self.checkpoint.logics_msg_timestamp, stamp)
-            if self._write_pos is not None:
-                self.checkpoint.flushed_offset = max(self.checkpoint.read_flushed_offset() or 0, self._write_pos)
-            self._last_store_ts = None
-            self.checkpoint.flush()
-        self._last_checkpoint_flush = now
-
-    # -- recovery and cross-process state (under the write lock) ---------------------------------------------
-    #
-    # The committed end lives in the `lock` file (RocketMQ keeps nothing there; a broker ignores it): after an
-    # append has written its commitlog bytes and then its consume-queue units, the writer stores the new end.
-    # Everything before it is complete and dispatched. A writer that takes the lock walks from there, which is
-    # normally no record at all; records past it were left by a writer that died mid-append: complete ones are
-    # dispatched, a torn one is cut.
-
-    _STATE = struct.Struct(">8sqqI")  # magic, committed end, generation, crc32 of the first 24 bytes
-    _STATE_MAGIC = b"RMQSPKWS"
-
-    def _committed_end(self) -> Optional[int]:
-        """The committed end from the lock file, or None when absent (a broker's store) or unreadable."""
-        fd = self._lock_fd
-        if fd is None:
-            if self._state_read_fd is None:
-                try:
-                    self._state_read_fd = os.open(os.path.join(self.path, "lock"), os.O_RDONLY)
-                except FileNotFoundError:
-                    return None
-            fd = self._state_read_fd
-        raw = os.pread(fd, self._STATE.size, 0)
-        if len(raw) != self._STATE.size:
-            return None
-        magic, end, generation, crc = self._STATE.unpack(raw)
-        if magic != self._STATE_MAGIC or crc != zlib.crc32(raw[:24]) or end < 0:
-            return None
-        self._generation = generation
-        return end
-
-    def _publish_committed_end(self, end: int) -> None:
-        self._write_pos = end
-        self._generation += 1
-        self._publishes += 1
-        self._published_generation = self._generation
-        head = struct.pack(">8sqq", self._STATE_MAGIC, end, self._generation)
-        assert self._lock_fd is not None  # published only under the write lock
-        state = head + struct.pack(">I", zlib.crc32(head))
-        self._published = None  # until written whole
-        os.pwrite(self._lock_fd, state, 0)
-        self._published = (state, end)
-
-    def _dispatched_end(self) -> int:
-        """End of the last record any consume queue points at: everything before it was completely written."""
-        return max([self.commit_log.min_offset()] + [o + n for _, o, n in self._last_units()])
-
-    def _last_units(self) -> Iterator[tuple[ConsumeQueue, int, int]]:
-        """(queue, commitlog offset, size) of every queue's last unit."""
-        for topic, queue_ids in self.consume_queue_ids().items():
-            for qid in queue_ids:
-                cq = self.consume_queue(topic, qid)
-                mx = cq.max_offset()
-                if mx > cq.first_unit_offset():
-                    last = cq.units(mx - 1, mx)
-                    if len(last) and last["size"][0] > 0:
-                        yield cq, int(last["offset"][0]), int(last["size"][0])
+    # -- recovery -------------------------------------------------------------------------------------------
 
     def consume_queue_ids(self) -> dict[str, list[int]]:
         """{topic: queue ids} of every consume-queue directory on disk (what recovery and retention walk)."""
         return discover_consume_queues(self.path)
-
-    def _recover(self, abnormal: bool) -> None:
-        """On open, under the write lock. After an unclean stop, RocketMQ's abnormal recovery: walk from the
-        checkpoint's safe point validating every record, cut after the last valid one, drop consume-queue
-        units at or past the new end, re-dispatch records without units. Otherwise continue from the committed
-        end (or, in a store without one, from the end of what the consume queues point at), after checking
-        that the records the consume queues end at are intact: a commitlog changed while the store was closed
-        (a truncated or overwritten tail) gets the crash recovery too, never an append on top of the damage."""
-        # The consume queues' own end also bounds the start: a store whose consumequeue/ was deleted (to be
-        # rebuilt) or copied without it is re-dispatched from the commitlog.
-        for topic, queue_ids in self.consume_queue_ids().items():
-            for qid in queue_ids:
-                self._repair_consume_queue(self.consume_queue(topic, qid))
-        if self.commit_log.min_offset() == 0:  # no file ever expired: a queue not starting at 0 lost its head
-            self._rebuild_lost_heads()
-        dispatched, damaged = self._dispatched_tail()
-        if abnormal:
-            log.warning("store %s was not closed cleanly (abort file present): recovering", self.path)
-        elif damaged is not None:
-            log.warning("store %s: %s, though the store was closed cleanly: recovering as after a crash",
-                        self.path, damaged)
-            abnormal = True
-        if abnormal:
-            start = min(self._safe_recovery_start(), dispatched)
-        else:
-            committed = self._committed_end()
-            start = dispatched if committed is None or committed < self.commit_log.min_offset() else \
-                min(committed, dispatched)
-        try:
-            end = self._sync_write_state(full_check=abnormal, start=start)
-        except DiskFullError as e:
-            # A store that filled its disk opens to be read: what is dispatched is served, and every append
-            # first tries the dispatch again (refused with this error until there is room).
-            log.error("store %s: %s; it opens with those records not dispatched yet", self.path, e)
-            self._write_pos = None
-            return
-        try:
-            self.index.catch_up(end)  # records a crash (or an index-less writer) left unindexed
-        except Exception as e:
-            log.error("store %s: the index could not be caught up (%s); it is tried again by the next writer",
-                      self.path, e)
-
-    def _repair_consume_queue(self, cq: ConsumeQueue) -> None:
-        """Consume queues are derived data, rebuilt from the commitlog as RocketMQ rebuilds them: units missing
-        between files (a short or missing file) are re-dispatched from the records between their neighbours; a
-        torn last file is extended, and recovery re-dispatches the records past its last unit."""
-        for lo, hi, path, size in cq.holes():
-            self._fill_hole(cq, lo, hi, path, size)
-        if cq.repair_short_last_file():
-            log.warning("store %s: %s/%d: the last consume-queue file was short (a torn write); its lost units "
-                        "are re-dispatched from the commitlog", self.path, cq.topic, cq.queue_id)
 
     def rebuild_consume_queues(self) -> int:
         """`rmq recover`: rebuild what recovery rebuilds on every open (units between a queue's files, a torn
@@ -1052,389 +449,18 @@ class MessageStore:
         commitlog still holds their records, which an open looks for only in a store whose commitlog never
         expired a file (elsewhere that takes a walk from the commitlog's first file). Returns how many units
         were rebuilt below the queues' first files."""
-        with self.write_lock():
-            for topic, queue_ids in self.consume_queue_ids().items():
-                for qid in queue_ids:
-                    self._repair_consume_queue(self.consume_queue(topic, qid))
-            return self._rebuild_lost_heads()
-
-    def _rebuild_lost_heads(self) -> int:
-        """Units below each queue's first consume-queue file whose records are still in the commitlog: the
-        file was deleted or emptied, not expired (retention deletes a consume-queue file only once every unit
-        in it points below the commitlog's first file). One walk from the commitlog's first record to the
-        furthest first unit of such queues; each queue's run must end right below its first file."""
-        cl_min = self.commit_log.min_offset()
-        heads: dict[tuple[str, int], int] = {}
-        stop: Optional[int] = 0
-        for topic, queue_ids in self.consume_queue_ids().items():
-            for qid in queue_ids:
-                cq = self.consume_queue(topic, qid)
-                first = cq.first_unit_offset()
-                if first == 0:
-                    continue
-                unit = cq.units(first, first + 1)
-                at = int(unit["offset"][0]) if len(unit) and unit["size"][0] > 0 else None
-                if at is not None and at <= cl_min:
-                    continue  # nothing of the queue can lie below it in the commitlog
-                heads[(topic, qid)] = first
-                stop = None if stop is None or at is None else max(stop, at)
-        if not heads:
-            return 0
-        found: dict[tuple[str, int], list[WalkedRecord]] = {}
-        for rec in self.commit_log.walk(cl_min, check_crc=False):
-            if stop is not None and rec.offset >= stop:
-                break
-            key = (rec.topic, rec.queue_id)
-            if key in heads and rec.queue_offset < heads[key] and codec.is_dispatched(rec.sys_flag):
-                found.setdefault(key, []).append(rec)
-        rebuilt = 0
-        for key, recs in sorted(found.items()):
-            rebuilt += self._rebuild_head(self.consume_queue(*key), heads[key], recs, cl_min)
-        return rebuilt
-
-    def _rebuild_head(self, cq: ConsumeQueue, first: int, recs: list, cl_min: int) -> int:
-        lo = recs[0].queue_offset
-        where = f"consume-queue files of {cq.topic}/{cq.queue_id} before {first * CQ_STORE_UNIT_SIZE:020d}"
-        if [r.queue_offset for r in recs] != list(range(lo, first)) or (cl_min == 0 and lo != 0):
-            log.error("store %s: %s are missing or empty; the commitlog holds %d of their records but not queue "
-                      "offsets %d..%d in order, so they stay missing and `rmq check` reports them", self.path,
-                      where, len(recs), 0 if cl_min == 0 else lo, first - 1)
-            return 0
-        # Units below the first record still in the commitlog, in the same file: RocketMQ's pre-blank units
-        # (offset 0, size 2^31-1), which readers skip as expired.
-        start = lo - lo % cq.units_per_file
-        units = np.zeros(first - start, dtype=UNIT_DTYPE)
-        units["size"][:lo - start] = 0x7FFFFFFF
-        units["offset"][lo - start:] = [r.offset for r in recs]
-        units["size"][lo - start:] = [r.size for r in recs]
-        units["tags_code"][lo - start:] = [tags_hash_code(r.tags) for r in recs]
-        for file_start in range(start, first, cq.units_per_file):
-            path = os.path.join(cq.directory, f"{file_start * CQ_STORE_UNIT_SIZE:020d}")
-            if os.path.exists(path):  # emptied: given its full size again before the units go in
-                cq.extend_short_file(path, os.path.getsize(path))
-        cq.put_units(start, units)
-        self._dirty_queues.add(cq)
-        log.warning("store %s: %s were missing or empty; rebuilt units %d..%d from the commitlog", self.path,
-                    where, lo, first - 1)
-        return first - lo
-
-    def _fill_hole(self, cq: ConsumeQueue, lo: int, hi: int, path: str, size: int) -> None:
-        before = cq.units(lo - 1, lo) if lo > cq.first_unit_offset() else None
-        start = int(before["offset"][0]) + int(before["size"][0]) if before is not None and len(before) \
-            else self.commit_log.min_offset()
-        after = cq.units(hi, hi + 1)
-        end = int(after["offset"][0]) if len(after) and after["size"][0] > 0 else None
-        found: list[WalkedRecord] = []
-        for rec in self.commit_log.walk(start, check_crc=False):
-            if end is not None and rec.offset >= end or len(found) == hi - lo:
-                break
-            if rec.topic == cq.topic and rec.queue_id == cq.queue_id and codec.is_dispatched(rec.sys_flag) \
-                    and lo <= rec.queue_offset < hi:
-                found.append(rec)
-        if [r.queue_offset for r in found] != list(range(lo, lo + len(found))) or (end is not None and
-                                                                                  len(found) != hi - lo):
-            log.error("store %s: %s/%d: consume-queue file %s is %s; the commitlog does not hold its units %d..%d "
-                      "(found %d), so it stays as it is and readers report it", self.path, cq.topic, cq.queue_id,
-                      path, f"{size} bytes" if size else "missing", lo, hi - 1, len(found))
-            return
-        log.warning("store %s: %s/%d: consume-queue file %s was %s; rebuilt units %d..%d from the commitlog",
-                    self.path, cq.topic, cq.queue_id, path, f"short ({size} bytes)" if size else "missing", lo,
-                    lo + len(found) - 1)
-        cq.extend_short_file(path, size)
-        units = np.zeros(len(found), dtype=UNIT_DTYPE)
-        units["offset"] = [r.offset for r in found]
-        units["size"] = [r.size for r in found]
-        units["tags_code"] = self._tags_codes(found)
-        cq.put_units(lo, units)
-        self._dirty_queues.add(cq)
-
-    def _tags_codes(self, recs: Sequence[WalkedRecord]) -> np.ndarray:
-        """The units' tagsCodes of records of one queue, as dispatch writes them: the tag hash, or for a delayed
-        message (SCHEDULE_TOPIC_XXXX) the time it is due."""
-        if recs and recs[0].topic == SCHEDULE_TOPIC:
-            return deliver_times([r.queue_id for r in recs], [r.store_timestamp for r in recs], self._delays_ms)
-        return np.array([tags_hash_code(r.tags) for r in recs], dtype=np.int64)
-
-    def _dispatched_tail(self) -> tuple[int, Optional[str]]:
-        """The dispatched end (_dispatched_end), and what is wrong with the record each queue's last unit
-        points at, if any record there does not validate (None when all do)."""
-        end, damaged = self.commit_log.min_offset(), None
-        for cq, offset, size in self._last_units():
-            end = max(end, offset + size)
-            if damaged is not None or offset < self.commit_log.min_offset():  # below it: expired
-                continue
-            try:
-                found = self.commit_log.read_message(offset, size, decompress=False)
-            except CorruptRecordError as e:
-                damaged = f"the last message of {cq.topic}/{cq.queue_id} does not validate ({e})"
-                continue
-            if found is None:
-                damaged = (f"the last message of {cq.topic}/{cq.queue_id} lies in a commitlog file that is "
-                           f"missing ({self.commit_log.path_of(offset)})")
-        return end, damaged
-
-    def _safe_recovery_start(self) -> int:
-        """RocketMQ's abnormal recovery: from the newest commitlog file whose first record is older than the
-        checkpoint (or the first file)."""
-        files = self.commit_log.files.files
-        stamp = self.checkpoint.min_timestamp()
-        for f in reversed(files):
-            try:
-                rec = next(self.commit_log.walk(f.file_from_offset))
-            except StopIteration:
-                continue
-            if rec.store_timestamp <= stamp:
-                return f.file_from_offset
-        return files[0].file_from_offset if files else 0
-
-    def _sync_write_state(self, full_check: bool = False, start: Optional[int] = None) -> int:
-        """Bring this process's idea of the log end up to date (under the write lock): walk from the committed
-        end, dispatch complete records that lack consume-queue units, and cut a torn tail. After a crash
-        (`full_check`) also drop consume-queue units that point past the valid end, and clear unit bytes past
-        each queue's end that a dead writer left (they would turn visible with the next run of that queue).
-        Returns the log end, where the next append goes."""
-        if start is None:
-            committed = self._committed_end()
-            if not full_check and committed is not None and committed == self._write_pos and \
-                    self._nothing_written_at(committed):
-                # the usual case: nobody appended since our last append, and nothing lies past the end
-                if self._generation != self._published_generation:
-                    self._queue_ends.clear()  # another writer was here (a cut, say): ask the queues again
-                return committed
-            if committed is None or committed < self.commit_log.min_offset():
-                start = self._write_pos if self._write_pos is not None else self._dispatched_end()
-            else:
-                start = committed
-        self._queue_ends.clear()
-        check_crc = self.config.checkCRCOnRecover or full_check
-        records = list(self.commit_log.walk(start, check_crc=check_crc))
-        end = self.commit_log.walk_end
-        cut = incomplete_atomic_start(records)
-        if cut is not None:
-            log.warning("store %s: cutting an atomic batch whose end was never written, from offset %d",
-                        self.path, cut)
-            records = [r for r in records if r.offset < cut]
-            end = cut
-        pending, stop = self._plan_redispatch(records)
-        if stop is not None:
-            end = stop
-        cutting = self._has_bytes_from(end, whole_file=full_check)
-        committed = self._committed_end()
-        if cutting or full_check or (committed is not None and end < committed):
-            self._check_cut(end, [r for r in records if r.offset < end], start, cut_atomic=cut)
-        if cutting:
-            log.warning("store %s: cutting a torn or invalid commitlog tail at offset %d", self.path, end)
-            self.commit_log.truncate(end)
-            full_check = True
-        if full_check:
-            for topic, queue_ids in self.consume_queue_ids().items():
-                for qid in queue_ids:
-                    self._truncate_dirty_units(self.consume_queue(topic, qid), end)
-        for (topic, qid), recs in pending.items():
-            self._dispatch_run(topic, qid, recs)
-        if self._lock_fd is not None and (records or full_check or self._committed_end() != end):
-            self._publish_committed_end(end)
-        self._write_pos = end
-        return end
-
-    def _check_cut(self, end: int, kept, start: int, cut_atomic: Optional[int]) -> None:
-        """Refuse (StoreRecoveryError) a recovery that would end the log at `end` while dropping messages that
-        may have been acknowledged: consume-queue units past `end` whose records still validate (damage in
-        the middle, not a torn tail), records past `end` that the checkpoint says were flushed (their store
-        time is not after the last kept record's, but older than the checkpoint's), or an unfinished atomic
-        batch that starts before the committed end. recover_truncate=True lets the cut go ahead."""
-        dropped, intact = self._units_from(end)
-        committed = self._committed_end()
-        flushed = self.checkpoint.read_flushed_offset()
-        stamp = self.checkpoint.physic_msg_timestamp
-        if flushed is not None:
-            flushed_lost = end < flushed
-        else:  # a checkpoint without our flushed offset (a broker's): judge by store times
-            last_ts = kept[-1].store_timestamp if kept else self._last_timestamp_before(start)
-            losing = bool(dropped) or self._has_bytes_from(end, whole_file=True) or (
-                committed is not None and end < committed)
-            flushed_lost = losing and last_ts is not None and last_ts < stamp
-        early_atomic = cut_atomic is not None and committed is not None and cut_atomic < committed
-        if not (intact or flushed_lost or early_atomic):
-            return
-        where = f"offset {end} ({self.commit_log.path_of(end)})"
-        if intact:
-            why = (f"the commitlog is damaged at {where}, but {intact} message(s) after it still validate: this "
-                   f"is damage in the middle of the log, not a torn tail")
-        elif flushed_lost:
-            why = (f"the commitlog ends at {where}, but the checkpoint says it had been flushed to "
-                   f"{'offset %d' % flushed if flushed is not None else 'messages stored at %d' % stamp}: "
-                   f"flushed data is missing or damaged")
-        else:
-            why = (f"an atomic batch without its last record starts at offset {cut_atomic}, before the committed "
-                   f"end {committed}")
-        if self._recover_truncate:
-            log.warning("store %s: %s; cutting there as asked (recover_truncate), dropping %d message(s)",
-                        self.path, why, dropped)
-            if flushed is not None and flushed > end:
-                self.checkpoint.flushed_offset = end
-                self.checkpoint.flush()
-            return
-        raise StoreRecoveryError(
-            f"store {self.path}: refusing to open: {why}. Recovery would cut the log there and drop {dropped} "
-            f"message(s) the consume queues point at. Run `rmq check` to see the damage; to cut anyway, open "
-            f"with MessageStore(..., recover_truncate=True) or run `rmq recover --truncate`.",
-            self.path, end, dropped)
-
-    def _units_from(self, end: int) -> tuple[int, int]:
-        """(units of all queues pointing at or past commitlog offset `end`, how many of their records still
-        validate)."""
-        dropped = intact = 0
-        for topic, queue_ids in self.consume_queue_ids().items():
-            for qid in queue_ids:
-                cq = self.consume_queue(topic, qid)
-                lo, mx = cq.first_unit_offset(), cq.max_offset()
-                if mx <= lo:
-                    continue
-                units = cq.units(lo, mx)
-                past = units[units["offset"].astype(np.int64) + units["size"] > end]
-                dropped += len(past)
-                for offset, size in zip(past["offset"].tolist(), past["size"].tolist()):
-                    if offset >= end:
-                        try:
-                            intact += self.commit_log.read_message(offset, size, decompress=False) is not None
-                        except CorruptRecordError:
-                            pass
-        return dropped, intact
-
-    def _last_timestamp_before(self, offset: int) -> Optional[int]:
-        """The store time of the newest record ending at or before `offset` that a queue's last unit points
-        at, None if there is none."""
-        best = None
-        for _, o, n in self._last_units():
-            if o + n <= offset and (best is None or o > best[0]):
-                best = (o, n)
-        if best is None:
-            return None
-        try:
-            msg = self.commit_log.read_message(*best, decompress=False)
-        except CorruptRecordError:
-            return None
-        return None if msg is None else msg.store_timestamp
-
-    def _plan_redispatch(self, records) -> tuple[dict, Optional[int]]:
-        """Which walked records need consume-queue units. A record whose unit is there already is skipped. A
-        record whose queue offset is taken by a unit pointing elsewhere is stale (bytes a cut left behind, not
-        an append) and ends the valid log. A record past a hole in its queue is reported and left alone."""
-        pending: dict[tuple[str, int], list] = {}
-        expected: dict[tuple[str, int], int] = {}
-        deleted = self.deleted_topics()
-        for rec in records:
-            if not codec.is_dispatched(rec.sys_flag) or rec.offset < deleted.get(rec.topic, -1):
-                continue  # a deleted topic's records stay deleted
-            key = (rec.topic, rec.queue_id)
-            if key not in expected:
-                expected[key] = self.consume_queue(*key).max_offset()
-            exp = expected[key]
-            if rec.queue_offset < exp:
-                unit = self.consume_queue(*key).units(rec.queue_offset, rec.queue_offset + 1)
-                if len(unit) and int(unit["offset"][0]) == rec.offset and int(unit["size"][0]) == rec.size:
-                    continue
-                log.warning("store %s: record at %d claims %s/%d@%d, which the consume queue gives another "
-                            "record: treating it as the end of the log", self.path, rec.offset, rec.topic,
-                            rec.queue_id, rec.queue_offset)
-                return pending, rec.offset
-            if rec.queue_offset > exp:
-                log.warning("store %s: %s/%d has no units between %d and %d; record at %d left undispatched "
-                            "(rmq check reports it)", self.path, rec.topic, rec.queue_id, exp, rec.queue_offset,
-                            rec.offset)
-                continue
-            pending.setdefault(key, []).append(rec)
-            expected[key] = exp + 1
-        return pending, None
-
-    def _dispatch_run(self, topic: str, qid: int, recs) -> None:
-        """Write the units of one queue's run of records at once (the first unit's size last)."""
-        cfg = self.topic_config.find(topic)
-        if cfg is None or max(cfg.readQueueNums, cfg.writeQueueNums) <= qid:
-            if cfg is None:
-                self._create_topic_locked(topic, max(self.config.defaultTopicQueueNums, qid + 1))
-            elif max(cfg.readQueueNums, cfg.writeQueueNums) <= qid:
-                cfg.readQueueNums = cfg.writeQueueNums = qid + 1
-                self.topic_config.persist()
-        cq = self.consume_queue(topic, qid)
-        start = recs[0].queue_offset
-        if cq.max_offset() != start:
-            log.warning("store %s: %s/%d ends at %d, not %d; not re-dispatching", self.path, topic, qid,
-                        cq.max_offset(), start)
-            return
-        units = np.zeros(len(recs), dtype=UNIT_DTYPE)
-        units["offset"] = [r.offset for r in recs]
-        units["size"] = [r.size for r in recs]
-        units["tags_code"] = self._tags_codes(recs)
-        log.info("store %s: re-dispatching %d record(s) into %s/%d from %d", self.path, len(recs), topic, qid,
-                 start)
-        cq.put_units(start, units)
-        self._dirty_queues.add(cq)
-
-    def _nothing_written_at(self, offset: int) -> bool:
-        """Zeros where a record would start at offset (or no file there yet): the walk from offset would find
-        no record and no torn tail."""
-        try:
-            view, base = self.commit_log.view_at(offset)
-        except MissingFileError:
-            return False
-        if view is None:
-            return True
-        rel = offset - base
-        return rel + 8 <= len(view) and view[rel:rel + 8] == bytes(8)
-
-    def _has_bytes_from(self, offset: int, whole_file: bool) -> bool:
-        """Non-zero bytes at offset (the start of a torn record), or anywhere after it with whole_file,
-        including files after its file."""
-        try:
-            view, base = self.commit_log.view_at(offset)
-        except MissingFileError:
-            return True  # a hole with files after it
-        if view is not None:
-            rel = offset - base
-            f = self.commit_log.files.find(offset)
-            if f is not None and f.any_nonzero(rel, None if whole_file else rel + 8):
-                return True
-        if whole_file:
-            return any(f.file_from_offset > offset for f in self.commit_log.files.files)
-        return False
-
-    def _truncate_dirty_units(self, cq: ConsumeQueue, end: int) -> None:
-        mx = cq.max_offset()
-        lo = cq.first_unit_offset()
-        cut = mx
-        if mx > lo:
-            units = cq.units(lo, mx)
-            past = np.flatnonzero(units["offset"].astype(np.int64) + units["size"] > end)
-            if len(past):
-                cut = lo + int(past[0])
-                log.warning("store %s: dropping units of %s/%d from queue offset %d (past the commitlog end)",
-                            self.path, cq.topic, cq.queue_id, cut)
-        if cut < mx or self._unit_bytes_after(cq, cut):
-            cq.truncate_from(cut)
-
-    @staticmethod
-    def _unit_bytes_after(cq: ConsumeQueue, queue_offset: int) -> bool:
-        f = cq.files.find(queue_offset * CQ_STORE_UNIT_SIZE)
-        if f is None:
-            return any(x.file_from_offset > queue_offset * CQ_STORE_UNIT_SIZE for x in cq.files.files)
-        rel = queue_offset * CQ_STORE_UNIT_SIZE - f.file_from_offset
-        if f.any_nonzero(rel):
-            return True
-        return f is not cq.files.last()
+        return self._recovery.rebuild_consume_queues()
 
     # -- reading ---------------------------------------------------------------------------------------------
 
     def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int = 32,
                     message_filter=None, suspend_timeout_ms: int = 0) -> GetMessageResult:
         """RocketMQ's DefaultMessageStore.getMessage, status for status, as decoded messages. With
-        suspend_timeout_ms > 0 a pull that finds nothing new is held (RocketMQ's PullRequestHoldService) until a
+        suspend_timeout_ms > 0 a pull that finds nothing new is held in this thread (store/held_read.py) until a
         message that passes the filter arrives in the queue, from this process or another, or the timeout
         passes."""
         from .get_message import get_message
         if suspend_timeout_ms and suspend_timeout_ms > 0:
-            from .pull_request_hold import get_message_held
             return get_message_held(
                 self, lambda pos: get_message(self, group, topic, queue_id, pos, max_msgs, message_filter),
                 topic, queue_id, offset, suspend_timeout_ms)
@@ -1479,57 +505,14 @@ class MessageStore:
         """DefaultMessageStore.queryMessage for QUERY_MESSAGE: the stored records the index finds (commitlog order,
         up to three passes moving the end back to the oldest found while none could be read), back to back; with
         the index's last update time and commitlog offset."""
-        out: list[bytes] = []
-        last_ts = last_phy = 0
-        for _ in range(3):
-            res = self.query_offsets(topic, key, max_num, begin, end)
-            if not res.offsets:
-                break
-            last_ts, last_phy = res.index_last_update_timestamp, res.index_last_update_phy_offset
-            for m, offset in enumerate(sorted(res.offsets)):
-                try:
-                    hit = self.look_message_by_offset(offset) if offset >= self.commit_log.min_offset() else None
-                except (codec.RecordFormatError, MissingFileError, CorruptRecordError):
-                    hit = None
-                if hit is None:
-                    continue
-                if m == 0:
-                    end = hit[0].store_timestamp
-                out.append(hit[1])
-            if out or end < begin:
-                break
-        return b"".join(out), last_ts, last_phy
+        return query_records(self, topic, key, max_num, begin, end)
 
     def query_message(self, topic: str, key: str, max_num: int = 64, begin: int = 0, end: int = 2**63 - 1,
                       unique_key: bool = False) -> list[codec.MessageExt]:
         """Messages of `topic` with `key` among their KEYS (unique_key=True: whose UNIQ_KEY, the msgId a producer's
         SendResult shows, is `key`), stored within [begin, end] ms, newest first, at most max_num: found through
         the index, each checked against the key (the index holds hashes), duplicates dropped."""
-        if max_num < 1:
-            raise ValueError(f"max_num must be >= 1, got {max_num}")
-        found: list[codec.MessageExt] = []
-        seen: set = set()
-        self.flush_index()
-        for offset in self.index.query_offset(topic, key, max(max_num, self.config.maxMsgsNumBatch) * 4,
-                                              begin, end).offsets:
-            if offset in seen or offset < self.commit_log.min_offset():
-                continue
-            seen.add(offset)
-            try:
-                hit = self.look_message_by_offset(offset)
-            except (codec.RecordFormatError, MissingFileError, CorruptRecordError):
-                continue  # an entry past a crash's cut, or into a removed file
-            if hit is None:
-                continue
-            msg = hit[0]
-            uniq = msg.properties.get(codec.PROPERTY_UNIQ_KEY)
-            if msg.topic != topic or not begin <= msg.store_timestamp <= end or \
-                    not (uniq == key if unique_key else key in msg.keys):
-                continue
-            found.append(msg)
-            if len(found) >= max_num:
-                break
-        return found
+        return query_message(self, topic, key, max_num, begin, end, unique_key)
 
     def query_message_by_unique_key(self, topic: str, uniq_key: str) -> Optional[codec.MessageExt]:
         """The message whose UNIQ_KEY (client msgId) is uniq_key, the newest if a retry stored it twice; None."""
@@ -1603,38 +586,3 @@ class MessageStore:
     def is_in_disk(self, commit_log_offset: int, max_physical: int) -> bool:
         return max_physical - commit_log_offset > self._memory_limit
 
-
-class _WriteLock:
-    """MessageStore.write_lock's context: the mutex, and the file lock while the outermost holder has it. A class,
-    not a generator: it wraps every append, where @contextmanager's generator costs several times more."""
-
-    __slots__ = ("store", "fd")
-
-    def __init__(self, store: MessageStore):
-        self.store = store
-        self.fd: Optional[int] = None  # the descriptor the outermost holder locked (close() may drop the store's)
-
-    def __enter__(self) -> None:
-        store = self.store
-        store._mutex.acquire()
-        try:
-            if store._lock_depth == 0:
-                if store._lock_fd is None:
-                    store._lock_fd = os.open(os.path.join(store.path, "lock"), os.O_RDWR | os.O_CREAT, 0o644)
-                fcntl.flock(store._lock_fd, fcntl.LOCK_EX)
-                self.fd = store._lock_fd
-            store._lock_depth += 1
-        except BaseException:
-            store._mutex.release()
-            raise
-
-    def __exit__(self, *exc) -> None:
-        store = self.store
-        try:
-            store._lock_depth -= 1
-            if store._lock_depth == 0:  # re-entrant: only the outermost holder gives the file lock back
-                fd, self.fd = self.fd, None
-                assert fd is not None
-                fcntl.flock(fd, fcntl.LOCK_UN)
-        finally:
-            store._mutex.release()

@@ -13,12 +13,14 @@ from rmq_common import message_codec as codec
 from rmq_common.message_properties import PropertiesText
 from rmq_common.properties_column import closed_texts, map_lookup, properties_to_strings
 
+from .append import Placement
 from .errors import InvalidMessageError
 from .get_message_result import PutResult
 from .record_encoder import (
     assign_offsets,
     first_separator,
     java_hash_codes,
+    new_encoder,
     part,
     properties_lengths,
     record_sizes,
@@ -101,7 +103,7 @@ class AppendPlan:
     atomic: bool = False
     all_dispatched: bool = True
 
-    def _groups(self, store) -> tuple:
+    def _groups(self, appender) -> tuple:
         """Each message's consume queue as a group for assign_offsets: (keys, round-robin start, stride, queue
         ids). The usual batch (one topic, every queue chosen round robin, all dispatched) is left to
         assign_offsets' round robin from the topic's next queue (keys and queue ids None); otherwise each message
@@ -109,9 +111,9 @@ class AppendPlan:
         n = self.n
         if len(self.topics) == 1 and self.queue_ids is None and self.sharding_hash is None and self.all_dispatched:
             topic = self.topics[0]
-            nq = store.topic_config.table[topic].writeQueueNums
-            return None, store.take_round_robin(topic, nq, n), nq, None
-        chosen = self.resolve_queue_ids(store)
+            nq = appender.store.topic_config.table[topic].writeQueueNums
+            return None, appender.take_round_robin(topic, nq, n), nq, None
+        chosen = self.resolve_queue_ids(appender)
         stride = int(chosen.max()) + 1 if n else 1
         if len(self.topics) == 1:
             keys = chosen.copy()
@@ -121,12 +123,12 @@ class AppendPlan:
             keys[~self.dispatched] = -1
         return keys, 0, stride, chosen
 
-    def resolve_queue_ids(self, store) -> np.ndarray:
+    def resolve_queue_ids(self, appender) -> np.ndarray:
         """Each message's queue id: given, by sharding key, or round robin over its topic's write queues."""
         n = self.n
         out = np.zeros(n, dtype=np.int32)
         for t_idx, topic in enumerate(self.topics):
-            nq = store.topic_config.table[topic].writeQueueNums
+            nq = appender.store.topic_config.table[topic].writeQueueNums
             members = slice(None) if len(self.topics) == 1 else np.flatnonzero(self.topic_index == t_idx)
             count = n if isinstance(members, slice) else len(members)
             chosen = np.full(count, -1, dtype=np.int64)
@@ -145,14 +147,14 @@ class AppendPlan:
                 chosen[use] = sh[use] % nq
             rest = np.flatnonzero(chosen < 0)
             if len(rest):
-                chosen[rest] = (store.take_round_robin(topic, nq, len(rest)) + np.arange(len(rest))) % nq
+                chosen[rest] = (appender.take_round_robin(topic, nq, len(rest)) + np.arange(len(rest))) % nq
             out[members] = chosen
         return out
 
-    def assign(self, store, sizes: np.ndarray, write_pos: int, positions: Optional[np.ndarray]) -> Assignment:
+    def assign(self, appender, sizes: np.ndarray, write_pos: int, positions: Optional[np.ndarray]) -> Assignment:
         """Each message's consume queue, then where the batch goes (Assignment). Positions come from write_pos
         (positions None: the batch fits in the current file; end is its end) or are given (end None)."""
-        keys, start, stride, chosen = self._groups(store)
+        keys, start, stride, chosen = self._groups(appender)
         n, groups = len(sizes), len(self.topics) * stride
         if keys is None:
             hit = range(groups) if n >= groups else sorted({(start + i) % groups for i in range(n)})
@@ -160,7 +162,7 @@ class AppendPlan:
             hit = np.flatnonzero(np.bincount(keys[keys >= 0], minlength=groups)).tolist()
         ends = np.zeros(groups, dtype=np.int64)
         for g in hit:
-            ends[g] = store.queue_end(self.topics[g // stride], g % stride)
+            ends[g] = appender.queue_end(self.topics[g // stride], g % stride)
         dispatched = n if self.dispatched is None else int(np.count_nonzero(self.dispatched))
         placed = assign_offsets(sizes, keys, start, ends, write_pos, positions, self.tags, dispatched)
         runs, at = [], 0
@@ -170,6 +172,34 @@ class AppendPlan:
                 at += count
         return Assignment(chosen if placed.queue_ids is None else placed.queue_ids, placed.queue_offsets,
                           placed.positions, placed.units, runs, placed.end)
+
+
+class PlannedBatch:
+    """put_batch's messages, validated and sized, for Appender.append: placed in one pass over their columns and
+    encoded while written, rolling commitlog files as they fill."""
+
+    noun = "batch"
+    units_full = "consume-queue units; the batch was not acknowledged (its records are dispatched by the next writer)"
+    lone = None
+    __slots__ = ("batch", "plan")
+
+    def __init__(self, batch: codec.EncodedBatch, plan: AppendPlan):
+        self.batch, self.plan = batch, plan
+
+    def place(self, appender, write_pos: int, store_ts: int) -> Placement:
+        store, batch, plan = appender.store, self.batch, self.plan
+        for t in batch.topics:  # topics first
+            appender.topic_for_write(t)
+        layout = store.commit_log.plan(write_pos, batch.sizes, batch.size_total)
+        sizes = batch.sizes
+        assert sizes is not None  # set by build_batch
+        placed = plan.assign(appender, sizes, write_pos, layout.positions)
+        batch.queue_ids = placed.queue_ids
+        runs = [(topic, qid, start, a, b - a) for topic, qid, start, a, b in placed.runs]
+        result = PutBatchResult(batch.topics, batch.topic_index, placed.queue_ids, placed.queue_offsets,
+                                placed.positions, store.store_host, plan.uniq_keys)
+        return Placement(layout.end, placed.positions, runs, placed.units, result, None,
+                         new_encoder(batch, placed.queue_offsets, placed.positions, store_ts), layout.segments)
 
 
 def _topics(topic, n: int):

@@ -7,12 +7,18 @@ from __future__ import annotations
 
 import struct
 import time
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
+
+import numpy as np
 
 from rmq_common import message_codec as codec
 from rmq_common.compiled import _encode
 
+from .append import Placement
+from .consume_queue import CQ_STORE_UNIT_SIZE, UNIT_DTYPE
 from .delay_levels import SCHEDULE_TOPIC
+from .errors import StoreError
+from .get_message_result import PutResult
 from .tag_hash import tags_hash_code
 
 _HEAD = struct.Struct(">iIiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP
@@ -20,6 +26,7 @@ _PORT = struct.Struct(">i")
 _TAIL = struct.Struct(">iqi")  # RECONSUMETIMES, PREPAREDTRANSACTIONOFFSET, BODY length
 _OFFSETS = struct.Struct(">qq")  # QUEUEOFFSET, PHYSICALOFFSET at codec.POS_QUEUEOFFSET
 _STORE_TS = struct.Struct(">q")
+_UNIT = struct.Struct(">qiq")  # a consume-queue unit (UNIT_DTYPE)
 _I32_MAX = 2**31 - 1
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 _SEPARATORS = (codec.NAME_VALUE_SEPARATOR, codec.PROPERTY_SEPARATOR)
@@ -172,3 +179,112 @@ def _build_plain_uncompiled(*args) -> None:
 # Chosen once: build_plain is the compiled builder when rmq_common/_encode.c is built.
 build_plain: Callable[..., Optional[OneRecord]] = _build_plain_compiled if _encode is not None \
     else _build_plain_uncompiled
+
+
+class OneRecords:
+    """Single messages' records appended together (Appender.append): put's one, or put_many's several."""
+
+    noun = "message"
+    units_full = "a consume-queue unit (the record is in the commitlog: the next writer dispatches it)"
+    __slots__ = ("ones", "lone")
+
+    def __init__(self, ones: list[OneRecord]):
+        self.ones = ones
+        self.lone = len(ones[0].record) if len(ones) == 1 else None  # may be written at the end at once
+
+    def place(self, appender, write_pos: int, store_ts: int) -> Optional[Placement]:
+        """Each record's queue (round robin when not given: one.queue_id then holds the choice) and queue offset,
+        in the order given, patched into it; None when a queue id is outside its topic's write queues."""
+        host, port = appender.store.store_host
+        if len(self.ones) == 1:  # put, and a producer with one send in flight: without the grouping by queue
+            one = self.ones[0]
+            record, topic = one.record, one.topic
+            config = appender.topic_for_write(topic)
+            if one.queue_id is None:
+                one.queue_id = appender.take_round_robin(topic, config.writeQueueNums, 1)
+            queue_id = one.queue_id
+            if queue_id >= config.writeQueueNums:
+                return None
+            queue_offset = appender.queue_end(topic, queue_id)
+            one.set_place(queue_id, queue_offset, write_pos, store_ts)
+
+            def unit() -> np.ndarray:  # made once the answer is out
+                return np.frombuffer(bytearray(_UNIT.pack(write_pos, len(record), one.tags_code)), dtype=UNIT_DTYPE)
+            return Placement(write_pos + len(record), np.array([write_pos], dtype=np.int64),
+                             [(topic, queue_id, queue_offset, 0, 1)], unit,
+                             [PutResult(codec.create_message_id(host, port, write_pos), topic, queue_id, queue_offset,
+                                        write_pos, uniq_key=one.uniq_key)], record)
+        ones = self.ones
+        ends: dict[tuple[str, int], list[int]] = {}  # (topic, queue id) -> [first queue offset, indexes of ones]
+        positions = np.empty(len(ones), dtype=np.int64)
+        offsets: list[int] = []
+        queue_ids: list[int] = []
+        pos = write_pos
+        for i, one in enumerate(ones):
+            config = appender.topic_for_write(one.topic)
+            if one.queue_id is None:
+                one.queue_id = appender.take_round_robin(one.topic, config.writeQueueNums, 1)
+            if one.queue_id >= config.writeQueueNums:
+                return None
+            queue = ends.get((one.topic, one.queue_id))
+            if queue is None:
+                queue = ends[(one.topic, one.queue_id)] = [appender.queue_end(one.topic, one.queue_id)]
+            offsets.append(queue[0] + len(queue) - 1)
+            queue_ids.append(one.queue_id)
+            queue.append(i)
+            one.set_place(one.queue_id, offsets[-1], pos, store_ts)
+            positions[i] = pos
+            pos += len(one.record)
+        # the units grouped by queue (UnitWrites writes each queue's as one run), packed once the answer is out
+        runs = []
+        k = 0
+        for (topic, queue_id), (first_offset, *members) in ends.items():
+            runs.append((topic, queue_id, first_offset, k, len(members)))
+            k += len(members)
+
+        def units() -> np.ndarray:
+            unit_bytes = bytearray(len(ones) * CQ_STORE_UNIT_SIZE)
+            k = 0
+            for _, *members in ends.values():
+                for i in members:
+                    _UNIT.pack_into(unit_bytes, k * CQ_STORE_UNIT_SIZE, int(positions[i]), len(ones[i].record),
+                                    ones[i].tags_code)
+                    k += 1
+            return np.frombuffer(unit_bytes, dtype=UNIT_DTYPE)
+        results = [PutResult(msg_id=codec.create_message_id(host, port, int(positions[i])), topic=one.topic,
+                             queue_id=queue_ids[i], queue_offset=offsets[i], commit_log_offset=int(positions[i]),
+                             uniq_key=one.uniq_key) for i, one in enumerate(ones)]
+        return Placement(pos, positions, runs, units, results, b"".join(one.record for one in ones))
+
+
+def build_many(store, messages: Sequence[dict], ones: Optional[Sequence[Optional[OneRecord]]]) -> Optional[list]:
+    """put_many's records (each message a dict of put's arguments; ones: those built already, their queue_id
+    None), or None when one of them is not the usual message."""
+    built = []
+    for i, m in enumerate(messages):
+        one = ones[i] if ones is not None else None
+        if one is None:
+            one = build_one(store, m["topic"], m["body"], m.get("tags"), m.get("keys"), m.get("properties"),
+                            m.get("queue_id"), m.get("sharding_key"), m.get("flag", 0), m.get("born_timestamp"),
+                            m.get("sys_flag", 0), m.get("born_host"), m.get("reconsume_times", 0),
+                            m.get("properties_text"))
+            if one is None:
+                return None
+        else:
+            one.queue_id = m.get("queue_id")
+        built.append(one)
+    return built
+
+
+def put_one_by_one(store, messages: Sequence[dict], defer_flush: bool) -> list:
+    """put_many's messages put one after another: per message its PutResult, or the error put raised for it."""
+    out: list = []
+    for m in messages:
+        args = {k: v for k, v in m.items() if k != "properties_text"}
+        if args.get("properties") is None and m.get("properties_text"):
+            args["properties"] = codec.string_to_properties(m["properties_text"])
+        try:
+            out.append(store.put(defer_flush=defer_flush, **args))
+        except (ValueError, StoreError) as e:  # this one refused; those before it are stored
+            out.append(e)
+    return out

@@ -1,5 +1,6 @@
 """Encoding a put_batch into CommitLog records: one pass of rmq_common/_encode.c over the batch's columns, or,
-without the compiled module, the vectorised numpy/Arrow encode of message_codec (the same bytes).
+without the compiled module, the vectorised numpy/Arrow encode of message_codec (the same bytes). Which one is
+chosen once, at import (KERNELS).
 
 The properties text is kept as its pieces until the records are written (the user's text, then TAGS, KEYS,
 UNIQ_KEY, ...): sizes come from the pieces' lengths, and the kernel writes `NAME\\x01value\\x02` straight into
@@ -142,62 +143,6 @@ class RecordSizes(NamedTuple):
     separator: Optional[tuple]  # (message, piece) of the first \\x01 or \\x02 in a named piece's value, or None
 
 
-def record_sizes(batch: codec.EncodedBatch, max_body: int = 2**31 - 1) -> RecordSizes:
-    """The batch's record sizes, and what is wrong with its messages (record_encoder.RecordSizes)."""
-    n = len(batch)
-    if _encode is not None:
-        sizes = np.empty(n, dtype=np.int64)
-        too_long, too_big, row, piece, total = _encode.record_sizes(sizes, _host_lengths(batch), max_body,
-                                                                    *_columns(batch))
-        return RecordSizes(sizes, total, too_long, too_big, (row, piece) if row >= 0 else None)
-    props_len = properties_lengths(batch.property_parts, n)
-    head = codec.header_dtype(len(batch.born_host[0]) == 16, len(batch.store_host[0]) == 16).itemsize
-    topic_len = np.array([len(p) for p in codec.topic_parts(batch.topics)], dtype=np.int64)
-    body_len = np.diff(value_offsets(batch.bodies))
-    sizes = head + body_len + topic_len[batch.topic_index] + 2 + props_len
-    over = np.flatnonzero(props_len > codec.MAX_PROPERTIES_LENGTH)
-    big = np.flatnonzero(body_len > max_body)
-    separator = None
-    for k, p in enumerate(batch.property_parts):
-        if p.name is None or isinstance(p.values, codec.GeneratedIds):
-            continue
-        row = first_separator(pa.array([p.values]) if isinstance(p.values, str) else p.values)
-        if row >= 0:
-            separator = (row, k)
-            break
-    return RecordSizes(sizes, int(sizes.sum()), int(over[0]) if len(over) else -1, int(big[0]) if len(big) else -1,
-                       separator)
-
-
-def java_hash_codes(values: Optional[pa.Array], n: int) -> np.ndarray:
-    """Java's String.hashCode() of each value (0 for null or empty) as int64: compiled, or, without the module,
-    once per distinct value in Python. values None: n zeros."""
-    if values is None:
-        return np.zeros(n, dtype=np.int64)
-    if values.null_count:
-        values = values.fill_null("")
-    if _encode is not None:
-        out = np.empty(len(values), dtype=np.int64)
-        _encode.java_hash_codes(value_offsets(values), _data(values), out)
-        return out
-    enc = pc.dictionary_encode(values)
-    codes = np.array([tags_hash_code(t) for t in enc.dictionary.to_pylist()], dtype=np.int64)
-    return codes[enc.indices.to_numpy(zero_copy_only=False)]
-
-
-def first_separator(values: pa.Array) -> int:
-    """The first row of a string/binary array holding \\x01 or \\x02 (RocketMQ's properties separators), or -1."""
-    data = values.buffers()[2]
-    if data is None:
-        return -1
-    offsets = value_offsets(values)
-    if _encode is not None:
-        return _encode.first_separator(offsets, data)
-    raw = np.frombuffer(data, dtype=np.uint8)[offsets[0]:offsets[-1]]
-    hits = np.flatnonzero((raw == 1) | (raw == 2))
-    return int(np.searchsorted(offsets, offsets[0] + hits[0], side="right")) - 1 if len(hits) else -1
-
-
 class OffsetAssignment(NamedTuple):
     """Where a batch goes (assign_offsets)."""
     queue_ids: Optional[np.ndarray]  # each message's queue id when assign_offsets chose them (round robin)
@@ -206,6 +151,129 @@ class OffsetAssignment(NamedTuple):
     units: np.ndarray                # consume-queue units of the dispatched messages, grouped by queue
     counts: np.ndarray               # messages per group
     end: Optional[int]               # the log end after the batch, when computed from write_pos
+
+
+class CompiledKernels:
+    """put_batch's loops in rmq_common/_encode.c."""
+
+    def record_sizes(self, batch: codec.EncodedBatch, max_body: int) -> RecordSizes:
+        sizes = np.empty(len(batch), dtype=np.int64)
+        too_long, too_big, row, piece, total = _encode.record_sizes(sizes, _host_lengths(batch), max_body,
+                                                                    *_columns(batch))
+        return RecordSizes(sizes, total, too_long, too_big, (row, piece) if row >= 0 else None)
+
+    def java_hash_codes(self, values: pa.Array) -> np.ndarray:
+        out = np.empty(len(values), dtype=np.int64)
+        _encode.java_hash_codes(value_offsets(values), _data(values), out)
+        return out
+
+    def first_separator(self, offsets: np.ndarray, data) -> int:
+        return _encode.first_separator(offsets, data)
+
+    def assign_offsets(self, sizes, keys, start, ends, write_pos, positions, tags, queue_ids, queue_offsets,
+                       out_positions, units, counts, dispatched) -> OffsetAssignment:
+        end = _encode.assign_offsets(_i64(sizes), b"" if keys is None else _i32(keys), start, _i64(ends),
+                                     -1 if positions is not None else write_pos,
+                                     *_text_column(tags),
+                                     queue_ids if keys is None else np.empty(0, np.int32), queue_offsets,
+                                     out_positions, units.view(np.uint8), counts)
+        return OffsetAssignment(queue_ids, queue_offsets, out_positions, units, counts, None if end < 0 else end)
+
+    def encoder(self, batch, queue_offsets, physical_offsets, store_timestamp) -> "RecordEncoder":
+        return RecordEncoder(batch, queue_offsets, physical_offsets, store_timestamp)
+
+
+class NumpyKernels:
+    """The same results with numpy and Arrow, where the install found no C compiler (several times slower)."""
+
+    def record_sizes(self, batch: codec.EncodedBatch, max_body: int) -> RecordSizes:
+        n = len(batch)
+        props_len = properties_lengths(batch.property_parts, n)
+        head = codec.header_dtype(len(batch.born_host[0]) == 16, len(batch.store_host[0]) == 16).itemsize
+        topic_len = np.array([len(p) for p in codec.topic_parts(batch.topics)], dtype=np.int64)
+        body_len = np.diff(value_offsets(batch.bodies))
+        sizes = head + body_len + topic_len[batch.topic_index] + 2 + props_len
+        over = np.flatnonzero(props_len > codec.MAX_PROPERTIES_LENGTH)
+        big = np.flatnonzero(body_len > max_body)
+        separator = None
+        for k, p in enumerate(batch.property_parts):
+            if p.name is None or isinstance(p.values, codec.GeneratedIds):
+                continue
+            row = first_separator(pa.array([p.values]) if isinstance(p.values, str) else p.values)
+            if row >= 0:
+                separator = (row, k)
+                break
+        return RecordSizes(sizes, int(sizes.sum()), int(over[0]) if len(over) else -1,
+                           int(big[0]) if len(big) else -1, separator)
+
+    def java_hash_codes(self, values: pa.Array) -> np.ndarray:
+        """Once per distinct value, in Python."""
+        enc = pc.dictionary_encode(values)
+        codes = np.array([tags_hash_code(t) for t in enc.dictionary.to_pylist()], dtype=np.int64)
+        return codes[enc.indices.to_numpy(zero_copy_only=False)]
+
+    def first_separator(self, offsets: np.ndarray, data) -> int:
+        raw = np.frombuffer(data, dtype=np.uint8)[offsets[0]:offsets[-1]]
+        hits = np.flatnonzero((raw == 1) | (raw == 2))
+        return int(np.searchsorted(offsets, offsets[0] + hits[0], side="right")) - 1 if len(hits) else -1
+
+    def assign_offsets(self, sizes, keys, start, ends, write_pos, positions, tags, queue_ids, queue_offsets,
+                       out_positions, units, counts, dispatched) -> OffsetAssignment:
+        n, groups = len(sizes), len(ends)
+        if keys is None:
+            assert queue_ids is not None
+            queue_ids[:] = (start + np.arange(n)) % groups
+            keys = queue_ids
+        end = None
+        if positions is None:
+            assert write_pos is not None  # positions are computed from it
+            np.cumsum(sizes, out=out_positions)
+            end = write_pos + (int(out_positions[-1]) if n else 0)
+            out_positions += write_pos - np.asarray(sizes, dtype=np.int64)
+        live = np.flatnonzero(keys >= 0)
+        if len(live) != dispatched:
+            raise ValueError(f"assign_offsets: {len(live)} dispatched messages for {dispatched} units")
+        counts[:] = np.bincount(keys[live], minlength=groups)
+        group_start = np.zeros(groups, dtype=np.int64)
+        np.cumsum(counts[:-1], out=group_start[1:])
+        order = live[np.argsort(keys[live], kind="stable")]  # units: by group, batch order within
+        ranks = np.empty(n, dtype=np.int64)
+        ranks[order] = np.arange(dispatched) - group_start[keys[order]]
+        queue_offsets[:] = 0
+        queue_offsets[live] = ends[keys[live]] + ranks[live]
+        units["offset"] = out_positions[order]
+        units["size"] = np.asarray(sizes)[order]
+        units["tags_code"] = java_hash_codes(tags, n)[order]
+        return OffsetAssignment(queue_ids, queue_offsets, out_positions, units, counts, end)
+
+    def encoder(self, batch, queue_offsets, physical_offsets, store_timestamp) -> "NumpyRecordEncoder":
+        return NumpyRecordEncoder(batch, queue_offsets, physical_offsets, store_timestamp)
+
+
+# Chosen once: the compiled loops when rmq_common/_encode.c is built, else numpy's.
+KERNELS: Union[CompiledKernels, NumpyKernels] = CompiledKernels() if _encode is not None else NumpyKernels()
+
+
+def record_sizes(batch: codec.EncodedBatch, max_body: int = 2**31 - 1) -> RecordSizes:
+    """The batch's record sizes, and what is wrong with its messages (record_encoder.RecordSizes)."""
+    return KERNELS.record_sizes(batch, max_body)
+
+
+def java_hash_codes(values: Optional[pa.Array], n: int) -> np.ndarray:
+    """Java's String.hashCode() of each value (0 for null or empty) as int64. values None: n zeros."""
+    if values is None:
+        return np.zeros(n, dtype=np.int64)
+    if values.null_count:
+        values = values.fill_null("")
+    return KERNELS.java_hash_codes(values)
+
+
+def first_separator(values: pa.Array) -> int:
+    """The first row of a string/binary array holding \\x01 or \\x02 (RocketMQ's properties separators), or -1."""
+    data = values.buffers()[2]
+    if data is None:
+        return -1
+    return KERNELS.first_separator(value_offsets(values), data)
 
 
 def assign_offsets(sizes: np.ndarray, keys: Optional[np.ndarray], start: int, ends: np.ndarray,
@@ -219,43 +287,12 @@ def assign_offsets(sizes: np.ndarray, keys: Optional[np.ndarray], start: int, en
     batch order.
     positions are computed from write_pos (a batch inside one file; end is then its end) or given (end None)."""
     n, groups = len(sizes), len(ends)
-    queue_ids = np.empty(n, dtype=np.int32) if keys is None else None
-    queue_offsets = np.empty(n, dtype=np.int64)
-    out_positions = np.empty(n, dtype=np.int64) if positions is None else _i64(positions)
-    units = np.empty(dispatched, dtype=UNIT_DTYPE)
-    counts = np.empty(groups, dtype=np.int64)
-    if _encode is not None:
-        end = _encode.assign_offsets(_i64(sizes), b"" if keys is None else _i32(keys), start, _i64(ends),
-                                     -1 if positions is not None else write_pos,
-                                     *_text_column(tags),
-                                     queue_ids if keys is None else np.empty(0, np.int32), queue_offsets,
-                                     out_positions, units.view(np.uint8), counts)
-        return OffsetAssignment(queue_ids, queue_offsets, out_positions, units, counts, None if end < 0 else end)
-    if keys is None:
-        assert queue_ids is not None
-        queue_ids[:] = (start + np.arange(n)) % groups
-        keys = queue_ids
-    end = None
-    if positions is None:
-        assert write_pos is not None  # positions are computed from it
-        np.cumsum(sizes, out=out_positions)
-        end = write_pos + (int(out_positions[-1]) if n else 0)
-        out_positions += write_pos - np.asarray(sizes, dtype=np.int64)
-    live = np.flatnonzero(keys >= 0)
-    if len(live) != dispatched:
-        raise ValueError(f"assign_offsets: {len(live)} dispatched messages for {dispatched} units")
-    counts[:] = np.bincount(keys[live], minlength=groups)
-    group_start = np.zeros(groups, dtype=np.int64)
-    np.cumsum(counts[:-1], out=group_start[1:])
-    order = live[np.argsort(keys[live], kind="stable")]  # units: by group, batch order within
-    ranks = np.empty(n, dtype=np.int64)
-    ranks[order] = np.arange(dispatched) - group_start[keys[order]]
-    queue_offsets[:] = 0
-    queue_offsets[live] = ends[keys[live]] + ranks[live]
-    units["offset"] = out_positions[order]
-    units["size"] = np.asarray(sizes)[order]
-    units["tags_code"] = java_hash_codes(tags, n)[order]
-    return OffsetAssignment(queue_ids, queue_offsets, out_positions, units, counts, end)
+    return KERNELS.assign_offsets(sizes, keys, start, ends, write_pos, positions, tags,
+                                  np.empty(n, dtype=np.int32) if keys is None else None,
+                                  np.empty(n, dtype=np.int64),
+                                  np.empty(n, dtype=np.int64) if positions is None else _i64(positions),
+                                  np.empty(dispatched, dtype=UNIT_DTYPE), np.empty(groups, dtype=np.int64),
+                                  dispatched)
 
 
 _NO_TEXT = (np.zeros(0, dtype=np.int32), b"")
@@ -279,10 +316,50 @@ def _i64(a) -> np.ndarray:
 
 
 class RecordEncoder:
-    """The records of a batch, for the CommitLog to write: write() encodes and writes them in one compiled pass
-    (native), or records(a, b, out) gives the bytes of records [a, b) back to back (written into out, a buffer
-    of at least that size, by the kernel; sliced out of the whole batch encoded once by the numpy/Arrow
-    fallback)."""
+    """The records of a batch, for the CommitLog to write, by the compiled kernel: write_files() encodes and writes
+    them in one compiled pass; records(a, b, out) gives the bytes of records [a, b) back to back, written into
+    out (a buffer of at least that size)."""
+
+    def __init__(self, batch: codec.EncodedBatch, queue_offsets: np.ndarray, physical_offsets: np.ndarray,
+                 store_timestamp: int):
+        self.batch = batch
+        born, store = batch.born_host, batch.store_host
+        hosts = born[0] + struct.pack(">iq", born[1], store_timestamp) + store[0] + struct.pack(">i", store[1])
+        self._args = (
+            *_columns(batch), _i64(batch.sizes), _i32(batch.queue_ids), _i32(batch.flags), _i64(queue_offsets),
+            _i64(physical_offsets), _i32(batch.sys_flags), _i64(batch.born_timestamps),
+            _i32(batch.reconsume_times), _i64(batch.prepared_offsets), hosts, len(born[0]))
+
+    def __call__(self, a: int, b: int, out: Optional[np.ndarray] = None):
+        sizes = self.batch.sizes
+        assert sizes is not None  # set by record_sizes before a batch is encoded
+        nbytes = int(sizes[a:b].sum())
+        if out is None or len(out) < nbytes:
+            out = np.empty(nbytes, dtype=np.uint8)
+        written = _encode.encode_batch(out, a, b - a, *self._args)
+        assert written == nbytes
+        return out[:nbytes]
+
+    def write_files(self, files: list, segments: list, file_size: int, chunk: int, threaded: bool) -> None:
+        """Encode and write every record where CommitLog.plan put it, each file's end-of-file record after its
+        records (files: the segments' MappedFiles, pinned)."""
+        runs = []
+        for f, seg in zip(files, segments):
+            rel = seg.position - seg.file_from_offset
+            blank = file_size - (rel + seg.nbytes) if seg.blank_after else 0
+            # the descriptor MappedFile.write writes with: the same file, the same page cache
+            runs.append((f._open_fd(), rel, seg.first, seg.last, blank))
+        self.write(runs, chunk, threaded)
+
+    def write(self, segments: list, chunk: int, threaded: bool) -> None:
+        """segments are (fd, position in the file, first record, end record, length of an end-of-file record to
+        write after them or 0), in the order to write them. Records are encoded chunk bytes at a time, each
+        written while in cache; threaded: by a second thread while the next chunk is encoded."""
+        _encode.write_batch(segments, chunk, threaded, *self._args)
+
+
+class NumpyRecordEncoder:
+    """RecordEncoder's numpy/Arrow fallback: the whole batch encoded once by message_codec, sliced per file."""
 
     def __init__(self, batch: codec.EncodedBatch, queue_offsets: np.ndarray, physical_offsets: np.ndarray,
                  store_timestamp: int):
@@ -290,45 +367,39 @@ class RecordEncoder:
         self.queue_offsets = _i64(queue_offsets)
         self.physical_offsets = _i64(physical_offsets)
         self.store_timestamp = int(store_timestamp)
-        self.native = _encode is not None
         self._whole: Optional[memoryview] = None
-        if self.native:
-            born, store = batch.born_host, batch.store_host
-            hosts = born[0] + struct.pack(">iq", born[1], store_timestamp) + store[0] + struct.pack(">i", store[1])
-            self._args = (
-                *_columns(batch), _i64(batch.sizes), _i32(batch.queue_ids), _i32(batch.flags), self.queue_offsets,
-                self.physical_offsets, _i32(batch.sys_flags), _i64(batch.born_timestamps),
-                _i32(batch.reconsume_times), _i64(batch.prepared_offsets), hosts, len(born[0]))
 
     def __call__(self, a: int, b: int, out: Optional[np.ndarray] = None):
         sizes = self.batch.sizes
         assert sizes is not None  # set by record_sizes before a batch is encoded
-        nbytes = int(sizes[a:b].sum())
-        if not self.native:
-            if self._whole is None:
-                text = properties_text(self.batch.property_parts, len(self.batch))
-                self._whole = memoryview(codec.encode_records(self.batch, self.queue_offsets,
-                                                              self.physical_offsets, self.store_timestamp, text))
-            start = int(sizes[:a].sum())
-            return self._whole[start:start + nbytes]
-        if out is None or len(out) < nbytes:
-            out = np.empty(nbytes, dtype=np.uint8)
-        written = _encode.encode_batch(out, a, b - a, *self._args)
-        assert written == nbytes
-        return out[:nbytes]
+        if self._whole is None:
+            text = properties_text(self.batch.property_parts, len(self.batch))
+            self._whole = memoryview(codec.encode_records(self.batch, self.queue_offsets, self.physical_offsets,
+                                                          self.store_timestamp, text))
+        start = int(sizes[:a].sum())
+        return self._whole[start:start + int(sizes[a:b].sum())]
 
-    def write(self, segments: list, chunk: int, threaded: bool) -> None:
-        """Encode and write every record (native only): segments are (fd, position in the file, first record,
-        end record, length of an end-of-file record to write after them or 0), in the order to write them.
-        Records are encoded chunk bytes at a time, each written while in cache; threaded: by a second thread
-        while the next chunk is encoded."""
-        _encode.write_batch(segments, chunk, threaded, *self._args)
+    def write_files(self, files: list, segments: list, file_size: int, chunk: int, threaded: bool) -> None:
+        for f, seg in zip(files, segments):
+            rel = seg.position - seg.file_from_offset
+            if seg.last > seg.first:
+                data = self(seg.first, seg.last)
+                f.write(rel, data)
+                rel += len(data)
+            if seg.blank_after:
+                f.write(rel, codec.blank_record(file_size - rel))
+
+
+def new_encoder(batch: codec.EncodedBatch, queue_offsets: np.ndarray, physical_offsets: np.ndarray,
+                store_timestamp: int) -> Union[RecordEncoder, NumpyRecordEncoder]:
+    """The batch's records, placed, for CommitLog.write."""
+    return KERNELS.encoder(batch, queue_offsets, physical_offsets, store_timestamp)
 
 
 def encode(batch: codec.EncodedBatch, queue_offsets: np.ndarray, physical_offsets: np.ndarray,
            store_timestamp: int):
     """The batch's records back to back."""
-    return RecordEncoder(batch, queue_offsets, physical_offsets, store_timestamp)(0, len(batch))
+    return new_encoder(batch, queue_offsets, physical_offsets, store_timestamp)(0, len(batch))
 
 
 def encode_record(topic: str, body: bytes, *, queue_id: int = 0, flag: int = 0, queue_offset: int = 0,

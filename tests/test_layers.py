@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 
@@ -164,6 +165,16 @@ def test_a_client_loads_no_store_engine():
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
 
 
+def test_the_store_holds_no_pull_requests():
+    """Long polling is the broker's (rmq_broker/long_polling.py, RocketMQ's broker/longpolling): the store answers
+    reads and signals arrivals; it keeps no event loop's requests (no asyncio) and no PullRequestHoldService."""
+    found = [f"{path}:{n}" for path, text in _sources("store") for n, line in enumerate(text.splitlines(), 1)
+             if re.search(r"\bimport asyncio\b|\bfrom asyncio\b|class PullRequestHoldService\b", line)]
+    assert not found, f"long polling in the store: {found}"
+    from rmq_broker.long_polling import PullRequestHoldService
+    assert PullRequestHoldService.__module__ == "rmq_broker.long_polling"
+
+
 def test_the_filter_library_implements_the_stores_filter_interface():
     from filters import MessageFilter
     from store.message_filter import BatchMessageFilter
@@ -207,7 +218,6 @@ def test_only_the_store_touches_its_files():
     """The broker, the clients, Spark and the tools read records through MessageStore (get_message_records,
     scan, ...), as RocketMQ's processors call only messageStore.getMessage: nothing else slices consume-queue
     units or reads the commitlog itself."""
-    import re
     reach = re.compile(r"\bcq\.units\(|\bcommit_log\.")
     found = [f"{path}:{n}" for path, text in _sources(*(p for p in ALLOWED if p != "store"), "benchmarks")
              for n, line in enumerate(text.splitlines(), 1) if reach.search(line)]

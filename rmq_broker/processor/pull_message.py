@@ -1,7 +1,7 @@
 """PullMessageProcessor: PULL_MESSAGE 11. The store's getMessage as the records' stored bytes (sent as they lie),
 the subscription's filter (a TAG filter decided on the consume queue's tag codes, as RocketMQ's broker does:
 clients re-check the tag of what they receive; SQL92 on the records' properties), the offset commit the pull
-carries, and long polling: a pull that finds nothing new is held by the store's PullRequestHoldService."""
+carries, and long polling: a pull that finds nothing new is held by the broker's PullRequestHoldService."""
 from __future__ import annotations
 
 from typing import Optional
@@ -11,7 +11,7 @@ from remoting import RemotingCommand, RequestCode, ResponseCode
 from remoting.broker_headers import PullMessageRequestHeader, PullMessageResponseHeader
 from remoting.remoting_server import LARGE_BODY
 from store import GetMessageStatus
-from store.pull_request_hold import HeldPull
+from store.held_read import HeldPull
 
 from ..bad_request import BadRequest
 from ..selector_cache import check_selector_type
@@ -42,7 +42,7 @@ class PullMessageProcessor(RequestProcessor):
         super().__init__()
         self.broker = broker
         self.store = broker.store
-        self.hold = broker.store.pull_request_hold
+        self.hold = broker.hold
 
     def _subscription(self, h: PullMessageRequestHeader) -> tuple[str, str, int]:
         """(expression type, expression, version) of the pull's subscription, or of the last heartbeat's."""

@@ -10,21 +10,20 @@ from broker_testkit import send
 
 from remoting import RemotingClient, ResponseCode
 from rmq_broker import Broker
-from store import MessageStore, StoreConfig
-from store import message_store as ms
+from store import MessageStore, StoreConfig, append
 
 
 def _counting_fsyncs(monkeypatch) -> list:
     """The paths the group commit fsyncs, in order."""
     done: list = []
-    real = ms.fsync_path
+    real = append.fsync_path
     lock = threading.Lock()
 
     def counted(path):
         real(path)
         with lock:
             done.append(path)
-    monkeypatch.setattr(ms, "fsync_path", counted)
+    monkeypatch.setattr(append, "fsync_path", counted)
     return done
 
 

@@ -17,9 +17,9 @@ from store import (
     DiskFullError,
     MessageStore,
     StoreConfig,
+    append,
     commit_log,
     consume_queue,
-    message_store,
     record_encoder,
 )
 from store.record_encoder import PropertyPart
@@ -32,7 +32,8 @@ V4, V6 = (bytes([10, 0, 0, 1]), 5555), (bytes.fromhex("20010db800000000000000000
 
 def with_fallback(fn, *args, **kw):
     """fn run with the numpy/Arrow fallback encoder (and the numpy loops message_codec would use)."""
-    with mock.patch.object(record_encoder, "_encode", None), mock.patch.object(codec, "_encode", None):
+    with mock.patch.object(record_encoder, "KERNELS", record_encoder.NumpyKernels()), \
+            mock.patch.object(codec, "_encode", None):
         return fn(*args, **kw)
 
 
@@ -290,7 +291,7 @@ def _fill(path, monkeypatch, n_batches=8, threaded=True):
     monkeypatch.setattr(codec, "_uniq_counter", [0xFFFFFFF0])  # generated UNIQ_KEYs' counter, far behind the clock
     monkeypatch.setattr(codec, "_uniq_prefix", {})
     monkeypatch.setattr(codec.os, "urandom", lambda k: b"\x5a" * k)
-    monkeypatch.setattr(message_store.random, "randrange", lambda n: n - 1)  # round robin's first queue
+    monkeypatch.setattr(append.random, "randrange", lambda n: n - 1)  # round robin's first queue
     config = StoreConfig(mappedFileSizeCommitLog=4096, mappedFileSizeConsumeQueue=20 * 7, brokerIP1="10.0.0.2")
     rng = np.random.default_rng(5)
     with MessageStore(path, config) as s:
@@ -372,7 +373,7 @@ def test_a_reader_never_sees_a_queue_end_past_an_unwritten_unit(tmp_path, monkey
                 def write_then_look(fd, data, position):
                     real(fd, data, position)
                     look()
-                monkeypatch.setattr(consume_queue, "_encode", None)
+                monkeypatch.setattr(consume_queue, "write_units", consume_queue.write_units_in_python)
                 monkeypatch.setattr(consume_queue, "pwrite_all", write_then_look)
             for n in (3, 9, 2, 11):
                 writer.put_batch("T", [b"m"] * n, queue_id=0)
@@ -384,7 +385,7 @@ def test_write_units_writes_every_run_and_hands_the_units_back(tmp_path, monkeyp
     if native and not consume_queue._encode:
         pytest.skip("rmq_common._encode is not built")
     if not native:
-        monkeypatch.setattr(consume_queue, "_encode", None)
+        monkeypatch.setattr(consume_queue, "write_units", consume_queue.write_units_in_python)
     units = np.zeros(7, dtype=consume_queue.UNIT_DTYPE)
     units["offset"] = np.arange(7) * 1000
     units["size"] = np.arange(7) + 100

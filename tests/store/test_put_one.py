@@ -10,6 +10,7 @@ import pytest
 from rmq_common import message_codec as codec
 from store import MessageStore, StoreConfig
 from store.consume_queue import UNIT_DTYPE
+from store.put_one import OneRecords
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from conftest_durability import run_python  # noqa: E402
@@ -111,8 +112,9 @@ def test_put_many_writes_what_puts_one_after_another_write(tmp_path):
         for store in (many, each):
             store.store_host = codec.parse_host("192.168.0.9:10911")
         together = []
-        real = many._append_ones_locked
-        many._append_ones_locked = lambda ones, defer, *rest: together.append(len(ones)) or real(ones, defer, *rest)
+        real = many._append
+        many._append = lambda records, *rest: (isinstance(records, OneRecords) and together.append(
+            len(records.ones))) or real(records, *rest)
         got = many.put_many([dict(c) for c in cases])
         assert together == [len(cases)]  # in one write
         want = [each.put(**dict(c)) for c in cases]

@@ -91,13 +91,13 @@ def test_unclean_stop_is_detected_and_recovered(tmp_path, caplog):
         os._exit(9)
     """, tmp_path, check=False)
     assert (tmp_path / "abort").exists()
-    with caplog.at_level(logging.WARNING, logger="store.message_store"):
+    with caplog.at_level(logging.WARNING, logger="store.recovery"):
         with MessageStore(tmp_path, _cfg()) as s:
             assert [m[4] for m in all_messages(s, "T")] == [b"before the crash"]
     assert "not closed cleanly" in caplog.text
     assert not (tmp_path / "abort").exists()
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="store.message_store"):
+    with caplog.at_level(logging.WARNING, logger="store.recovery"):
         MessageStore(tmp_path, _cfg()).close()
     assert "not closed cleanly" not in caplog.text
 
@@ -113,7 +113,7 @@ def test_an_open_by_a_live_process_is_not_mistaken_for_a_crash(tmp_path, caplog)
     """, tmp_path, stdin=-1, stdout=-1)
     try:
         assert holder.stdout.readline().strip() == b"open"
-        with caplog.at_level(logging.WARNING, logger="store.message_store"):
+        with caplog.at_level(logging.WARNING, logger="store.recovery"):
             MessageStore(tmp_path, _cfg()).close()
         assert "not closed cleanly" not in caplog.text
         assert (tmp_path / "abort").exists(), "the live process still has the store open"
@@ -230,14 +230,14 @@ DIE_BEFORE_PUBLISHING = """
     from store import MessageStore, StoreConfig
     s = MessageStore(sys.argv[1], StoreConfig(mappedFileSizeCommitLog=4096, mappedFileSizeConsumeQueue=320,
                                               defaultTopicQueueNums=2))
-    s._publish_committed_end = lambda end: os._exit(9)  # its record and unit written, the committed end not
+    s.appender.publish = lambda end: os._exit(9)  # its record and unit written, the committed end not
     s.put("D", b"dead", queue_id=0)
 """
 
 
 def test_a_writer_that_died_before_publishing_is_not_written_over(tmp_path):
     """The survivor's single put writes where its own last append ended without reading the committed end first
-    (MessageStore._write_at_end) only when the `lock` file still holds what it published and nothing lies there:
+    (store/append.py's at-end write) only when the `lock` file still holds what it published and nothing lies there:
     a writer killed after its record but before it published the new end leaves the first as it was and the
     second does not hold, so the survivor finds the record and appends after it."""
     with MessageStore(tmp_path, _cfg()) as live:
