@@ -247,6 +247,45 @@ def _tests_of(name: str, tree: ast.AST) -> list[int]:
     return sorted(set(lines))
 
 
+def _branches_on(names: set, tree: ast.AST) -> list[int]:
+    """Lines inside functions where an if, while, ternary or boolean operand tests whether one of `names` is
+    there (the name itself, `not` it, or a comparison of it; not a call through it)."""
+    def tested(expr: ast.AST) -> list[ast.AST]:
+        if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not):
+            return tested(expr.operand)
+        if isinstance(expr, ast.BoolOp):
+            return [e for v in expr.values for e in tested(v)]
+        if isinstance(expr, ast.Compare):
+            return [expr.left, *expr.comparators]
+        return [expr]
+
+    lines = []
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(fn):
+            if isinstance(node, (ast.If, ast.While, ast.IfExp)):
+                lines += [e.lineno for e in tested(node.test) if isinstance(e, ast.Name) and e.id in names
+                          or isinstance(e, ast.Attribute) and e.attr in names]
+    return sorted(set(lines))
+
+
+def test_the_store_chooses_its_compiled_loops_once_at_import():
+    """Compiled or fallback is a module-level binding made at import (record_encoder.KERNELS,
+    consume_queue.write_units, ...), never a branch on the compiled module at each call."""
+    found = [f"{path}:{n}" for path, text in _sources("store")
+             for n in _branches_on({"_encode", "_index", "_native"}, ast.parse(text, path))]
+    assert not found, f"per-call branches on a compiled module: {found}"
+
+
+def test_the_import_time_check_sees_a_branch_in_a_function_and_not_a_binding():
+    per_call = "def f(x):\n    if _encode is None:\n        return x\n    return _encode.f(x)\n"
+    binding = "f = _f_compiled if _encode is not None else _f_python\n"
+    called = "def f(x):\n    if not _encode.f(x):\n        return x\n"
+    assert _branches_on({"_encode"}, ast.parse(per_call)) == [2]
+    assert _branches_on({"_encode"}, ast.parse(binding)) == _branches_on({"_encode"}, ast.parse(called)) == []
+
+
 # Where the Spark source and sink choose between a store directory and a cluster, once.
 BACKEND_CHOICE = {"rmq_spark/backend.py", "rmq_spark/sink/__init__.py", "rmq_spark/options.py"}
 
