@@ -20,7 +20,9 @@ Producer in its own process), read by a stream with trigger 0 s into foreachBatc
 Ratios rmq/Kafka are printed for each shape. Each run's load is recorded (machine_load: the 1-minute load
 average, and the cores the rest of the machine kept busy while it ran); a ratio whose runs had the rest of the
 machine above --max-others cores is marked "(busy machine)" and is no figure: run it again when the machine is
-quiet. Fetches its jars with benchmarks/kafka/fetch.sh into .peers/kafka/.
+quiet. Spark's JVM gets conf/spark-defaults.conf's Arrow options (Arrow Java's per-value checks off) unless
+--arrow-checks; in local[2] it is one JVM for both sources. Fetches its jars with benchmarks/kafka/fetch.sh into
+.peers/kafka/.
     .venv/bin/python benchmarks/kafka_bench.py [--messages 10000000] [--dir /tmp/rmq-kafka-bench] [--repeat 3]
     .venv/bin/python benchmarks/kafka_bench.py --quick      # 1,000,000 messages, 20 s of latency: development
 """
@@ -260,6 +262,9 @@ def main() -> None:
     ap.add_argument("--latency-seconds", type=float, default=None, help="60 (--quick: 20); 0: no latency "
                                                                            "measurement")
     ap.add_argument("--rate", type=float, default=10.0, help="latency: messages a second")
+    ap.add_argument("--arrow-checks", action="store_true",
+                    help="leave Arrow Java's per-value checks on in the JVM (by default it gets "
+                         "conf/spark-defaults.conf's options that turn them off, as users' sessions do)")
     ap.add_argument("--profile", default="", help="a folder: py-spy (rmq, a and w) and JFR (Kafka, K) profiles of "
                                                  "one stream run each, after the measurements")
     ap.add_argument("--send-rmq", nargs=4, metavar=("NAMESRV", "TOPIC", "RATE", "SECONDS"), help=argparse.SUPPRESS)
@@ -297,7 +302,8 @@ def main() -> None:
                  .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                  .config("spark.sql.shuffle.partitions", "2")
                  .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-                 .config("spark.driver.memory", "4g").getOrCreate())
+                 .config("spark.driver.memory", "4g")
+                 .config("spark.driver.extraJavaOptions", java_options(args)).getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
         if not loaded:
             secs = load_kafka(spark, parquet_path, kafka.bootstrap)
@@ -321,6 +327,13 @@ def main() -> None:
             rmq[0].terminate()
             rmq[0].wait(30)
         kafka.stop()
+
+
+def java_options(args) -> str:
+    """The driver JVM's options: in local[2] both sources' tasks run in it, so whatever it gets, both get (Kafka's
+    source reads no Arrow: the options change only the rmq source's side)."""
+    from rmq_cli.spark_java_options import ARROW_JAVA_OPTIONS
+    return "" if args.arrow_checks else " ".join(ARROW_JAVA_OPTIONS)
 
 
 def _readers(spark, bootstrap: str, namesrv: str, store_path: str):
@@ -433,7 +446,8 @@ def report(got: dict, lat: dict, args, n: int, connector: str, broker: str) -> N
     print(f"\nkafka_bench: {n:,} messages, 100-byte bodies, {QUEUES} queues/partitions, local[2], best of "
           f"{args.repeat} (cases interleaved); Kafka {broker.split('-', 1)[1]} (KRaft), spark-sql-kafka-0-10 "
           f"{connector}; load average {min(averages):.1f}-{max(averages):.1f} during the run; each row's load is "
-          f"that of its best run (others: cores the rest of the machine kept busy, marked above {args.max_others})")
+          f"that of its best run (others: cores the rest of the machine kept busy, marked above {args.max_others}); "
+          f"the one JVM both sources' tasks run in: {java_options(args) or 'Arrow Java checks on (--arrow-checks)'}")
     marked = []
     for c, (t, _, load) in got.items():
         ratio = ""

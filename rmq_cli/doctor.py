@@ -1,6 +1,7 @@
 """`rmq doctor`: what this installation has and lacks, one line each: Python, the compiled kernels (or the slower
-fallbacks in use), pyspark, Java, and which interpreter Spark's Python workers will run. Exit 0 when everything
-needed for Spark is there, 1 otherwise (the compiled kernels are optional: a missing one is a warning)."""
+fallbacks in use), pyspark, Java, which interpreter Spark's Python workers will run, and whether the Spark settings
+file turns Arrow Java's per-value checks off. Exit 0 when everything needed for Spark is there, 1 otherwise (the
+compiled kernels and the Arrow settings are optional: a missing one is a warning)."""
 from __future__ import annotations
 
 import os
@@ -8,10 +9,15 @@ import shutil
 import subprocess
 import sys
 
+from .spark_java_options import arrow_checks_report
+
 
 def add_doctor_command(sub, common) -> None:
     p = sub.add_parser("doctor", help="check this installation (kernels, pyspark, Java, worker interpreter)",
                        description=__doc__.split("\n\n")[0].replace("`rmq doctor`: ", ""))
+    p.add_argument("--spark-conf", metavar="FILE", default=None,
+                   help="the Spark properties file your jobs use (spark-submit --properties-file); default: "
+                        "$SPARK_CONF_DIR/spark-defaults.conf, else $SPARK_HOME's, else pyspark's")
     p.set_defaults(run=cmd_doctor)
 
 
@@ -65,4 +71,7 @@ def cmd_doctor(args) -> int:
         same = os.path.realpath(found) == os.path.realpath(sys.executable)
         _line("ok" if same else "warn", "PYSPARK_PYTHON", f"{worker}" + ("" if same else
               f" is not this interpreter ({sys.executable}): it must have rmq-spark installed too"))
+
+    ok, detail = arrow_checks_report(getattr(args, "spark_conf", None))
+    _line("ok" if ok else "warn", "arrow-java-checks", detail)
     return 1 if failures else 0

@@ -43,7 +43,7 @@ SQL_SELECTOR = "region = 'EU' AND amount > 300"
 
 def spark_defaults(conf_dir: str = CONF_DIR) -> dict:
     """conf/spark-defaults.conf as a dict ("key value" lines), with the log4j2 file given by absolute path so the
-    session's logging does not depend on the working directory."""
+    session's logging does not depend on the working directory (the driver's other JVM options as the file has them)."""
     conf = {}
     with open(os.path.join(conf_dir, "spark-defaults.conf"), encoding="utf-8") as f:
         for line in f:
@@ -52,7 +52,9 @@ def spark_defaults(conf_dir: str = CONF_DIR) -> dict:
                 key, _, value = line.partition(" ")
                 conf[key] = value.strip()
     log4j = os.path.join(conf_dir, "log4j2.properties")
-    conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log4j}"
+    others = [o for o in conf.get("spark.driver.extraJavaOptions", "").split()
+              if not o.startswith("-Dlog4j2.configurationFile=")]  # the file's other JVM options are kept
+    conf["spark.driver.extraJavaOptions"] = " ".join([f"-Dlog4j2.configurationFile=file:{log4j}", *others])
     return conf
 
 

@@ -65,6 +65,13 @@ def test_spark_defaults_turn_on_arrow_and_keep_local_runs_light():
     assert "-Dlog4j2.configurationFile=conf/log4j2.properties" in conf["spark.driver.extraJavaOptions"]
 
 
+def test_spark_defaults_turn_arrow_javas_checks_off_for_driver_and_executors():
+    from rmq_cli.spark_java_options import missing_options
+    conf = spark_defaults()
+    for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
+        assert missing_options(conf[key]) == [], key
+
+
 def test_spark_defaults_keys_are_spark_settings(spark):
     # Each key is one Spark defines (Spark silently ignores a misspelt one). spark.master has no ConfigEntry.
     find = spark.sparkContext._jvm.org.apache.spark.internal.config.ConfigEntry.findEntry

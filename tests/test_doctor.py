@@ -9,11 +9,12 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def doctor(**env_changes):
+def doctor(*args, **env_changes):
     env = dict(os.environ, PYTHONPATH=ROOT)
-    env.pop("PYSPARK_PYTHON", None)
+    for name in ("PYSPARK_PYTHON", "SPARK_CONF_DIR", "SPARK_HOME", "JAVA_TOOL_OPTIONS"):
+        env.pop(name, None)
     env.update(env_changes)
-    return subprocess.run([sys.executable, "-m", "rmq_cli", "doctor"], env=env, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "rmq_cli", "doctor", *args], env=env, capture_output=True, text=True,
                           timeout=120)
 
 
@@ -22,7 +23,8 @@ def test_doctor_reports_each_part_and_the_worker_interpreter():
     proc = doctor(PYSPARK_PYTHON=sys.executable)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = {line.split()[1]: line for line in proc.stdout.splitlines()}
-    assert set(lines) >= {"python", "rmq_common._native", "rmq_common._encode", "pyspark", "java", "PYSPARK_PYTHON"}
+    assert set(lines) >= {"python", "rmq_common._native", "rmq_common._encode", "pyspark", "java", "PYSPARK_PYTHON",
+                          "arrow-java-checks"}
     assert lines["rmq_common._native"].startswith("ok" if native.available() else "warn")
     assert lines["PYSPARK_PYTHON"].startswith("ok")
     unset = doctor()
@@ -33,3 +35,40 @@ def test_doctor_reports_each_part_and_the_worker_interpreter():
 def test_doctor_fails_without_java():
     proc = doctor(PATH="/nonexistent", JAVA_HOME="/nonexistent")
     assert proc.returncode == 1 and "FAIL java" in proc.stdout
+
+
+def _arrow_line(proc) -> str:
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # a warning, not a failure
+    return next(line for line in proc.stdout.splitlines() if line.split()[1] == "arrow-java-checks")
+
+
+def test_doctor_says_whether_the_spark_settings_turn_arrow_javas_checks_off(tmp_path):
+    shipped = os.path.join(ROOT, "conf", "spark-defaults.conf")
+    line = _arrow_line(doctor("--spark-conf", shipped, PYSPARK_PYTHON=sys.executable))
+    assert line.startswith("ok") and shipped in line
+
+    driver_only = tmp_path / "spark-defaults.conf"
+    driver_only.write_text("spark.master local[2]\n"
+                           "spark.driver.extraJavaOptions -Darrow.enable_unsafe_memory_access=true "
+                           "-Darrow.enable_null_check_for_get=false\n")
+    line = _arrow_line(doctor(PYSPARK_PYTHON=sys.executable, SPARK_CONF_DIR=str(tmp_path)))  # Spark's own lookup
+    assert line.startswith("warn") and "spark.executor.extraJavaOptions lack them" in line
+    assert "spark.driver.extraJavaOptions lack" not in line
+
+    # Spark puts defaultJavaOptions before extraJavaOptions: there they count too; a later -D=...true undoes one
+    driver_only.write_text("spark.driver.defaultJavaOptions=-Darrow.enable_unsafe_memory_access=true "
+                           "-Darrow.enable_null_check_for_get=false\n"
+                           "spark.executor.defaultJavaOptions: -Darrow.enable_unsafe_memory_access=true "
+                           "-Darrow.enable_null_check_for_get=false\n"
+                           "spark.executor.extraJavaOptions -Darrow.enable_null_check_for_get=true\n")
+    line = _arrow_line(doctor("--spark-conf", str(driver_only), PYSPARK_PYTHON=sys.executable))
+    assert line.startswith("warn") and "spark.executor.extraJavaOptions lack them" in line
+
+    missing = _arrow_line(doctor("--spark-conf", str(tmp_path / "none.conf"), PYSPARK_PYTHON=sys.executable))
+    assert missing.startswith("warn") and "does not exist" in missing
+    assert "-Darrow.enable_unsafe_memory_access=true -Darrow.enable_null_check_for_get=false" in missing
+
+    every_jvm = _arrow_line(doctor("--spark-conf", str(tmp_path / "none.conf"), PYSPARK_PYTHON=sys.executable,
+                                   JAVA_TOOL_OPTIONS="-Darrow.enable_unsafe_memory_access=true "
+                                                     "-Darrow.enable_null_check_for_get=false"))
+    assert every_jvm.startswith("ok") and "JAVA_TOOL_OPTIONS" in every_jvm
