@@ -11,13 +11,13 @@ Columns: all 16 (a stream's default), all but `properties`, and includePropertie
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from javac_cache import compiled  # noqa: E402
 from spark_source_bench import TOPIC, build_store  # noqa: E402
 
 # What Spark's launcher opens for Arrow's and Spark's direct memory access (JavaModuleOptions, the ones used here).
@@ -49,16 +49,6 @@ def write_stream(store: str, selection, out: str) -> int:
     return sum(b.num_rows for b in batches)
 
 
-def compiled(spark_jars: str, workdir: str) -> str:
-    src = os.path.join(HERE, "java", "ArrowRows.java")
-    out = os.path.join(workdir, "classes", hashlib.sha256(open(src, "rb").read()).hexdigest()[:16])
-    if not os.path.exists(os.path.join(out, ".complete")):
-        subprocess.run(["javac", "-nowarn", "-d", out, "-cp", os.path.join(spark_jars, "*"), src], check=True,
-                       timeout=300)
-        open(os.path.join(out, ".complete"), "w").close()
-    return out
-
-
 def run_jvm(classes: str, spark_jars: str, options: list[str], rounds: int, files: list[str]) -> dict:
     out = subprocess.run(["java", "-Xmx2g", *OPENS, *options, "-cp", f"{classes}:{os.path.join(spark_jars, '*')}",
                           "ArrowRows", str(rounds), *files], capture_output=True, text=True, check=True, timeout=3600)
@@ -87,7 +77,7 @@ def main() -> None:
     for i, (name, selection) in enumerate(columns_variants().items()):
         files[name] = os.path.join(args.dir, f"queue0-{i}.arrow")
         rows = write_stream(store, selection, files[name])
-    classes = compiled(spark_jars, args.dir)
+    classes = compiled(os.path.join(HERE, "java", "ArrowRows.java"), spark_jars, args.dir)
     settings = {"checks on": [], "checks off": list(ARROW_JAVA_OPTIONS)}
     best: dict = {}
     for r in range(args.repeat):
