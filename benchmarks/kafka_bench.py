@@ -43,6 +43,7 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+from javac_cache import compiled  # noqa: E402
 from machine_load import Interval, Load  # noqa: E402
 from spark_source_bench import (  # noqa: E402
     QUEUES,
@@ -169,15 +170,8 @@ rootLogger.appenderRef.f.ref=f
 
 
 def compiled_producer(broker_lib: str) -> str:
-    """javac benchmarks/kafka/LatencyProducer.java against the broker's kafka-clients once (cached by its hash)."""
-    import hashlib
-    src = os.path.join(HERE, "kafka", "LatencyProducer.java")
-    out = os.path.join(KAFKA_HOME, "classes", hashlib.sha256(open(src, "rb").read()).hexdigest()[:16])
-    if not os.path.exists(os.path.join(out, ".complete")):
-        subprocess.run(["javac", "-nowarn", "-d", out, "-cp", os.path.join(broker_lib, "*"), src], check=True,
-                       timeout=300)
-        open(os.path.join(out, ".complete"), "w").close()
-    return out
+    """benchmarks/kafka/LatencyProducer.java compiled against the broker's kafka-clients, once."""
+    return compiled(os.path.join(HERE, "kafka", "LatencyProducer.java"), broker_lib, KAFKA_HOME)
 
 
 def load_kafka(spark, parquet_path: str, bootstrap: str) -> float:
