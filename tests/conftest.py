@@ -8,26 +8,21 @@ import pytest
 # Python workers must run this interpreter, or they fail with "Python worker failed to connect back".
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-# The JVM flags of the tests' Spark drivers: the client compiler only and the serial collector, as the stock peers'
-# JVMs (tests/peers/stock_peers.py). The tests' Spark jobs are small and short: C2's compiler threads and G1's workers
-# took a third of the driver's CPU time on 2 cores (measured: 6 batch reads and 2 streams of 20,000 messages, JVM CPU
-# 47-53 s with the defaults, 27-30 s with these, the same wall time on an idle machine). Written once, in
-# tests/spark_conf/spark-defaults.conf: the drivers the tests start as users start them (the demo, the notebooks'
-# kernel, a fresh session) get that directory as SPARK_CONF_DIR; this session's and the tests' own child drivers
-# read the flags from this variable.
-SPARK_CONF_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "spark_conf")
 
 
-def _default_java_options() -> str:
-    with open(os.path.join(SPARK_CONF_DIR, "spark-defaults.conf")) as f:
-        for line in f:
-            key, _, value = line.strip().partition(" ")
-            if key == "spark.driver.defaultJavaOptions":
-                return value.strip()
-    raise RuntimeError(f"{SPARK_CONF_DIR}/spark-defaults.conf sets no spark.driver.defaultJavaOptions")
+def pytest_configure(config) -> None:
+    """The JVM flags of every Spark driver the tests start, in PYSPARK_SUBMIT_ARGS (which pyspark hands to
+    spark-submit, and every child process inherits): the client compiler and the serial collector
+    (tests/spark_cds.py JIT_FLAGS), and the suite's class data sharing archive, written first by the controller
+    (before pytest-xdist starts its workers) when missing. RMQ_TEST_SPARK_JAVA_OPTIONS holds the same flags for
+    drivers that set their own spark.driver options."""
+    import spark_cds  # tests/ is on the path: this conftest's folder
 
-
-os.environ["RMQ_TEST_SPARK_JAVA_OPTIONS"] = _default_java_options()
+    archive = spark_cds.archive_path() if hasattr(config, "workerinput") else spark_cds.ensure_archive()
+    flags = spark_cds.JIT_FLAGS + (f" -XX:SharedArchiveFile={archive}" if archive and os.path.exists(archive) else "")
+    os.environ["RMQ_TEST_SPARK_JAVA_OPTIONS"] = flags
+    os.environ["PYSPARK_SUBMIT_ARGS"] = spark_cds.submit_args(flags)
+    os.environ.pop("SPARK_CONF_DIR", None)  # a directory on the drivers' class path: the archive would not map
 
 
 @pytest.fixture(scope="session")
@@ -43,7 +38,7 @@ def spark():
         .config("spark.default.parallelism", "2")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=WARN " + os.environ["RMQ_TEST_SPARK_JAVA_OPTIONS"])
+        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=WARN")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("WARN")

@@ -15,10 +15,8 @@ BATCH_LINE = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\
 
 
 def run_demo(cwd):
-    # SPARK_CONF_DIR: the tests' JIT flags (tests/spark_conf), before the demo's own driver options
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-               SPARK_CONF_DIR=os.path.join(ROOT, "tests", "spark_conf"))
+               PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)  # and conftest's driver flags
     # Smaller than `make demo` (20000 + 6 x 2500) to keep the suite short; the same code path.
     args = ["--messages", "10000", "--bursts", "3", "--burst-size", "2000", "--max-per-trigger", "4000"]
     return subprocess.run([sys.executable, "-m", "rmq_spark.demo", *args], cwd=cwd, env=env, capture_output=True,

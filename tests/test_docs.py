@@ -179,11 +179,9 @@ def test_runnable_readme_blocks_run_in_a_fresh_directory(tmp_path):
     todo = scripts(runnable_blocks(ROOT / "README.md"))
     assert todo
     bin_dir = os.path.dirname(sys.executable)
-    # SPARK_CONF_DIR: the tests' JIT flags for Spark's driver (tests/spark_conf), as the demo's test gives them
     env = dict(os.environ, PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""),
                PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-               SPARK_CONF_DIR=str(ROOT / "tests" / "spark_conf"))
+               PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)  # and conftest's driver flags
     for n, (lang, where, code) in enumerate(todo):
         script = tmp_path / f"block{n}.{'py' if lang == 'python' else 'sh'}"
         script.write_text(code)

@@ -90,11 +90,10 @@ def test_a_python_workers_traceback_in_a_cell_fails_the_notebook():
 
 
 def kernel_env() -> dict:
-    """The kernel's environment: this one, with a Spark conf directory (tests/spark_conf) whose
-    spark-defaults.conf gives the notebooks' JVM the tests' JIT flags (conftest.py) as
-    spark.driver.defaultJavaOptions, which Spark puts before the notebook's own extraJavaOptions: the notebooks
-    run unchanged."""
-    return dict(os.environ, SPARK_CONF_DIR=str(ROOT / "tests" / "spark_conf"))
+    """The kernel's environment: this one, whose PYSPARK_SUBMIT_ARGS gives the notebooks' driver the tests' JVM
+    flags (conftest.py) as spark.driver.defaultJavaOptions, which Spark puts before the notebook's own
+    extraJavaOptions: the notebooks run unchanged."""
+    return dict(os.environ)
 
 
 class SharedKernel:

@@ -69,8 +69,7 @@ def test_rows_are_the_stores_own_with_arrow_javas_checks_off(tmp_path):
                         properties=pa.array([texts[i % len(texts)] for i in range(n)], pa.string()),
                         queue_id=[i % 2 for i in range(n)])
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-               SPARK_CONF_DIR=os.path.join(ROOT, "tests", "spark_conf"))  # the tests' JIT flags, as for the demo
+               PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)  # and conftest's driver flags
     proc = subprocess.run([sys.executable, "-c", DRIVER, path, str(tmp_path / "checkpoint")], env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -22,9 +22,7 @@ def test_format_rmq_is_discovered_in_a_fresh_session(tmp_path):
     path = fill(tmp_path / "s", "T", n=3, queues=1)
     script = tmp_path / "fresh.py"
     script.write_text(SCRIPT)
-    # SPARK_CONF_DIR: the tests' JIT flags (tests/spark_conf), as for the demo
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-               SPARK_CONF_DIR=os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "spark_conf"))
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)  # + conftest's flags
     env.pop("PYTHONPATH", None)  # only what `pip install` put in site-packages
     out = subprocess.run([sys.executable, str(script), path], cwd=str(tmp_path), env=env, capture_output=True,
                          text=True, timeout=300)

@@ -25,7 +25,6 @@ except ImportError:
     pytest.fail("Spark Connect needs pyspark[connect]: pip install 'rmq-spark[connect]' (make test installs it)",
                 pytrace=False)
 
-SPARK_CONF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "spark_conf")
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 START_BOUND = 180.0  # seconds a server may take to listen (a loaded 2-core machine)
 
@@ -47,7 +46,7 @@ def connect_server(tmp, python):
     """A Spark Connect server on a free port whose Python workers run `python`; stopped whatever happens."""
     port = _free_port()
     os.makedirs(tmp, exist_ok=True)
-    env = dict(os.environ, PYSPARK_PYTHON=python, SPARK_CONF_DIR=SPARK_CONF_DIR, SPARK_LOCAL_DIRS=str(tmp),
+    env = dict(os.environ, PYSPARK_PYTHON=python, SPARK_LOCAL_DIRS=str(tmp),
                SPARK_LOG_DIR=str(tmp), SPARK_PID_DIR=str(tmp))
     env.pop("PYSPARK_DRIVER_PYTHON", None)
     spark_submit = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
@@ -56,6 +55,7 @@ def connect_server(tmp, python):
         [spark_submit, "--master", "local[2]", "--class", SERVER_CLASS,
          "--conf", f"spark.connect.grpc.binding.port={port}",
          "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
+         "--conf", f"spark.driver.defaultJavaOptions={os.environ['RMQ_TEST_SPARK_JAVA_OPTIONS']}",  # conftest
          "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
          "--conf", "spark.sql.session.timeZone=UTC", "--conf", f"spark.local.dir={tmp}",
          "spark-internal"],
@@ -90,7 +90,7 @@ def run_client(code: str, tmp, **env_extra) -> dict:
     switches the whole Python process to Connect mode (pyspark's Column and functions then build Connect plans), so
     a client never shares the test worker with the classic session the other modules use."""
     os.makedirs(tmp, exist_ok=True)
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_CONF_DIR=SPARK_CONF_DIR, **env_extra)
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, **env_extra)
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=tmp, env=env, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
