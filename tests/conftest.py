@@ -13,16 +13,25 @@ os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 def pytest_configure(config) -> None:
     """The JVM flags of every Spark driver the tests start, in PYSPARK_SUBMIT_ARGS (which pyspark hands to
     spark-submit, and every child process inherits): the client compiler and the serial collector
-    (tests/spark_cds.py JIT_FLAGS), and the suite's class data sharing archive, written first by the controller
-    (before pytest-xdist starts its workers) when missing. RMQ_TEST_SPARK_JAVA_OPTIONS holds the same flags for
-    drivers that set their own spark.driver options."""
+    (tests/spark_cds.py JIT_FLAGS), and the suite's class data sharing archive, whose job the controller starts in
+    the background when it is missing (drivers started before it is written do without it).
+    RMQ_TEST_SPARK_JAVA_OPTIONS holds the same flags for drivers that set their own spark.driver options."""
     import spark_cds  # tests/ is on the path: this conftest's folder
 
-    archive = spark_cds.archive_path() if hasattr(config, "workerinput") else spark_cds.ensure_archive()
-    flags = spark_cds.JIT_FLAGS + (f" -XX:SharedArchiveFile={archive}" if archive and os.path.exists(archive) else "")
+    if hasattr(config, "workerinput"):
+        archive = spark_cds.archive_path()
+    else:
+        archive, config._spark_cds_job = spark_cds.start_archive()
+    flags = f"{spark_cds.JIT_FLAGS} -XX:SharedArchiveFile={archive}"
     os.environ["RMQ_TEST_SPARK_JAVA_OPTIONS"] = flags
     os.environ["PYSPARK_SUBMIT_ARGS"] = spark_cds.submit_args(flags)
     os.environ.pop("SPARK_CONF_DIR", None)  # a directory on the drivers' class path: the archive would not map
+
+
+def pytest_unconfigure(config) -> None:
+    import spark_cds
+
+    spark_cds.stop_archive(getattr(config, "_spark_cds_job", None))
 
 
 @pytest.fixture(scope="session")

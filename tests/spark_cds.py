@@ -2,20 +2,22 @@
 stream and write format("rmq"), parsed and verified once and mapped by every later driver of the suite.
 
 Measured on the 2-core machine (load 4-5): a driver's start and first query took 19 s of JVM CPU without it and
-9.5 s with it. The archive is written by one small Spark job run with -XX:ArchiveClassesAtExit, under build/, named
-by the Java version and the jars on Spark's class path: the JVM maps it only for that same class path (a
-directory on it must be empty or missing, which is why the tests give their drivers' flags through
-PYSPARK_SUBMIT_ARGS, not a SPARK_CONF_DIR), and ignores it on its own if the jars change.
+9.5 s with it. The archive is written by one small Spark job run with -XX:ArchiveClassesAtExit, in the background
+while the suite's first tests run (conftest.py), under build/, named by the Java version and the jars on Spark's
+class path: the JVM maps it only for that same class path (a directory on it must be empty or missing, which is
+why the tests give their drivers' flags through PYSPARK_SUBMIT_ARGS, not a SPARK_CONF_DIR), and ignores it on its
+own if the jars change.
 
 Run as a script it is that job (the driver's classes are what it loads)."""
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
-import time
 from typing import Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -46,38 +48,51 @@ def submit_args(java_options: str) -> str:
     return f'--conf "spark.driver.defaultJavaOptions={java_options}" pyspark-shell'
 
 
-def ensure_archive() -> Optional[str]:
-    """The archive's path, written first when missing (one Spark job, 30-60 s); None, with the reason printed, when
-    the JVM could not write it (the tests then run without it)."""
+def start_archive() -> tuple[str, Optional[subprocess.Popen]]:
+    """The archive's path, and the job writing it when it is missing (30-120 s), started in the background: drivers
+    started before it is written run without it (a JVM given a missing archive says nothing and loads its classes
+    as usual), later ones map it. stop_archive() ends the job."""
     path = archive_path()
     if os.path.exists(path):
-        return path
+        return path, None
     os.makedirs(os.path.dirname(path), exist_ok=True)
     partial = f"{path}.{os.getpid()}.tmp"
     env = {k: v for k, v in os.environ.items() if k != "SPARK_CONF_DIR"}
     env.update(PYSPARK_PYTHON=sys.executable,
                PYSPARK_SUBMIT_ARGS=submit_args(f"{JIT_FLAGS} -XX:ArchiveClassesAtExit={partial}"))
-    started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="spark-cds-") as work:
-        try:
-            done = subprocess.run([sys.executable, os.path.abspath(__file__), work], env=env, cwd=work,
-                                  capture_output=True, text=True, timeout=DUMP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            done = None
-    if done is None or done.returncode != 0 or not os.path.exists(partial):
-        why = "timed out" if done is None else f"exit {done.returncode}: {done.stderr[-2000:]}"
-        print(f"spark_cds: no class data sharing archive for the tests' Spark drivers ({why})", file=sys.stderr)
-        if os.path.exists(partial):
-            os.remove(partial)
-        return None
-    os.replace(partial, path)
-    print(f"spark_cds: wrote {path} in {time.monotonic() - started:.0f} s", file=sys.stderr)
-    return path
+    work = tempfile.mkdtemp(prefix="spark-cds-")
+    log = open(os.path.join(work, "job.log"), "w")
+    try:
+        job = subprocess.Popen([sys.executable, os.path.abspath(__file__), work, partial, path], env=env, cwd=work,
+                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    finally:
+        log.close()
+    job.work = work  # type: ignore[attr-defined]
+    return path, job
 
 
-def _driver_job(work: str) -> None:
+def stop_archive(job: Optional[subprocess.Popen], wait_s: float = DUMP_TIMEOUT_S) -> None:
+    """Wait for the job (it ends by itself once the archive is written), killed after wait_s; its log is shown
+    when it wrote no archive."""
+    if job is None:
+        return
+    try:
+        job.wait(timeout=wait_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+    work = job.work  # type: ignore[attr-defined]
+    if job.returncode != 0:
+        with open(os.path.join(work, "job.log")) as f:
+            print(f"spark_cds: no class data sharing archive for the tests' Spark drivers (exit {job.returncode}): "
+                  f"{f.read()[-2000:]}", file=sys.stderr)
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def _driver_job(work: str, partial: str, path: str) -> None:
     """What the tests' drivers do, small: a store read in batch and as a stream (Python data source, Arrow) and an
-    exactly-once write into another topic; the driver's JVM exits (and writes the archive) before this returns."""
+    exactly-once write into another topic; once the driver's JVM has exited (writing the archive to `partial`),
+    the archive is moved to `path` whole."""
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
@@ -107,7 +122,10 @@ def _driver_job(work: str) -> None:
         if proc is not None:  # the JVM writes the archive as it exits: wait for it
             proc.stdin.close()
             proc.wait(timeout=DUMP_TIMEOUT_S)
+    if not os.path.exists(partial):
+        raise SystemExit(f"the driver's JVM wrote no archive at {partial}")
+    os.replace(partial, path)
 
 
 if __name__ == "__main__":
-    _driver_job(sys.argv[1])
+    _driver_job(*sys.argv[1:4])
