@@ -40,7 +40,7 @@ TEST_WORKERS ?= 2
 test:
 	$(MAKE) -j2 venv peers
 	$(PY) -m ruff check .
-	$(PY) -m compileall -q -j 0 rmq_common store remoting rmq_broker rmq_spark rmq_client rmq_cli rmq_acl filters tests pyspark_rmq.py >/dev/null
+	$(PY) -m compileall -q -j 0 rmq_common store remoting rmq_broker rmq_spark rmq_client rmq_log rmq_cli rmq_acl filters tests pyspark_rmq.py >/dev/null
 	@mkdir -p build && rm -f build/mypy.rc
 	( $(PY) -m mypy > build/mypy.log 2>&1; echo $$? > build/mypy.rc ) & \
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=25; suite=$$?; \

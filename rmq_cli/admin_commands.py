@@ -13,21 +13,19 @@ from __future__ import annotations
 import datetime
 import sys
 
+from rmq_log import EARLIEST, LATEST, check_group
+
 from .common import (
     EXIT_OK,
     UsageError,
     add_namesrv_options,
     check_topic_name,
-    over_the_wire,
+    log_of,
     plural,
     positive,
-    require_topic,
-    store_path,
     table,
     write_json,
 )
-
-EARLIEST, LATEST = 0, -1  # rmq_client.admin's
 
 
 def add_admin_commands(sub, common) -> None:
@@ -92,110 +90,37 @@ def parse_when(text: str) -> int:
     return int(when.timestamp() * 1000)
 
 
-def _group_name(group: str) -> None:
-    from store.offset_store import check_group
-    try:
-        check_group(group)
-    except ValueError as e:
-        raise UsageError(f"--group: {e}") from None
-
-
-def _admin(args):
-    from rmq_client.admin import Admin
-
-    from .wire_commands import credentials
-    return Admin(args.namesrv, credentials=credentials(args))
-
-
-def _store_only(args, option: str) -> None:
-    if getattr(args, option.lstrip("-"), None):
-        raise UsageError(f"{option} is for --namesrv; a store is one broker's")
-
-
 # -- create-topic / delete-topic -----------------------------------------------------------------------------------
 
 def cmd_create_topic(args) -> int:
     check_topic_name(args.topic)
     if args.queues > 1024:
         raise UsageError(f"--queues {args.queues}: at most 1024")
-    if args.namesrv:
-        def run() -> None:
-            with _admin(args) as admin:
-                brokers = admin.create_topic(args.topic, args.queues, args.cluster)
-            print(f"topic {args.topic}: {plural(args.queues, 'queue')} on {', '.join(brokers)}")
-        return over_the_wire(run)
-    _store_only(args, "--cluster")
-    from store.message_store import MessageStore
-    with MessageStore(store_path(args, must_exist=False), _config(args)) as store:
-        if store.has_topic(args.topic):
-            have = len(store.queues(args.topic))
-            if have != args.queues:
-                raise UsageError(f"--queues {args.queues}: topic {args.topic} exists with {have} queues (a store "
-                                 "does not change a topic's queue count)")
-            print(f"topic {args.topic}: exists with {plural(have, 'queue')}")
-            return EXIT_OK
-        store.create_topic(args.topic, args.queues)
-    print(f"topic {args.topic}: created with {plural(args.queues, 'queue')}")
+    done = log_of(args, cluster=args.cluster).create_topic(args.topic, args.queues, args.cluster)
+    if done.brokers is not None:
+        print(f"topic {args.topic}: {plural(args.queues, 'queue')} on {', '.join(done.brokers)}")
+    else:
+        print(f"topic {args.topic}: {'exists' if done.existed else 'created'} with {plural(done.queues, 'queue')}")
     return EXIT_OK
-
-
-def _config(args):
-    from .common import store_config
-    return store_config(args)
 
 
 def cmd_delete_topic(args) -> int:
     check_topic_name(args.topic)
-    if args.namesrv:
-        def run() -> None:
-            with _admin(args) as admin:
-                brokers = admin.delete_topic(args.topic, args.cluster)
-            print(f"topic {args.topic}: deleted on {', '.join(brokers)} and from the name server")
-        return over_the_wire(run)
-    _store_only(args, "--cluster")
-    from store.message_store import MessageStore
-    from store.offset_store import OffsetStore, committed_groups
-    path = store_path(args, must_exist=True)
-    with MessageStore(path, _config(args)) as store:
-        queues = len(require_topic(store, args.topic))
-        store.delete_topic(args.topic)
-    groups = [g for g, topics in committed_groups(path).items() if args.topic in topics]
-    for group in groups:
-        offsets = OffsetStore(path, group)
-        offsets.load()
-        offsets.remove_topic(args.topic)
-        offsets.persist_all()
-    print(f"topic {args.topic}: deleted ({plural(queues, 'queue')}"
-          f"{'; offsets of ' + ', '.join(groups) if groups else ''}); its messages stay in the commitlog until "
-          "retention (rmq clean) removes their files")
+    done = log_of(args, cluster=args.cluster).delete_topic(args.topic, args.cluster)
+    if done.brokers is not None:
+        print(f"topic {args.topic}: deleted on {', '.join(done.brokers)} and from the name server")
+    else:
+        print(f"topic {args.topic}: deleted ({plural(done.queues, 'queue')}"
+              f"{'; offsets of ' + ', '.join(done.groups) if done.groups else ''}); its messages stay in the "
+              "commitlog until retention (rmq clean) removes their files")
     return EXIT_OK
 
 
 # -- groups ----------------------------------------------------------------------------------------------------
 
 def cmd_groups(args) -> int:
-    if args.namesrv:
-        def run() -> None:
-            with _admin(args) as admin:
-                rows = [r.__dict__ for r in admin.groups()]
-            _print_groups(rows, args.json, online=True)
-        return over_the_wire(run)
-    from store.message_store import MessageStore
-    from store.offset_store import OffsetStore, committed_groups
-    path = store_path(args, must_exist=True)
-    rows = []
-    with MessageStore(path, _config(args), read_only=True) as store:
-        for group, topics in committed_groups(path).items():
-            offsets = OffsetStore(path, group)
-            offsets.load()
-            for topic in topics:
-                table_ = offsets.clone_offset_table(topic)
-                exists = store.has_topic(topic)
-                lag = sum(max(0, store.max_offset(topic, q) - o) for q, o in table_.items()
-                          if exists and q in store.queues(topic)) if exists else None
-                rows.append({"group": group, "topic": topic, "queues": len(table_),
-                             "committed": sum(table_.values()), "lag": lag})
-    _print_groups(rows, args.json, online=False)
+    log = log_of(args)
+    _print_groups(log.groups(), args.json, online=log.knows_members)
     return EXIT_OK
 
 
@@ -216,41 +141,11 @@ def _print_groups(rows: list[dict], as_json: bool, online: bool) -> None:
 # -- reset-offsets -----------------------------------------------------------------------------------------------
 
 def cmd_reset_offsets(args) -> int:
-    _group_name(args.group)
+    check_group(args.group)
     check_topic_name(args.topic)
     when = parse_when(args.to)
-    if args.namesrv:
-        def run() -> None:
-            with _admin(args) as admin:
-                result = admin.reset_offsets(args.group, args.topic, when)
-            rows = [{"broker_name": r.queue.broker_name, "queue_id": r.queue.queue_id, "old": r.old, "new": r.new}
-                    for r in result.queues]
-            how = []
-            if result.told_brokers:
-                how.append(f"online members told by {', '.join(result.told_brokers)}")
-            if result.set_brokers:
-                how.append(f"offsets committed on {', '.join(result.set_brokers)} (no member online)")
-            _print_reset(args, rows, "; ".join(how))
-        return over_the_wire(run)
-    from store.message_store import MessageStore
-    from store.offset_store import OffsetStore
-    path = store_path(args, must_exist=True)
-    offsets = OffsetStore(path, args.group)
-    offsets.load()
-    rows = []
-    with MessageStore(path, _config(args), read_only=True) as store:
-        for q in require_topic(store, args.topic):
-            if when == LATEST:
-                new = store.max_offset(args.topic, q)
-            elif when == EARLIEST:
-                new = store.min_offset(args.topic, q)
-            else:
-                new = store.offset_for_timestamp(args.topic, q, when)
-            old = offsets.read_offset((args.topic, q))
-            offsets.update_offset((args.topic, q), max(0, new))
-            rows.append({"queue_id": q, "old": old if old >= 0 else None, "new": max(0, new)})
-    offsets.persist_all()
-    _print_reset(args, rows, "committed in the store")
+    rows, how = log_of(args).reset_offsets(args.group, args.topic, when)
+    _print_reset(args, rows, how)
     return EXIT_OK
 
 

@@ -21,6 +21,8 @@ import os
 import sys
 from typing import Optional
 
+from rmq_log import Refused
+
 from .admin_commands import add_admin_commands
 from .common import ARGV, EXIT_FAILURE, EXIT_USAGE, Failure, Parser, UsageError
 from .consume_command import add_consume_command
@@ -87,6 +89,9 @@ def _main(argv: Optional[list[str]]) -> int:
     except UsageError as e:
         print(f"rmq {args.command}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except Refused as e:  # a broker's refusal or silence, with its code and remark
+        print(f"rmq: error: {e}", file=sys.stderr)
+        return EXIT_FAILURE
     except UnknownTopicError as e:
         print(f"rmq {args.command}: error: {e}", file=sys.stderr)
         return EXIT_USAGE

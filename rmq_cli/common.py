@@ -1,5 +1,5 @@
 """What every `rmq` command shares: exit codes and the errors that set them, the argument parser and option
-types, opening the store, and printing (tables, JSON lines, messages)."""
+types, opening where the messages are (rmq_log), and printing (tables, JSON lines, messages)."""
 from __future__ import annotations
 
 import argparse
@@ -7,21 +7,13 @@ import base64
 import datetime
 import difflib
 import json
-import os
 import sys
 from typing import Optional
 
+from rmq_log import Failure, MessageLog, UsageError, open_log
+
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
-DEFAULT_GROUP = "rmq-cli"
-
-
-class UsageError(Exception):
-    """Bad options, values or input: exit code 2."""
-
-
-class Failure(Exception):
-    """The command ran and failed (corruption found, a store error): exit code 1."""
-
+__all__ = ["Failure", "UsageError"]  # rmq_log's: the log and the commands raise the same ones
 
 ARGV: list[str] = []  # the command line being parsed, for naming a misspelled option
 
@@ -90,51 +82,27 @@ def add_namesrv_options(p) -> None:
                                                           "process list: prefer it)")
 
 
-def over_the_wire(run) -> int:
-    """A --namesrv command; a broker's refusal or silence is exit 1 with its code and remark."""
-    from rmq_client import MQClientError
-    try:
-        run()
-    except MQClientError as e:
-        print(f"rmq: error: {e}", file=sys.stderr)
-        return EXIT_FAILURE
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    return EXIT_OK
+def log_of(args, **options) -> MessageLog:
+    """Where the command's messages are: the brokers of --namesrv, else the store of --store; `options` are the
+    command's that a log may refuse (e.g. cluster=args.cluster)."""
+    return open_log(store=args.store, namesrv=getattr(args, "namesrv", None), config=args.config,
+                    access_key=getattr(args, "access_key", None), secret_key=getattr(args, "secret_key", None),
+                    options=options)
 
 
 def store_path(args, must_exist: bool) -> str:
-    if not args.store:
-        raise UsageError("no store given: use --store PATH (or set RMQ_STORE)")
-    if os.path.exists(args.store) and not os.path.isdir(args.store):
-        raise UsageError(f"--store {args.store}: is a file, not a store directory")
-    if must_exist and not os.path.isdir(args.store):
-        raise UsageError(f"--store {args.store}: no such store directory")
-    return args.store
+    from rmq_log.store_log import store_path as checked
+    return checked(args.store, must_exist)
 
 
 def store_config(args):
-    from store.store_config import StoreConfig
-    if args.config is None:
-        return None
-    try:
-        return StoreConfig.from_file(args.config)
-    except FileNotFoundError:
-        raise UsageError(f"--config {args.config}: no such file") from None
-    except ValueError as e:
-        raise UsageError(f"--config {args.config}: {e}") from None
+    from rmq_log.store_log import store_config as loaded
+    return loaded(args.config)
 
 
 def open_store(args, read_only: bool):
-    from store.message_store import MessageStore
-    path = store_path(args, must_exist=read_only)
-    config = store_config(args)
-    try:
-        return MessageStore(path, config, read_only=read_only)
-    except NotADirectoryError as e:
-        raise UsageError(f"--store: {e}") from None
-    except ValueError as e:
-        raise UsageError(f"--config {args.config}: {e}" if args.config else str(e)) from None
+    from rmq_log.store_log import open_store as opened
+    return opened(args.store, args.config, read_only)
 
 
 def show_progress(args) -> bool:
@@ -151,14 +119,6 @@ def check_topic_name(topic: str, option: str = "--topic") -> None:
         check_topic(topic)
     except ValueError as e:
         raise UsageError(f"{option}: {e}") from None
-
-
-def require_topic(store, topic: str) -> list[int]:
-    from store.errors import UnknownTopicError
-    try:
-        return store.queues(topic)
-    except UnknownTopicError as e:
-        raise UsageError(f"--topic: {e}") from None
 
 
 def table(rows: list[list], header: list[str]) -> str:
@@ -197,15 +157,6 @@ def message_text(m, queue: Optional[str] = None) -> str:
     props = " ".join(f"{k}={v}" for k, v in user.items())
     return (f"{m.topic}/{m.queue_id if queue is None else queue}@{m.queue_offset} {stamp} tags={m.tags or '-'} "
             f"keys={','.join(m.keys) or '-'}{' ' + props if props else ''} | {body}")
-
-
-def group_offsets(args):
-    """The OffsetStore of --group on the store (a bad group name is a usage error naming --group)."""
-    from store.offset_store import OffsetStore
-    try:
-        return OffsetStore(store_path(args, must_exist=True), args.group)
-    except ValueError as e:
-        raise UsageError(f"--group: {e}") from None
 
 
 def print_topics(rows: list[dict], as_json: bool) -> None:

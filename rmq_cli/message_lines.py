@@ -9,6 +9,8 @@ import os
 import sys
 from typing import Iterator, Optional
 
+from rmq_log import PartialFlush
+
 from .common import Failure, UsageError, plural, show_progress, write_json
 
 # Fields of `rmq consume --json` output that `rmq produce --file` accepts and ignores, so one can be piped
@@ -174,20 +176,10 @@ def progress_bar(enabled: bool, total: Optional[int], desc: str, unit: str):
     return tqdm(total=total, desc=desc, unit=unit, unit_scale=True, leave=False, dynamic_ncols=True)
 
 
-class PartialFlush(Exception):
-    """A flush that failed after some of its messages were written: `sent` of them (`detail` says which), then
-    `cause`."""
-
-    def __init__(self, cause: Exception, sent: int, detail: str):
-        super().__init__(str(cause))
-        self.cause, self.sent, self.detail = cause, sent, detail
-
-
 def produce_file(args, check, flush, lines_per_flush: int) -> dict:
     """`--file`'s JSON lines, each parsed and check(message, lineno)-ed (a regular file: all of them before
     anything is written), then handed to flush(messages, first_line) lines_per_flush at a time. A failure after
     some were written says which lines were and which were not."""
-    from store.errors import StoreError
     path = args.file
     if path == "-":
         source, size = sys.stdin.buffer, None
@@ -233,7 +225,7 @@ def produce_file(args, check, flush, lines_per_flush: int) -> dict:
             raise (UsageError if isinstance(e.cause, UsageError) else Failure)(
                 f"{e} ({plural(produced, 'message')} written before the failure: {written}and {e.detail} of lines "
                 f"{first_line}-{last_line}; the other lines were not)") from None
-        except (UsageError, Failure, StoreError, OSError) as e:
+        except (UsageError, Failure, OSError) as e:
             if not produced or isinstance(e, BrokenPipeError):
                 raise
             # how far it got, so a rerun can start after what was written

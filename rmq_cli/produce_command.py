@@ -3,9 +3,9 @@ anything is written when the input is a file), or send them through brokers with
 from __future__ import annotations
 
 import argparse
-import re
-import time
 from typing import Optional
+
+from rmq_log import Sent
 
 from .common import (
     EXIT_OK,
@@ -13,13 +13,12 @@ from .common import (
     add_namesrv_options,
     check_topic_name,
     key_value,
+    log_of,
     non_negative,
-    open_store,
-    over_the_wire,
     positive,
     write_json,
 )
-from .message_lines import Message, print_file_summary, produce_file
+from .message_lines import print_file_summary, produce_file
 
 
 def add_produce_command(sub, common) -> None:
@@ -60,44 +59,6 @@ def queue_arg(text: str) -> tuple[Optional[str], int]:
         raise argparse.ArgumentTypeError(f"expected N or BROKER:N (N a non-negative integer), got {text!r}") from None
 
 
-def _write_queue_count(store, topic: str) -> int:
-    """Write queues the topic has, or will have when this write creates it."""
-    store.topic_config.load()
-    cfg = store.topic_config.table.get(topic)
-    return cfg.writeQueueNums if cfg is not None else store.config.defaultTopicQueueNums
-
-
-def _check_message(store, m: Message, lineno: int, queue_counts: dict) -> None:
-    """What put_batch would refuse, found before anything is written (so the error names the line)."""
-    nq = queue_counts.get(m.topic)
-    if nq is None:
-        nq = queue_counts[m.topic] = _write_queue_count(store, m.topic)
-    if m.queue_id is not None and m.queue_id >= nq:
-        raise UsageError(f"line {lineno}: queue_id {m.queue_id} is outside topic {m.topic!r}'s queues 0..{nq - 1}")
-    if len(m.body) > store.config.maxMessageSize:
-        raise UsageError(f"line {lineno}: body is {len(m.body)} bytes, more than maxMessageSize "
-                         f"({store.config.maxMessageSize})")
-
-
-def _put(store, batch: list[Message], first_line: int):
-    from store.errors import InvalidMessageError
-    try:
-        return store.put_batch(
-            [m.topic for m in batch], [m.body for m in batch], tags=[m.tags for m in batch],
-            keys=[m.keys for m in batch], properties=[m.properties for m in batch],
-            queue_id=[m.queue_id for m in batch] if any(m.queue_id is not None for m in batch) else None,
-            sharding_key=[m.sharding_key for m in batch] if any(m.sharding_key for m in batch) else None,
-            born_timestamp=[m.born_timestamp if m.born_timestamp is not None else int(time.time() * 1000)
-                            for m in batch] if any(m.born_timestamp is not None for m in batch) else None)
-    except InvalidMessageError as e:
-        # put_batch names the message by its index in the batch: say which line that was.
-        text = str(e)
-        match = re.match(r"message (\d+): (.*)", text, re.S)
-        if match and first_line:
-            raise UsageError(f"line {first_line + int(match.group(1))}: {match.group(2)}") from None
-        raise UsageError(text) from None
-
-
 def cmd_produce(args) -> int:
     if args.file is not None and args.bodies:
         raise UsageError("give message bodies as arguments or --file, not both")
@@ -114,33 +75,22 @@ def cmd_produce(args) -> int:
                 raise UsageError(f"--property {k}=: empty values are not stored")
     elif args.topic:
         check_topic_name(args.topic)
-    if args.namesrv:
-        from . import wire_commands
-        if args.file is not None:
-            return over_the_wire(lambda: print_file_summary(wire_commands.produce_file(args), args.json))
-        return over_the_wire(lambda: wire_commands.produce(args, props))
-    if args.queue is not None and args.queue[0] is not None:
-        raise UsageError(f"--queue {args.queue[0]}:{args.queue[1]}: a store has no brokers; give the queue id "
-                         f"(BROKER:N is for --namesrv)")
-    queue_id = args.queue[1] if args.queue is not None else None
-    with open_store(args, read_only=False) as store:
-        if args.file is not None:
-            queue_counts: dict[str, int] = {}
-            summary = produce_file(args, lambda m, lineno: _check_message(store, m, lineno, queue_counts),
-                                   lambda batch, first_line: _put(store, batch, first_line), args.batch_size)
-            print_file_summary(summary, args.json)
-            return EXIT_OK
-        nq = _write_queue_count(store, args.topic)
-        if queue_id is not None and queue_id >= nq:
-            raise UsageError(f"--queue {queue_id}: topic {args.topic!r} has queues 0..{nq - 1}")
-        batch = [Message(args.topic, b.encode("utf-8", "surrogateescape"), args.tags, args.keys, props, queue_id,
-                          args.sharding_key) for b in args.bodies]
-        result = _put(store, batch, 0)
-        for r in result:
-            if args.json:
-                write_json({"status": str(r.status), "topic": r.topic, "queue_id": r.queue_id,
-                             "queue_offset": r.queue_offset, "msg_id": r.msg_id, "uniq_key": r.uniq_key,
-                             "commit_log_offset": r.commit_log_offset})
-            else:
-                print(f"{r.status} {r.topic}/{r.queue_id}@{r.queue_offset} msg_id={r.msg_id} uniq_key={r.uniq_key}")
+    log = log_of(args)
+    if args.file is not None:
+        with log.line_writer(args.batch_size) as writer:
+            summary = produce_file(args, writer.check, writer.flush, writer.lines_per_flush)
+        print_file_summary(summary, args.json)
+        return EXIT_OK
+    named = log.names_brokers
+
+    def show(r: Sent) -> None:
+        if args.json:
+            write_json({"status": r.status, "topic": r.topic, **r.queue.fields(named), "queue_offset": r.queue_offset,
+                        "msg_id": r.msg_id, **r.details})
+        else:
+            uniq = f" uniq_key={r.details['uniq_key']}" if "uniq_key" in r.details else ""
+            print(f"{r.status} {r.topic}/{r.queue.name(named)}@{r.queue_offset} msg_id={r.msg_id}{uniq}")
+
+    log.send(args.topic, [b.encode("utf-8", "surrogateescape") for b in args.bodies], args.tags, args.keys, props,
+             args.sharding_key, args.queue, show)
     return EXIT_OK

@@ -12,22 +12,21 @@ from __future__ import annotations
 import datetime
 import sys
 
+from rmq_log import FOREVER
+
 from .common import (
     EXIT_OK,
     Failure,
     UsageError,
     add_namesrv_options,
     check_topic_name,
+    log_of,
     message_text,
     message_to_json,
-    open_store,
-    over_the_wire,
     plural,
     positive,
     write_json,
 )
-
-FOREVER = 2**63 - 1
 
 
 def add_query_command(sub, common) -> None:
@@ -84,37 +83,14 @@ def _check(args) -> tuple[int, int]:
 
 def cmd_query(args) -> int:
     begin, end = _check(args)
-    if args.namesrv:
-        return over_the_wire(lambda: _show(args, _over_the_wire(args, begin, end)))
-    with open_store(args, read_only=True) as store:
-        if args.key is not None:
-            found = store.query_message(args.topic, args.key, args.max, begin, end)
-        elif args.msg_id is not None:
-            one = store.query_message_by_unique_key(args.topic, args.msg_id)
-            found = [one] if one is not None else []
-        else:
-            one = store.view_message_by_offset_id(args.offset_msg_id)
-            found = [one] if one is not None else []
-        return _show(args, found)
-
-
-def _over_the_wire(args, begin: int, end: int) -> list:
-    from rmq_client import MQClientError, Producer
-    from rmq_client.event_loop import run_blocking
-
-    from .wire_commands import credentials
-    with Producer(args.namesrv, credentials=credentials(args)) as p:
-        api = p.aio.api
-        if args.key is not None:
-            return run_blocking(api.query_message, args.topic, args.key, args.max, begin, end)
-        if args.msg_id is not None:
-            return run_blocking(api.query_message, args.topic, args.msg_id, 1, 0, FOREVER, True)
-        try:
-            return [run_blocking(api.view_message, args.offset_msg_id)]
-        except MQClientError as e:
-            if e.retriable:  # no answer, or a broker busy: not a message that is not there
-                raise
-            return []
+    log = log_of(args)
+    if args.key is not None:
+        found = log.find_by_key(args.topic, args.key, args.max, begin, end)
+    elif args.msg_id is not None:
+        found = log.find_by_msg_id(args.topic, args.msg_id)
+    else:
+        found = log.find_by_offset_msg_id(args.offset_msg_id)
+    return _show(args, found)
 
 
 def _show(args, found: list) -> int:

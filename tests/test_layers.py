@@ -18,13 +18,15 @@ ALLOWED = {
     "rmq_common": set(),  # RocketMQ's common module: the record codec, below the store and the clients
     "store": {"rmq_common"},
     "filters": {"rmq_common", "store"},
-    "rmq_cli": {"rmq_common", "store", "filters", "rmq_broker", "remoting", "rmq_client", "rmq_acl"},
-    "rmq_spark": {"rmq_common", "store", "filters", "remoting", "rmq_client", "rmq_acl"},
+    "rmq_cli": {"rmq_common", "store", "filters", "rmq_broker", "remoting", "rmq_client", "rmq_acl", "rmq_log"},
+    "rmq_spark": {"rmq_common", "store", "filters", "remoting", "rmq_client", "rmq_acl", "rmq_log"},
     "remoting": set(),  # the wire protocol knows nothing of the store
     "rmq_acl": {"remoting"},  # RocketMQ's acl module: request signing and checking, over the wire protocol only
     "rmq_broker": {"rmq_common", "store", "filters", "remoting", "rmq_acl"},
     # a client of brokers: never the broker, nor the store engine (the records it pulls are decoded by rmq_common)
     "rmq_client": {"rmq_common", "filters", "remoting", "rmq_acl"},
+    # where the messages are, a store directory or brokers (MessageLog): below the command line
+    "rmq_log": {"rmq_common", "store", "filters", "remoting", "rmq_client", "rmq_acl"},
 }
 
 
@@ -301,3 +303,46 @@ def test_the_backend_check_sees_a_test_of_namesrv_addr_and_not_its_use():
     used = "def ranges(opts):\n    return [Range(opts.namesrv_addr, 1)]\n"
     assert _tests_of("namesrv_addr", ast.parse(tested)) == [2]
     assert _tests_of("namesrv_addr", ast.parse(used)) == []
+
+
+# The rmq_cli modules that may reach the store or the brokers' client themselves, and why: the others ask
+# rmq_log's MessageLog, which open_log chooses once per command.
+CLI_BELOW_THE_LOG = {
+    "rmq_cli/serve.py": "runs brokers and name servers on a store",
+    "rmq_cli/store_commands.py": "check, clean and recover act on a store directory's files; brokers have no such",
+    "rmq_cli/doctor.py": "reports whether the store's compiled kernels are built",
+    "rmq_cli/cli.py": "maps the store's errors to exit codes",
+}
+
+
+def _imports_of(text: str, path: str, packages: set) -> list[int]:
+    lines = []
+    for node in ast.walk(ast.parse(text, path)):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        else:
+            continue
+        lines += [node.lineno for n in names if n.split(".")[0] in packages]
+    return lines
+
+
+def test_the_cli_commands_reach_messages_only_through_the_message_log():
+    found = [f"{path}:{n}" for path, text in _sources("rmq_cli") if path not in CLI_BELOW_THE_LOG
+             for n in _imports_of(text, path, {"store", "rmq_client"})]
+    assert not found, f"rmq_cli modules importing store or rmq_client instead of rmq_log: {found}"
+    assert all(os.path.exists(os.path.join(ROOT, path)) for path in CLI_BELOW_THE_LOG)
+
+
+def test_the_message_log_check_sees_a_function_level_import_and_not_a_name():
+    lazy = "def run(args):\n    from store.message_store import MessageStore\n    return MessageStore\n"
+    named = "def run(store):\n    return store.topics()\n"
+    assert _imports_of(lazy, "x.py", {"store"}) == [2]
+    assert _imports_of(named, "x.py", {"store"}) == []
+
+
+def test_the_cli_commands_do_not_ask_whether_they_work_through_brokers():
+    found = [f"{path}:{n}" for path, text in _sources("rmq_cli") if path not in CLI_BELOW_THE_LOG
+             for n in _tests_of("namesrv", ast.parse(text, path))]
+    assert not found, f"--namesrv tested outside rmq_log.open_log: {found}"
