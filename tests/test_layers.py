@@ -287,7 +287,7 @@ def test_the_import_time_check_sees_a_branch_in_a_function_and_not_a_binding():
 
 
 # Where the Spark source and sink choose between a store directory and a cluster, once.
-BACKEND_CHOICE = {"rmq_spark/backend.py", "rmq_spark/sink/__init__.py", "rmq_spark/options.py"}
+BACKEND_CHOICE = {"rmq_spark/backend.py", "rmq_spark/options.py", "rmq_spark/sink/sink_options.py"}
 
 
 def test_the_spark_source_and_sink_ask_for_a_cluster_only_where_they_choose_their_backend():
