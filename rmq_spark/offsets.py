@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Dict, Iterable, Optional
 
-from store import MessageStore, OffsetStore
+from store import OffsetStore
 
 from . import option_keys as K
 from .errors import DataLossError, RmqOptionError
@@ -24,17 +24,17 @@ from .options import (
     Subscription,
     queue_key,
 )
-from .read_store import ReadStore
+from .read_store import DirectoryStore, ReadStore
 
 log = logging.getLogger(__name__)
 
 Positions = Dict[Queue, int]
 
 
-def open_store(path: str) -> MessageStore:
+def open_store(path: str) -> DirectoryStore:
     """Readers never write the store: read-only needs no lock and no recovery, and is safe on a live broker's
     directory. Offsets go through the OffsetStore, which takes its own file lock."""
-    return MessageStore(path, read_only=True)
+    return DirectoryStore(path, read_only=True)
 
 
 def to_offset_dict(positions: Positions) -> dict:
@@ -231,7 +231,7 @@ class OffsetCommitter:
 
     pending = False  # a local commit never waits for anything
 
-    def commit(self, positions: Positions, store: Optional[MessageStore] = None) -> None:
+    def commit(self, positions: Positions, store: Optional[ReadStore] = None) -> None:
         """store: an open store of the same path to check against (the reader's), else one is opened."""
         if positions == self.last:
             return
@@ -239,7 +239,7 @@ class OffsetCommitter:
         self.commit_moved(moved, store)
         self.last = dict(positions)
 
-    def commit_moved(self, moved: Positions, store: Optional[MessageStore] = None) -> None:
+    def commit_moved(self, moved: Positions, store: Optional[ReadStore] = None) -> None:
         """Commit the positions of the queues that moved (the caller knows which: a stream over many queues)."""
         if store is None:
             with open_store(self.path) as opened:

@@ -15,6 +15,7 @@ import tempfile
 import time
 from typing import Callable, Iterator, Optional, TypeVar
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
@@ -173,6 +174,12 @@ class WireStore:
         away = [q for q in self._seen.get(topic, ()) if q.broker_name not in brokers]
         return sorted(listed + away) if away else listed
 
+    def topics_version(self) -> None:
+        return None  # the routes carry no version: the queues are listed again each time
+
+    def bounds_tracker(self, queues) -> "RouteBounds":
+        return RouteBounds(self, queues)
+
     def keep_checkpointed(self, positions: dict) -> bool:
         """Queues a query's checkpoint holds on brokers the route does not list now (the query restarted while a
         broker is away) are kept at their checkpointed offsets like queues seen before: the query waits
@@ -267,6 +274,9 @@ class WireStore:
         return self._retry(lambda: self.consumer.offset_by_timestamp(mq, timestamp_ms),
                            f"offset by time of {topic}/{q}")
 
+    def record_sizes(self, topic: str, q: BrokerQueue, start: int, end: int) -> None:
+        return None  # a pull's answer is the only size a broker tells (maxBytesPerTrigger is a directory's option)
+
     def committed_offset(self, topic: str, q: BrokerQueue) -> Optional[int]:
         mq = MessageQueue(topic, q.broker_name, q.queue_id)
         return self._retry(lambda: self.consumer.query_offset(mq), f"group offset of {topic}/{q}")
@@ -295,6 +305,23 @@ class WireStore:
                     raise refused_by_acl(e, f"offset commit of {t}/{q}") from None
                 failed[q.broker_name] = e
         return failed
+
+
+class RouteBounds:
+    """The bounds of a fixed list of queues as arrays, every queue asked of its broker at each update (one
+    GET_TOPIC_STATS_INFO per broker and topic, shared by the updates of a trigger: BOUNDS_FRESH_S)."""
+
+    def __init__(self, store: WireStore, queues: list):
+        self.store, self.queues = store, queues
+        self.mins = np.zeros(len(queues), dtype=np.int64)
+        self.maxs = np.zeros(len(queues), dtype=np.int64)
+        self.updates = 0
+
+    def update(self) -> None:
+        bounds = self.store.queue_bounds(self.queues)
+        for i, q in enumerate(self.queues):
+            self.mins[i], self.maxs[i] = bounds[q]
+        self.updates += 1
 
 
 class WireOffsetCommitter:
