@@ -8,6 +8,7 @@ from typing import Dict, Iterable, Optional
 from store import OffsetStore
 
 from . import option_keys as K
+from .data_loss import report_data_loss
 from .errors import DataLossError, RmqOptionError
 from .options import (
     EARLIEST,
@@ -151,9 +152,8 @@ def check_past_end(store: ReadStore, positions: Positions, option: str, *, strea
                 f"{store.min_offset(t, q)}..{mx - 1} (the next message gets {mx})")
         if not streaming:
             raise RmqOptionError(option, text)
-        if fail_on_data_loss:
-            raise RmqOptionError(option, f"{text}. Set failOnDataLoss=false to start at the end instead.")
-        log.warning("option '%s': %s; starting at %d (failOnDataLoss=false)", option, text, mx)
+        report_data_loss(text, fail_on_data_loss, "start at the end instead", f"starting at {mx}",
+                         error=lambda message: RmqOptionError(option, message))
         out[(t, q)] = mx
     return out
 
@@ -271,9 +271,7 @@ def check_data_loss(topic: str, qid: int, wanted: int, available: int, fail: boo
         return
     text = (f"topic {topic!r} queue {qid}: wanted offset {wanted} but the earliest available is {available}; "
             f"messages {wanted}..{available - 1} were deleted (retention) before they were read")
-    if fail:
-        raise DataLossError(text + ". Set failOnDataLoss=false to continue from the earliest available offset.")
-    log.warning("%s; continuing at %d (failOnDataLoss=false)", text, available)
+    report_data_loss(text, fail, "continue from the earliest available offset", f"continuing at {available}")
 
 
 

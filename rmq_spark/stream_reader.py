@@ -22,7 +22,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from .backend import backend_for
-from .errors import DataLossError
+from .data_loss import report_data_loss
 from .offset_arrays import OffsetDicts, Parsed, QueueLayout, patched
 from .offsets import (
     Positions,
@@ -178,9 +178,7 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             t, q = layout.queues[i]
             text = (f"topic {t!r} queue {q}: the query's offset {int(parsed.values[i])} is past the end of the "
                     f"queue ({int(maxs[i])}); the messages appended there would never be read")
-            if self.opts.fail_on_data_loss:
-                raise DataLossError(f"{text}. Set failOnDataLoss=false to continue at the end.")
-            log.warning("%s; continuing at %d (failOnDataLoss=false)", text, int(maxs[i]))
+            report_data_loss(text, self.opts.fail_on_data_loss, "continue at the end", f"continuing at {int(maxs[i])}")
             begins[i] = maxs[i]
         return begins, np.maximum(maxs - begins, 0), maxs
 

@@ -31,7 +31,8 @@ from rmq_client import (
 )
 
 from . import option_keys as K
-from .errors import DataLossError, RmqOptionError
+from .data_loss import report_data_loss
+from .errors import RmqOptionError
 from .options import BrokerQueue
 from .schema import FULL, Selection
 
@@ -418,9 +419,7 @@ def read_wire_partition(p: InputPartition) -> Iterator[pa.RecordBatch]:
                    f"were deleted (retention) before they were read"
         else:
             text = f"{where}: offset {wanted} is past the queue's end {mx} on broker {broker!r}"
-        if p.fail_on_data_loss:
-            raise DataLossError(f"{text}. Set failOnDataLoss=false to skip them.")
-        log.warning("%s; continuing at %d (failOnDataLoss=false)", text, min(max(wanted, mn), p.end))
+        report_data_loss(text, p.fail_on_data_loss, "skip them", f"continuing at {min(max(wanted, mn), p.end)}")
         return min(max(wanted, mn), p.end) if wanted < mn else p.end
 
     # only the selected columns are decoded, unless a client-side filter reads others
