@@ -12,6 +12,7 @@ import numpy as np
 
 from .offsets import from_offset_dict
 from .options import queue_key
+from .read_store import ReadStore
 
 KNOWN_DICTS = 4  # a trigger's start and end, and the pair before: what partitions() and commit() are given
 
@@ -19,33 +20,16 @@ KNOWN_DICTS = 4  # a trigger's start and end, and the pair before: what partitio
 class QueueLayout:
     """The subscribed queues, sorted, with each one's index and their (min, max) bounds as arrays."""
 
-    def __init__(self, store, queues: list, version: Optional[int]):
+    def __init__(self, store: ReadStore, queues: list, version: Optional[int]):
         self.queues = queues
         self.index = {q: i for i, q in enumerate(queues)}
         self.version = version  # the store's topics_version() it was made at (None: unknown, made again)
-        tracker = getattr(store, "bounds_tracker", None)
-        self.tracker = tracker(queues) if tracker is not None else _DictBounds(store, queues)
+        self.tracker = store.bounds_tracker(queues)
 
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """(mins, maxs) now, updated in place (only queues appended to since are read again)."""
         self.tracker.update()
         return self.tracker.mins, self.tracker.maxs
-
-
-class _DictBounds:
-    """A store without bounds_tracker (the brokers over the wire): every queue asked each time."""
-
-    def __init__(self, store, queues: list):
-        self.store, self.queues = store, queues
-        self.mins = np.zeros(len(queues), dtype=np.int64)
-        self.maxs = np.zeros(len(queues), dtype=np.int64)
-        self.updates = 0
-
-    def update(self) -> None:
-        bounds = self.store.queue_bounds(self.queues)
-        for i, q in enumerate(self.queues):
-            self.mins[i], self.maxs[i] = bounds[q]
-        self.updates += 1
 
 
 class Parsed:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 from typing import Dict, Iterable, Optional
 
-from store import MessageStore, OffsetStore
+from store import OffsetStore
 
 from . import option_keys as K
+from .data_loss import report_data_loss
 from .errors import DataLossError, RmqOptionError
 from .options import (
     EARLIEST,
@@ -24,17 +25,17 @@ from .options import (
     Subscription,
     queue_key,
 )
-from .read_store import ReadStore
+from .read_store import DirectoryStore, ReadStore
 
 log = logging.getLogger(__name__)
 
 Positions = Dict[Queue, int]
 
 
-def open_store(path: str) -> MessageStore:
+def open_store(path: str) -> DirectoryStore:
     """Readers never write the store: read-only needs no lock and no recovery, and is safe on a live broker's
     directory. Offsets go through the OffsetStore, which takes its own file lock."""
-    return MessageStore(path, read_only=True)
+    return DirectoryStore(path, read_only=True)
 
 
 def to_offset_dict(positions: Positions) -> dict:
@@ -151,9 +152,8 @@ def check_past_end(store: ReadStore, positions: Positions, option: str, *, strea
                 f"{store.min_offset(t, q)}..{mx - 1} (the next message gets {mx})")
         if not streaming:
             raise RmqOptionError(option, text)
-        if fail_on_data_loss:
-            raise RmqOptionError(option, f"{text}. Set failOnDataLoss=false to start at the end instead.")
-        log.warning("option '%s': %s; starting at %d (failOnDataLoss=false)", option, text, mx)
+        report_data_loss(text, fail_on_data_loss, "start at the end instead", f"starting at {mx}",
+                         error=lambda message: RmqOptionError(option, message))
         out[(t, q)] = mx
     return out
 
@@ -231,7 +231,7 @@ class OffsetCommitter:
 
     pending = False  # a local commit never waits for anything
 
-    def commit(self, positions: Positions, store: Optional[MessageStore] = None) -> None:
+    def commit(self, positions: Positions, store: Optional[ReadStore] = None) -> None:
         """store: an open store of the same path to check against (the reader's), else one is opened."""
         if positions == self.last:
             return
@@ -239,7 +239,7 @@ class OffsetCommitter:
         self.commit_moved(moved, store)
         self.last = dict(positions)
 
-    def commit_moved(self, moved: Positions, store: Optional[MessageStore] = None) -> None:
+    def commit_moved(self, moved: Positions, store: Optional[ReadStore] = None) -> None:
         """Commit the positions of the queues that moved (the caller knows which: a stream over many queues)."""
         if store is None:
             with open_store(self.path) as opened:
@@ -271,9 +271,7 @@ def check_data_loss(topic: str, qid: int, wanted: int, available: int, fail: boo
         return
     text = (f"topic {topic!r} queue {qid}: wanted offset {wanted} but the earliest available is {available}; "
             f"messages {wanted}..{available - 1} were deleted (retention) before they were read")
-    if fail:
-        raise DataLossError(text + ". Set failOnDataLoss=false to continue from the earliest available offset.")
-    log.warning("%s; continuing at %d (failOnDataLoss=false)", text, available)
+    report_data_loss(text, fail, "continue from the earliest available offset", f"continuing at {available}")
 
 
 

@@ -93,10 +93,7 @@ class Assign:
     option: str = K.ASSIGN
 
     def queues(self, store) -> list[Queue]:
-        assigned = getattr(store, "assigned", None)  # over the wire: that queue id of every broker
-        if assigned is not None:
-            return [(t, q) for t, qs in self.assign for q in assigned(t, qs)]
-        return [(t, q) for t, qs in self.assign for q in qs]
+        return [(t, q) for t, qs in self.assign for q in store.assigned(t, qs)]
 
     def describe(self) -> str:
         return "assign=" + json.dumps({t: list(q) for t, q in self.assign}, sort_keys=True)

@@ -18,7 +18,7 @@ from pyspark.sql.datasource import InputPartition
 
 from store import MissingFileError
 
-from .errors import DataLossError
+from .data_loss import report_data_loss
 from .offsets import check_data_loss, open_store
 from .schema import FULL, Selection
 
@@ -138,16 +138,19 @@ def _scan_past_lost_files(store, p: QueueRange, start: int, columns: list) -> It
                     pos = batch.column("queue_offset")[-1].as_py() + 1
             return
         except MissingFileError as e:
-            text = f"topic {p.topic!r} queue {p.queue_id}: {e}"
-            if p.fail_on_data_loss:
-                raise DataLossError(f"{text}. Set failOnDataLoss=false to skip the lost messages.") from None
-            file_start, file_end = store.commit_log_file_span(e.offset)
-            gap_lo = store.queue_offset_at(p.topic, p.queue_id, file_start, pos)
-            gap_hi = min(p.end, store.queue_offset_at(p.topic, p.queue_id, file_end, gap_lo))
+            gap: list[int] = []
+
+            def skipping(lost_at: int = e.offset) -> str:
+                file_start, file_end = store.commit_log_file_span(lost_at)
+                gap_lo = store.queue_offset_at(p.topic, p.queue_id, file_start, pos)
+                gap.extend((gap_lo, min(p.end, store.queue_offset_at(p.topic, p.queue_id, file_end, gap_lo))))
+                return f"skipping queue offsets {gap[0]}..{gap[1] - 1}"
+            report_data_loss(f"topic {p.topic!r} queue {p.queue_id}: {e}", p.fail_on_data_loss,
+                             "skip the lost messages", skipping)
+            gap_lo, gap_hi = gap
             if gap_lo > pos:  # what lies before the gap, read without touching it
                 yield from store.scan(p.topic, p.queue_id, pos, gap_lo, message_filter=p.message_filter,
                                       batch_rows=SCAN_BATCH_ROWS, columns=columns)
-            log.warning("%s; skipping queue offsets %d..%d (failOnDataLoss=false)", text, gap_lo, gap_hi - 1)
             pos = gap_hi
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from store import MessageStore
+from .read_store import ReadStore
 
 # The smallest possible commitlog record (empty body, 1-byte topic, no properties, IPv4 hosts) is 91 bytes,
 # so a byte budget of B never needs more than B // 91 + 1 consume-queue units to be looked at.
@@ -34,7 +34,7 @@ def split_by_backlog(backlog: np.ndarray, limit: int) -> np.ndarray:
     return take
 
 
-def limit_by_bytes(store: MessageStore, queues: list, begins: np.ndarray, takes: np.ndarray,
+def limit_by_bytes(store: ReadStore, queues: list, begins: np.ndarray, takes: np.ndarray,
                    max_bytes: int) -> np.ndarray:
     """Cut each queue's take so that the batch's commitlog bytes stay within max_bytes, shared by backlog;
     at least one message per queue with a backlog. Record sizes come from the consume queue (record_sizes)."""
@@ -46,7 +46,10 @@ def limit_by_bytes(store: MessageStore, queues: list, begins: np.ndarray, takes:
     for i in np.flatnonzero(takes).tolist():  # only queues with something to take: there may be many others
         topic, qid = queues[i]
         n = min(int(takes[i]), int(budgets[i]) // MIN_RECORD_SIZE + 1)
-        sizes = np.cumsum(store.record_sizes(topic, qid, int(begins[i]), int(begins[i]) + n))
+        stored = store.record_sizes(topic, qid, int(begins[i]), int(begins[i]) + n)
+        if stored is None:
+            continue  # sizes not known: the take stays as rows limit it
+        sizes = np.cumsum(stored)
         fit = int(np.searchsorted(sizes, budgets[i], side="right"))
         takes[i] = max(1, min(fit, int(takes[i])))
     return takes

@@ -22,7 +22,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from .backend import backend_for
-from .errors import DataLossError
+from .data_loss import report_data_loss
 from .offset_arrays import OffsetDicts, Parsed, QueueLayout, patched
 from .offsets import (
     Positions,
@@ -68,7 +68,7 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return state
 
     @property
-    def store(self):
+    def store(self) -> ReadStore:
         if self._store is None:
             self._store = self.backend.open()
         return self._store
@@ -104,8 +104,7 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         not), so a pattern picks up topics created since by any process; fixed by an availableNow target."""
         if self._target is not None:
             return self._target[0]
-        version_of = getattr(self.store, "topics_version", None)
-        version = version_of() if version_of is not None else None
+        version = self.store.topics_version()
         layout = self._layout
         if layout is not None and version is not None and version == layout.version:
             return layout
@@ -119,11 +118,8 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _keep_checkpointed(self, start: dict, layout: QueueLayout) -> bool:
         """The checkpoint's queues of subscribed topics that the store does not list now (over the wire: a broker
         away at a restart) handed to the store to keep; True when the layout changes."""
-        keep = getattr(self.store, "keep_checkpointed", None)
-        if keep is None:
-            return False
         topics = {t for t, _ in layout.queues}
-        return keep({k: v for k, v in from_offset_dict(start).items() if k[0] in topics})
+        return self.store.keep_checkpointed({k: v for k, v in from_offset_dict(start).items() if k[0] in topics})
 
     def _bounds_now(self, layout: QueueLayout) -> tuple[np.ndarray, np.ndarray]:
         mins, maxs = layout.bounds()
@@ -182,9 +178,7 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             t, q = layout.queues[i]
             text = (f"topic {t!r} queue {q}: the query's offset {int(parsed.values[i])} is past the end of the "
                     f"queue ({int(maxs[i])}); the messages appended there would never be read")
-            if self.opts.fail_on_data_loss:
-                raise DataLossError(f"{text}. Set failOnDataLoss=false to continue at the end.")
-            log.warning("%s; continuing at %d (failOnDataLoss=false)", text, int(maxs[i]))
+            report_data_loss(text, self.opts.fail_on_data_loss, "continue at the end", f"continuing at {int(maxs[i])}")
             begins[i] = maxs[i]
         return begins, np.maximum(maxs - begins, 0), maxs
 

@@ -15,6 +15,7 @@ import tempfile
 import time
 from typing import Callable, Iterator, Optional, TypeVar
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
@@ -30,7 +31,8 @@ from rmq_client import (
 )
 
 from . import option_keys as K
-from .errors import DataLossError, RmqOptionError
+from .data_loss import report_data_loss
+from .errors import RmqOptionError
 from .options import BrokerQueue
 from .schema import FULL, Selection
 
@@ -173,6 +175,12 @@ class WireStore:
         away = [q for q in self._seen.get(topic, ()) if q.broker_name not in brokers]
         return sorted(listed + away) if away else listed
 
+    def topics_version(self) -> None:
+        return None  # the routes carry no version: the queues are listed again each time
+
+    def bounds_tracker(self, queues) -> "RouteBounds":
+        return RouteBounds(self, queues)
+
     def keep_checkpointed(self, positions: dict) -> bool:
         """Queues a query's checkpoint holds on brokers the route does not list now (the query restarted while a
         broker is away) are kept at their checkpointed offsets like queues seen before: the query waits
@@ -267,6 +275,9 @@ class WireStore:
         return self._retry(lambda: self.consumer.offset_by_timestamp(mq, timestamp_ms),
                            f"offset by time of {topic}/{q}")
 
+    def record_sizes(self, topic: str, q: BrokerQueue, start: int, end: int) -> None:
+        return None  # a pull's answer is the only size a broker tells (maxBytesPerTrigger is a directory's option)
+
     def committed_offset(self, topic: str, q: BrokerQueue) -> Optional[int]:
         mq = MessageQueue(topic, q.broker_name, q.queue_id)
         return self._retry(lambda: self.consumer.query_offset(mq), f"group offset of {topic}/{q}")
@@ -295,6 +306,23 @@ class WireStore:
                     raise refused_by_acl(e, f"offset commit of {t}/{q}") from None
                 failed[q.broker_name] = e
         return failed
+
+
+class RouteBounds:
+    """The bounds of a fixed list of queues as arrays, every queue asked of its broker at each update (one
+    GET_TOPIC_STATS_INFO per broker and topic, shared by the updates of a trigger: BOUNDS_FRESH_S)."""
+
+    def __init__(self, store: WireStore, queues: list):
+        self.store, self.queues = store, queues
+        self.mins = np.zeros(len(queues), dtype=np.int64)
+        self.maxs = np.zeros(len(queues), dtype=np.int64)
+        self.updates = 0
+
+    def update(self) -> None:
+        bounds = self.store.queue_bounds(self.queues)
+        for i, q in enumerate(self.queues):
+            self.mins[i], self.maxs[i] = bounds[q]
+        self.updates += 1
 
 
 class WireOffsetCommitter:
@@ -391,9 +419,7 @@ def read_wire_partition(p: InputPartition) -> Iterator[pa.RecordBatch]:
                    f"were deleted (retention) before they were read"
         else:
             text = f"{where}: offset {wanted} is past the queue's end {mx} on broker {broker!r}"
-        if p.fail_on_data_loss:
-            raise DataLossError(f"{text}. Set failOnDataLoss=false to skip them.")
-        log.warning("%s; continuing at %d (failOnDataLoss=false)", text, min(max(wanted, mn), p.end))
+        report_data_loss(text, p.fail_on_data_loss, "skip them", f"continuing at {min(max(wanted, mn), p.end)}")
         return min(max(wanted, mn), p.end) if wanted < mn else p.end
 
     # only the selected columns are decoded, unless a client-side filter reads others

@@ -289,7 +289,7 @@ def test_the_import_time_check_sees_a_branch_in_a_function_and_not_a_binding():
 
 
 # Where the Spark source and sink choose between a store directory and a cluster, once.
-BACKEND_CHOICE = {"rmq_spark/backend.py", "rmq_spark/sink/__init__.py", "rmq_spark/options.py"}
+BACKEND_CHOICE = {"rmq_spark/backend.py", "rmq_spark/options.py", "rmq_spark/sink/sink_options.py"}
 
 
 def test_the_spark_source_and_sink_ask_for_a_cluster_only_where_they_choose_their_backend():
@@ -346,3 +346,87 @@ def test_the_cli_commands_do_not_ask_whether_they_work_through_brokers():
     found = [f"{path}:{n}" for path, text in _sources("rmq_cli") if path not in CLI_BELOW_THE_LOG
              for n in _tests_of("namesrv", ast.parse(text, path))]
     assert not found, f"--namesrv tested outside rmq_log.open_log: {found}"
+
+
+def _getattr_on_a_store(tree: ast.AST, methods: set) -> list[int]:
+    """Lines where getattr/hasattr looks something up on a store (a name or attribute named *store*) or looks up
+    one of the store's methods by name on anything."""
+    lines = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr",
+                                                                                                     "hasattr")):
+            continue
+        target = node.args[0] if node.args else None
+        named = target.id if isinstance(target, ast.Name) else target.attr if isinstance(target, ast.Attribute) \
+            else ""
+        looked_up = node.args[1] if len(node.args) > 1 else None
+        if "store" in named.lower() or (isinstance(looked_up, ast.Constant) and looked_up.value in methods):
+            lines.append(node.lineno)
+    return lines
+
+
+def _read_store_methods() -> set:
+    from rmq_spark.read_store import ReadStore
+    return {name for name in vars(ReadStore) if not name.startswith("_")}
+
+
+def test_the_spark_readers_ask_every_store_the_same_methods():
+    """ReadStore lists every method the readers call and both locations answer each: none is looked up to see
+    whether this store has it."""
+    methods = _read_store_methods()
+    assert {"assigned", "bounds_tracker", "topics_version", "keep_checkpointed"} <= methods
+    found = [f"{path}:{n}" for path, text in _sources("rmq_spark")
+             for n in _getattr_on_a_store(ast.parse(text, path), methods)]
+    assert not found, f"store methods looked up with getattr/hasattr: {found}"
+
+
+def test_the_store_lookup_check_sees_getattr_on_a_store_and_not_on_a_filter():
+    on_store = "def f(self):\n    v = getattr(self.store, 'topics_version', None)\n"
+    by_name = "def f(s):\n    return getattr(s, 'bounds_tracker')\n"
+    other = "def f(flt):\n    return getattr(flt, 'attribute', None)\n"
+    methods = {"topics_version", "bounds_tracker"}
+    assert _getattr_on_a_store(ast.parse(on_store), methods) == [2]
+    assert _getattr_on_a_store(ast.parse(by_name), methods) == [2]
+    assert _getattr_on_a_store(ast.parse(other), methods) == []
+
+
+def _option_names_read(tree: ast.AST, names) -> list[int]:
+    """Lines of text constants that spell one of `names` (any case, as Spark hands option names lower-cased), and
+    of imports of option_keys."""
+    lower = {n.lower() for n in names}
+    lines = [node.lineno for node in ast.walk(tree)
+             if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.lower() in lower]
+    lines += [node.lineno for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+              and any(a.name == "option_keys" for a in node.names) or isinstance(node, ast.ImportFrom)
+              and (node.module or "").endswith("option_keys")]
+    return sorted(set(lines))
+
+
+def test_the_sink_reads_its_options_in_one_parser():
+    """sink/__init__ hands the options to sink_options.parse_sink_options and takes its writers from the backend
+    that names: it spells no option name (no sniffing for namesrvAddr or sinkId)."""
+    from rmq_spark import option_keys as K
+
+    path = os.path.join(ROOT, "rmq_spark", "sink", "__init__.py")
+    found = _option_names_read(ast.parse(open(path, encoding="utf-8").read(), path),
+                               K.SINK_OPTIONS + K.WIRE_SINK_OPTIONS)
+    assert not found, f"option names read in rmq_spark/sink/__init__.py at lines {found}"
+
+
+def test_the_option_name_check_sees_a_sniffed_name_and_not_a_parsed_field():
+    sniffed = "def f(options):\n    return any(k.lower() == 'namesrvaddr' for k in options)\n"
+    keyed = "from .. import option_keys as K\n"
+    parsed = "def f(options):\n    return parse(options).namesrv_addr\n"
+    assert _option_names_read(ast.parse(sniffed), ("namesrvAddr",)) == [2]
+    assert _option_names_read(ast.parse(keyed), ("namesrvAddr",)) == [1]
+    assert _option_names_read(ast.parse(parsed), ("namesrvAddr",)) == []
+
+
+def test_data_loss_is_reported_in_one_place():
+    """Every failOnDataLoss decision goes through data_loss.report_data_loss: no other module words the advice
+    or the warning."""
+    found = [f"{path}:{node.lineno}" for path, text in _sources("rmq_spark") if path != "rmq_spark/data_loss.py"
+             for node in ast.walk(ast.parse(text, path))
+             if isinstance(node, ast.Constant) and isinstance(node.value, str)
+             and ("Set failOnDataLoss" in node.value or "(failOnDataLoss=false)" in node.value)]
+    assert not found, f"data loss reported outside rmq_spark/data_loss.py: {found}"

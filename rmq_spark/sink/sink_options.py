@@ -1,4 +1,6 @@
-"""The sink's options, checked on the driver when the query starts (writer()/streamWriter()), before any task.
+"""The sink's options, checked on the driver when the query starts (writer()/streamWriter()), before any task:
+parse_sink_options reads them once into one SinkOptions, a store directory's (option path) or a cluster's (option
+namesrvAddr), and backend.sink_backend_for picks the writers from it.
 
 Spark hands option names lower-cased; every error is an RmqOptionError naming the option at fault.
 """
@@ -12,25 +14,43 @@ import uuid
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
+from rmq_acl import SessionCredentials
 from rmq_common.message_codec import MAX_TOPIC_LENGTH
 
 from .. import option_keys as K
 from ..errors import RmqOptionError
-from ..options import canonical_options
+from ..options import canonical_options, credentials_option, int_option, namesrv_addr_option
 
 # queryName: Spark hands a streaming query's .queryName(...) to its sink as an option; accepted and unused.
 OPTION_NAMES = K.SINK_OPTIONS
+# Through brokers: the directory's own options are known too, to be refused naming namesrvAddr.
+WIRE_OPTION_NAMES = K.WIRE_SINK_OPTIONS + (K.PATH, K.BATCH_ID, K.STORE_CONFIG)
 _SAFE_DIR = re.compile(r"[A-Za-z0-9._-]{1,100}")
+
+EXACTLY_ONCE, AT_LEAST_ONCE = "exactly_once", "at_least_once"
 
 
 @dataclass(frozen=True)
 class SinkOptions:
-    path: str
+    path: str                     # the store directory ("" through brokers)
     topic: Optional[str]          # the `topic` option: every row goes there (wins over a topic column)
     sink_id: str                  # names the sink in its commit records
-    batch_id: Optional[int]       # batch writes only: the id of this write (None: a fresh id per job)
+    batch_id: Optional[int]       # a directory's batch writes only: the id of this write
     checkpoint: Optional[str]
     store_config: Optional[str] = None  # a broker.conf-style file (maxMessageSize, flushDiskType, ...)
+    fresh: bool = False           # a directory's batch write without sinkId: a sink id made for this job alone
+    # Through brokers (option namesrvAddr; None: into the store directory `path`)
+    namesrv_addr: Optional[str] = None
+    producer_group: str = ""
+    exactly_once: bool = True     # deliveryGuarantee: transactional halves (else plain sends)
+    broker_timeout_ms: int = K.DEFAULT_BROKER_TIMEOUT_MS
+    credentials: Optional[SessionCredentials] = None  # accessKey / secretKey: every request signed
+
+    @property
+    def namesrv(self) -> str:
+        """The name servers of a sink through brokers."""
+        assert self.namesrv_addr is not None, "a sink into a store directory has no name servers"
+        return self.namesrv_addr
 
     @property
     def sink_dir(self) -> str:
@@ -38,6 +58,14 @@ class SinkOptions:
         key = self.sink_id if _SAFE_DIR.fullmatch(self.sink_id) and self.sink_id not in (".", "..") else \
             "id-" + hashlib.sha1(self.sink_id.encode("utf-8")).hexdigest()
         return os.path.join(self.path, "sink", key)
+
+
+def parse_sink_options(options: Mapping[str, str], stream: bool) -> SinkOptions:
+    """The sink's options as given to df.writeStream (stream) or df.write: with namesrvAddr through brokers, else
+    into a store directory. Which of the two decides which option names are known, so it is read first."""
+    if any(k.lower() == K.NAMESRV_ADDR.lower() for k in dict(options)):
+        return wire_options(options, stream)
+    return stream_options(options) if stream else batch_options(options)
 
 
 def _known(options: Mapping[str, str]) -> dict:
@@ -129,10 +157,47 @@ def batch_options(options: Mapping[str, str]) -> SinkOptions:
             raise RmqOptionError(K.BATCH_ID, f"{raw_batch!r} is not an integer") from None
         if batch_id < 0:
             raise RmqOptionError(K.BATCH_ID, f"{batch_id} must be >= 0")
+    fresh = sink_id is None
     if sink_id is None:
         sink_id, batch_id = f"write-{uuid.uuid4().hex}", 0
     return SinkOptions(path=path, topic=topic, sink_id=sink_id, batch_id=batch_id,
-                       checkpoint=opts.get(K.CHECKPOINT_LOCATION), store_config=_config_path(opts))
+                       checkpoint=opts.get(K.CHECKPOINT_LOCATION), store_config=_config_path(opts), fresh=fresh)
+
+
+def wire_options(options: Mapping[str, str], stream: bool) -> SinkOptions:
+    """Through brokers (namesrvAddr): the directory's options are refused, deliveryGuarantee picks transactional
+    halves or plain sends, and an exactly-once stream keeps its decisions in its (local) checkpoint."""
+    opts = canonical_options(options, WIRE_OPTION_NAMES, 'writing format("rmq") through brokers')
+    for name in (K.PATH, K.BATCH_ID, K.STORE_CONFIG):
+        if opts.get(name) not in (None, ""):
+            raise RmqOptionError(name, f"not with namesrvAddr (the sink writes through brokers, not into a store "
+                                       f"directory); give one of path and {K.NAMESRV_ADDR}")
+    namesrv = namesrv_addr_option(opts)
+    assert namesrv is not None  # parse_sink_options comes here only with namesrvAddr
+    topic = topic_option(opts)
+    guarantee = (opts.get(K.DELIVERY_GUARANTEE) or EXACTLY_ONCE).strip().lower().replace("-", "_")
+    if guarantee not in (EXACTLY_ONCE, AT_LEAST_ONCE):
+        raise RmqOptionError(K.DELIVERY_GUARANTEE, f"{opts[K.DELIVERY_GUARANTEE]!r}: give {EXACTLY_ONCE} "
+                                                   f"(transactional messages) or {AT_LEAST_ONCE} (plain sends)")
+    checkpoint = opts.get(K.CHECKPOINT_LOCATION)
+    sink_id = sink_id_option(opts)
+    if stream and guarantee == EXACTLY_ONCE:
+        if not checkpoint:
+            raise RmqOptionError(K.CHECKPOINT_LOCATION, "the wire sink keeps its commit decisions in the query's "
+                                                        "checkpoint: set option(\"checkpointLocation\", ...) on the "
+                                                        "query (or deliveryGuarantee=at_least_once)")
+        from .transaction_log import local_checkpoint  # the client library, only for a sink through brokers
+        try:
+            local_checkpoint(checkpoint)
+        except ValueError as e:
+            raise RmqOptionError(K.CHECKPOINT_LOCATION, str(e)) from None
+    if sink_id is None:
+        sink_id = default_stream_sink_id(checkpoint) if checkpoint else "write"
+    group = opts.get(K.PRODUCER_GROUP) or "rmq-sink-" + hashlib.sha1(sink_id.encode()).hexdigest()[:12]
+    return SinkOptions(path="", topic=topic, sink_id=sink_id, batch_id=None, checkpoint=checkpoint,
+                       namesrv_addr=namesrv, producer_group=group, exactly_once=guarantee == EXACTLY_ONCE,
+                       broker_timeout_ms=int_option(opts, K.BROKER_TIMEOUT_MS, K.DEFAULT_BROKER_TIMEOUT_MS, minimum=0),
+                       credentials=credentials_option(opts))
 
 
 def _config_path(opts: dict) -> Optional[str]:

@@ -6,9 +6,11 @@ files nobody names; they go with their batch's directory.
 """
 from __future__ import annotations
 
+import logging
 import os
 import shutil
-from typing import Iterable, Iterator
+import time
+from typing import Iterable, Iterator, Optional
 
 import pyarrow as pa
 
@@ -93,3 +95,27 @@ def iter_dirs(sink_dir: str) -> Iterator[str]:
     root = os.path.join(sink_dir, "staging")
     for name in (os.listdir(root) if os.path.isdir(root) else []):
         yield os.path.join(root, name)
+
+
+# A one-off write's directory (sink/write-<uuid>) untouched this long belongs to a job that died between its
+# tasks and its commit or abort; a live job touches it with every staged file.
+ABANDONED_WRITE_AGE_S = 24 * 3600
+
+
+def remove_abandoned_writes(path: str, now: Optional[float] = None) -> list:
+    """Delete the staging of one-off batch writes abandoned by a dead job; returns what went."""
+    root = os.path.join(path, "sink")
+    now = time.time() if now is None else now
+    gone = []
+    for name in (os.listdir(root) if os.path.isdir(root) else []):
+        d = os.path.join(root, name)
+        if not name.startswith("write-") or not os.path.isdir(d):
+            continue
+        newest = max([os.path.getmtime(os.path.join(a, x)) for a, ds, fs in os.walk(d) for x in ds + fs]
+                     + [os.path.getmtime(d)])
+        if now - newest > ABANDONED_WRITE_AGE_S:
+            shutil.rmtree(d, ignore_errors=True)
+            logging.getLogger(__name__).warning("removed %s: the staging of a batch write abandoned %.0f h ago", d,
+                                                (now - newest) / 3600)
+            gone.append(d)
+    return gone

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import hashlib
 import logging
-import os
 import threading
 from dataclasses import dataclass
 from typing import Callable, Iterator, Optional
@@ -27,7 +25,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
-from rmq_acl import SessionCredentials
 from rmq_client import (
     AsyncTransactionProducer,
     BrokerBusyError,
@@ -50,19 +47,16 @@ from rmq_client.transaction_producer import (
 from rmq_common.message_codec import PROPERTY_KEYS, PROPERTY_TAGS, local_host_address
 from store.record_encoder import java_hash_codes
 
-from .. import option_keys as K
-from ..errors import RmqOptionError, RowError
-from ..options import canonical_options, credentials_option, int_option, namesrv_addr_option
+from ..errors import RowError
 from ..wire import BrokerUnavailableError, RetryLog, refused_by_acl
 from .columns import to_staged, validate_staged
-from .sink_options import default_stream_sink_id, sink_id_option, topic_option
-from .transaction_log import PROPERTY_SINK_BATCH, Decision, TransactionLog, answer_copy, local_checkpoint
+from .sink_options import SinkOptions
+from .transaction_log import PROPERTY_SINK_BATCH, Decision, TransactionLog, answer_copy
 from .wire_messages import commit_messages, per_message_broker, queue_ends, roll_back_messages
 from .writer import stream_batch_id, task_attempt
 
 log = logging.getLogger(__name__)
 
-EXACTLY_ONCE, AT_LEAST_ONCE = "exactly_once", "at_least_once"
 MAX_MESSAGE_SIZE = 4 * 1024 * 1024   # a broker's default maxMessageSize, which also bounds a batch's body
 SEND_BYTES = 3 * 1024 * 1024         # one SEND_BATCH_MESSAGE's body, kept under the broker's limit
 SEND_MESSAGES = 16384                # and its messages
@@ -91,51 +85,6 @@ def _other_queue(mq: MessageQueue, queues: list[MessageQueue], now: float) -> Op
     return (after or usable)[0]
 
 
-@dataclass(frozen=True)
-class WireSinkOptions:
-    namesrv: str
-    topic: Optional[str]
-    sink_id: str
-    checkpoint: Optional[str]
-    group: str
-    exactly_once: bool
-    timeout_ms: int
-    credentials: Optional[SessionCredentials] = None  # accessKey / secretKey: every request signed
-
-
-def wire_options(options, stream: bool) -> WireSinkOptions:
-    opts = canonical_options(options, K.WIRE_SINK_OPTIONS + (K.PATH, K.BATCH_ID, K.STORE_CONFIG),
-                             'writing format("rmq") through brokers')
-    for name in (K.PATH, K.BATCH_ID, K.STORE_CONFIG):
-        if opts.get(name) not in (None, ""):
-            raise RmqOptionError(name, f"not with namesrvAddr (the sink writes through brokers, not into a store "
-                                       f"directory); give one of path and {K.NAMESRV_ADDR}")
-    namesrv = namesrv_addr_option(opts)
-    assert namesrv is not None  # the sink takes this path only with namesrvAddr
-    topic = topic_option(opts)
-    guarantee = (opts.get(K.DELIVERY_GUARANTEE) or EXACTLY_ONCE).strip().lower().replace("-", "_")
-    if guarantee not in (EXACTLY_ONCE, AT_LEAST_ONCE):
-        raise RmqOptionError(K.DELIVERY_GUARANTEE, f"{opts[K.DELIVERY_GUARANTEE]!r}: give {EXACTLY_ONCE} "
-                                                   f"(transactional messages) or {AT_LEAST_ONCE} (plain sends)")
-    checkpoint = opts.get(K.CHECKPOINT_LOCATION)
-    sink_id = sink_id_option(opts)
-    if stream and guarantee == EXACTLY_ONCE:
-        if not checkpoint:
-            raise RmqOptionError(K.CHECKPOINT_LOCATION, "the wire sink keeps its commit decisions in the query's "
-                                                        "checkpoint: set option(\"checkpointLocation\", ...) on the "
-                                                        "query (or deliveryGuarantee=at_least_once)")
-        try:
-            local_checkpoint(checkpoint)
-        except ValueError as e:
-            raise RmqOptionError(K.CHECKPOINT_LOCATION, str(e)) from None
-    if sink_id is None:
-        sink_id = default_stream_sink_id(checkpoint) if checkpoint else "write"
-    group = opts.get(K.PRODUCER_GROUP) or "rmq-sink-" + hashlib.sha1(sink_id.encode()).hexdigest()[:12]
-    timeout_ms = int_option(opts, K.BROKER_TIMEOUT_MS, K.DEFAULT_BROKER_TIMEOUT_MS, minimum=0)
-    return WireSinkOptions(namesrv, topic, sink_id, checkpoint, group, guarantee == EXACTLY_ONCE, timeout_ms,
-                           credentials_option(opts))
-
-
 @dataclass
 class WireCommitMessage(WriterCommitMessage):
     """One task attempt's sends: the half batches (rmq serve) and half messages (Apache RocketMQ) to end, exactly
@@ -151,11 +100,11 @@ _PRODUCERS: dict[tuple, AsyncTransactionProducer] = {}
 _PRODUCERS_LOCK = threading.Lock()
 
 
-def _producer(options: WireSinkOptions, decisions: Optional[TransactionLog] = None) -> AsyncTransactionProducer:
+def _producer(options: SinkOptions, decisions: Optional[TransactionLog] = None) -> AsyncTransactionProducer:
     """One client per process, producer group and account (Python workers are reused across tasks). It answers the
     brokers' check-backs it gets: from `decisions` when given; without them, a copy of a half message is rolled
     back and a half batch left unknown (a df.write has no decisions: its commit is the job's)."""
-    key = (options.namesrv, options.group, options.credentials, decisions.dir if decisions else None)
+    key = (options.namesrv, options.producer_group, options.credentials, decisions.dir if decisions else None)
 
     async def answer(request) -> TransactionState:
         if decisions is not None:
@@ -167,7 +116,7 @@ def _producer(options: WireSinkOptions, decisions: Optional[TransactionLog] = No
         return state
 
     async def make() -> AsyncTransactionProducer:
-        return AsyncTransactionProducer(options.namesrv, options.group, credentials=options.credentials,
+        return AsyncTransactionProducer(options.namesrv, options.producer_group, credentials=options.credentials,
                                         checker=answer)
     with _PRODUCERS_LOCK:
         p = _PRODUCERS.get(key)
@@ -177,7 +126,7 @@ def _producer(options: WireSinkOptions, decisions: Optional[TransactionLog] = No
 
 
 class _WireWriting:
-    options: WireSinkOptions
+    options: SinkOptions
     columns: dict
 
     def _send(self, iterator: Iterator[pa.RecordBatch], batch_id) -> WireCommitMessage:
@@ -224,7 +173,7 @@ class _WireWriting:
                 pass  # it failed: it rolled back what it had sent
             if halves:  # this attempt's halves will not be committed: say so now rather than at the broker's check
                 try:
-                    run_blocking(_roll_back, producer, halves, self.options.timeout_ms)
+                    run_blocking(_roll_back, producer, halves, self.options.broker_timeout_ms)
                 except Exception as e:
                     log.warning("%s: rolling back this attempt's halves failed (%s); the brokers' checks will",
                                 where, e)
@@ -290,14 +239,14 @@ class _WireWriting:
         sent = [d for d in done if isinstance(d, (HalfBatch, MessageHalves))]
         if failed:
             if sent:
-                await _roll_back(producer, sent, self.options.timeout_ms)
+                await _roll_back(producer, sent, self.options.broker_timeout_ms)
             raise failed[0]
         return sent
 
     async def _queues(self, producer: AsyncTransactionProducer, topic: str) -> list[MessageQueue]:
         queues = await producer.api.queues(topic, readable=False)
         if not queues:  # a new topic: created on every broker that allows it, as a producer's first send does
-            maker = AsyncProducer(self.options.namesrv, self.options.group, api=producer.api)
+            maker = AsyncProducer(self.options.namesrv, self.options.producer_group, api=producer.api)
             await maker.create_topic(topic, maker.default_topic_queue_nums)
             queues = await producer.api.queues(topic, readable=False)
             if not queues:
@@ -320,7 +269,7 @@ class _WireWriting:
         n = t.num_rows
         props = t.column("properties").combine_chunks()
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.options.timeout_ms / 1000
+        deadline = loop.time() + self.options.broker_timeout_ms / 1000
         if others and _AVOID.get(mq.broker_name, 0.0) > loop.time():
             mq = _other_queue(mq, others, loop.time()) or mq
         extra: dict = {}
@@ -339,21 +288,22 @@ class _WireWriting:
         while True:
             try:
                 if self.options.exactly_once and await per_message_broker(producer.api, mq):
-                    extra.update({PROPERTY_TRANSACTION_PREPARED: "true", PROPERTY_PRODUCER_GROUP: self.options.group,
-                                  PROPERTY_SINK_BATCH: batch_id})
+                    extra.update({PROPERTY_TRANSACTION_PREPARED: "true",
+                                  PROPERTY_PRODUCER_GROUP: self.options.producer_group, PROPERTY_SINK_BATCH: batch_id})
                     keys = t.column("uniq_key").combine_chunks()
                     return await producer.send_half_messages(
                         mq, t.column("body").combine_chunks().to_pylist(), properties_text(props, n, extra).to_pylist(),
                         tuple(keys.to_pylist()), min(deadline, loop.time() + MOVE_AFTER_S) if others else deadline)
                 if self.options.exactly_once:
-                    extra.update({PROPERTY_TRANSACTION_PREPARED: "true", PROPERTY_PRODUCER_GROUP: self.options.group,
+                    extra.update({PROPERTY_TRANSACTION_PREPARED: "true",
+                                  PROPERTY_PRODUCER_GROUP: self.options.producer_group,
                                   PROPERTY_TRANSACTION_BATCH: txn, PROPERTY_SINK_BATCH: batch_id})
                 if body is None:
                     body = encode_message_batch(t.column("body").combine_chunks(), properties_text(props, n, extra))
                 if self.options.exactly_once:
                     return await producer.send_halves(mq, body, n, txn)
                 await producer.api.send(mq, {
-                    "producerGroup": self.options.group, "topic": mq.topic, "defaultTopic": "TBW102",
+                    "producerGroup": self.options.producer_group, "topic": mq.topic, "defaultTopic": "TBW102",
                     "defaultTopicQueueNums": DEFAULT_TOPIC_QUEUE_NUMS, "queueId": mq.queue_id, "sysFlag": 0,
                     "bornTimestamp": 0, "flag": 0, "reconsumeTimes": 0, "unitMode": False, "batch": True}, body, True)
                 return None
@@ -382,15 +332,15 @@ class _WireWriting:
                                     moved.queue_id)
                         mq = moved
                         to(mq)
-                        deadline = loop.time() + self.options.timeout_ms / 1000  # bounded: each move avoids one
+                        deadline = loop.time() + self.options.broker_timeout_ms / 1000  # bounded: each move avoids one
                         continue
                 if not again or loop.time() >= deadline:
                     if e.unreachable:
                         raise BrokerUnavailableError(f"{what}: no answer within brokerTimeoutMs="
-                                                     f"{self.options.timeout_ms} ({e})") from None
+                                                     f"{self.options.broker_timeout_ms} ({e})") from None
                     if e.not_stored_ok:
                         raise BrokerUnavailableError(f"{what}: not stored as the broker's role asks within "
-                                                     f"brokerTimeoutMs={self.options.timeout_ms} (a SYNC_MASTER "
+                                                     f"brokerTimeoutMs={self.options.broker_timeout_ms} (a SYNC_MASTER "
                                                      f"without its slave answers SLAVE_NOT_AVAILABLE; {e})") from None
                     raise refused_by_acl(e, what) from None  # an ACL refusal names accessKey or secretKey
                 log.warning("%s: %s; retrying", what, e)
@@ -443,7 +393,7 @@ def _sent(messages) -> tuple[dict[int, list[HalfBatch]], dict[int, list[MessageH
 
 # -- the driver's side: commit, abort, and the checker --------------------------------------------------------------
 
-def _checker(options: WireSinkOptions, decisions: Optional[TransactionLog], topics: list[str]
+def _checker(options: SinkOptions, decisions: Optional[TransactionLog], topics: list[str]
              ) -> AsyncTransactionProducer:
     """The driver-side producer: it sends the ENDs and, registered with the brokers by heartbeat, answers their
     check-backs (from the checkpoint's decisions, for a stream) for as long as its process lives (Spark runs each
@@ -452,7 +402,7 @@ def _checker(options: WireSinkOptions, decisions: Optional[TransactionLog], topi
     try:
         run_blocking(p.heartbeat, topics)
     except MQClientError as e:
-        log.info("heartbeat of %s failed: %s", options.group, e)
+        log.info("heartbeat of %s failed: %s", options.producer_group, e)
     return p
 
 
@@ -461,7 +411,7 @@ def _step(tlog: TransactionLog, point: str, batch_id: int) -> None:
         observer(tlog.dir, point, batch_id)
 
 
-def commit_halves(options: WireSinkOptions, messages, batch_id: int) -> str:
+def commit_halves(options: SinkOptions, messages, batch_id: int) -> str:
     """Commit microbatch batch_id's halves once: the decision first (in the checkpoint), then END_TRANSACTION
     COMMIT for each. A batch decided before (a restarted query replaying it) commits the decided halves again
     (half messages that a killed commit ended already are found in their queues and left alone) and rolls back the
@@ -480,7 +430,7 @@ def commit_halves(options: WireSinkOptions, messages, batch_id: int) -> str:
         _step(tlog, "before_decision", batch_id)
         sent = [h for hs in new_messages.values() for h in hs]
         decision = Decision(new, new_messages,
-                            run_blocking(queue_ends, producer.api, sent, options.timeout_ms) if sent else {})
+                            run_blocking(queue_ends, producer.api, sent, options.broker_timeout_ms) if sent else {})
         tlog.write(batch_id, decision)
         todo: list[HalfBatch] = [h for hs in new.values() for h in hs]
         drop: list = []
@@ -488,7 +438,7 @@ def commit_halves(options: WireSinkOptions, messages, batch_id: int) -> str:
     else:
         decision = prior
         again = [h for hs in prior.halves.values() for h in hs]
-        results = run_blocking(_end_all, producer, again, TransactionState.COMMIT_MESSAGE, options.timeout_ms)
+        results = run_blocking(_end_all, producer, again, TransactionState.COMMIT_MESSAGE, options.broker_timeout_ms)
         by_half = dict(zip(again, results))
         todo, drop, replaced = [], [], dict(prior.halves)
         for p, hs in new.items():
@@ -509,16 +459,16 @@ def commit_halves(options: WireSinkOptions, messages, batch_id: int) -> str:
         outcome = f"replayed: decided halves committed again, {len(drop)} new half batches rolled back" + \
             (f", {len(todo)} replacing rolled-back ones" if todo else "")
     if drop:
-        run_blocking(_roll_back, producer, drop, options.timeout_ms)
+        run_blocking(_roll_back, producer, drop, options.broker_timeout_ms)
     decided_messages = [h for hs in decision.messages.values() for h in hs]
     half = len(todo) // 2
-    results = run_blocking(_end_all, producer, todo[:half], TransactionState.COMMIT_MESSAGE, options.timeout_ms)
+    results = run_blocking(_end_all, producer, todo[:half], TransactionState.COMMIT_MESSAGE, options.broker_timeout_ms)
     first = decided_messages[:len(decided_messages) // 2]
-    run_blocking(commit_messages, producer, first, decision.queue_ends, options.timeout_ms, prior is not None)
+    run_blocking(commit_messages, producer, first, decision.queue_ends, options.broker_timeout_ms, prior is not None)
     _step(tlog, "inside_commit", batch_id)
-    results += run_blocking(_end_all, producer, todo[half:], TransactionState.COMMIT_MESSAGE, options.timeout_ms)
-    run_blocking(commit_messages, producer, decided_messages[len(first):], decision.queue_ends, options.timeout_ms,
-                 prior is not None)
+    results += run_blocking(_end_all, producer, todo[half:], TransactionState.COMMIT_MESSAGE, options.broker_timeout_ms)
+    run_blocking(commit_messages, producer, decided_messages[len(first):], decision.queue_ends,
+                 options.broker_timeout_ms, prior is not None)
     _step(tlog, "after_commit", batch_id)
     lost = [h for h, r in zip(todo, results) if r is EndOutcome.OPPOSITE]
     if lost:
@@ -531,20 +481,20 @@ def commit_halves(options: WireSinkOptions, messages, batch_id: int) -> str:
     return outcome
 
 
-def abort_halves(options: WireSinkOptions, messages) -> None:
+def abort_halves(options: SinkOptions, messages) -> None:
     batches, singles = _sent(messages)
     halves: list = [h for hs in batches.values() for h in hs]
     halves += [h for hs in singles.values() for h in hs]
     if halves:
         producer = _producer(options)
         try:
-            run_blocking(_roll_back, producer, halves, options.timeout_ms)
+            run_blocking(_roll_back, producer, halves, options.broker_timeout_ms)
         except (MQClientError, BrokerUnavailableError) as e:
             log.warning("abort: rolling back failed (%s); the brokers roll back unanswered halves themselves", e)
 
 
 class WireStreamWriter(_WireWriting, DataSourceStreamArrowWriter):
-    def __init__(self, options: WireSinkOptions, columns: dict):
+    def __init__(self, options: SinkOptions, columns: dict):
         self.options, self.columns = options, columns
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WireCommitMessage:
@@ -563,7 +513,7 @@ class WireStreamWriter(_WireWriting, DataSourceStreamArrowWriter):
 class WireBatchWriter(_WireWriting, DataSourceArrowWriter):
     """df.write through brokers: the job's halves commit together when it succeeds and roll back when it fails."""
 
-    def __init__(self, options: WireSinkOptions, columns: dict):
+    def __init__(self, options: SinkOptions, columns: dict):
         self.options, self.columns = options, columns
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WireCommitMessage:
@@ -577,9 +527,10 @@ class WireBatchWriter(_WireWriting, DataSourceArrowWriter):
         sent = [h for hs in singles.values() for h in hs]
         producer = _checker(self.options, None, sorted({h.topic for h in halves} | {h.topic for h in sent}))
         if sent:
-            ends = run_blocking(queue_ends, producer.api, sent, self.options.timeout_ms)
-            run_blocking(commit_messages, producer, sent, ends, self.options.timeout_ms, False)
-        results = run_blocking(_end_all, producer, halves, TransactionState.COMMIT_MESSAGE, self.options.timeout_ms)
+            ends = run_blocking(queue_ends, producer.api, sent, self.options.broker_timeout_ms)
+            run_blocking(commit_messages, producer, sent, ends, self.options.broker_timeout_ms, False)
+        results = run_blocking(_end_all, producer, halves, TransactionState.COMMIT_MESSAGE,
+                               self.options.broker_timeout_ms)
         if any(r is EndOutcome.OPPOSITE for r in results):
             raise RuntimeError("the brokers rolled back part of this write before its commit (it took longer than "
                                "their check window); write it again")
@@ -587,14 +538,3 @@ class WireBatchWriter(_WireWriting, DataSourceArrowWriter):
     def abort(self, messages) -> None:
         if self.options.exactly_once:
             abort_halves(self.options, messages)
-
-
-def make_wire_writer(options, columns: dict, stream: bool):
-    if "born_timestamp" in columns:
-        raise RmqOptionError(K.NAMESRV_ADDR, "the born_timestamp column is not sent through brokers (a batch "
-                                             "frame carries one born timestamp for all its messages); drop the "
-                                             "column or write to a store directory")
-    opts = wire_options(options, stream)
-    if stream and opts.exactly_once:
-        os.makedirs(TransactionLog(opts.checkpoint or "").dir, exist_ok=True)
-    return (WireStreamWriter if stream else WireBatchWriter)(opts, columns)

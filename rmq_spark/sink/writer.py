@@ -19,7 +19,8 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 from rmq_common.message_codec import local_host_address
 from store.store_config import StoreConfig
 
-from ..errors import RowError
+from .. import option_keys as K
+from ..errors import RmqOptionError, RowError
 from .columns import to_staged, validate_staged
 from .exactly_once import abort_batch, commit_batch
 from .sink_options import SinkOptions
@@ -36,6 +37,24 @@ class RmqCommitMessage(WriterCommitMessage):
     topics: Tuple[str, ...]
     partition: int
     attempt: int
+
+
+def prepare_store(options: SinkOptions) -> StoreConfig:
+    """The store's settings (maxMessageSize, flushDiskType...: the storeConfig file, else the defaults), and the
+    store created when missing (the sink may start a new one). An existing store is left to the commit, which opens
+    it (and recovers it if needed) anyway: this runs for every microbatch, twice."""
+    from store import MessageStore
+
+    config = StoreConfig()
+    if options.store_config is not None:
+        try:
+            config = StoreConfig.from_file(options.store_config)
+        except ValueError as e:
+            raise RmqOptionError(K.STORE_CONFIG, f"{options.store_config}: {e}") from None
+    if not os.path.isdir(os.path.join(options.path, "commitlog")):
+        with MessageStore(options.path, config):
+            pass
+    return config
 
 
 def task_attempt() -> tuple[int, int]:
@@ -138,9 +157,9 @@ class RmqStreamWriter(_Writing, DataSourceStreamArrowWriter):
 class RmqBatchWriter(_Writing, DataSourceArrowWriter):
     """df.write: one job is one batch; with sinkId + batchId options it is idempotent across jobs too."""
 
-    def __init__(self, options: SinkOptions, columns: dict, config: StoreConfig, fresh: bool):
+    def __init__(self, options: SinkOptions, columns: dict, config: StoreConfig):
         self.options, self.columns, self.config = options, columns, config
-        self.fresh = fresh  # a sink id made for this job alone: its directory goes when the job ends
+        self.fresh = options.fresh  # a sink id made for this job alone: its directory goes when the job ends
 
     @property
     def batch_id(self) -> int:
