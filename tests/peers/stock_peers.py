@@ -511,6 +511,7 @@ class StockClients:
         return self.run("StockAdmin", self.namesrv, *args, timeout=timeout)
 
     def create_topic(self, topic: str, queues: int, cluster: str = CLUSTER) -> list[dict]:
+        """`topic` (or several, comma-separated: one JVM for them all) on every master of `cluster`."""
         return self.admin("createTopic", cluster, topic, str(queues))
 
     def consume_stats(self, group: str, topic: Optional[str] = None) -> list[dict]:

@@ -24,8 +24,7 @@ ROWS = 300
 
 @pytest.fixture(scope="module")
 def topics(stock_java):
-    for topic in ("SparkOut", "Refused", "ExactlyOnce", "Failing"):
-        stock_java.create_topic(topic, 2)  # on both brokers: 4 write queues
+    stock_java.create_topic("SparkOut,Refused,ExactlyOnce,Failing", 2)  # on both brokers: 4 write queues each
     return stock_java
 
 

@@ -7,7 +7,8 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 /**
  * The stock admin client (DefaultMQAdminExt, what mqadmin runs) as a test peer. Usage: StockAdmin NAMESRV COMMAND
  * ARGS...; each answer is printed as JSON lines.
- *   createTopic CLUSTER TOPIC QUEUES: the topic on every master of the cluster, QUEUES read and write queues
+ *   createTopic CLUSTER TOPIC[,TOPIC...] QUEUES: each topic on every master of the cluster, QUEUES read and write
+ *     queues (one JVM for several topics: a JVM's start is most of what a call costs)
  *   consumeStats GROUP: one line per queue {"topic", "broker", "queueId", "brokerOffset", "consumerOffset"}
  *   consumerOffsets GROUP TOPIC: as consumeStats, for one topic (examineConsumeStats(group, topic))
  */
@@ -22,17 +23,20 @@ public class StockAdmin {
         try {
             switch (args[1]) {
                 case "createTopic": {
-                    TopicConfig config = new TopicConfig(args[3]);
-                    config.setReadQueueNums(Integer.parseInt(args[4]));
-                    config.setWriteQueueNums(Integer.parseInt(args[4]));
                     var cluster = admin.examineBrokerClusterInfo();
-                    for (String broker : cluster.getClusterAddrTable().get(args[2])) {
-                        String addr = cluster.getBrokerAddrTable().get(broker).selectBrokerAddr();
-                        admin.createAndUpdateTopicConfig(addr, config);
-                        Map<String, Object> out = new LinkedHashMap<>();
-                        out.put("broker", broker);
-                        out.put("addr", addr);
-                        System.out.println(JSON.toJSONString(out));
+                    for (String topic : args[3].split(",")) {
+                        TopicConfig config = new TopicConfig(topic);
+                        config.setReadQueueNums(Integer.parseInt(args[4]));
+                        config.setWriteQueueNums(Integer.parseInt(args[4]));
+                        for (String broker : cluster.getClusterAddrTable().get(args[2])) {
+                            String addr = cluster.getBrokerAddrTable().get(broker).selectBrokerAddr();
+                            admin.createAndUpdateTopicConfig(addr, config);
+                            Map<String, Object> out = new LinkedHashMap<>();
+                            out.put("topic", topic);
+                            out.put("broker", broker);
+                            out.put("addr", addr);
+                            System.out.println(JSON.toJSONString(out));
+                        }
                     }
                     break;
                 }
