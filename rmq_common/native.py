@@ -1,7 +1,8 @@
 """numpy-facing wrappers of rmq_common/_native.c: the loops over record bytes that have no vector form.
 
 Each works on a whole batch in one call. Without the compiled module (no compiler where the project was
-installed) the same results come from zlib and numpy, more slowly.
+installed) the same results come from zlib and numpy, more slowly. Each public kernel is bound to one form or the
+other once, at import (the bindings at the end; FALLBACKS names the Python forms).
 """
 from __future__ import annotations
 
