@@ -471,16 +471,25 @@ class GeneratedIds:
     LENGTH = 32
 
     def column(self) -> pa.Array:
-        n, head, width = self.n, np.frombuffer(self.head, dtype=np.uint8), self.LENGTH
-        if _encode is not None:
-            chars = np.empty(width * n, dtype=np.uint8)
-            _encode.hex_ids(chars, head, self.start)
-        else:
-            counters = (np.arange(self.start, self.start + n, dtype=np.uint64) & 0xFFFFFFFF).astype(">u4")
-            chars = np.empty((n, width), dtype=np.uint8)
-            chars[:, :len(head)] = head
-            chars[:, len(head):].view(np.uint16)[:] = _HEX_PAIRS[counters.view(np.uint8).reshape(n, 4)]
-        return id_column(chars, n)
+        return id_column(_id_chars(np.frombuffer(self.head, dtype=np.uint8), self.start, self.n, self.LENGTH), self.n)
+
+
+def _id_chars_compiled(head: np.ndarray, start: int, n: int, width: int) -> np.ndarray:
+    chars = np.empty(width * n, dtype=np.uint8)
+    _encode.hex_ids(chars, head, start)
+    return chars
+
+
+def _id_chars_python(head: np.ndarray, start: int, n: int, width: int) -> np.ndarray:
+    counters = (np.arange(start, start + n, dtype=np.uint64) & 0xFFFFFFFF).astype(">u4")
+    chars = np.empty((n, width), dtype=np.uint8)
+    chars[:, :len(head)] = head
+    chars[:, len(head):].view(np.uint16)[:] = _HEX_PAIRS[counters.view(np.uint8).reshape(n, 4)]
+    return chars
+
+
+# The generated ids' hex digits (GeneratedIds.column), chosen once.
+_id_chars = _id_chars_compiled if _encode is not None else _id_chars_python
 
 
 def reserve_uniq_keys(n: int, address: bytes) -> GeneratedIds:

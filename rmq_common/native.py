@@ -1,7 +1,8 @@
 """numpy-facing wrappers of rmq_common/_native.c: the loops over record bytes that have no vector form.
 
 Each works on a whole batch in one call. Without the compiled module (no compiler where the project was
-installed) the same results come from zlib and numpy, more slowly.
+installed) the same results come from zlib and numpy, more slowly. Each public kernel is bound to one form or the
+other once, at import (the bindings at the end; FALLBACKS names the Python forms).
 """
 from __future__ import annotations
 
@@ -20,8 +21,12 @@ from .compiled import _native
 from .numpy_arrow import from_numpy
 
 
-def available() -> bool:
-    return _native is not None
+def _available_compiled() -> bool:
+    return True
+
+
+def _available_python() -> bool:
+    return False
 
 
 _OWN_MAPPING = 1 << 20  # outputs this big get a region of their own
@@ -78,15 +83,19 @@ def _i64(a) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.int64)
 
 
-def crc32_spans(data, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+def _crc32_spans_compiled(data, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """CRC32 & 0x7FFFFFFF of data[starts[i]:ends[i]] for every i, as int64 (RocketMQ's BODYCRC)."""
     n = len(starts)
     starts, ends = _i64(starts), _i64(ends)
-    if _native is not None:
-        out = np.empty(n, dtype=np.uint32)
-        if n:
-            _native.crc32_spans(data, starts, ends, out)
-        return out.astype(np.int64) & 0x7FFFFFFF
+    out = np.empty(n, dtype=np.uint32)
+    if n:
+        _native.crc32_spans(data, starts, ends, out)
+    return out.astype(np.int64) & 0x7FFFFFFF
+
+
+def _crc32_spans_python(data, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    n = len(starts)
+    starts, ends = _i64(starts), _i64(ends)
     mv = memoryview(data).cast("B")
     crc = zlib.crc32
     return np.fromiter((crc(mv[a:b]) for a, b in zip(starts.tolist(), ends.tolist())), dtype=np.int64,
@@ -107,12 +116,10 @@ def body_crcs(bodies: pa.Array) -> np.ndarray:
     return crc32_spans(data, offs[:-1], offs[1:])
 
 
-def property_pairs(data, starts: np.ndarray, ends: np.ndarray) -> Optional[tuple]:
+def _property_pairs_compiled(data, starts: np.ndarray, ends: np.ndarray) -> Optional[tuple]:
     """(rows, key starts, \\x01 positions, value ends) of the kept pairs of the properties texts
     data[starts[r]:ends[r]] (one entry per key and row: a repeated key keeps the later value), or None without
     the compiled module (callers then use their numpy path)."""
-    if _native is None:
-        return None
     starts, ends = _i64(starts), _i64(ends)
     raw = np.frombuffer(data, dtype=np.uint8)
     lo = int(starts.min()) if len(starts) else 0
@@ -126,22 +133,12 @@ def property_pairs(data, starts: np.ndarray, ends: np.ndarray) -> Optional[tuple
     return rows[:count], keys[:count], seps[:count], pair_ends[:count]
 
 
-def property_columns(data, starts: np.ndarray, ends: np.ndarray, names: list[str]) -> list[pa.Array]:
+def _property_columns_compiled(data, starts: np.ndarray, ends: np.ndarray, names: list[str]) -> list[pa.Array]:
     """For each name, the string column of that property's value in each properties text
     data[starts[r]:ends[r]] (null where the text lacks it). Same rules as property_pairs (a pair needs a
     non-empty key and value; a later duplicate wins). Names must be distinct."""
     starts, ends = _i64(starts), _i64(ends)
     n = len(starts)
-    if _native is None:
-        value_starts, value_ends = _property_values_numpy(data, starts, ends, [k.encode("utf-8") for k in names])
-        columns = []
-        for vs, ve in zip(value_starts, value_ends):
-            present = vs >= 0
-            # a missing value gathers the empty span (0, 0) and is made null by the validity bitmap
-            col = gather_spans(data, np.where(present, vs, 0), np.where(present, ve, 0), pa.string())
-            validity = pa.py_buffer(np.packbits(present, bitorder="little"))
-            columns.append(pa.Array.from_buffers(pa.string(), n, [validity, *col.buffers()[1:]]))
-        return columns
     encoded = [name.encode("utf-8") for name in names]
     key_ends = np.cumsum([len(k) for k in encoded], dtype=np.int64) if names else np.zeros(0, np.int64)
     validity = np.zeros((len(names), (n + 7) // 8), dtype=np.uint8)
@@ -151,11 +148,23 @@ def property_columns(data, starts: np.ndarray, ends: np.ndarray, names: list[str
             for v, o, d in zip(validity, offsets, values)]
 
 
-def properties_without(data, starts: np.ndarray, ends: np.ndarray, names: list[str]) -> Optional[pa.Array]:
+def _property_columns_python(data, starts: np.ndarray, ends: np.ndarray, names: list[str]) -> list[pa.Array]:
+    starts, ends = _i64(starts), _i64(ends)
+    n = len(starts)
+    value_starts, value_ends = _property_values_numpy(data, starts, ends, [k.encode("utf-8") for k in names])
+    columns = []
+    for vs, ve in zip(value_starts, value_ends):
+        present = vs >= 0
+        # a missing value gathers the empty span (0, 0) and is made null by the validity bitmap
+        col = gather_spans(data, np.where(present, vs, 0), np.where(present, ve, 0), pa.string())
+        validity = pa.py_buffer(np.packbits(present, bitorder="little"))
+        columns.append(pa.Array.from_buffers(pa.string(), n, [validity, *col.buffers()[1:]]))
+    return columns
+
+
+def _properties_without_compiled(data, starts: np.ndarray, ends: np.ndarray, names: list[str]) -> Optional[pa.Array]:
     """The properties texts data[starts[r]:ends[r]] without the pairs whose key is one of `names`, every other
     byte as it was (a last pair gets its \x02), as a string column; None without the compiled module."""
-    if _native is None:
-        return None
     starts, ends = _i64(starts), _i64(ends)
     n = len(starts)
     encoded = [name.encode("utf-8") for name in names]
@@ -218,16 +227,14 @@ def _spans_numpy(raw: np.ndarray, starts: np.ndarray, ends: np.ndarray, keys: li
         value_ends[j, rows[hit]] = origin[pair_ends[hit]]
 
 
-def strings_in(strings: pa.Array, values: list[str]) -> np.ndarray:
+def _strings_in_compiled(strings: pa.Array, values: list[str]) -> np.ndarray:
     """Boolean numpy array: which elements of a string array equal one of `values` (False where null)."""
     n = len(strings)
     found = np.zeros(n, dtype=bool)
     if n == 0 or not values:
         return found
-    if _native is None or strings.type != pa.string():
-        for value in dict.fromkeys(values):
-            found |= pc.equal(strings, value).fill_null(False).to_numpy(zero_copy_only=False)
-        return found
+    if strings.type != pa.string():
+        return _strings_in_python(strings, values)
     offsets = value_offsets(strings)
     data = strings.buffers()[2] or b""
     encoded = [value.encode("utf-8") for value in dict.fromkeys(values)]
@@ -238,17 +245,20 @@ def strings_in(strings: pa.Array, values: list[str]) -> np.ndarray:
     return found
 
 
-def decimal_longs(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+def _strings_in_python(strings: pa.Array, values: list[str]) -> np.ndarray:
+    found = np.zeros(len(strings), dtype=bool)
+    for value in dict.fromkeys(values):
+        found |= pc.equal(strings, value).fill_null(False).to_numpy(zero_copy_only=False)
+    return found
+
+
+def _decimal_longs_compiled(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """(values int64, ok bool) of a string array: ok where the text is an optional '-' and 1 to 18 ASCII digits
     (read alike by Java's Long.parseLong and any plain parse, and never overflowing), with its value; elsewhere
     (null included) ok is False and the value 0."""
     n = len(strings)
-    if _native is None or strings.type != pa.string() or n == 0:
-        values = np.zeros(n, dtype=np.int64)
-        ok = pc.match_substring_regex(strings, r"^-?[0-9]{1,18}$").fill_null(False).to_numpy(zero_copy_only=False)
-        if ok.any():
-            values[ok] = pc.cast(strings.filter(pa.array(ok)), pa.int64()).to_numpy()
-        return values, ok
+    if strings.type != pa.string() or n == 0:
+        return _decimal_longs_python(strings)
     offsets = value_offsets(strings)
     values, ok = np.empty(n, dtype=np.int64), np.empty(n, dtype=bool)  # every item is written
     _native.decimal_longs(offsets, strings.buffers()[2] or b"", values, ok.view(np.uint8))
@@ -258,14 +268,24 @@ def decimal_longs(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return values, ok
 
 
-def message_batch_spans(body) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _decimal_longs_python(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    values = np.zeros(len(strings), dtype=np.int64)
+    ok = pc.match_substring_regex(strings, r"^-?[0-9]{1,18}$").fill_null(False).to_numpy(zero_copy_only=False)
+    if ok.any():
+        values[ok] = pc.cast(strings.filter(pa.array(ok)), pa.int64()).to_numpy()
+    return values, ok
+
+
+def _message_batch_spans_compiled(body) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Where each message of a MessageBatch body (RocketMQ's MessageDecoder.encodeMessages) lies: (body starts,
     body lengths, properties starts, properties lengths). ValueError names the first message that does not fit."""
-    cap = len(body) // 22 + 1
-    out = [np.empty(cap, dtype=np.int64) for _ in range(4)]
-    if _native is not None:
-        n = int(_native.message_batch_spans(body, *out))
-        return out[0][:n], out[1][:n], out[2][:n], out[3][:n]
+    out = [np.empty(len(body) // 22 + 1, dtype=np.int64) for _ in range(4)]
+    n = int(_native.message_batch_spans(body, *out))
+    return out[0][:n], out[1][:n], out[2][:n], out[3][:n]
+
+
+def _message_batch_spans_python(body) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    out = [np.empty(len(body) // 22 + 1, dtype=np.int64) for _ in range(4)]
     pos = i = 0
     while pos < len(body):
         if len(body) - pos < 22:
@@ -284,14 +304,18 @@ def message_batch_spans(body) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
     return out[0][:i], out[1][:i], out[2][:i], out[3][:i]
 
 
-def record_spans(body) -> tuple[np.ndarray, np.ndarray]:
+def _record_spans_compiled(body) -> tuple[np.ndarray, np.ndarray]:
     """(starts, sizes) of the records back to back in body (a pull's response body). ValueError names the first
     record whose TOTALSIZE is below a record's 91 bytes or runs past the body."""
     cap = len(body) // 91 + 1
     starts, sizes = np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64)
-    if _native is not None:
-        n = int(_native.record_spans(body, starts, sizes))
-        return starts[:n], sizes[:n]
+    n = int(_native.record_spans(body, starts, sizes))
+    return starts[:n], sizes[:n]
+
+
+def _record_spans_python(body) -> tuple[np.ndarray, np.ndarray]:
+    cap = len(body) // 91 + 1
+    starts, sizes = np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64)
     pos = i = 0
     while pos < len(body):
         total = struct.unpack_from(">i", body, pos)[0] if len(body) - pos >= 4 else -1
@@ -304,26 +328,28 @@ def record_spans(body) -> tuple[np.ndarray, np.ndarray]:
     return starts[:i], sizes[:i]
 
 
-def pull_records(units: np.ndarray, keep: Optional[np.ndarray], data, base: int, max_msgs: int, max_bytes: int,
-                 first_fits: bool, clear_mask: int) -> Optional[tuple[Optional[bytes], int, int, int]]:
+def _pull_records_compiled(units: np.ndarray, keep: Optional[np.ndarray], data, base: int, max_msgs: int,
+                           max_bytes: int, first_fits: bool, clear_mask: int
+                           ) -> Optional[tuple[Optional[bytes], int, int, int]]:
     """A pull's answer from consume-queue units in one compiled pass (_native.pull_records: which kept units fit
     max_msgs and max_bytes, the first always when first_fits, their records gathered from data, the commitlog
     file starting at base, up to the first record past it; each checked and its SYSFLAG's high byte ANDed with
     clear_mask): (body, taken, units examined, bad unit or -1); None without the compiled module (the caller
     takes its numpy path)."""
-    if _native is None:
-        return None
     return _native.pull_records(units, None if keep is None else keep.view(np.uint8), data, base, max_msgs,
                                 max_bytes, first_fits, clear_mask)
 
 
-def gather_records(data, starts: np.ndarray, sizes: np.ndarray, out: np.ndarray) -> int:
+def _gather_records_compiled(data, starts: np.ndarray, sizes: np.ndarray, out: np.ndarray) -> int:
     """Copy the records data[starts[i]:starts[i]+sizes[i]] back to back into out (uint8, at least their total
     length); -1, or the index of the first record whose TOTALSIZE or MAGICCODE does not match (nothing of it or
     after it is copied). Raises ValueError for a record outside data."""
     starts, sizes = _i64(starts), _i64(sizes)
-    if _native is not None:
-        return int(_native.gather_records(data, starts, sizes, out)) if len(starts) else -1
+    return int(_native.gather_records(data, starts, sizes, out)) if len(starts) else -1
+
+
+def _gather_records_python(data, starts: np.ndarray, sizes: np.ndarray, out: np.ndarray) -> int:
+    starts, sizes = _i64(starts), _i64(sizes)
     buf = np.frombuffer(data, dtype=np.uint8)
     if len(starts) and (starts.min() < 0 or sizes.min() < 8 or int((starts + sizes).max()) > len(buf)):
         raise ValueError("gather_records: a record is outside the buffer")
@@ -339,8 +365,9 @@ def gather_records(data, starts: np.ndarray, sizes: np.ndarray, out: np.ndarray)
     return int(bad[0]) if len(bad) else -1
 
 
-def gather_spans(data, starts: np.ndarray, ends: np.ndarray, typ=pa.binary()) -> pa.Array:
-    """An Arrow array whose element i is a copy of data[starts[i]:ends[i]]."""
+def _gather_spans(data, starts: np.ndarray, ends: np.ndarray, typ, copy) -> pa.Array:
+    """An Arrow array whose element i is a copy of data[starts[i]:ends[i]], the bytes copied by
+    copy(data, starts, ends, offsets, total)."""
     n = len(starts)
     starts, ends = _i64(starts), _i64(ends)
     if (ends < starts).any():
@@ -351,15 +378,29 @@ def gather_spans(data, starts: np.ndarray, ends: np.ndarray, typ=pa.binary()) ->
     total = int(offsets[-1])
     if total >= 2**31:
         raise ValueError("gathered spans exceed 2 GiB; use smaller batches")
-    if _native is not None:
-        out = np.empty(total, dtype=np.uint8)
-        if n:
-            _native.gather_spans(data, starts, ends, out)
-    else:
-        buf = np.frombuffer(data, dtype=np.uint8)
-        idx = np.repeat(starts - offsets[:-1], ends - starts) + np.arange(total)
-        out = buf[idx]
+    out = copy(data, starts, ends, offsets, total)
     return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(out)])
+
+
+def _copy_spans_compiled(data, starts: np.ndarray, ends: np.ndarray, offsets: np.ndarray, total: int) -> np.ndarray:
+    out = np.empty(total, dtype=np.uint8)
+    if len(starts):
+        _native.gather_spans(data, starts, ends, out)
+    return out
+
+
+def _copy_spans_python(data, starts: np.ndarray, ends: np.ndarray, offsets: np.ndarray, total: int) -> np.ndarray:
+    buf = np.frombuffer(data, dtype=np.uint8)
+    return buf[np.repeat(starts - offsets[:-1], ends - starts) + np.arange(total)]
+
+
+def _gather_spans_compiled(data, starts: np.ndarray, ends: np.ndarray, typ=pa.binary()) -> pa.Array:
+    """An Arrow array whose element i is a copy of data[starts[i]:ends[i]]."""
+    return _gather_spans(data, starts, ends, typ, _copy_spans_compiled)
+
+
+def _gather_spans_python(data, starts: np.ndarray, ends: np.ndarray, typ=pa.binary()) -> pa.Array:
+    return _gather_spans(data, starts, ends, typ, _copy_spans_python)
 
 
 # Which columns decode_v4_records and properties_columns build (_native.c's WANT_* bits).
@@ -372,16 +413,15 @@ WANT_PROPERTIES: int = WANT_MAP | WANT_TAGS | WANT_KEYS
 WANT_ALL: int = WANT_BODY | WANT_PROPERTIES | WANT_IDS
 
 
-def decode_v4_records(data, starts: np.ndarray, offsets: np.ndarray, sizes: np.ndarray,
-                      queue_offsets: np.ndarray, queue_id: int, topic: bytes, want: int = WANT_ALL) -> Optional[tuple]:
+def _decode_v4_records_compiled(data, starts: np.ndarray, offsets: np.ndarray, sizes: np.ndarray,
+                                queue_offsets: np.ndarray, queue_id: int, topic: bytes,
+                                want: int = WANT_ALL) -> Optional[tuple]:
     """One pass over the records at data[starts[i]:] (commit-log offsets[i]) of one queue whose hosts are all
     IPv4: (ints, longs, msg_id hex bytes, bodies, (map, TAGS, KEYS) of the properties) as _native.c's
     decode_v4_records lays them out. Only the columns in `want` are built (None in their place otherwise: the
     message ids with WANT_IDS, the bodies, with their CRC checked, with WANT_BODY, each properties column with its
     bit); None without the compiled module or when some record needs the general decoder (an IPv6 host, or
     anything invalid, which that decoder names)."""
-    if _native is None:
-        return None
     n = len(offsets)
     sizes = _i64(sizes)
     body = bool(want & WANT_BODY)
@@ -408,12 +448,11 @@ def _arrow(typ, n: int, offsets: np.ndarray, data: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(offsets), pa.py_buffer(data[:int(offsets[n])])])
 
 
-def properties_columns(data, starts: np.ndarray, ends: np.ndarray, want: int = WANT_PROPERTIES) -> Optional[tuple]:
+def _properties_columns_compiled(data, starts: np.ndarray, ends: np.ndarray, want: int = WANT_PROPERTIES
+                                 ) -> Optional[tuple]:
     """(map<string,string>, TAGS, KEYS as list<string>) of the properties texts data[starts[r]:ends[r]] in one
     compiled pass (see _native.c), each only when its bit is in `want` (else None), or None without the compiled
     module (callers then parse and look up with Arrow/numpy)."""
-    if _native is None:
-        return None
     n = len(starts)
     starts, ends = _i64(starts), _i64(ends)
     want &= WANT_PROPERTIES
@@ -450,3 +489,44 @@ def _properties_arrays(outs: list, n: int, pairs: int, items: int, want: int) ->
     if want & WANT_KEYS:
         keys = pa.ListArray.from_arrays(from_numpy(keys_offsets), _arrow(pa.string(), items, item_offsets, item_data))
     return props, tags, keys
+
+
+def _none(*args, **kwargs) -> None:
+    """The fallback of a kernel whose callers have their own numpy/Arrow path: None sends them there."""
+    return None
+
+
+# Each kernel's pure-Python form, by its public name. The module binds every name once, below, to its compiled
+# form when rmq_common._native is built and to this form otherwise.
+FALLBACKS = {
+    "available": _available_python,
+    "crc32_spans": _crc32_spans_python,
+    "property_pairs": _none,
+    "property_columns": _property_columns_python,
+    "properties_without": _none,
+    "strings_in": _strings_in_python,
+    "decimal_longs": _decimal_longs_python,
+    "message_batch_spans": _message_batch_spans_python,
+    "record_spans": _record_spans_python,
+    "pull_records": _none,
+    "gather_records": _gather_records_python,
+    "gather_spans": _gather_spans_python,
+    "decode_v4_records": _none,
+    "properties_columns": _none,
+}
+
+_compiled = _native is not None
+available = _available_compiled if _compiled else _available_python
+crc32_spans = _crc32_spans_compiled if _compiled else _crc32_spans_python
+property_pairs = _property_pairs_compiled if _compiled else _none
+property_columns = _property_columns_compiled if _compiled else _property_columns_python
+properties_without = _properties_without_compiled if _compiled else _none
+strings_in = _strings_in_compiled if _compiled else _strings_in_python
+decimal_longs = _decimal_longs_compiled if _compiled else _decimal_longs_python
+message_batch_spans = _message_batch_spans_compiled if _compiled else _message_batch_spans_python
+record_spans = _record_spans_compiled if _compiled else _record_spans_python
+pull_records = _pull_records_compiled if _compiled else _none
+gather_records = _gather_records_compiled if _compiled else _gather_records_python
+gather_spans = _gather_spans_compiled if _compiled else _gather_spans_python
+decode_v4_records = _decode_v4_records_compiled if _compiled else _none
+properties_columns = _properties_columns_compiled if _compiled else _none

@@ -272,10 +272,11 @@ def _branches_on(names: set, tree: ast.AST) -> list[int]:
     return sorted(set(lines))
 
 
-def test_the_store_chooses_its_compiled_loops_once_at_import():
+@pytest.mark.parametrize("package", ["store", "rmq_common"])
+def test_the_store_and_codec_choose_their_compiled_loops_once_at_import(package):
     """Compiled or fallback is a module-level binding made at import (record_encoder.KERNELS,
-    consume_queue.write_units, ...), never a branch on the compiled module at each call."""
-    found = [f"{path}:{n}" for path, text in _sources("store")
+    consume_queue.write_units, native.crc32_spans, ...), never a branch on the compiled module at each call."""
+    found = [f"{path}:{n}" for path, text in _sources(package)
              for n in _branches_on({"_encode", "_index", "_native"}, ast.parse(text, path))]
     assert not found, f"per-call branches on a compiled module: {found}"
 

@@ -8,6 +8,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from python_kernels import use_python_kernels
 
 from rmq_common import message_codec as codec
 from rmq_common import native
@@ -23,7 +24,10 @@ texts = st.lists(st.text(alphabet=st.sampled_from(["a", "b", "é", "\x01", "\x02
 @pytest.fixture
 def without_native(monkeypatch):
     def run(fn, *args):
-        monkeypatch.setattr(native, "_native", None)
+        kernels = {getattr(native, name): name for name in native.FALLBACKS}
+        use_python_kernels(monkeypatch)
+        if fn in kernels:  # a kernel of native named before the rebinding: its pure-Python form
+            fn = getattr(native, kernels[fn])
         try:
             return fn(*args)
         finally:
@@ -94,11 +98,9 @@ def _columns(data: bytes, starts, ends, names, whole_characters=True):
 
 
 def _without_native(fn, *args):
-    saved, native._native = native._native, None
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        use_python_kernels(mp)
         return fn(*args)
-    finally:
-        native._native = saved
 
 
 @settings(max_examples=150, deadline=None)
@@ -276,7 +278,7 @@ def test_texts_without_keys_read_as_the_maps_without_them(values, drop, skip):
     arr = pa.array([None] + values, pa.string()).slice(min(skip, len(values)))
     want = [{k: v for k, v in codec.string_to_properties(t or "").items() if k not in drop} for t in arr.to_pylist()]
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(native, "_native", None)
+        use_python_kernels(mp)
         fallback = text_without_keys(arr, drop)
     for out in (text_without_keys(arr, drop), fallback):
         assert [codec.string_to_properties(t) for t in out.to_pylist()] == want

@@ -5,6 +5,7 @@ and count caps, tag filters and the queue's end; and a record that does not matc
 sent."""
 import numpy as np
 import pytest
+from python_kernels import use_python_kernels
 
 from filters import MessageFilter
 from rmq_common import native as store_native
@@ -45,7 +46,7 @@ def test_the_compiled_pull_answers_as_the_numpy_path(tmp_path, monkeypatch, sele
         monkeypatch.setattr(store_native, "pull_records", lambda *a: calls.append(1) or real(*a))
         compiled = {m: _answers(store, flt, m) for m in (1, 7, 32, 100)}
         assert calls  # the compiled pass answered
-        monkeypatch.setattr(store_native, "_native", None)  # the numpy path, and numpy's gather
+        use_python_kernels(monkeypatch)  # the numpy path, and numpy's gather
         for m, answers in compiled.items():
             assert answers == _answers(store, flt, m), m
         found = [a for a in compiled[32] if a[4] is not None]

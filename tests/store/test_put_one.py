@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from rmq_common import message_codec as codec
-from store import MessageStore, StoreConfig
+from store import MessageStore, StoreConfig, record_encoder
 from store.consume_queue import UNIT_DTYPE
 from store.put_one import OneRecords
 
@@ -42,7 +42,15 @@ def _unit(store: MessageStore, topic: str, queue_id: int, queue_offset: int) -> 
     return tuple(np.asarray(unit, dtype=UNIT_DTYPE)[0].tolist())
 
 
-def test_one_record_path_writes_what_put_batch_writes(tmp_path):
+@pytest.mark.parametrize("batch_encoder", ["compiled", "numpy"])
+def test_one_record_path_writes_what_put_batch_writes(tmp_path, monkeypatch, batch_encoder):
+    """put_batch's encoder either way: rmq_common/_encode.c, or message_codec.encode_records, the other Python
+    encoding of the record layout build_one writes with struct packs."""
+    if batch_encoder == "numpy":
+        monkeypatch.setattr(record_encoder, "KERNELS", record_encoder.NumpyKernels())
+        monkeypatch.setattr(codec, "_id_chars", codec._id_chars_python)
+    elif not record_encoder.available():
+        pytest.skip("rmq_common._encode is not built here")
     with MessageStore(tmp_path / "one") as one, MessageStore(tmp_path / "batch") as batch:
         for store in (one, batch):
             store.store_host = codec.parse_host("192.168.0.9:10911")

@@ -6,6 +6,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from python_kernels import use_python_kernels
 
 from rmq_common import message_codec as codec
 from rmq_common import native
@@ -156,7 +157,7 @@ needs_native = pytest.mark.skipif(not native.available(), reason="rmq_common._na
 
 def rows_without_native(store, topic, queue_id, message_filter=None):
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(native, "_native", None)
+        use_python_kernels(mp)
         return rows_of(store, topic, queue_id, message_filter=message_filter)
 
 
@@ -193,7 +194,7 @@ def test_properties_columns_follow_rocketmq_with_and_without_native(texts):
     starts = ends - np.array(lens)
     fast = scan_columns(data, starts, ends)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(native, "_native", None)
+        use_python_kernels(mp)
         slow = scan_columns(data, starts, ends)
     for props, tags, keys in (fast, slow):
         want = [codec.string_to_properties(t) for t in texts]
@@ -261,7 +262,7 @@ def test_batches_kept_by_the_caller_stay_intact_while_output_regions_are_reused(
                     queue_id=[i % 2 for i in range(n)])
         for q in range(2):
             with monkeypatch.context() as m:
-                m.setattr(native, "_native", None)
+                use_python_kernels(m)
                 m.setattr(native, "decode_v4_records", decode)
                 want = rows_of(s, "T", q)
             kept = []

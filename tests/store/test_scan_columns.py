@@ -4,9 +4,9 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from python_kernels import use_python_kernels
 
 from filters import MessageFilter
-from rmq_common import native
 from store import SCAN_SCHEMA, MessageStore, StoreConfig
 
 ALL = SCAN_SCHEMA.names
@@ -57,7 +57,7 @@ def full(store_path):
 def test_any_columns_in_any_order_equal_the_full_scans(store_path, full, columns, kind, compiled):
     with pytest.MonkeyPatch.context() as mp:
         if not compiled:
-            mp.setattr(native, "_native", None)
+            use_python_kernels(mp)
         got = _scan(store_path, columns, kind)
     assert got == [{c: row[c] for c in columns} for row in full[kind]]
     assert got  # every filter keeps some rows
