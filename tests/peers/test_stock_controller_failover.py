@@ -111,15 +111,18 @@ def test_a_stream_reads_on_from_the_promoted_master_and_ends_with_every_message_
         dead_at = time.time()
         new = _promoted(cluster, old)
         promoted_in = time.time() - killed_at
-        # the new master holds what the old one acknowledged, at the same offsets
-        assert max_offsets(cluster.addresses[new], TOPIC) == ends
+        # the new master holds what the old one acknowledged, at the same offsets (its consume queues are built
+        # from its commitlog by a thread of their own: waited for, as the sends below)
+        wait_until(lambda: max_offsets(cluster.addresses[new], TOPIC) == ends, 60, f"{new} at the acknowledged ends")
         wait_until(lambda: [p for p in seen() if at(p["timestamp"]) >= dead_at and p["numInputRows"] > 0], 120,
                    "rows of broker-a with its first master killed")
         first = next(p for p in seen() if at(p["timestamp"]) >= dead_at and p["numInputRows"] > 0)
         pause = at(first["timestamp"]) + first["durationMs"]["triggerExecution"] / 1000 - killed_at
         cluster.start(old, wait=False)  # back as a slave of the new master, for the next test
         sent |= _send(cluster.namesrv, BEFORE, AFTER)  # to the new master
-        assert max_offsets(cluster.addresses[new], TOPIC) == {i: BEFORE + AFTER for i in range(QUEUES)}
+        # SEND_OK is given once the commitlog holds a message; its consume queue unit follows (ReputMessageService)
+        wait_until(lambda: max_offsets(cluster.addresses[new], TOPIC) == {i: BEFORE + AFTER for i in range(QUEUES)},
+                   60, f"{new} holding the messages sent to it")
         wait_until(lambda: written(spark, q, out) >= len(sent), 240, "every message in the Parquet output")
         read_after = sum(p["numInputRows"] for p in seen() if at(p["timestamp"]) >= dead_at)
         print(f"\ncontroller failover: {promoted_in:.1f} s from the SIGKILL of broker-a's master until the name server "
