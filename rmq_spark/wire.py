@@ -28,6 +28,7 @@ from rmq_client import (
     NotANameServerError,
     PullConsumer,
     Subscription,
+    SubscriptionError,
 )
 
 from . import option_keys as K
@@ -299,8 +300,16 @@ class WireStore:
         for (t, q), off in sorted(positions.items()):
             if q.broker_name in failed:
                 continue
+            mq = MessageQueue(t, q.broker_name, q.queue_id)
             try:
-                self.consumer.commit_offset(MessageQueue(t, q.broker_name, q.queue_id), int(off))
+                try:
+                    self.consumer.commit_offset(mq, int(off))
+                except SubscriptionError:
+                    # A slave promoted to master (5.x controller mode) may not hold the group yet: a slave copies
+                    # its master's subscription groups only every few seconds. The heartbeat creates it there
+                    # (autoCreateSubscriptionGroup), as the Java consumer's periodic heartbeat does.
+                    self.consumer.register_group([t])
+                    self.consumer.commit_offset(mq, int(off))
             except MQClientError as e:
                 if not e.unreachable:
                     raise refused_by_acl(e, f"offset commit of {t}/{q}") from None
