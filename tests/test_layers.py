@@ -30,6 +30,15 @@ ALLOWED = {
 }
 
 
+def _imported(tree: ast.AST):
+    """(line, module) of every absolute import in `tree`, a lazy one inside a function too."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from ((node.lineno, a.name) for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.lineno, node.module
+
+
 def _imports(package: str) -> dict[str, set[tuple[str, int]]]:
     """{imported package: {(file, line)}} for every import of one of our packages by `package`."""
     found: dict[str, set[tuple[str, int]]] = {}
@@ -39,17 +48,10 @@ def _imports(package: str) -> dict[str, set[tuple[str, int]]]:
                 continue
             path = os.path.join(d, name)
             tree = ast.parse(open(path, encoding="utf-8").read(), path)
-            for node in ast.walk(tree):
-                if isinstance(node, ast.Import):
-                    names = [a.name for a in node.names]
-                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                    names = [node.module]
-                else:
-                    continue
-                for n in names:
-                    top = n.split(".")[0]
-                    if top in ALLOWED and top != package:
-                        found.setdefault(top, set()).add((os.path.relpath(path, ROOT), node.lineno))
+            for lineno, n in _imported(tree):
+                top = n.split(".")[0]
+                if top in ALLOWED and top != package:
+                    found.setdefault(top, set()).add((os.path.relpath(path, ROOT), lineno))
     return found
 
 
@@ -317,16 +319,7 @@ CLI_BELOW_THE_LOG = {
 
 
 def _imports_of(text: str, path: str, packages: set) -> list[int]:
-    lines = []
-    for node in ast.walk(ast.parse(text, path)):
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module]
-        else:
-            continue
-        lines += [node.lineno for n in names if n.split(".")[0] in packages]
-    return lines
+    return [lineno for lineno, n in _imported(ast.parse(text, path)) if n.split(".")[0] in packages]
 
 
 def test_the_cli_commands_reach_messages_only_through_the_message_log():
