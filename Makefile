@@ -12,6 +12,8 @@ unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: venv peers test demo notebooks bench clean
 
+# pyspark.zip gets bytecode (scripts/pyspark_zip_bytecode.py): every Python process Spark starts imports pyspark
+# from it and otherwise compiles it again (0.8 s of CPU each).
 # The venv also gets the notebooks' Jupyter kernel "rmq-spark" (ipykernel install --sys-prefix): Jupyter and
 # tests/test_notebooks.py then run notebooks with this interpreter.
 # editable_mode=compat (setuptools warns that it is transitional): Spark finds Python data sources by listing the
@@ -21,6 +23,7 @@ $(VENV)/.installed: setup.cfg pyproject.toml setup.py rmq_common/_native.c rmq_c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]' --config-settings editable_mode=compat
+	$(PY) scripts/pyspark_zip_bytecode.py >/dev/null
 	$(PY) -m ipykernel install --sys-prefix --name rmq-spark --display-name "rmq-spark (.venv)" >/dev/null
 	touch $@
 
