@@ -45,7 +45,7 @@ test:
 	$(PY) -m ruff check .
 	$(PY) -m compileall -q -j 0 rmq_common store remoting rmq_broker rmq_spark rmq_client rmq_log rmq_cli rmq_acl filters tests pyspark_rmq.py >/dev/null
 	@mkdir -p build && rm -f build/mypy.rc
-	( $(PY) -m mypy > build/mypy.log 2>&1; echo $$? > build/mypy.rc ) & \
+	( nice -n 10 $(PY) -m mypy > build/mypy.log 2>&1; echo $$? > build/mypy.rc ) & \
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=40; suite=$$?; \
 	wait; echo "mypy:"; cat build/mypy.log; \
 	test "$$suite" = 0 && test "$$(cat build/mypy.rc)" = 0
