@@ -13,6 +13,10 @@ Throughput, rows/s (readStream ... availableNow -> noop, and spark.read ... coun
      topic, partition, offset, key,         topic, queue_id, queue_offset, tags, body, store_timestamp)
      value, timestamp)
   the batch count of each of K, a, w (suffix b: Kb, ab, wb).
+  s, s0, s6, sb: w's shapes through a stock Apache RocketMQ 4.9.7 broker (its own name server; the JVM options of
+     RocketMQ's launcher) serving a copy of the store directory, its pull caps raised as docs/broker.md tells Spark
+     users (4,096 messages / 8 MiB): the wire figure against the brokers users run, not only `rmq serve`. Needs the
+     stock peers (`make peers`).
 Latency: 10 messages/s sent one at a time (Kafka: a Java KafkaProducer, acks=1, no linger; rmq: rmq_client's
 Producer in its own process), read by a stream with trigger 0 s into foreachBatch, which collects the bodies
 (each the send time in microseconds); p50/p90/p99 of (collected - sent), the first data batch left out.
@@ -251,7 +255,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="runs per measurement; the best is reported")
     ap.add_argument("--max-others", type=float, default=0.3,
                     help="cores the rest of the machine may keep busy during a run before its ratio is marked")
-    ap.add_argument("--cases", default="K,K0,K6,a,a0,a6,w,w0,w6,Kb,ab,wb",
+    ap.add_argument("--cases", default="K,K0,K6,a,a0,a6,w,w0,w6,s,s0,s6,Kb,ab,wb,sb",
                     help="which throughput cases to run")
     ap.add_argument("--latency-seconds", type=float, default=None, help="60 (--quick: 20); 0: no latency "
                                                                            "measurement")
@@ -285,7 +289,10 @@ def main() -> None:
     kafka = KafkaBroker(broker_lib, os.path.join(args.dir, "kafka"))
     rmq = None
     spark = None
+    stock = None
     try:
+        if any(c.startswith("s") for c in args.cases.split(",")):
+            stock = stock_broker(store_path, os.path.join(args.dir, "stock"))
         marker = os.path.join(args.dir, "kafka", "loaded.json")
         loaded = os.path.exists(marker) and json.load(open(marker)).get("messages") == n
         kafka.start(fresh=not loaded)
@@ -307,7 +314,8 @@ def main() -> None:
         else:
             secs = json.load(open(marker))["seconds"]
             print(f"Kafka already holds the {n:,} messages (loaded at {n / secs:,.0f} msg/s)", flush=True)
-        results = run_cases(spark, args, kafka.bootstrap, rmq[1], store_path, n)
+        results = run_cases(spark, args, kafka.bootstrap, rmq[1], store_path, n,
+                            stock.namesrv if stock is not None else "")
         lat: dict = {}
         if args.latency_seconds > 0:
             lat = run_latency(spark, args, kafka.bootstrap, rmq[1], producer_classes, broker_lib)
@@ -320,6 +328,8 @@ def main() -> None:
         if rmq is not None:
             rmq[0].terminate()
             rmq[0].wait(30)
+        if stock is not None:
+            stock.stop()
         kafka.stop()
 
 
@@ -330,18 +340,38 @@ def java_options(args) -> str:
     return "" if args.arrow_checks else " ".join(ARROW_JAVA_OPTIONS)
 
 
-def _readers(spark, bootstrap: str, namesrv: str, store_path: str):
+def stock_broker(store_path: str, workdir: str):
+    """A stock RocketMQ 4.9.7 name server and broker serving a copy of the store (a stock broker opens the
+    store's files as its own: tests/peers/test_stock_store.py), started."""
+    sys.path.insert(0, ROOT)
+    from store import StoreConfig
+    from tests.peers.stock_peers import STOCK_4, STOCK_BROKER_JVM, StockCluster
+
+    sizes = StoreConfig()  # the bench store's file sizes (RocketMQ's defaults), which the broker must be given
+    conf = {"flushDiskType": "ASYNC_FLUSH", "mappedFileSizeCommitLog": str(sizes.mappedFileSizeCommitLog),
+            "mappedFileSizeConsumeQueue": str(sizes.mappedFileSizeConsumeQueue),
+            "maxTransferCountOnMessageInMemory": "4096", "maxTransferBytesOnMessageInMemory": "8388608"}
+    shutil.rmtree(workdir, ignore_errors=True)
+    cluster = StockCluster(STOCK_4, workdir, brokers=("broker-s",), conf=conf, broker_jvm=STOCK_BROKER_JVM)
+    shutil.copytree(store_path, cluster.store("broker-s"))
+    for leftover in ("lock", "abort"):  # a store closed cleanly has neither; the copy must not look crashed
+        if os.path.exists(os.path.join(cluster.store("broker-s"), leftover)):
+            os.remove(os.path.join(cluster.store("broker-s"), leftover))
+    return cluster.__enter__()
+
+
+def _readers(spark, bootstrap: str, namesrv: str, store_path: str, stock_namesrv: str = ""):
     def kafka(stream: bool, headers: bool):
         r = (spark.readStream if stream else spark.read).format("kafka")
         r = (r.option("kafka.bootstrap.servers", bootstrap).option("subscribe", TOPIC)
              .option("startingOffsets", "earliest").option("includeHeaders", str(headers).lower()))
         return r.load()
 
-    def ours(stream: bool, wire: bool, schema=None, **opts):
+    def ours(stream: bool, wire: bool, schema=None, stock: bool = False, **opts):
         r = (spark.readStream if stream else spark.read).format("rmq").option("topic", TOPIC)
         r = r.option("startingOffsets", "earliest")
         if wire:
-            r = r.option("namesrvAddr", namesrv).option("pullBatchSize", "4096")
+            r = r.option("namesrvAddr", stock_namesrv if stock else namesrv).option("pullBatchSize", "4096")
         for k, v in opts.items():
             r = r.option(k, v)
         if schema is not None:
@@ -350,8 +380,8 @@ def _readers(spark, bootstrap: str, namesrv: str, store_path: str):
     return kafka, ours
 
 
-def run_cases(spark, args, bootstrap: str, namesrv: str, store_path: str, n: int) -> dict:
-    kafka, ours = _readers(spark, bootstrap, namesrv, store_path)
+def run_cases(spark, args, bootstrap: str, namesrv: str, store_path: str, n: int, stock_namesrv: str = "") -> dict:
+    kafka, ours = _readers(spark, bootstrap, namesrv, store_path, stock_namesrv)
     tmp = os.path.join(args.dir, "tmp")
 
     def count(df):
@@ -365,8 +395,12 @@ def run_cases(spark, args, bootstrap: str, namesrv: str, store_path: str, n: int
         "a": lambda: ours(True, False), "a0": lambda: ours(True, False, includeProperties="false"),
         "a6": lambda: ours(True, False, SIX_DDL),
         "w": lambda: ours(True, True), "w0": lambda: ours(True, True, includeProperties="false"),
-        "w6": lambda: ours(True, True, SIX_DDL)}
-    batches = {"Kb": lambda: kafka(False, True), "ab": lambda: ours(False, False), "wb": lambda: ours(False, True)}
+        "w6": lambda: ours(True, True, SIX_DDL),
+        "s": lambda: ours(True, True, stock=True),
+        "s0": lambda: ours(True, True, stock=True, includeProperties="false"),
+        "s6": lambda: ours(True, True, SIX_DDL, stock=True)}
+    batches = {"Kb": lambda: kafka(False, True), "ab": lambda: ours(False, False), "wb": lambda: ours(False, True),
+               "sb": lambda: ours(False, True, stock=True)}
     cases = args.cases.split(",")
     runs = {}
     for c in cases:
@@ -425,9 +459,12 @@ LABELS = {
     "a": "rmq directory, all columns, stream", "a0": "rmq directory, includeProperties=false, stream",
     "a6": "rmq directory, six-column schema, stream", "ab": "rmq directory, all columns, batch count",
     "w": "rmq wire, all columns, stream", "w0": "rmq wire, includeProperties=false, stream",
-    "w6": "rmq wire, six-column schema, stream", "wb": "rmq wire, all columns, batch count"}
+    "w6": "rmq wire, six-column schema, stream", "wb": "rmq wire, all columns, batch count",
+    "s": "rmq, stock 4.9.7 broker, all columns, stream", "s0": "rmq, stock 4.9.7, includeProperties=false, stream",
+    "s6": "rmq, stock 4.9.7, six-column schema, stream", "sb": "rmq, stock 4.9.7, all columns, batch count"}
 # Each rmq case against the Kafka case of the same shape.
-PAIRS = {"a": "K", "w": "K", "a0": "K0", "w0": "K0", "a6": "K6", "w6": "K6", "ab": "Kb", "wb": "Kb"}
+PAIRS = {"a": "K", "w": "K", "s": "K", "a0": "K0", "w0": "K0", "s0": "K0", "a6": "K6", "w6": "K6", "s6": "K6",
+         "ab": "Kb", "wb": "Kb", "sb": "Kb"}
 
 
 def busy(load: Load, args) -> bool:
