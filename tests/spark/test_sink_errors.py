@@ -72,18 +72,20 @@ def test_sink_id_defaults(tmp_path):
     assert stream_options({"path": str(tmp_path / "s"), "topic": "T", "sinkid": "mine"}).sink_id == "mine"
 
 
-def test_one_parser_reads_the_options_of_a_directory_or_a_cluster_and_one_backend_writes(tmp_path):
-    from rmq_spark.backend import LocalSink, WireSink, sink_backend_for
+def test_one_parser_reads_the_options_of_a_directory_or_a_cluster_and_one_log_writes(tmp_path):
+    from rmq_log.cluster_log import ClusterLog
+    from rmq_log.store_log import StoreLog
+    from rmq_spark.backend import sink_log
 
     local = parse_sink_options({"path": str(tmp_path / "s"), "topic": "T"}, stream=False)
     assert (local.namesrv_addr, local.fresh, local.batch_id) == (None, True, 0)
-    assert local.sink_id.startswith("write-") and isinstance(sink_backend_for(local), LocalSink)
+    assert local.sink_id.startswith("write-") and isinstance(sink_log(local), StoreLog)
     again = parse_sink_options({"path": str(tmp_path / "s"), "sinkid": "s", "batchid": "7"}, stream=False)
     assert (again.fresh, again.sink_id, again.batch_id) == (False, "s", 7)
     wire = parse_sink_options({"NAMESRVADDR": "127.0.0.1:9876", "topic": "T", "deliveryguarantee": "at-least-once",
                                "brokertimeoutms": "5"}, stream=True)
     assert (wire.path, wire.namesrv, wire.exactly_once, wire.broker_timeout_ms) == ("", "127.0.0.1:9876", False, 5)
-    assert wire.producer_group.startswith("rmq-sink-") and isinstance(sink_backend_for(wire), WireSink)
+    assert wire.producer_group.startswith("rmq-sink-") and isinstance(sink_log(wire), ClusterLog)
     with pytest.raises(RmqOptionError, match="option 'producergroup': unknown option for writing format"):
         parse_sink_options({"path": str(tmp_path / "s"), "producergroup": "g"}, stream=False)
     with pytest.raises(RmqOptionError, match="option 'storeConfig': not with namesrvAddr"):

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from store.mapped_file import fsync_path
 
-from .columns import STAGED_SCHEMA
+from .staged_rows import STAGED_SCHEMA
 
 
 def batch_dir(sink_dir: str, batch_id) -> str:
