@@ -23,19 +23,11 @@ from rmq_client import CheckRequest, HalfBatch, MessageHalves, TransactionState
 from rmq_client.transaction_producer import PROPERTY_TRANSACTION_BATCH
 
 from .staging import fsync_dir
+from .writes import local_checkpoint
 
 PROPERTY_SINK_BATCH = "SINK_BATCH"  # on each half (and message): the microbatch it belongs to
 KEEP_DECISIONS = 100
 _NAME = re.compile(r"(\d+)\.json")
-
-
-def local_checkpoint(checkpoint: str) -> str:
-    """A checkpoint location as a local path (file: URIs too); ValueError for other file systems."""
-    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", checkpoint) and not checkpoint.startswith("file:"):
-        raise ValueError(f"{checkpoint}: the wire sink keeps its decisions in the checkpoint and needs it on a local "
-                         "or mounted file system (file:/... or a path)")
-    path = checkpoint[len("file:"):] if checkpoint.startswith("file:") else checkpoint
-    return os.path.abspath(re.sub(r"^/+", "/", path) if path.startswith("//") else path)
 
 
 @dataclass

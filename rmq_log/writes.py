@@ -67,6 +67,15 @@ class WriteOptions:
         return os.path.join(self.path, "sink", key)
 
 
+def local_checkpoint(checkpoint: str) -> str:
+    """A checkpoint location as a local path (file: URIs too); ValueError for other file systems."""
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", checkpoint) and not checkpoint.startswith("file:"):
+        raise ValueError(f"{checkpoint}: the wire sink keeps its decisions in the checkpoint and needs it on a local "
+                         "or mounted file system (file:/... or a path)")
+    path = checkpoint[len("file:"):] if checkpoint.startswith("file:") else checkpoint
+    return os.path.abspath(re.sub(r"^/+", "/", path) if path.startswith("//") else path)
+
+
 class WriteOptionError(ValueError):
     """Options this log cannot write with; `field`: the WriteOptions field at fault (the caller names its option)."""
 

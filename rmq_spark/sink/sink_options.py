@@ -15,6 +15,7 @@ from typing import Mapping, Optional
 
 from rmq_common.message_codec import MAX_TOPIC_LENGTH
 from rmq_log.writes import WriteOptions as SinkOptions
+from rmq_log.writes import local_checkpoint
 
 from .. import option_keys as K
 from ..errors import RmqOptionError
@@ -158,7 +159,6 @@ def wire_options(options: Mapping[str, str], stream: bool) -> SinkOptions:
             raise RmqOptionError(K.CHECKPOINT_LOCATION, "the wire sink keeps its commit decisions in the query's "
                                                         "checkpoint: set option(\"checkpointLocation\", ...) on the "
                                                         "query (or deliveryGuarantee=at_least_once)")
-        from rmq_log.transaction_log import local_checkpoint  # the client library, only for a sink through brokers
         try:
             local_checkpoint(checkpoint)
         except ValueError as e:
