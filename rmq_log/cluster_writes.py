@@ -4,10 +4,10 @@ with END_TRANSACTION (after recording a stream's decision in its checkpoint, tra
 back. At least once they are plain sends, visible at once.
 
 The transactional protocol is chosen per broker: an Apache RocketMQ broker (4.x, 5.x) takes RocketMQ's own, a half
-per message (SEND_MESSAGE_V2) and an END_TRANSACTION per half (wire_messages.py); `rmq serve` takes half batches
-(SEND_BATCH_MESSAGE), each ended whole by one END_TRANSACTION (half_messages.py has the former).
+per message (SEND_MESSAGE_V2) and an END_TRANSACTION per half (half_messages.py); `rmq serve` takes half batches
+(SEND_BATCH_MESSAGE), each ended whole by one END_TRANSACTION.
 
-Queue choice, as the local sink's columns: queue_id numbers the topic's write queues across its brokers in the
+Queue choice, as a store directory's: queue_id numbers the topic's write queues across its brokers in the
 route's order (brokerName, then queueId; with one broker it is the queue id), sharding_key hashes over them as
 RocketMQ's SelectMessageQueueByHash, and other rows are spread over all of them in contiguous runs.
 """

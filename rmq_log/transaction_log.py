@@ -8,7 +8,7 @@ query that replays the batch commits those again and rolls back its own new ones
   does not list (a failed task attempt's) roll back, halves of a batch not decided yet stay unknown;
 - half messages (Apache RocketMQ), with the end of every target queue before the commit: a stock broker commits a
   half again each time it is told to, so the halves a killed commit ended already are found in those queues first
-  (wire_messages.py). Its check-backs name copies of the halves, never the halves the decision lists: every copy
+  (half_messages.py). Its check-backs name copies of the halves, never the halves the decision lists: every copy
   is rolled back at once (answer_copy), decided or not, since only the half the sink sent is ever committed.
 """
 from __future__ import annotations
@@ -33,7 +33,7 @@ _NAME = re.compile(r"(\d+)\.json")
 @dataclass
 class Decision:
     """A decided microbatch: per partition, its half batches and its half messages; `queue_ends`: the end of every
-    target queue of the half messages before any was committed (wire_messages.queue_key -> offset)."""
+    target queue of the half messages before any was committed (half_messages.queue_key -> offset)."""
     halves: dict[int, list[HalfBatch]]
     messages: dict[int, list[MessageHalves]] = field(default_factory=dict)
     queue_ends: dict[str, int] = field(default_factory=dict)
