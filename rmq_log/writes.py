@@ -38,6 +38,9 @@ BatchId = Union[int, str, None]
 
 @dataclass(frozen=True)
 class WriteOptions:
+    """What a batch of writes is told: where (path, or namesrv_addr: the place the log was opened on), the sink it
+    belongs to, and how (exactly_once, stream); the Spark sink's option parser builds it."""
+
     path: str                     # the store directory ("" through brokers)
     topic: Optional[str]          # every row goes there (wins over a topic column)
     sink_id: str                  # names the sink in its commit records
