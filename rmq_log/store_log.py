@@ -213,10 +213,10 @@ class StoreLog(MessageLog):
             one = store.view_message_by_offset_id(offset_msg_id)
         return [one] if one is not None else []
 
-
     def writes(self, options: WriteOptions, columns: Collection[str]) -> LogWrites:
         from .store_writes import StoreWrites
         return StoreWrites(options)
+
 
 class _Line:
     """A message to append, with the attributes of a `produce --file` line."""
