@@ -92,6 +92,37 @@ def test_one_parser_reads_the_options_of_a_directory_or_a_cluster_and_one_log_wr
         parse_sink_options({"namesrvaddr": "127.0.0.1:9876", "storeconfig": "x"}, stream=False)
 
 
+def test_what_a_log_refuses_is_the_error_of_the_option_to_change(tmp_path):
+    """The log's refusals name its WriteOptions field or carry the broker's error; the writer names the option."""
+    import pyarrow as pa
+
+    from rmq_client import MQClientError
+    from rmq_log.writes import LogWrites, WriteRefused
+    from rmq_spark.sink.writer import RmqStreamWriter, open_writes
+
+    wire = parse_sink_options({"namesrvaddr": "127.0.0.1:9876", "topic": "T",
+                               "deliveryguarantee": "at_least_once"}, stream=True)
+    with pytest.raises(RmqOptionError, match="option 'namesrvAddr': the born_timestamp column is not sent"):
+        open_writes(wire, {"body": 0, "born_timestamp": 1})
+
+    class Refusing(LogWrites):
+        def stage(self, rows, batch_id, partition, attempt):
+            list(rows)
+            raise WriteRefused(MQClientError(16, "Check signature failed for accessKey=k", "127.0.0.1:10911",
+                                             "send"), "sending 1 rows to T/broker-a/0")
+
+        def commit(self, receipts, batch_id):
+            pass
+
+        def abort(self, receipts, batch_id):
+            pass
+
+    writer = RmqStreamWriter(wire, {"body": 0}, Refusing(wire))
+    with pytest.raises(RmqOptionError, match="option 'secretKey': sending 1 rows to T/broker-a/0: the broker at "
+                                             "127.0.0.1:10911 refused it"):
+        writer.write(iter([pa.record_batch([pa.array([b"x"])], names=["body"])]))
+
+
 @pytest.mark.parametrize("rows, message", [
     ([("T", "ok", None), ("T", "ok", None), ("bad topic!", "x", None)], "row 2: topic"),
     ([("T", "ok", None), ("T", "ok", {"p": "a\x01b"})], "row 1: property value 'a\\x01b' contains a reserved"),
