@@ -45,7 +45,7 @@ class StagedFile:
 
     def commit(self) -> str:
         """Complete under its final name. Not fsynced here: a staged file only has to outlive a power loss once
-        a commit has pinned it in an intent, and the commit fsyncs it then (see exactly_once)."""
+        a commit has pinned it in an intent, and the commit fsyncs it then (see store_commit)."""
         self._writer.close()
         self._sink.close()
         os.replace(self.tmp, self.path)
