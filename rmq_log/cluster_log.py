@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import sys
-from typing import Any, Callable, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Collection, Optional, TypeVar
 
 from rmq_acl import SessionCredentials
 from rmq_client import AsyncProducer, MessageQueue, MQClientError, Producer, PullConsumer, PullStatus, Subscription
@@ -27,6 +27,9 @@ from .message_log import (
     Sent,
     TopicChange,
 )
+
+if TYPE_CHECKING:
+    from .writes import LogWrites, WriteOptions
 
 T = TypeVar("T", bound=Callable[..., Any])
 
@@ -225,6 +228,10 @@ class ClusterLog(MessageLog):
                 if e.retriable:  # no answer, or a broker busy: not a message that is not there
                     raise
                 return []
+
+    def writes(self, options: WriteOptions, columns: Collection[str]) -> LogWrites:
+        from .cluster_writes import ClusterWrites
+        return ClusterWrites(options, columns)
 
 
 class _Row:

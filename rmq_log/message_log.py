@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Collection, Optional, Union
+
+if TYPE_CHECKING:
+    from .writes import LogWrites, WriteOptions
 
 # A consume's start: ("earliest" | "latest" | "group", None), ("offset", N) or ("time", ms)
 Start = tuple[str, Optional[int]]
@@ -172,3 +175,10 @@ class MessageLog(abc.ABC):
     @abc.abstractmethod
     def find_by_offset_msg_id(self, offset_msg_id: str) -> list:
         """The message at an offset msgId (store host and commitlog offset), if there is one."""
+
+    # -- the Spark sink's writes --
+
+    @abc.abstractmethod
+    def writes(self, options: WriteOptions, columns: Collection[str]) -> LogWrites:
+        """The two-phase writes (writes.LogWrites) of rows with the given columns, with `options` (a
+        writes.WriteOptions); writes.WriteOptionError for what this log cannot write."""

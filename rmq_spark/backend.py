@@ -1,12 +1,11 @@
 """The one seam between a store directory and a cluster: the source's readers ask a SourceBackend for what they
 read offsets of (a ReadStore), the group's committed offsets, where to commit them, the partitions of a plan and
-how an executor reads one; the sink asks a SinkBackend for its writers. backend_for and sink_backend_for pick the
-implementation once, from the parsed options (as Spark's Kafka source picks one KafkaOffsetReader); nothing else
-asks which one it is."""
+how an executor reads one; the sink writes through the MessageLog that sink_log opens (rmq_log.open_log). backend_for
+and open_log pick the implementation once, from the parsed options (as Spark's Kafka source picks one
+KafkaOffsetReader); nothing else asks which one it is."""
 from __future__ import annotations
 
 import logging
-import os
 from typing import TYPE_CHECKING, Any, Iterator, Optional, Protocol
 
 import pyarrow as pa
@@ -18,7 +17,7 @@ from .read_store import ReadStore
 from .schema import Selection
 
 if TYPE_CHECKING:  # the sink's modules import this one
-    from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter
+    from rmq_log import MessageLog
 
     from .sink.sink_options import SinkOptions
 
@@ -160,67 +159,8 @@ def backend_for(opts: SourceOptions) -> SourceBackend:
     return WireBackend(opts) if opts.namesrv_addr is not None else LocalBackend(opts)
 
 
-class SinkBackend:
-    """Where the sink writes; LocalSink and WireSink implement it. columns: the input's accepted columns
-    (sink.columns.check_input_schema)."""
-
-    def __init__(self, opts: SinkOptions):
-        self.opts = opts
-
-    def stream_writer(self, columns: dict) -> DataSourceStreamArrowWriter:
-        raise NotImplementedError
-
-    def batch_writer(self, columns: dict) -> DataSourceArrowWriter:
-        raise NotImplementedError
-
-
-class LocalSink(SinkBackend):
-    """A store directory (option path), created when missing: tasks stage their rows under it and the driver
-    appends each batch once (sink/writer.py, sink/exactly_once.py)."""
-
-    def stream_writer(self, columns: dict) -> DataSourceStreamArrowWriter:
-        from .sink.writer import RmqStreamWriter, prepare_store
-        return RmqStreamWriter(self.opts, columns, prepare_store(self.opts))
-
-    def batch_writer(self, columns: dict) -> DataSourceArrowWriter:
-        from .sink.staging import remove_abandoned_writes
-        from .sink.writer import RmqBatchWriter, prepare_store
-
-        config = prepare_store(self.opts)
-        if self.opts.fresh:
-            remove_abandoned_writes(self.opts.path)
-        return RmqBatchWriter(self.opts, columns, config)
-
-
-class WireSink(SinkBackend):
-    """The brokers of a cluster (option namesrvAddr): transactional halves committed by the driver, or plain sends
-    (sink/wire_writer.py)."""
-
-    def _check_columns(self, columns: dict) -> None:
-        from . import option_keys as K
-        from .errors import RmqOptionError
-
-        if "born_timestamp" in columns:
-            raise RmqOptionError(K.NAMESRV_ADDR, "the born_timestamp column is not sent through brokers (a batch "
-                                                 "frame carries one born timestamp for all its messages); drop the "
-                                                 "column or write to a store directory")
-
-    def stream_writer(self, columns: dict) -> DataSourceStreamArrowWriter:
-        from .sink.transaction_log import TransactionLog
-        from .sink.wire_writer import WireStreamWriter
-
-        self._check_columns(columns)
-        if self.opts.exactly_once:
-            os.makedirs(TransactionLog(self.opts.checkpoint or "").dir, exist_ok=True)
-        return WireStreamWriter(self.opts, columns)
-
-    def batch_writer(self, columns: dict) -> DataSourceArrowWriter:
-        from .sink.wire_writer import WireBatchWriter
-
-        self._check_columns(columns)
-        return WireBatchWriter(self.opts, columns)
-
-
-def sink_backend_for(opts: SinkOptions) -> SinkBackend:
-    """The sink's backend the options name: namesrvAddr the brokers, else the store directory."""
-    return WireSink(opts) if opts.namesrv_addr is not None else LocalSink(opts)
+def sink_log(opts: SinkOptions) -> MessageLog:
+    """The log the sink writes to (rmq_log.open_log chooses it): the brokers of namesrvAddr, else the store
+    directory; its writes() does the rest."""
+    from rmq_log import open_log
+    return open_log(store=opts.path, namesrv=opts.namesrv_addr, config=opts.store_config)

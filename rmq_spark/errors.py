@@ -1,6 +1,10 @@
 """The Spark edge's errors: every one names what the user can fix (an option, a row, the data that was lost)."""
 from __future__ import annotations
 
+from rmq_log.staged_rows import RowError
+
+__all__ = ["DataLossError", "RmqOptionError", "RmqSchemaError", "RowError"]
+
 
 class RmqOptionError(ValueError):
     """Bad input for the rmq source or sink, naming the option at fault."""
@@ -22,7 +26,3 @@ class RmqSchemaError(ValueError):
 class DataLossError(RuntimeError):
     """Messages a query was to read are gone (retention, a missing file, offsets past a queue's end); raised
     when failOnDataLoss is true, as Kafka's source does."""
-
-
-class RowError(ValueError):
-    """A bad value in one row given to the sink: names the row's position in the task's input and the reason."""

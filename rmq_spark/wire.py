@@ -30,6 +30,7 @@ from rmq_client import (
     Subscription,
     SubscriptionError,
 )
+from rmq_log.broker_wait import BrokerUnavailableError, RetryLog
 
 from . import option_keys as K
 from .data_loss import report_data_loss
@@ -42,11 +43,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 BOUNDS_FRESH_S = 0.2  # a trigger asks the bounds a few times in a row: one round of requests serves them all
 RETRY_PAUSE_S = 0.5
-RETRY_LOG_EVERY_S = 5.0  # while a request is retried: one log line this often, not one per attempt
-
-
-class BrokerUnavailableError(RuntimeError):
-    """A broker did not answer within brokerTimeoutMs: names the broker and the queue or request."""
 
 
 # the remarks of a broker's ACL refusal (PlainPermissionManager's words), and the option to fix for each
@@ -69,24 +65,6 @@ def refused_by_acl(e: MQClientError, what: str) -> Exception:
         return e
     return RmqOptionError(option, f"{what}: the broker at {e.address} refused it (NO_PERMISSION, aclEnable=true): "
                                   f"{e.remark}")
-
-
-class RetryLog:
-    """Retries logged compactly: the first failure, then one line every RETRY_LOG_EVERY_S while they go on."""
-
-    def __init__(self, what: str):
-        self.what, self.attempts, self.first, self.logged = what, 0, 0.0, 0.0
-
-    def failed(self, e: Exception, then: str = "retrying") -> None:
-        now = time.monotonic()
-        self.attempts += 1
-        if self.attempts == 1:
-            self.first = self.logged = now
-            log.warning("%s: %s; %s", self.what, e, then)
-        elif now - self.logged >= RETRY_LOG_EVERY_S:
-            self.logged = now
-            log.warning("%s: still no answer after %.0f s (%d attempts; last: %s); %s", self.what, now - self.first,
-                        self.attempts, e, then)
 
 
 def with_retry(call: Callable[[], T], timeout_ms: int, what: str,

@@ -424,3 +424,32 @@ def test_data_loss_is_reported_in_one_place():
              if isinstance(node, ast.Constant) and isinstance(node.value, str)
              and ("Set failOnDataLoss" in node.value or "(failOnDataLoss=false)" in node.value)]
     assert not found, f"data loss reported outside rmq_spark/data_loss.py: {found}"
+
+
+def test_the_message_log_does_not_import_spark():
+    """rmq_log is where the messages live, for the command line and Spark alike: Spark's side (pyspark, rmq_spark)
+    hands it plain values (WriteOptions, Arrow batches) and gets receipts back."""
+    found = [f"{path}:{n}" for path, text in _sources("rmq_log")
+             for n in _imports_of(text, path, {"pyspark", "rmq_spark"})]
+    assert not found, f"rmq_log importing Spark: {found}"
+
+
+# What the Spark sink may import of rmq_log: the seam (MessageLog and its writes), the rows it stages, and no module
+# of one place (a store directory's staging and commit, a cluster's halves and decisions).
+SINK_SEAM = {"rmq_log", "rmq_log.writes", "rmq_log.staged_rows"}
+
+
+def test_the_spark_sink_writes_only_through_the_message_log():
+    found = [f"{path}:{n}" for path, text in _sources("rmq_spark/sink")
+             for n in _imports_of(text, path, {"store", "rmq_client"})]
+    found += [f"{path}:{n}" for path, text in _sources("rmq_spark/sink")
+              for n, module in _imported(ast.parse(text, path))
+              if module.split(".")[0] == "rmq_log" and module not in SINK_SEAM]
+    assert not found, f"rmq_spark/sink importing a place's modules instead of rmq_log's writes: {found}"
+
+
+def test_the_sink_seam_check_sees_a_place_module_and_not_the_seam():
+    place = "def f():\n    from rmq_log.store_commit import commit_batch\n    from store import MessageStore\n"
+    seam = "from rmq_log.writes import LogWrites\nfrom rmq_log import open_log\n"
+    assert [m for _, m in _imported(ast.parse(place)) if m not in SINK_SEAM] == ["rmq_log.store_commit", "store"]
+    assert [m for _, m in _imported(ast.parse(seam)) if m not in SINK_SEAM] == []

@@ -1,7 +1,8 @@
 """What a DataFrame written to format("rmq") may hold, and its Arrow batches turned into put_batch's inputs.
 
 The input schema is checked on the driver when the query starts; rows are converted in the tasks, column by
-column in Arrow (no per-row Python), into the STAGED schema that the commit hands to put_batch as it is.
+column in Arrow (no per-row Python), into the STAGED schema (rmq_log.staged_rows) that the log's writes stage and
+commit as they are.
 """
 from __future__ import annotations
 
@@ -24,21 +25,15 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from rmq_common.message_codec import MAX_PROPERTIES_LENGTH, PROPERTY_UNIQ_KEY, check_topic, new_uniq_keys
+from rmq_common.message_codec import PROPERTY_UNIQ_KEY, new_uniq_keys
 from rmq_common.native import value_offsets
 from rmq_common.properties_column import compact_map, map_lookup
+from rmq_log.staged_rows import MAP_TYPE, STAGED_SCHEMA, entry_offsets, first_true, validate_staged
 
 from ..errors import RmqOptionError, RowError
 
-MAP_TYPE = pa.map_(pa.string(), pa.string())
-
-# What the tasks stage and the commit appends: one column per put_batch argument, plus each row's UNIQ_KEY
-# (also inside `properties`), which the commit uses to recognise rows already appended by a killed attempt.
-STAGED_SCHEMA = pa.schema([
-    ("topic", pa.string()), ("body", pa.binary()), ("tags", pa.string()), ("keys", pa.string()),
-    ("properties", MAP_TYPE), ("queue_id", pa.int32()), ("sharding_key", pa.string()),
-    ("born_timestamp", pa.timestamp("ms")), ("uniq_key", pa.string()),
-])
+__all__ = ["MAP_TYPE", "STAGED_SCHEMA", "RowError", "check_input_schema", "to_staged", "validate_staged",
+           "with_uniq_keys"]
 
 _INTS = (ByteType, ShortType, IntegerType, LongType)
 # column -> (accepted Spark types, how they are described to the user)
@@ -109,14 +104,14 @@ def to_staged(batch: pa.RecordBatch, columns: dict, topic_option: Optional[str],
     else:
         body = _plain(body, pa.binary())
     if body.null_count:
-        raise RowError(f"row {first_row + _first(body.is_null())}: body is null")
+        raise RowError(f"row {first_row + first_true(body.is_null())}: body is null")
 
     if topic_option is not None:
         topic = pa.array([topic_option], pa.string()).take(pa.array(np.zeros(n, np.int32)))
     else:
         topic = _plain(col["topic"], pa.string())
         if topic.null_count:
-            raise RowError(f"row {first_row + _first(topic.is_null())}: topic is null (or give the `topic` option)")
+            raise RowError(f"row {first_row + first_true(topic.is_null())}: topic is null (or give the `topic` option)")
 
     tags = _plain(col["tags"], pa.string()) if "tags" in col else pa.nulls(n, pa.string())
     keys = pa.nulls(n, pa.string())
@@ -138,7 +133,7 @@ def to_staged(batch: pa.RecordBatch, columns: dict, topic_option: Optional[str],
         q = col["queue_id"]
         qn = q.to_numpy(zero_copy_only=False) if q.null_count == 0 else None
         if qn is not None and len(qn) and (qn.min() < 0 or qn.max() > 1023):
-            i = _first(pa.array((qn < 0) | (qn > 1023)))
+            i = first_true(pa.array((qn < 0) | (qn > 1023)))
             raise RowError(f"row {first_row + i}: queue_id {int(qn[i])} is outside 0..1023")
         queue_id = _plain(q, pa.int32())
     sharding = _plain(col["sharding_key"], pa.string()) if "sharding_key" in col else pa.nulls(n, pa.string())
@@ -152,10 +147,6 @@ def to_staged(batch: pa.RecordBatch, columns: dict, topic_option: Optional[str],
                                       schema=STAGED_SCHEMA)
 
 
-def _first(mask) -> int:
-    arr = mask.to_numpy(zero_copy_only=False) if isinstance(mask, (pa.Array, pa.ChunkedArray)) else mask
-    return int(np.flatnonzero(arr)[0])
-
 
 def _check_map_entries(props: pa.MapArray, first_row: int) -> None:
     """Null or empty property keys/values cannot be stored in RocketMQ's property text; say which row (of a
@@ -168,16 +159,12 @@ def _check_map_entries(props: pa.MapArray, first_row: int) -> None:
     if items.null_count:
         bad |= items.is_null().to_numpy(zero_copy_only=False)
     if bad.any():
-        j = _first(bad)
-        off = _offsets(props)
+        j = first_true(bad)
+        off = entry_offsets(props)
         row = int(np.searchsorted(off, j, side="right") - 1)
         raise RowError(f"row {first_row + row}: property {keys[j].as_py()!r} has a null or empty value "
                        "(RocketMQ stores only non-empty property keys and values)")
 
-
-def _offsets(props: pa.MapArray) -> np.ndarray:
-    off = value_offsets(props)
-    return off - off[0]
 
 
 def with_uniq_keys(props: Optional[pa.MapArray], n: int, address: bytes):
@@ -194,7 +181,7 @@ def with_uniq_keys(props: Optional[pa.MapArray], n: int, address: bytes):
     k = int(need.sum())
     if k == 0:
         return props, given
-    off = _offsets(props)
+    off = entry_offsets(props)
     m = int(off[-1])
     added = np.zeros(n + 1, dtype=np.int64)  # new entries in the rows before each row
     np.cumsum(need, out=added[1:])
@@ -216,62 +203,3 @@ def with_uniq_keys(props: Optional[pa.MapArray], n: int, address: bytes):
     uniq = pc.if_else(pa.array(need), new.take(pa.array(np.where(need, pos, 0))), given)
     return merged, uniq
 
-
-def _has_separator(arr: pa.Array) -> Optional[int]:
-    """Index of the first value holding RocketMQ's reserved \\x01 or \\x02, else None."""
-    if len(arr) == 0 or arr.null_count == len(arr):
-        return None
-    data = arr.buffers()[2]
-    if data is not None:  # fast path: no byte 1 or 2 anywhere in the values' buffer
-        raw = np.frombuffer(data, dtype=np.uint8)
-        if not np.any((raw == 1) | (raw == 2)):
-            return None
-    bad = pc.or_(pc.match_substring(arr, "\x01"), pc.match_substring(arr, "\x02"))
-    bad = pc.fill_null(bad, False)
-    return _first(bad) if pc.any(bad).as_py() else None
-
-
-def validate_staged(rows: pa.RecordBatch, max_message_size: int, first_row: int) -> None:
-    """The checks put_batch makes on each message, vectorised over a staged batch, so a bad row fails its task
-    (with its position) instead of the batch's commit. put_batch checks again when the batch is appended."""
-    topic, body, tags, keys, props = (rows.column(i) for i in range(5))
-    props = compact_map(props)
-    enc = pc.dictionary_encode(topic)
-    for i, name in enumerate(enc.dictionary.to_pylist()):
-        try:
-            check_topic(name)
-        except ValueError as e:
-            row = _first(pc.equal(enc.indices, i))
-            raise RowError(f"row {first_row + row}: {e}") from None
-    lengths = np.diff(value_offsets(body))  # bodies are never null here (to_staged refuses null ones)
-    if len(lengths) and lengths.max() > max_message_size:
-        row = int(np.flatnonzero(lengths > max_message_size)[0])
-        raise RowError(f"row {first_row + row}: body is {int(lengths[row])} bytes, more than maxMessageSize "
-                       f"({max_message_size})")
-    for name, arr in (("tags", tags), ("keys", keys)):
-        at = _has_separator(arr)
-        if at is not None:
-            raise RowError(f"row {first_row + at}: {name} {arr[at].as_py()!r} contains a reserved separator "
-                           "(\\x01 or \\x02)")
-    off = _offsets(props)
-    for name, arr in (("property key", props.keys), ("property value", props.items)):
-        j = _has_separator(arr)
-        if j is not None:
-            row = int(np.searchsorted(off, j, side="right") - 1)
-            raise RowError(f"row {first_row + row}: {name} {arr[j].as_py()!r} contains a reserved separator "
-                           "(\\x01 or \\x02)")
-    # The properties text: key \x01 value \x02 per entry, plus TAGS and KEYS when given; byte counts from the
-    # offsets (a row's entries are consecutive, so its keys' bytes are a difference of their offsets).
-    key_off, value_off = value_offsets(props.keys).astype(np.int64), value_offsets(props.items).astype(np.int64)
-    sizes = (key_off[off[1:]] - key_off[off[:-1]] + value_off[off[1:]] - value_off[off[:-1]]
-             + 2 * np.diff(off))
-    for name, arr in (("TAGS", tags), ("KEYS", keys)):
-        if arr.null_count < len(arr):
-            part = np.diff(value_offsets(arr)) + (len(name) + 2)
-            if arr.null_count:
-                part[arr.is_null().to_numpy(zero_copy_only=False)] = 0
-            sizes = sizes + part
-    limit = MAX_PROPERTIES_LENGTH
-    if len(sizes) and sizes.max() > limit:
-        row = int(np.flatnonzero(sizes > limit)[0])
-        raise RowError(f"row {first_row + row}: properties are {int(sizes[row])} bytes, more than {limit}")

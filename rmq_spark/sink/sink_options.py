@@ -1,6 +1,6 @@
 """The sink's options, checked on the driver when the query starts (writer()/streamWriter()), before any task:
-parse_sink_options reads them once into one SinkOptions, a store directory's (option path) or a cluster's (option
-namesrvAddr), and backend.sink_backend_for picks the writers from it.
+parse_sink_options reads them once into one rmq_log WriteOptions (SinkOptions), a store directory's (option path)
+or a cluster's (option namesrvAddr), and backend.sink_log opens the MessageLog that writes with them.
 
 Spark hands option names lower-cased; every error is an RmqOptionError naming the option at fault.
 """
@@ -11,11 +11,11 @@ import json
 import os
 import re
 import uuid
-from dataclasses import dataclass
 from typing import Mapping, Optional
 
-from rmq_acl import SessionCredentials
 from rmq_common.message_codec import MAX_TOPIC_LENGTH
+from rmq_log.writes import WriteOptions as SinkOptions
+from rmq_log.writes import local_checkpoint
 
 from .. import option_keys as K
 from ..errors import RmqOptionError
@@ -25,39 +25,12 @@ from ..options import canonical_options, credentials_option, int_option, namesrv
 OPTION_NAMES = K.SINK_OPTIONS
 # Through brokers: the directory's own options are known too, to be refused naming namesrvAddr.
 WIRE_OPTION_NAMES = K.WIRE_SINK_OPTIONS + (K.PATH, K.BATCH_ID, K.STORE_CONFIG)
-_SAFE_DIR = re.compile(r"[A-Za-z0-9._-]{1,100}")
 
 EXACTLY_ONCE, AT_LEAST_ONCE = "exactly_once", "at_least_once"
 
 
-@dataclass(frozen=True)
-class SinkOptions:
-    path: str                     # the store directory ("" through brokers)
-    topic: Optional[str]          # the `topic` option: every row goes there (wins over a topic column)
-    sink_id: str                  # names the sink in its commit records
-    batch_id: Optional[int]       # a directory's batch writes only: the id of this write
-    checkpoint: Optional[str]
-    store_config: Optional[str] = None  # a broker.conf-style file (maxMessageSize, flushDiskType, ...)
-    fresh: bool = False           # a directory's batch write without sinkId: a sink id made for this job alone
-    # Through brokers (option namesrvAddr; None: into the store directory `path`)
-    namesrv_addr: Optional[str] = None
-    producer_group: str = ""
-    exactly_once: bool = True     # deliveryGuarantee: transactional halves (else plain sends)
-    broker_timeout_ms: int = K.DEFAULT_BROKER_TIMEOUT_MS
-    credentials: Optional[SessionCredentials] = None  # accessKey / secretKey: every request signed
-
-    @property
-    def namesrv(self) -> str:
-        """The name servers of a sink through brokers."""
-        assert self.namesrv_addr is not None, "a sink into a store directory has no name servers"
-        return self.namesrv_addr
-
-    @property
-    def sink_dir(self) -> str:
-        """<store>/sink/<sinkId, or its sha1 when it is not a safe file name>: staging and the commit cache."""
-        key = self.sink_id if _SAFE_DIR.fullmatch(self.sink_id) and self.sink_id not in (".", "..") else \
-            "id-" + hashlib.sha1(self.sink_id.encode("utf-8")).hexdigest()
-        return os.path.join(self.path, "sink", key)
+# The WriteOptions field a log's WriteOptionError names -> the option a user sets it with.
+OPTION_OF_FIELD = {"store_config": K.STORE_CONFIG, "namesrv_addr": K.NAMESRV_ADDR, "path": K.PATH}
 
 
 def parse_sink_options(options: Mapping[str, str], stream: bool) -> SinkOptions:
@@ -123,7 +96,7 @@ def stream_options(options: Mapping[str, str]) -> SinkOptions:
                                            "(\"sinkId\", ...) naming this sink uniquely and stably)")
         sink_id = default_stream_sink_id(checkpoint)
     return SinkOptions(path=path, topic=topic, sink_id=sink_id, batch_id=None, checkpoint=checkpoint,
-                       store_config=_config_path(opts))
+                       store_config=_config_path(opts), stream=True)
 
 
 def default_stream_sink_id(checkpoint: str) -> str:
@@ -186,7 +159,6 @@ def wire_options(options: Mapping[str, str], stream: bool) -> SinkOptions:
             raise RmqOptionError(K.CHECKPOINT_LOCATION, "the wire sink keeps its commit decisions in the query's "
                                                         "checkpoint: set option(\"checkpointLocation\", ...) on the "
                                                         "query (or deliveryGuarantee=at_least_once)")
-        from .transaction_log import local_checkpoint  # the client library, only for a sink through brokers
         try:
             local_checkpoint(checkpoint)
         except ValueError as e:
@@ -197,7 +169,7 @@ def wire_options(options: Mapping[str, str], stream: bool) -> SinkOptions:
     return SinkOptions(path="", topic=topic, sink_id=sink_id, batch_id=None, checkpoint=checkpoint,
                        namesrv_addr=namesrv, producer_group=group, exactly_once=guarantee == EXACTLY_ONCE,
                        broker_timeout_ms=int_option(opts, K.BROKER_TIMEOUT_MS, K.DEFAULT_BROKER_TIMEOUT_MS, minimum=0),
-                       credentials=credentials_option(opts))
+                       credentials=credentials_option(opts), stream=stream)
 
 
 def _config_path(opts: dict) -> Optional[str]:

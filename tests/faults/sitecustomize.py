@@ -1,7 +1,7 @@
 """The wire sink's fault plugin: with this directory first on PYTHONPATH, every Python process of a Spark driver
 (its daemons and the workers that run the sink's commit) imports this module at start-up. With
 RMQ_WIRE_SINK_TEST_PAUSE=<point>@<batchId>:<seconds>[,...] in the environment, it adds an observer to the commit's
-named steps (rmq_spark.sink.wire_writer.COMMIT_STEPS) once that module is imported: at <point> of batch
+named steps (rmq_log.cluster_writes.COMMIT_STEPS) once that module is imported: at <point> of batch
 <batchId> the commit writes paused-<point>-<batchId> into the decisions directory and waits until the test
 writes resume-<point>-<batchId> beside it, or for the seconds at most; with `kill` for the seconds it SIGKILLs
 the driver's session there (for a driver started as a session leader: a kill from outside comes late, and
@@ -18,7 +18,7 @@ import signal
 import sys
 import time
 
-SINK = "rmq_spark.sink.wire_writer"
+SINK = "rmq_log.cluster_writes"
 SPECS = [s for s in os.environ.get("RMQ_WIRE_SINK_TEST_PAUSE", "").split(",") if s]
 
 

@@ -5,14 +5,14 @@ import os
 import signal
 import sys
 
-from rmq_spark.sink import exactly_once
-from rmq_spark.sink.exactly_once import commit_batch
+from rmq_log import store_commit
+from rmq_log.store_commit import commit_batch
 
 
 def main():
     args = json.loads(sys.argv[1])
     if not args.get("atomic", True):  # the store's plain put_batch: a killed append leaves a prefix behind
-        exactly_once.supports_atomic = lambda store: False
+        store_commit.supports_atomic = lambda store: False
     at = args.get("kill_at")
 
     if at == "torn":  # die inside the commitlog write: half the batch's records written, the next one torn

@@ -4,8 +4,8 @@ import pyarrow as pa
 import pytest
 
 from rmq_common.message_codec import MAX_PROPERTIES_LENGTH, properties_to_string
+from rmq_log.store_commit import _append
 from rmq_spark.sink.columns import MAP_TYPE, STAGED_SCHEMA, RowError, to_staged, validate_staged, with_uniq_keys
-from rmq_spark.sink.exactly_once import _append
 from store import MessageStore
 
 ADDRESS = b"\x7f\x00\x00\x01"

@@ -72,22 +72,55 @@ def test_sink_id_defaults(tmp_path):
     assert stream_options({"path": str(tmp_path / "s"), "topic": "T", "sinkid": "mine"}).sink_id == "mine"
 
 
-def test_one_parser_reads_the_options_of_a_directory_or_a_cluster_and_one_backend_writes(tmp_path):
-    from rmq_spark.backend import LocalSink, WireSink, sink_backend_for
+def test_one_parser_reads_the_options_of_a_directory_or_a_cluster_and_one_log_writes(tmp_path):
+    from rmq_log.cluster_log import ClusterLog
+    from rmq_log.store_log import StoreLog
+    from rmq_spark.backend import sink_log
 
     local = parse_sink_options({"path": str(tmp_path / "s"), "topic": "T"}, stream=False)
     assert (local.namesrv_addr, local.fresh, local.batch_id) == (None, True, 0)
-    assert local.sink_id.startswith("write-") and isinstance(sink_backend_for(local), LocalSink)
+    assert local.sink_id.startswith("write-") and isinstance(sink_log(local), StoreLog)
     again = parse_sink_options({"path": str(tmp_path / "s"), "sinkid": "s", "batchid": "7"}, stream=False)
     assert (again.fresh, again.sink_id, again.batch_id) == (False, "s", 7)
     wire = parse_sink_options({"NAMESRVADDR": "127.0.0.1:9876", "topic": "T", "deliveryguarantee": "at-least-once",
                                "brokertimeoutms": "5"}, stream=True)
     assert (wire.path, wire.namesrv, wire.exactly_once, wire.broker_timeout_ms) == ("", "127.0.0.1:9876", False, 5)
-    assert wire.producer_group.startswith("rmq-sink-") and isinstance(sink_backend_for(wire), WireSink)
+    assert wire.producer_group.startswith("rmq-sink-") and isinstance(sink_log(wire), ClusterLog)
     with pytest.raises(RmqOptionError, match="option 'producergroup': unknown option for writing format"):
         parse_sink_options({"path": str(tmp_path / "s"), "producergroup": "g"}, stream=False)
     with pytest.raises(RmqOptionError, match="option 'storeConfig': not with namesrvAddr"):
         parse_sink_options({"namesrvaddr": "127.0.0.1:9876", "storeconfig": "x"}, stream=False)
+
+
+def test_what_a_log_refuses_is_the_error_of_the_option_to_change(tmp_path):
+    """The log's refusals name its WriteOptions field or carry the broker's error; the writer names the option."""
+    import pyarrow as pa
+
+    from rmq_client import MQClientError
+    from rmq_log.writes import LogWrites, WriteRefused
+    from rmq_spark.sink.writer import RmqStreamWriter, open_writes
+
+    wire = parse_sink_options({"namesrvaddr": "127.0.0.1:9876", "topic": "T",
+                               "deliveryguarantee": "at_least_once"}, stream=True)
+    with pytest.raises(RmqOptionError, match="option 'namesrvAddr': the born_timestamp column is not sent"):
+        open_writes(wire, {"body": 0, "born_timestamp": 1})
+
+    class Refusing(LogWrites):
+        def stage(self, rows, batch_id, partition, attempt):
+            list(rows)
+            raise WriteRefused(MQClientError(16, "Check signature failed for accessKey=k", "127.0.0.1:10911",
+                                             "send"), "sending 1 rows to T/broker-a/0")
+
+        def commit(self, receipts, batch_id):
+            pass
+
+        def abort(self, receipts, batch_id):
+            pass
+
+    writer = RmqStreamWriter(wire, {"body": 0}, Refusing(wire))
+    with pytest.raises(RmqOptionError, match="option 'secretKey': sending 1 rows to T/broker-a/0: the broker at "
+                                             "127.0.0.1:10911 refused it"):
+        writer.write(iter([pa.record_batch([pa.array([b"x"])], names=["body"])]))
 
 
 @pytest.mark.parametrize("rows, message", [

@@ -11,7 +11,8 @@ from pyspark import TaskContext
 from sink_testkit import counts, markers
 from source_testkit import fill
 
-from rmq_spark.sink.exactly_once import commit_batch
+from rmq_log.store_commit import commit_batch
+from rmq_log.store_writes import StoreWrites
 from rmq_spark.sink.sink_options import stream_options
 from rmq_spark.sink.writer import RmqStreamWriter
 from store import MessageStore, StoreConfig
@@ -96,7 +97,7 @@ def test_query_stopped_at_random_points_and_restarted_from_its_checkpoint(spark,
 
 
 def _stage(opts, batch_id, bodies, parts=2):
-    writer = RmqStreamWriter(opts, {"body": 0}, StoreConfig())
+    writer = RmqStreamWriter(opts, {"body": 0}, StoreWrites(opts, StoreConfig()))
     messages = []
     size = -(-len(bodies) // parts)
     for p in range(parts):
@@ -130,7 +131,7 @@ def sigkill_trials(path, trials, rows_per_batch, rng, atomic=True):
         msgs = _stage(opts, trial, bodies)
         kill_at = steps[trial] if trial < len(steps) else None
         args = {"path": opts.path, "sink_dir": opts.sink_dir, "sink_id": opts.sink_id, "batch_id": trial,
-                "paths": [m.path for m in msgs], "topics": ["C"], "kill_at": kill_at, "atomic": atomic}
+                "paths": [m.receipt.path for m in msgs], "topics": ["C"], "kill_at": kill_at, "atomic": atomic}
         child = _child(args)
         assert child.stdout.readline().strip() == "ready"
         t0 = time.monotonic()
@@ -143,7 +144,7 @@ def sigkill_trials(path, trials, rows_per_batch, rng, atomic=True):
         if kill_at is None and duration is None:
             duration = time.monotonic() - t0  # the first uninterrupted commit sets the window for the others
         replay = _stage(opts, trial, bodies)
-        outcomes.append(commit_batch(opts.path, opts.sink_dir, opts.sink_id, trial, [m.path for m in replay],
+        outcomes.append(commit_batch(opts.path, opts.sink_dir, opts.sink_id, trial, [m.receipt.path for m in replay],
                                      ["C"]))
     return expected, outcomes
 
@@ -162,9 +163,9 @@ def test_sigkill_inside_the_commit_then_replay_gives_each_row_once(tmp_path):
 def test_sigkill_inside_a_plain_append_the_replay_completes_the_prefix(tmp_path, monkeypatch, caplog):
     """Without the store's atomic put_batch a killed append leaves a prefix of the batch; the replay finds it
     by UNIQ_KEY past the intent's queue ends and appends only the rest."""
-    from rmq_spark.sink import exactly_once
+    from rmq_log import store_commit
 
-    monkeypatch.setattr(exactly_once, "supports_atomic", lambda store: False)
+    monkeypatch.setattr(store_commit, "supports_atomic", lambda store: False)
     seed = random.randrange(1 << 30)
     path = tmp_path / "store"
     expected, outcomes = sigkill_trials(path, trials=5, rows_per_batch=2000, rng=random.Random(seed), atomic=False)

@@ -85,7 +85,7 @@ def test_sharding_keys_and_queue_ids_choose_queues_across_brokers(spark, cluster
 
 
 def test_a_stream_commits_each_microbatch_once_and_a_failed_attempts_rows_never_show(spark, cluster, tmp_path):
-    from rmq_spark.sink.wire_writer import FLUSH_ROWS
+    from rmq_log.cluster_writes import FLUSH_ROWS
     from store import MessageStore
 
     src, n = str(tmp_path / "in"), FLUSH_ROWS + 4000

@@ -35,7 +35,7 @@ from rmq_common.message_codec import PROPERTY_UNIQ_KEY, new_uniq_keys
 from rmq_common.properties_column import map_lookup
 from store import SYNC_FLUSH, MessageStore
 
-from .columns import MAP_TYPE, STAGED_SCHEMA
+from .staged_rows import MAP_TYPE, STAGED_SCHEMA
 from .staging import batch_dir, fsync_dir, fsync_file, read_staged, remove_batches_through
 
 log = logging.getLogger(__name__)

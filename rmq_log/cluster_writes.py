@@ -1,13 +1,13 @@
-"""The rmq sink through brokers (option namesrvAddr): tasks send their rows to the queues of the topic's route;
-with deliveryGuarantee=exactly_once (the default) as transactional halves, which the driver's commit of the
-microbatch commits with END_TRANSACTION (after recording the decision in the checkpoint, transaction_log.py) and its
-abort rolls back. With at_least_once they are plain sends, visible at once.
+"""ClusterWrites: a cluster's two-phase writes (writes.LogWrites). Tasks send their rows to the queues of the
+topic's route; exactly once (the default) as transactional halves, which the driver's commit of the batch commits
+with END_TRANSACTION (after recording a stream's decision in its checkpoint, transaction_log.py) and its abort rolls
+back. At least once they are plain sends, visible at once.
 
 The transactional protocol is chosen per broker: an Apache RocketMQ broker (4.x, 5.x) takes RocketMQ's own, a half
-per message (SEND_MESSAGE_V2) and an END_TRANSACTION per half (wire_messages.py); `rmq serve` takes half batches
+per message (SEND_MESSAGE_V2) and an END_TRANSACTION per half (half_messages.py); `rmq serve` takes half batches
 (SEND_BATCH_MESSAGE), each ended whole by one END_TRANSACTION.
 
-Queue choice, as the local sink's columns: queue_id numbers the topic's write queues across its brokers in the
+Queue choice, as a store directory's: queue_id numbers the topic's write queues across its brokers in the
 route's order (brokerName, then queueId; with one broker it is the queue id), sharding_key hashes over them as
 RocketMQ's SelectMessageQueueByHash, and other rows are spread over all of them in contiguous runs.
 """
@@ -16,14 +16,14 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import os
 import threading
 from dataclasses import dataclass
-from typing import Callable, Iterator, Optional
+from typing import Callable, Collection, Iterable, Optional
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
 from rmq_client import (
     AsyncTransactionProducer,
@@ -44,16 +44,14 @@ from rmq_client.transaction_producer import (
     PROPERTY_TRANSACTION_PREPARED,
     new_transaction_id,
 )
-from rmq_common.message_codec import PROPERTY_KEYS, PROPERTY_TAGS, local_host_address
+from rmq_common.message_codec import PROPERTY_KEYS, PROPERTY_TAGS
 from store.record_encoder import java_hash_codes
 
-from ..errors import RowError
-from ..wire import BrokerUnavailableError, RetryLog, refused_by_acl
-from .columns import to_staged, validate_staged
-from .sink_options import SinkOptions
+from .broker_wait import BrokerUnavailableError, RetryLog
+from .half_messages import commit_messages, per_message_broker, queue_ends, roll_back_messages
+from .staged_rows import RowError, validate_staged
 from .transaction_log import PROPERTY_SINK_BATCH, Decision, TransactionLog, answer_copy
-from .wire_messages import commit_messages, per_message_broker, queue_ends, roll_back_messages
-from .writer import stream_batch_id, task_attempt
+from .writes import BatchId, LogWrites, WriteOptionError, WriteOptions, WriteRefused, task_label, with_task_label
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +84,7 @@ def _other_queue(mq: MessageQueue, queues: list[MessageQueue], now: float) -> Op
 
 
 @dataclass
-class WireCommitMessage(WriterCommitMessage):
+class SentReceipt:
     """One task attempt's sends: the half batches (rmq serve) and half messages (Apache RocketMQ) to end, exactly
     once, and its row count."""
     halves: tuple
@@ -100,7 +98,7 @@ _PRODUCERS: dict[tuple, AsyncTransactionProducer] = {}
 _PRODUCERS_LOCK = threading.Lock()
 
 
-def _producer(options: SinkOptions, decisions: Optional[TransactionLog] = None) -> AsyncTransactionProducer:
+def _producer(options: WriteOptions, decisions: Optional[TransactionLog] = None) -> AsyncTransactionProducer:
     """One client per process, producer group and account (Python workers are reused across tasks). It answers the
     brokers' check-backs it gets: from `decisions` when given; without them, a copy of a half message is rolled
     back and a half batch left unknown (a df.write has no decisions: its commit is the job's)."""
@@ -125,18 +123,26 @@ def _producer(options: SinkOptions, decisions: Optional[TransactionLog] = None) 
         return p
 
 
-class _WireWriting:
-    options: SinkOptions
-    columns: dict
+class ClusterWrites(LogWrites):
+    """Writes through the brokers of the name servers options.namesrv_addr. A row's born_timestamp is refused (a
+    batch frame carries one born timestamp for all its messages)."""
 
-    def _send(self, iterator: Iterator[pa.RecordBatch], batch_id) -> WireCommitMessage:
-        partition, attempt = task_attempt()
-        where = f"sink {self.options.sink_id} batch {batch_id} partition {partition}"
+    def __init__(self, options: WriteOptions, columns: Collection[str]):
+        super().__init__(options)
+        if "born_timestamp" in columns:
+            raise WriteOptionError("namesrv_addr", "the born_timestamp column is not sent through brokers (a batch "
+                                                   "frame carries one born timestamp for all its messages); drop the "
+                                                   "column or write to a store directory")
+        if options.stream and options.exactly_once:
+            os.makedirs(TransactionLog(options.checkpoint or "").dir, exist_ok=True)
+
+    def stage(self, rows: Iterable[pa.RecordBatch], batch_id: BatchId, partition: int, attempt: int
+              ) -> SentReceipt:
+        batch_id = "0" if batch_id is None else batch_id
         producer = _producer(self.options)
-        address = local_host_address()
         halves: list = []  # HalfBatch and MessageHalves
         pending: list[pa.RecordBatch] = []
-        rows = 0
+        count = 0
         # One flush is sent while the next rows are gathered (the broker's work overlaps Spark's), at most one.
         sending: list[concurrent.futures.Future] = []
 
@@ -152,16 +158,13 @@ class _WireWriting:
                 sending.append(run_in_background(self._send_table, producer, table, partition, str(batch_id)))
 
         try:
-            for batch in iterator:
-                if batch.num_rows == 0:
-                    continue
+            for staged in rows:
                 try:
-                    staged = to_staged(batch, self.columns, self.options.topic, address, rows)
-                    validate_staged(staged, MAX_MESSAGE_SIZE, rows)
+                    validate_staged(staged, MAX_MESSAGE_SIZE, count)
                 except RowError as e:
-                    raise RowError(f"{where}: {e}") from None
+                    raise with_task_label(e, self.options, batch_id, partition) from None
                 pending.append(staged)
-                rows += batch.num_rows
+                count += staged.num_rows
                 if sum(b.num_rows for b in pending) >= FLUSH_ROWS:
                     flush()
             flush()
@@ -176,10 +179,23 @@ class _WireWriting:
                     run_blocking(_roll_back, producer, halves, self.options.broker_timeout_ms)
                 except Exception as e:
                     log.warning("%s: rolling back this attempt's halves failed (%s); the brokers' checks will",
-                                where, e)
+                                task_label(self.options, batch_id, partition), e)
             raise
-        return WireCommitMessage(tuple(h.to_json() for h in halves if isinstance(h, HalfBatch)), rows, partition,
-                                 attempt, tuple(h.to_json() for h in halves if isinstance(h, MessageHalves)))
+        return SentReceipt(tuple(h.to_json() for h in halves if isinstance(h, HalfBatch)), count, partition, attempt,
+                           tuple(h.to_json() for h in halves if isinstance(h, MessageHalves)))
+
+    def commit(self, receipts: list, batch_id: int) -> None:
+        if not self.options.exactly_once:
+            return
+        if not self.options.stream:
+            commit_write(self.options, receipts)
+            return
+        outcome = commit_halves(self.options, receipts, int(batch_id))
+        log.info("sink %s batch %d over the wire: %s", self.options.sink_id, batch_id, outcome)
+
+    def abort(self, receipts: list, batch_id: int) -> None:
+        if self.options.exactly_once:
+            abort_halves(self.options, receipts)
 
     async def _send_table(self, producer: AsyncTransactionProducer, table: pa.Table, partition: int,
                           batch_id: str) -> list:
@@ -342,7 +358,7 @@ class _WireWriting:
                         raise BrokerUnavailableError(f"{what}: not stored as the broker's role asks within "
                                                      f"brokerTimeoutMs={self.options.broker_timeout_ms} (a SYNC_MASTER "
                                                      f"without its slave answers SLAVE_NOT_AVAILABLE; {e})") from None
-                    raise refused_by_acl(e, what) from None  # an ACL refusal names accessKey or secretKey
+                    raise WriteRefused(e, what) from None  # the caller names the option of an ACL refusal
                 log.warning("%s: %s; retrying", what, e)
                 await asyncio.sleep(0.5)
 
@@ -393,7 +409,7 @@ def _sent(messages) -> tuple[dict[int, list[HalfBatch]], dict[int, list[MessageH
 
 # -- the driver's side: commit, abort, and the checker --------------------------------------------------------------
 
-def _checker(options: SinkOptions, decisions: Optional[TransactionLog], topics: list[str]
+def _checker(options: WriteOptions, decisions: Optional[TransactionLog], topics: list[str]
              ) -> AsyncTransactionProducer:
     """The driver-side producer: it sends the ENDs and, registered with the brokers by heartbeat, answers their
     check-backs (from the checkpoint's decisions, for a stream) for as long as its process lives (Spark runs each
@@ -411,7 +427,7 @@ def _step(tlog: TransactionLog, point: str, batch_id: int) -> None:
         observer(tlog.dir, point, batch_id)
 
 
-def commit_halves(options: SinkOptions, messages, batch_id: int) -> str:
+def commit_halves(options: WriteOptions, messages, batch_id: int) -> str:
     """Commit microbatch batch_id's halves once: the decision first (in the checkpoint), then END_TRANSACTION
     COMMIT for each. A batch decided before (a restarted query replaying it) commits the decided halves again
     (half messages that a killed commit ended already are found in their queues and left alone) and rolls back the
@@ -481,7 +497,7 @@ def commit_halves(options: SinkOptions, messages, batch_id: int) -> str:
     return outcome
 
 
-def abort_halves(options: SinkOptions, messages) -> None:
+def abort_halves(options: WriteOptions, messages) -> None:
     batches, singles = _sent(messages)
     halves: list = [h for hs in batches.values() for h in hs]
     halves += [h for hs in singles.values() for h in hs]
@@ -493,48 +509,18 @@ def abort_halves(options: SinkOptions, messages) -> None:
             log.warning("abort: rolling back failed (%s); the brokers roll back unanswered halves themselves", e)
 
 
-class WireStreamWriter(_WireWriting, DataSourceStreamArrowWriter):
-    def __init__(self, options: SinkOptions, columns: dict):
-        self.options, self.columns = options, columns
+def commit_write(options: WriteOptions, messages) -> None:
+    """A batch write's halves committed together (it keeps no decisions: the job's commit is its own)."""
+    batches, singles = _sent(messages)
+    halves = [h for hs in batches.values() for h in hs]
+    sent = [h for hs in singles.values() for h in hs]
+    producer = _checker(options, None, sorted({h.topic for h in halves} | {h.topic for h in sent}))
+    if sent:
+        ends = run_blocking(queue_ends, producer.api, sent, options.broker_timeout_ms)
+        run_blocking(commit_messages, producer, sent, ends, options.broker_timeout_ms, False)
+    results = run_blocking(_end_all, producer, halves, TransactionState.COMMIT_MESSAGE,
+                           options.broker_timeout_ms)
+    if any(r is EndOutcome.OPPOSITE for r in results):
+        raise RuntimeError("the brokers rolled back part of this write before its commit (it took longer than "
+                           "their check window); write it again")
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> WireCommitMessage:
-        return self._send(iterator, stream_batch_id("0"))
-
-    def commit(self, messages, batchId: int) -> None:
-        if self.options.exactly_once:
-            outcome = commit_halves(self.options, messages, int(batchId))
-            log.info("sink %s batch %d over the wire: %s", self.options.sink_id, batchId, outcome)
-
-    def abort(self, messages, batchId: int) -> None:
-        if self.options.exactly_once:
-            abort_halves(self.options, messages)
-
-
-class WireBatchWriter(_WireWriting, DataSourceArrowWriter):
-    """df.write through brokers: the job's halves commit together when it succeeds and roll back when it fails."""
-
-    def __init__(self, options: SinkOptions, columns: dict):
-        self.options, self.columns = options, columns
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> WireCommitMessage:
-        return self._send(iterator, "0")
-
-    def commit(self, messages) -> None:
-        if not self.options.exactly_once:
-            return
-        batches, singles = _sent(messages)
-        halves = [h for hs in batches.values() for h in hs]
-        sent = [h for hs in singles.values() for h in hs]
-        producer = _checker(self.options, None, sorted({h.topic for h in halves} | {h.topic for h in sent}))
-        if sent:
-            ends = run_blocking(queue_ends, producer.api, sent, self.options.broker_timeout_ms)
-            run_blocking(commit_messages, producer, sent, ends, self.options.broker_timeout_ms, False)
-        results = run_blocking(_end_all, producer, halves, TransactionState.COMMIT_MESSAGE,
-                               self.options.broker_timeout_ms)
-        if any(r is EndOutcome.OPPOSITE for r in results):
-            raise RuntimeError("the brokers rolled back part of this write before its commit (it took longer than "
-                               "their check window); write it again")
-
-    def abort(self, messages) -> None:
-        if self.options.exactly_once:
-            abort_halves(self.options, messages)

@@ -8,7 +8,7 @@ query that replays the batch commits those again and rolls back its own new ones
   does not list (a failed task attempt's) roll back, halves of a batch not decided yet stay unknown;
 - half messages (Apache RocketMQ), with the end of every target queue before the commit: a stock broker commits a
   half again each time it is told to, so the halves a killed commit ended already are found in those queues first
-  (wire_messages.py). Its check-backs name copies of the halves, never the halves the decision lists: every copy
+  (half_messages.py). Its check-backs name copies of the halves, never the halves the decision lists: every copy
   is rolled back at once (answer_copy), decided or not, since only the half the sink sent is ever committed.
 """
 from __future__ import annotations
@@ -23,25 +23,17 @@ from rmq_client import CheckRequest, HalfBatch, MessageHalves, TransactionState
 from rmq_client.transaction_producer import PROPERTY_TRANSACTION_BATCH
 
 from .staging import fsync_dir
+from .writes import local_checkpoint
 
 PROPERTY_SINK_BATCH = "SINK_BATCH"  # on each half (and message): the microbatch it belongs to
 KEEP_DECISIONS = 100
 _NAME = re.compile(r"(\d+)\.json")
 
 
-def local_checkpoint(checkpoint: str) -> str:
-    """A checkpoint location as a local path (file: URIs too); ValueError for other file systems."""
-    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", checkpoint) and not checkpoint.startswith("file:"):
-        raise ValueError(f"{checkpoint}: the wire sink keeps its decisions in the checkpoint and needs it on a local "
-                         "or mounted file system (file:/... or a path)")
-    path = checkpoint[len("file:"):] if checkpoint.startswith("file:") else checkpoint
-    return os.path.abspath(re.sub(r"^/+", "/", path) if path.startswith("//") else path)
-
-
 @dataclass
 class Decision:
     """A decided microbatch: per partition, its half batches and its half messages; `queue_ends`: the end of every
-    target queue of the half messages before any was committed (wire_messages.queue_key -> offset)."""
+    target queue of the half messages before any was committed (half_messages.queue_key -> offset)."""
     halves: dict[int, list[HalfBatch]]
     messages: dict[int, list[MessageHalves]] = field(default_factory=dict)
     queue_ends: dict[str, int] = field(default_factory=dict)

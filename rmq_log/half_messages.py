@@ -35,7 +35,7 @@ from rmq_client.pull_consumer import AsyncPullConsumer
 from rmq_common.message_codec import PROPERTY_UNIQ_KEY
 from rmq_common.properties_column import map_lookup
 
-from ..wire import BrokerUnavailableError
+from .broker_wait import BrokerUnavailableError
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from store.mapped_file import fsync_path
 
-from .columns import STAGED_SCHEMA
+from .staged_rows import STAGED_SCHEMA
 
 
 def batch_dir(sink_dir: str, batch_id) -> str:
@@ -45,7 +45,7 @@ class StagedFile:
 
     def commit(self) -> str:
         """Complete under its final name. Not fsynced here: a staged file only has to outlive a power loss once
-        a commit has pinned it in an intent, and the commit fsyncs it then (see exactly_once)."""
+        a commit has pinned it in an intent, and the commit fsyncs it then (see store_commit)."""
         self._writer.close()
         self._sink.close()
         os.replace(self.tmp, self.path)
