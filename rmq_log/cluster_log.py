@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import sys
-from typing import Any, Callable, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
 
 from rmq_acl import SessionCredentials
 from rmq_client import AsyncProducer, MessageQueue, MQClientError, Producer, PullConsumer, PullStatus, Subscription
@@ -27,6 +27,9 @@ from .message_log import (
     Sent,
     TopicChange,
 )
+
+if TYPE_CHECKING:
+    from .reads import LogReads, ReadSettings
 
 T = TypeVar("T", bound=Callable[..., Any])
 
@@ -225,6 +228,22 @@ class ClusterLog(MessageLog):
                 if e.retriable:  # no answer, or a broker busy: not a message that is not there
                     raise
                 return []
+
+    # The Spark source resolves its account from its own options (a secret from RMQ_SECRET_KEY then never goes
+    # to its executors in a pickle) and says how long to wait for a broker that cannot be reached.
+    account: Optional[SessionCredentials] = None
+    timeout_ms: int = 60_000
+
+    @classmethod
+    def for_reads(cls, namesrv: str, account: Optional[SessionCredentials], timeout_ms: int) -> "ClusterLog":
+        log = cls(namesrv)
+        log.account, log.timeout_ms = account, timeout_ms
+        return log
+
+    def reads(self, settings: ReadSettings) -> LogReads:
+        from .cluster_reads import ClusterReads
+        account = self.account if self.account is not None else self.credentials()
+        return ClusterReads(self.namesrv, account, self.timeout_ms, settings)
 
 
 class _Row:

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+
+if TYPE_CHECKING:
+    from .reads import LogReads, ReadSettings
 
 # A consume's start: ("earliest" | "latest" | "group", None), ("offset", N) or ("time", ms)
 Start = tuple[str, Optional[int]]
@@ -172,3 +175,9 @@ class MessageLog(abc.ABC):
     @abc.abstractmethod
     def find_by_offset_msg_id(self, offset_msg_id: str) -> list:
         """The message at an offset msgId (store host and commitlog offset), if there is one."""
+
+    # -- what a reader of ranges asks (the Spark source) --
+
+    @abc.abstractmethod
+    def reads(self, settings: ReadSettings) -> LogReads:
+        """The log open for a reader's questions and its range readers, read as `settings` say."""

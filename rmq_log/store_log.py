@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from store.errors import CorruptRecordError, InvalidMessageError, StoreError, UnknownTopicError
 from store.message_store import MessageStore
@@ -15,6 +15,9 @@ from store.store_config import StoreConfig
 from .errors import Failure, UsageError
 from .message_log import EARLIEST, LATEST, Consume, Emit, LineWriter, MessageLog, QueueKey, QueueStat, Sent, TopicChange
 from .store_consume import consume
+
+if TYPE_CHECKING:
+    from .reads import LogReads, ReadSettings
 
 # A store keeps no brokerName: the one `rmq serve` gives it unless told otherwise.
 BROKER_NAME = "broker-a"
@@ -209,6 +212,10 @@ class StoreLog(MessageLog):
         with self._open(read_only=True) as store:
             one = store.view_message_by_offset_id(offset_msg_id)
         return [one] if one is not None else []
+
+    def reads(self, settings: ReadSettings) -> LogReads:
+        from .store_reads import StoreReads
+        return StoreReads(store_path(self.path, must_exist=True), settings)
 
 
 class _Line:

@@ -12,9 +12,10 @@ import logging
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping, NamedTuple, Optional, Union
+from typing import Mapping, Optional, Union
 
 from rmq_acl import SessionCredentials
+from rmq_log.reads import BrokerQueue, Queue
 
 from . import option_keys as K
 from .errors import RmqOptionError
@@ -41,16 +42,6 @@ def is_system_topic(topic: str) -> bool:
     return topic.startswith(SYSTEM_TOPIC_PREFIX) or topic in SYSTEM_TOPICS
 
 
-class BrokerQueue(NamedTuple):
-    """A queue of one broker, read over the wire: "brokerName:queueId" in offsets JSON."""
-    broker_name: str
-    queue_id: int
-
-    def __str__(self) -> str:
-        return f"{self.broker_name}:{self.queue_id}"
-
-
-Queue = tuple[str, Any]  # (topic, queue id) of a store directory; (topic, BrokerQueue) over the wire
 
 
 # -- subscriptions (Kafka's SubscribeStrategy, SubscribePatternStrategy, AssignStrategy) ----------------------
