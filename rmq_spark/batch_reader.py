@@ -33,12 +33,14 @@ class RmqBatchReader(DataSourceReader):
         self.pushed: Optional[PushdownResult] = None  # once pushFilters ran
 
     def planned_ranges(self) -> list:
-        with self.backend.open() as store:
-            ranges, _ = self._plan(store)
+        ranges, _ = self._plan()
         return ranges
 
-    def _plan(self, store: LogReads) -> tuple[list, bool]:
-        """(ranges, whether they are runs an index lookup found)."""
+    def _plan(self, store: Optional[LogReads] = None) -> tuple[list, bool]:
+        """(ranges, whether they are runs an index lookup found), asked of `store` (else of one opened for it)."""
+        if store is None:
+            with self.backend.open() as opened:
+                return self._plan(opened)
         queues = subscribed_queues(store, self.opts.subscription)
         store.note_batch_plan(queues)
         queues = self._prune_queues(queues)
