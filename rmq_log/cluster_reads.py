@@ -2,7 +2,7 @@
 for its queues' offsets (one GET_TOPIC_STATS_INFO per broker and topic), executors pull their queue ranges from
 the broker that holds them (ClusterRange), and the group's offsets go to the brokers with UPDATE_CONSUMER_OFFSET.
 
-A queue is (topic, BrokerQueue(brokerName, queueId)); in offsets JSON it is "brokerName:queueId", so the same
+A queue is (topic, QueueKey(brokerName, queueId)); in offsets JSON it is "brokerName:queueId", so the same
 queue id on two brokers is never confused.
 """
 from __future__ import annotations
@@ -28,7 +28,8 @@ from .broker_calls import (
     refused_by_acl,
     with_retry,
 )
-from .reads import BrokerQueue, LogReads, RangeReader, ReadPolicy, ReadSettings
+from .message_log import QueueKey
+from .reads import LogReads, RangeReader, ReadPolicy, ReadSettings
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ class ClusterReads(LogReads):
         self._bounds: dict[str, tuple[float, dict]] = {}
         # every queue seen in a topic's offsets, with its last bounds: a broker that leaves the route (stopped,
         # or not answering) keeps its queues, at those bounds, for brokerTimeoutMs
-        self._seen: dict[str, dict[BrokerQueue, tuple[int, int]]] = {}
+        self._seen: dict[str, dict[QueueKey, tuple[int, int]]] = {}
         self._away: dict[str, float] = {}  # broker name -> since when it has been away
         self._answered = False  # a name server or broker has answered this store
         self._registered: set[str] = set()  # topics whose brokers had the group's heartbeat
@@ -81,10 +82,10 @@ class ClusterReads(LogReads):
     def has_topic(self, topic: str) -> bool:
         return bool(self.queues(topic))
 
-    def queues(self, topic: str) -> list[BrokerQueue]:
+    def queues(self, topic: str) -> list[QueueKey]:
         """The queues of the topic's route, and those seen before of brokers that have left it since."""
         mqs = self._retry(lambda: self.consumer.queues(topic), f"route of topic {topic!r}")
-        listed = [BrokerQueue(q.broker_name, q.queue_id) for q in mqs]
+        listed = [QueueKey(q.broker_name, q.queue_id) for q in mqs]
         brokers = {q.broker_name for q in listed}
         away = [q for q in self._seen.get(topic, ()) if q.broker_name not in brokers]
         return sorted(listed + away) if away else listed
@@ -102,14 +103,14 @@ class ClusterReads(LogReads):
         added = False
         for (topic, q), off in positions.items():
             seen = self._seen.setdefault(topic, {})
-            if isinstance(q, BrokerQueue) and q not in seen:
+            if isinstance(q, QueueKey) and q not in seen:
                 seen[q] = (off, off)
                 added = True
         if added:
             self._bounds.clear()
         return added
 
-    def assigned(self, topic: str, queue_ids) -> list[BrokerQueue]:
+    def assigned(self, topic: str, queue_ids) -> list[QueueKey]:
         """assign's queue ids: that queue of every broker of the topic's route."""
         wanted = set(queue_ids)
         return [q for q in self.queues(topic) if q.queue_id in wanted]
@@ -120,7 +121,7 @@ class ClusterReads(LogReads):
             return cached[1]
         table, unreachable = self._retry(lambda: self.consumer.queue_bounds_of_reachable(topic),
                                          f"offsets of topic {topic!r}")
-        bounds = {BrokerQueue(mq.broker_name, mq.queue_id): b for mq, b in table.items()}
+        bounds = {QueueKey(mq.broker_name, mq.queue_id): b for mq, b in table.items()}
         seen = self._seen.setdefault(topic, {})
         seen.update(bounds)
         answered = {q.broker_name for q in bounds}
@@ -166,7 +167,7 @@ class ClusterReads(LogReads):
             out[(t, q)] = b
         return out
 
-    def _wait_for_queue(self, topic: str, q: BrokerQueue) -> tuple[int, int]:
+    def _wait_for_queue(self, topic: str, q: QueueKey) -> tuple[int, int]:
         deadline = time.monotonic() + self.timeout_ms / 1000
         while True:
             b = self._topic_bounds(topic).get(q)
@@ -178,21 +179,21 @@ class ClusterReads(LogReads):
             time.sleep(RETRY_PAUSE_S)
             self._bounds.pop(topic, None)
 
-    def min_offset(self, topic: str, q: BrokerQueue) -> int:
+    def min_offset(self, topic: str, q: QueueKey) -> int:
         return self.queue_bounds([(topic, q)])[(topic, q)][0]
 
-    def max_offset(self, topic: str, q: BrokerQueue) -> int:
+    def max_offset(self, topic: str, q: QueueKey) -> int:
         return self.queue_bounds([(topic, q)])[(topic, q)][1]
 
-    def offset_for_timestamp(self, topic: str, q: BrokerQueue, timestamp_ms: int) -> int:
+    def offset_for_timestamp(self, topic: str, q: QueueKey, timestamp_ms: int) -> int:
         mq = MessageQueue(topic, q.broker_name, q.queue_id)
         return self._retry(lambda: self.consumer.offset_by_timestamp(mq, timestamp_ms),
                            f"offset by time of {topic}/{q}")
 
-    def record_sizes(self, topic: str, q: BrokerQueue, start: int, end: int) -> None:
+    def record_sizes(self, topic: str, q: QueueKey, start: int, end: int) -> None:
         return None  # a pull's answer is the only size a broker tells (maxBytesPerTrigger is a directory's option)
 
-    def committed_offset(self, topic: str, q: BrokerQueue) -> Optional[int]:
+    def committed_offset(self, topic: str, q: QueueKey) -> Optional[int]:
         mq = MessageQueue(topic, q.broker_name, q.queue_id)
         return self._retry(lambda: self.consumer.query_offset(mq), f"group offset of {topic}/{q}")
 
@@ -336,7 +337,7 @@ class ClusterOffsetCommitter:
 class ClusterRange(RangeReader):
     """One queue's [start, end) on one broker, and everything an executor needs to pull it."""
 
-    def __init__(self, namesrv: str, group: str, topic: str, queue: BrokerQueue, start: int, end: int,
+    def __init__(self, namesrv: str, group: str, topic: str, queue: QueueKey, start: int, end: int,
                  subscription: Subscription, client_filter, residual, fail_on_data_loss: bool, pull_batch_size: int,
                  in_flight: int, timeout_ms: int, selection, policy: ReadPolicy,
                  credentials: Optional[SessionCredentials] = None, query_key: str = ""):
@@ -345,7 +346,7 @@ class ClusterRange(RangeReader):
         self.policy = policy
         self.credentials, self.query_key = credentials, query_key
         self.namesrv, self.group, self.topic = namesrv, group, topic
-        self.queue: tuple[str, int] = (queue[0], queue[1])
+        self.queue: tuple[str, int] = (queue.broker_name, queue.queue_id)
         self.start, self.end = start, end
         self.subscription, self.client_filter, self.residual = subscription, client_filter, residual
         self.fail_on_data_loss = fail_on_data_loss

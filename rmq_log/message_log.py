@@ -32,6 +32,9 @@ class QueueKey:
         """The queue's JSON fields: broker_name (where there are brokers) and queue_id."""
         return ({"broker_name": self.broker_name} if names_broker else {}) | {"queue_id": self.queue_id}
 
+    def __str__(self) -> str:
+        return f"{self.broker_name}:{self.queue_id}"  # as offsets JSON names a broker's queue
+
 
 @dataclasses.dataclass
 class QueueStat:

@@ -4,29 +4,20 @@ finds) and hands out RangeReaders, each a picklable [start, end) of one queue wh
 batches on an executor. A store directory (store_reads.StoreReads) and the brokers of a cluster
 (cluster_reads.ClusterReads) implement it.
 
-A queue is a queue id in a store directory and a BrokerQueue (brokerName, queueId) on brokers: the Spark source's
+A queue is a queue id in a store directory and a QueueKey (brokerName, queueId) on brokers: the Spark source's
 checkpointed offsets name them "3" and "broker-a:3". What the caller decides (whether lost messages fail the read,
 which of its settings a broker's refusal names) comes in as a ReadPolicy."""
 from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple, Optional, Protocol, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Protocol, Union
 
 if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
 
-Queue = tuple[str, Any]  # (topic, queue id) of a store directory; (topic, BrokerQueue) on brokers
-
-
-class BrokerQueue(NamedTuple):
-    """A queue of one broker, read over the wire: "brokerName:queueId" in offsets JSON."""
-    broker_name: str
-    queue_id: int
-
-    def __str__(self) -> str:
-        return f"{self.broker_name}:{self.queue_id}"
+Queue = tuple[str, Any]  # (topic, queue id) of a store directory; (topic, QueueKey) on brokers
 
 
 class BoundsTracker(Protocol):
@@ -126,7 +117,7 @@ class LogReads(abc.ABC):
     has nothing to say (a directory keeps no queues of absent brokers, the brokers give no topic-table version)
     its answer says so (False, None, every queue asked each time)."""
 
-    names_brokers: bool  # queues are BrokerQueues, named brokerName:queueId in offsets JSON
+    names_brokers: bool  # queues are QueueKeys, named brokerName:queueId in offsets JSON
 
     def __enter__(self) -> "LogReads":
         return self

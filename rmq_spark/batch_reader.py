@@ -93,7 +93,7 @@ class RmqBatchReader(DataSourceReader):
         topics, qids = self.pushed.topics, self.pushed.queue_ids
         qr = self.pushed.range_of("queue_id")
         def qid(q) -> int:
-            return q if isinstance(q, int) else q.queue_id  # over the wire: a BrokerQueue
+            return q if isinstance(q, int) else q.queue_id  # over the wire: a QueueKey
 
         return [(t, q) for t, q in queues
                 if (topics is None or t in topics) and (qids is None or qid(q) in qids) and qr.contains(qid(q))]

@@ -10,9 +10,9 @@ import pyarrow as pa
 import pytest
 from wire_cluster import WireCluster
 
-from rmq_log import MessageLog, open_log
+from rmq_log import MessageLog, QueueKey, open_log
 from rmq_log.open_log import open_reads_log
-from rmq_log.reads import BrokerQueue, LogReads, RangeRuns, ReadSettings
+from rmq_log.reads import LogReads, RangeRuns, ReadSettings
 
 
 class Refusal(Exception):
@@ -50,7 +50,7 @@ class Columns:
         return pa.RecordBatch.from_arrays([batch.column(c) for c in self.columns], names=list(self.columns))
 
 
-QUEUES = {"store": [0, 1], "cluster": [BrokerQueue("broker-a", 0), BrokerQueue("broker-a", 1)]}
+QUEUES = {"store": [0, 1], "cluster": [QueueKey("broker-a", 0), QueueKey("broker-a", 1)]}
 
 
 @pytest.fixture(scope="module")

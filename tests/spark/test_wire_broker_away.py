@@ -10,7 +10,7 @@ import pytest
 from wire_cluster import WireCluster, wait_until
 
 from rmq_client import MessageQueue, Producer, PullConsumer
-from rmq_spark.options import BrokerQueue
+from rmq_log import QueueKey
 from rmq_spark.read_policy import POLICY
 from rmq_spark.schema import FULL
 
@@ -41,7 +41,7 @@ def test_a_commit_to_a_stopped_broker_is_logged_once_with_its_lag_and_sent_when_
         for b in BROKERS:
             _send(c.namesrv, "Rep", b, 0, create=True)
         store = ClusterReads(c.namesrv, None, 1500, ReadSettings("rep-g", POLICY))
-        qa, qb = ("Rep", BrokerQueue("broker-a", 0)), ("Rep", BrokerQueue("broker-b", 0))
+        qa, qb = ("Rep", QueueKey("broker-a", 0)), ("Rep", QueueKey("broker-b", 0))
         committer = ClusterOffsetCommitter("rep-g")
         committer.commit({qa: 5, qb: 5}, store)
         c.kill("broker-b", signal.SIGTERM)
@@ -174,7 +174,7 @@ def test_pulls_capped_far_below_pull_batch_size_are_logged_once_naming_the_broke
     wire._CAPPED.clear()
     with WireCluster(tmp_path, conf=conf) as c:
         _send(c.namesrv, "Capped", "broker-a", 0, n=600, create=True)
-        part = wire.ClusterRange(c.namesrv, "capped-g", "Capped", BrokerQueue("broker-a", 0), 0, 600,
+        part = wire.ClusterRange(c.namesrv, "capped-g", "Capped", QueueKey("broker-a", 0), 0, 600,
                                  Subscription(), None, None, fail_on_data_loss=True, pull_batch_size=256, in_flight=2,
                                  timeout_ms=5000, selection=FULL, policy=POLICY)
         for _ in range(2):
@@ -220,7 +220,7 @@ def test_capped_pulls_are_logged_once_per_query_across_the_python_workers(tmp_pa
         _send(c.namesrv, "Capped", "broker-a", 0, n=600, create=True)
         said = []
         for query in (uuid.uuid4().hex, uuid.uuid4().hex):
-            part = wire.ClusterRange(c.namesrv, "capped-g", "Capped", BrokerQueue("broker-a", 0), 0, 600,
+            part = wire.ClusterRange(c.namesrv, "capped-g", "Capped", QueueKey("broker-a", 0), 0, 600,
                                      Subscription(), None, None, fail_on_data_loss=True, pull_batch_size=256,
                                      in_flight=2, timeout_ms=5000, selection=FULL, policy=POLICY, query_key=query)
             said.append(sum(worker(part).count("far below pullBatchSize") for _ in range(3)))
