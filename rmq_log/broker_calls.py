@@ -1,6 +1,7 @@
 """Requests to brokers as a reader makes them: retried while the broker cannot be reached (up to a timeout, then
 BrokerUnavailableError naming what was asked), retries logged compactly, and a broker's ACL refusal, or a broker
-given as a name server, as the error of the setting to fix (the caller's ReadPolicy words it)."""
+given as a name server, as the error of the setting to fix (the caller's ReadPolicy words it); the waiting itself
+(BrokerUnavailableError, RetryLog) in broker_wait.py."""
 from __future__ import annotations
 
 import logging
@@ -10,17 +11,13 @@ from typing import Callable, Optional, TypeVar
 from rmq_acl import SessionCredentials
 from rmq_client import NAMESRV_HINT, MQClientError, NoPermissionError, NotANameServerError, PullConsumer
 
+from .broker_wait import BrokerUnavailableError, RetryLog
 from .reads import ReadPolicy
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 RETRY_PAUSE_S = 0.5
-RETRY_LOG_EVERY_S = 5.0  # while a request is retried: one log line this often, not one per attempt
-
-
-class BrokerUnavailableError(RuntimeError):
-    """A broker did not answer within brokerTimeoutMs: names the broker and the queue or request."""
 
 
 # the remarks of a broker's ACL refusal (PlainPermissionManager's words), and the setting to fix for each
@@ -43,24 +40,6 @@ def refused_by_acl(e: MQClientError, what: str, policy: ReadPolicy) -> Exception
         return e
     return policy.setting_error(option, f"{what}: the broker at {e.address} refused it (NO_PERMISSION, "
                                         f"aclEnable=true): {e.remark}")
-
-
-class RetryLog:
-    """Retries logged compactly: the first failure, then one line every RETRY_LOG_EVERY_S while they go on."""
-
-    def __init__(self, what: str):
-        self.what, self.attempts, self.first, self.logged = what, 0, 0.0, 0.0
-
-    def failed(self, e: Exception, then: str = "retrying") -> None:
-        now = time.monotonic()
-        self.attempts += 1
-        if self.attempts == 1:
-            self.first = self.logged = now
-            log.warning("%s: %s; %s", self.what, e, then)
-        elif now - self.logged >= RETRY_LOG_EVERY_S:
-            self.logged = now
-            log.warning("%s: still no answer after %.0f s (%d attempts; last: %s); %s", self.what, now - self.first,
-                        self.attempts, e, then)
 
 
 def with_retry(call: Callable[[], T], timeout_ms: int, what: str, policy: ReadPolicy,

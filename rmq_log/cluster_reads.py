@@ -20,14 +20,8 @@ import pyarrow as pa
 from rmq_acl import SessionCredentials
 from rmq_client import NAMESRV_HINT, MessageQueue, MQClientError, Subscription, SubscriptionError
 
-from .broker_calls import (
-    RETRY_PAUSE_S,
-    BrokerUnavailableError,
-    RetryLog,
-    consumer_for,
-    refused_by_acl,
-    with_retry,
-)
+from .broker_calls import RETRY_PAUSE_S, consumer_for, refused_by_acl, with_retry
+from .broker_wait import BrokerUnavailableError, RetryLog
 from .message_log import QueueKey
 from .reads import LogReads, RangeReader, ReadPolicy, ReadSettings
 

@@ -150,12 +150,13 @@ def test_a_batch_read_says_which_brokers_the_route_lists(tmp_path, caplog):
 
 def test_retries_are_logged_compactly_not_once_per_attempt(caplog):
     from rmq_client import MQClientError
-    from rmq_log.broker_calls import BrokerUnavailableError, with_retry
+    from rmq_log.broker_calls import with_retry
+    from rmq_log.broker_wait import BrokerUnavailableError
 
     def no_answer():
         raise MQClientError(-1, "TimeoutError: no answer", "127.0.0.1:1", "route of topic 'T'", unreachable=True)
 
-    caplog.set_level(logging.WARNING, logger="rmq_log.broker_calls")
+    caplog.set_level(logging.WARNING, logger="rmq_log.broker_wait")
     with pytest.raises(BrokerUnavailableError, match="brokerTimeoutMs=3000"):
         with_retry(no_answer, 3000, "route of topic 'T'", POLICY)
     assert len(caplog.records) == 1, [r.getMessage() for r in caplog.records]  # ~6 attempts, one line

@@ -215,7 +215,7 @@ def test_messages_retention_removed_follow_fail_on_data_loss(spark, tmp_path):
 def test_a_partition_whose_broker_stays_away_fails_naming_it_and_reads_all_once_it_is_back(tmp_path):
     from rmq_client import Subscription
     from rmq_log import QueueKey
-    from rmq_log.broker_calls import BrokerUnavailableError
+    from rmq_log.broker_wait import BrokerUnavailableError
     from rmq_log.cluster_reads import ClusterRange
     from rmq_spark.read_policy import POLICY
     from rmq_spark.schema import FULL
