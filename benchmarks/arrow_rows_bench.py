@@ -40,9 +40,10 @@ def write_stream(store: str, selection, out: str) -> int:
     import pyarrow as pa
     from pyspark.sql.conversion import ArrowBatchTransformer
 
-    from rmq_spark.partition import QueueRange, read_partition
+    from rmq_log.store_reads import StoreRange
+    from rmq_spark.read_policy import POLICY
     batches = [ArrowBatchTransformer.wrap_struct(b)
-               for b in read_partition(QueueRange(store, TOPIC, 0, 0, 1 << 62, selection=selection))]
+               for b in StoreRange(store, TOPIC, 0, 0, 1 << 62, selection, POLICY).read()]
     with pa.OSFile(out, "wb") as f, pa.ipc.new_stream(f, batches[0].schema) as w:
         for b in batches:
             w.write_batch(b)

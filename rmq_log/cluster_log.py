@@ -29,6 +29,7 @@ from .message_log import (
 )
 
 if TYPE_CHECKING:
+    from .reads import LogReads, ReadSettings
     from .writes import LogWrites, WriteOptions
 
 T = TypeVar("T", bound=Callable[..., Any])
@@ -232,6 +233,22 @@ class ClusterLog(MessageLog):
     def writes(self, options: WriteOptions, columns: Collection[str]) -> LogWrites:
         from .cluster_writes import ClusterWrites
         return ClusterWrites(options, columns)
+
+    # The Spark source resolves its account from its own options (a secret from RMQ_SECRET_KEY then never goes
+    # to its executors in a pickle) and says how long to wait for a broker that cannot be reached.
+    account: Optional[SessionCredentials] = None
+    timeout_ms: int = 60_000
+
+    @classmethod
+    def for_reads(cls, namesrv: str, account: Optional[SessionCredentials], timeout_ms: int) -> "ClusterLog":
+        log = cls(namesrv)
+        log.account, log.timeout_ms = account, timeout_ms
+        return log
+
+    def reads(self, settings: ReadSettings) -> LogReads:
+        from .cluster_reads import ClusterReads
+        account = self.account if self.account is not None else self.credentials()
+        return ClusterReads(self.namesrv, account, self.timeout_ms, settings)
 
 
 class _Row:

@@ -10,6 +10,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any, Callable, Collection, Optional, Union
 
 if TYPE_CHECKING:
+    from .reads import LogReads, ReadSettings
     from .writes import LogWrites, WriteOptions
 
 # A consume's start: ("earliest" | "latest" | "group", None), ("offset", N) or ("time", ms)
@@ -31,6 +32,9 @@ class QueueKey:
     def fields(self, names_broker: bool) -> dict:
         """The queue's JSON fields: broker_name (where there are brokers) and queue_id."""
         return ({"broker_name": self.broker_name} if names_broker else {}) | {"queue_id": self.queue_id}
+
+    def __str__(self) -> str:
+        return f"{self.broker_name}:{self.queue_id}"  # as offsets JSON names a broker's queue
 
 
 @dataclasses.dataclass
@@ -182,3 +186,9 @@ class MessageLog(abc.ABC):
     def writes(self, options: WriteOptions, columns: Collection[str]) -> LogWrites:
         """The two-phase writes (writes.LogWrites) of rows with the given columns, with `options` (a
         writes.WriteOptions); writes.WriteOptionError for what this log cannot write."""
+
+    # -- what a reader of ranges asks (the Spark source) --
+
+    @abc.abstractmethod
+    def reads(self, settings: ReadSettings) -> LogReads:
+        """The log open for a reader's questions and its range readers, read as `settings` say."""

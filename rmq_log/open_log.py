@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Mapping, Optional
 
+from rmq_acl import SessionCredentials
+
 from .errors import UsageError
 from .message_log import MessageLog
 
@@ -30,3 +32,16 @@ def open_log(store: Optional[str] = None, namesrv: Optional[str] = None, config:
         return ClusterLog(namesrv, access_key, secret_key)
     from .store_log import StoreLog
     return StoreLog(store, config)
+
+
+def open_reads_log(path: Optional[str], namesrv: Optional[str], account: Optional[SessionCredentials],
+                   timeout_ms: int) -> MessageLog:
+    """The log a reader's options name, chosen once: the brokers found through `namesrv` when it is given (requests
+    signed with `account`, a broker that cannot be reached waited for up to timeout_ms), else the store directory
+    `path`."""
+    if namesrv:
+        from .cluster_log import ClusterLog
+        return ClusterLog.for_reads(namesrv, account, timeout_ms)
+    from .store_log import StoreLog
+    return StoreLog(path)
+

@@ -17,6 +17,7 @@ from .message_log import EARLIEST, LATEST, Consume, Emit, LineWriter, MessageLog
 from .store_consume import consume
 
 if TYPE_CHECKING:
+    from .reads import LogReads, ReadSettings
     from .writes import LogWrites, WriteOptions
 
 # A store keeps no brokerName: the one `rmq serve` gives it unless told otherwise.
@@ -216,6 +217,10 @@ class StoreLog(MessageLog):
     def writes(self, options: WriteOptions, columns: Collection[str]) -> LogWrites:
         from .store_writes import StoreWrites
         return StoreWrites(options)
+
+    def reads(self, settings: ReadSettings) -> LogReads:
+        from .store_reads import StoreReads
+        return StoreReads(store_path(self.path, must_exist=True), settings)
 
 
 class _Line:

@@ -12,10 +12,12 @@ from typing import Optional
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
+from rmq_log.reads import LogReads, RangeRuns
+
 from .backend import backend_for
 from .offsets import ending_positions, starting_positions, subscribed_queues
 from .options import EarliestOffsets, SourceOptions
-from .partition import split_ranges
+from .partition import LogPartition, split_ranges
 from .pushdown import PushdownResult, translate
 from .schema import FULL, Selection
 
@@ -34,37 +36,42 @@ class RmqBatchReader(DataSourceReader):
         ranges, _ = self._plan()
         return ranges
 
-    def _plan(self) -> tuple[list, bool]:
-        """(ranges, whether they are runs an index lookup found)."""
-        with self.backend.open() as store:
-            queues = subscribed_queues(store, self.opts.subscription)
-            self.backend.note_batch_plan(queues)
-            queues = self._prune_queues(queues)
-            starts = starting_positions(self.backend, store, queues, default=EarliestOffsets(), streaming=False)
-            ends = ending_positions(store, self.opts, queues, starts)
-            ranges = []
-            for q in queues:
-                s, e = self._narrow(store, q, starts[q], ends[q])
-                if s < e:
-                    ranges.append((q[0], q[1], s, e))
-            runs = self._index_runs(store, ranges)
+    def _plan(self, store: Optional[LogReads] = None) -> tuple[list, bool]:
+        """(ranges, whether they are runs an index lookup found), asked of `store` (else of one opened for it)."""
+        if store is None:
+            with self.backend.open() as opened:
+                return self._plan(opened)
+        queues = subscribed_queues(store, self.opts.subscription)
+        store.note_batch_plan(queues)
+        queues = self._prune_queues(queues)
+        starts = starting_positions(self.opts, store, queues, default=EarliestOffsets(), streaming=False)
+        ends = ending_positions(store, self.opts, queues, starts)
+        ranges = []
+        for q in queues:
+            s, e = self._narrow(store, q, starts[q], ends[q])
+            if s < e:
+                ranges.append((q[0], q[1], s, e))
+        runs = self._index_runs(store, ranges)
         if runs is not None:
             return runs, True
         return split_ranges(ranges, self.opts.min_partitions), False
 
-    def _index_runs(self, store, ranges: list) -> Optional[list]:
+    def _index_runs(self, store: LogReads, ranges: list) -> Optional[list]:
         if not self.opts.use_index:
             return None
-        return self.backend.index_runs(store, ranges, None if self.pushed is None else self.pushed.msg_ids)
+        return store.index_runs(ranges, self.opts.key, self.opts.uniq_key,
+                                None if self.pushed is None else self.pushed.msg_ids)
 
     def partitions(self):
         pushed = None if self.pushed is None else self.pushed.message_filter
-        ranges, looked_up = self._plan()
-        parts = self.backend.partitions(ranges, self._scan_filter(), pushed, self._residual(), self.selection)
+        with self.backend.open() as store:
+            ranges, looked_up = self._plan(store)
+            parts = self.backend.partitions(store, ranges, self._scan_filter(), pushed, self._residual(),
+                                            self.selection)
         if looked_up:  # a few rows per run: runs grouped into a few partitions
-            from .partition import QueueRuns
             per = max(1, -(-len(parts) // max(1, self.opts.min_partitions or 2)))
-            parts = [QueueRuns(parts[i:i + per]) for i in range(0, len(parts), per)]
+            parts = [LogPartition(RangeRuns([p.reader for p in parts[i:i + per]]))
+                     for i in range(0, len(parts), per)]
         return parts
 
     def read(self, partition: InputPartition):
@@ -86,7 +93,7 @@ class RmqBatchReader(DataSourceReader):
         topics, qids = self.pushed.topics, self.pushed.queue_ids
         qr = self.pushed.range_of("queue_id")
         def qid(q) -> int:
-            return q if isinstance(q, int) else q.queue_id  # over the wire: a BrokerQueue
+            return q if isinstance(q, int) else q.queue_id  # over the wire: a QueueKey
 
         return [(t, q) for t, q in queues
                 if (topics is None or t in topics) and (qids is None or qid(q) in qids) and qr.contains(qid(q))]

@@ -10,9 +10,10 @@ from typing import Optional
 
 import numpy as np
 
+from rmq_log.reads import LogReads
+
 from .offsets import from_offset_dict
 from .options import queue_key
-from .read_store import ReadStore
 
 KNOWN_DICTS = 4  # a trigger's start and end, and the pair before: what partitions() and commit() are given
 
@@ -20,7 +21,7 @@ KNOWN_DICTS = 4  # a trigger's start and end, and the pair before: what partitio
 class QueueLayout:
     """The subscribed queues, sorted, with each one's index and their (min, max) bounds as arrays."""
 
-    def __init__(self, store: ReadStore, queues: list, version: Optional[int]):
+    def __init__(self, store: LogReads, queues: list, version: Optional[int]):
         self.queues = queues
         self.index = {q: i for i, q in enumerate(queues)}
         self.version = version  # the store's topics_version() it was made at (None: unknown, made again)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import logging
 from typing import Dict, Iterable, Optional
 
-from store import OffsetStore
+from rmq_log import reads as log_reads
+from rmq_log.reads import LogReads
 
 from . import option_keys as K
 from .data_loss import report_data_loss
-from .errors import DataLossError, RmqOptionError
+from .errors import RmqOptionError
 from .options import (
     EARLIEST,
     LATEST,
@@ -25,17 +26,11 @@ from .options import (
     Subscription,
     queue_key,
 )
-from .read_store import DirectoryStore, ReadStore
+from .read_policy import POLICY
 
 log = logging.getLogger(__name__)
 
 Positions = Dict[Queue, int]
-
-
-def open_store(path: str) -> DirectoryStore:
-    """Readers never write the store: read-only needs no lock and no recovery, and is safe on a live broker's
-    directory. Offsets go through the OffsetStore, which takes its own file lock."""
-    return DirectoryStore(path, read_only=True)
 
 
 def to_offset_dict(positions: Positions) -> dict:
@@ -50,27 +45,25 @@ def from_offset_dict(offsets: Optional[dict]) -> Positions:
             for qid, off in queues.items()}
 
 
-def subscribed_queues(store: ReadStore, sub: Subscription) -> list[Queue]:
+def subscribed_queues(store: LogReads, sub: Subscription) -> list[Queue]:
     """The queues the subscription names right now (a pattern picks up topics created since the last call)."""
     return sub.queues(store)
 
 
-def check_against_store(backend, store) -> None:
-    """Everything that needs the store to check: topics and queue ids exist, offsets name subscribed queues.
-    backend: the SourceBackend the store came from."""
-    opts: SourceOptions = backend.opts
+def check_against_store(opts: SourceOptions, store: LogReads) -> None:
+    """Everything that needs the store to check: topics and queue ids exist, offsets name subscribed queues."""
     sub = opts.subscription
-    _check_queue_keys(opts, backend.wire)
+    _check_queue_keys(opts, store.names_brokers)
     topics = store.topics()
     if isinstance(sub, Subscribe):
         for t in sub.topics:
             if t not in topics:
-                raise RmqOptionError(sub.option, f"unknown topic {t!r}; {backend.describe()} has: "
+                raise RmqOptionError(sub.option, f"unknown topic {t!r}; {store.describe()} has: "
                                                  f"{', '.join(topics) or 'no topics'}")
     elif isinstance(sub, Assign):
         for t, qs in sub.assign:
             if t not in topics:
-                raise RmqOptionError(sub.option, f"unknown topic {t!r}; {backend.describe()} has: "
+                raise RmqOptionError(sub.option, f"unknown topic {t!r}; {store.describe()} has: "
                                                  f"{', '.join(topics) or 'no topics'}")
             have = store.queues(t)
             ids = {getattr(q, "queue_id", q) for q in have}
@@ -126,20 +119,19 @@ def _check_queue_keys(opts: SourceOptions, wire: bool) -> None:
                                               f"(a store directory's queues are plain ids)")
 
 
-def starting_positions(backend, store, queues: Iterable[Queue], default: StartingOffsets,
+def starting_positions(opts: SourceOptions, store: LogReads, queues: Iterable[Queue], default: StartingOffsets,
                        streaming: bool) -> Positions:
     """Where a fresh query starts on each queue. Timestamps take precedence, then startingOffsets (else
     `default`); queues an explicit JSON does not name start at earliest. A start past a queue's end is an
     error for batch reads, and for streams unless failOnDataLoss=false, which starts at the end (Kafka's
-    rule). backend: the SourceBackend the store came from (it knows the group's committed offsets)."""
-    opts: SourceOptions = backend.opts
-    positions = _starting_positions(backend, store, list(queues), default)
+    rule)."""
+    positions = _starting_positions(opts, store, list(queues), default)
     option = "startingOffsets=group (committed offset)" if isinstance(opts.starting_offsets, GroupOffsets) \
         else K.STARTING_OFFSETS
     return check_past_end(store, positions, option, streaming=streaming, fail_on_data_loss=opts.fail_on_data_loss)
 
 
-def check_past_end(store: ReadStore, positions: Positions, option: str, *, streaming: bool,
+def check_past_end(store: LogReads, positions: Positions, option: str, *, streaming: bool,
                    fail_on_data_loss: bool) -> Positions:
     """positions with every offset past its queue's end refused (batch reads; streams with failOnDataLoss)
     or moved to the end with a warning (streams with failOnDataLoss=false)."""
@@ -158,8 +150,7 @@ def check_past_end(store: ReadStore, positions: Positions, option: str, *, strea
     return out
 
 
-def _starting_positions(backend, store, queues: list, default: StartingOffsets) -> Positions:
-    opts: SourceOptions = backend.opts
+def _starting_positions(opts: SourceOptions, store: LogReads, queues: list, default: StartingOffsets) -> Positions:
     if opts.starting_timestamp is not None or opts.starting_offsets_by_timestamp is not None:
         out = {}
         for t, q in queues:
@@ -171,7 +162,7 @@ def _starting_positions(backend, store, queues: list, default: StartingOffsets) 
         return out
     how = opts.starting_offsets if opts.starting_offsets is not None else default
     if isinstance(how, GroupOffsets):
-        committed = backend.committed_offsets(store, queues)
+        committed = store.committed_offsets(queues)
         return {q: store.min_offset(*q) if committed[q] is None or committed[q] < 0 else int(committed[q])
                 for q in queues}
     out = {}
@@ -184,7 +175,7 @@ def _starting_positions(backend, store, queues: list, default: StartingOffsets) 
     return out
 
 
-def resolve(store: ReadStore, topic: str, qid: int, off: int) -> int:
+def resolve(store: LogReads, topic: str, qid: int, off: int) -> int:
     if off == EARLIEST:
         return store.min_offset(topic, qid)
     if off == LATEST:
@@ -192,7 +183,7 @@ def resolve(store: ReadStore, topic: str, qid: int, off: int) -> int:
     return off
 
 
-def ending_positions(store: ReadStore, opts: SourceOptions, queues: Iterable[Queue],
+def ending_positions(store: LogReads, opts: SourceOptions, queues: Iterable[Queue],
                      starts: Optional[Positions] = None) -> Positions:
     """endingOffsets of a batch read: an explicit offset past the queue's end, or below where the read starts,
     is an error naming the queue."""
@@ -219,59 +210,6 @@ def ending_positions(store: ReadStore, opts: SourceOptions, queues: Iterable[Que
     return check_past_end(store, out, K.ENDING_OFFSETS, streaming=False, fail_on_data_loss=True)
 
 
-class OffsetCommitter:
-    """Writes a consumer group's offsets into the store's config/consumerOffset.json (RocketMQ's
-    ConsumerOffsetManager shape), so `rmq stat --group G` and RocketMQ tools see the query's progress."""
-
-    def __init__(self, path: str, group: str):
-        self.path = path
-        self.group = group
-        self._offset_store: Optional[OffsetStore] = None
-        self.last: Optional[Positions] = None
-
-    pending = False  # a local commit never waits for anything
-
-    def commit(self, positions: Positions, store: Optional[ReadStore] = None) -> None:
-        """store: an open store of the same path to check against (the reader's), else one is opened."""
-        if positions == self.last:
-            return
-        moved = {mq: off for mq, off in positions.items() if self.last is None or self.last.get(mq) != off}
-        self.commit_moved(moved, store)
-        self.last = dict(positions)
-
-    def commit_moved(self, moved: Positions, store: Optional[ReadStore] = None) -> None:
-        """Commit the positions of the queues that moved (the caller knows which: a stream over many queues)."""
-        if store is None:
-            with open_store(self.path) as opened:
-                self._check(moved, opened)
-        else:
-            self._check(moved, store)
-        if self._offset_store is None:
-            self._offset_store = OffsetStore(self.path, self.group)
-        for mq, off in sorted(moved.items()):  # the queues whose position moved since the last commit
-            # Not increase-only: the Spark checkpoint is the truth, and a query restarted from an older
-            # checkpoint really is back there.
-            self._offset_store.update_offset(mq, int(off), increase_only=False)
-        self._offset_store.persist_all()
-        if self.last is not None:
-            self.last.update(moved)
-        log.info("committed offsets of group %s: %d queue(s) moved", self.group, len(moved))
-
-    def _check(self, moved: Positions, store: ReadStore) -> None:
-        for (t, q), off in moved.items():
-            mx = store.max_offset(t, q)
-            if off > mx:  # never a group offset past what the queue holds: it would skip what comes next
-                raise DataLossError(f"refusing to commit offset {off} of group {self.group!r} for topic {t!r} "
-                                    f"queue {q}: the queue ends at {mx}")
-
-
 def check_data_loss(topic: str, qid: int, wanted: int, available: int, fail: bool) -> None:
     """Kafka's failOnDataLoss: an offset below the queue's minimum means retention deleted unread messages."""
-    if wanted >= available:
-        return
-    text = (f"topic {topic!r} queue {qid}: wanted offset {wanted} but the earliest available is {available}; "
-            f"messages {wanted}..{available - 1} were deleted (retention) before they were read")
-    report_data_loss(text, fail, "continue from the earliest available offset", f"continuing at {available}")
-
-
-
+    log_reads.check_data_loss(topic, qid, wanted, available, fail, POLICY)

@@ -12,9 +12,11 @@ import logging
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping, NamedTuple, Optional, Union
+from typing import Mapping, Optional, Union
 
 from rmq_acl import SessionCredentials
+from rmq_log import QueueKey
+from rmq_log.reads import Queue
 
 from . import option_keys as K
 from .errors import RmqOptionError
@@ -41,16 +43,6 @@ def is_system_topic(topic: str) -> bool:
     return topic.startswith(SYSTEM_TOPIC_PREFIX) or topic in SYSTEM_TOPICS
 
 
-class BrokerQueue(NamedTuple):
-    """A queue of one broker, read over the wire: "brokerName:queueId" in offsets JSON."""
-    broker_name: str
-    queue_id: int
-
-    def __str__(self) -> str:
-        return f"{self.broker_name}:{self.queue_id}"
-
-
-Queue = tuple[str, Any]  # (topic, queue id) of a store directory; (topic, BrokerQueue) over the wire
 
 
 # -- subscriptions (Kafka's SubscribeStrategy, SubscribePatternStrategy, AssignStrategy) ----------------------
@@ -437,7 +429,7 @@ def _offset_json(name: str, value: str, minimum: int, words: str = "") -> dict:
             raise RmqOptionError(name, f"topic {topic!r} must map queue ids to offsets, e.g. {example}")
         parsed: dict = {}
         for qid, off in queues.items():
-            q: Union[int, BrokerQueue]
+            q: Union[int, QueueKey]
             try:
                 q = queue_key(qid)
             except (TypeError, ValueError):
@@ -450,7 +442,7 @@ def _offset_json(name: str, value: str, minimum: int, words: str = "") -> dict:
     return out
 
 
-def queue_key(text: str) -> Union[int, BrokerQueue]:
+def queue_key(text: str) -> Union[int, QueueKey]:
     """An offsets JSON's queue: "3" (a store directory's queue 3) or "broker-a:3" (queue 3 of broker-a, over the
     wire). ValueError for anything else."""
     broker, sep, qid = str(text).rpartition(":")
@@ -458,7 +450,7 @@ def queue_key(text: str) -> Union[int, BrokerQueue]:
         return int(qid)
     if not broker:
         raise ValueError(text)
-    return BrokerQueue(broker, int(qid))
+    return QueueKey(broker, int(qid))
 
 
 def int_option(opts: dict, name: str, default, minimum: int):

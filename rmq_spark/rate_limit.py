@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .read_store import ReadStore
+from rmq_log.reads import LogReads
 
 # The smallest possible commitlog record (empty body, 1-byte topic, no properties, IPv4 hosts) is 91 bytes,
 # so a byte budget of B never needs more than B // 91 + 1 consume-queue units to be looked at.
@@ -34,7 +34,7 @@ def split_by_backlog(backlog: np.ndarray, limit: int) -> np.ndarray:
     return take
 
 
-def limit_by_bytes(store: ReadStore, queues: list, begins: np.ndarray, takes: np.ndarray,
+def limit_by_bytes(store: LogReads, queues: list, begins: np.ndarray, takes: np.ndarray,
                    max_bytes: int) -> np.ndarray:
     """Cut each queue's take so that the batch's commitlog bytes stay within max_bytes, shared by backlog;
     at least one message per queue with a backlog. Record sizes come from the consume queue (record_sizes)."""

@@ -44,7 +44,7 @@ class RmqDataSource(DataSource):
         selection = select(schema, config.include_properties)
         backend = backend_for(config)
         with backend.open() as store:
-            check_against_store(backend, store)
+            check_against_store(config, store)
         return config, _build_filter(config), selection
 
     def reader(self, schema: StructType):

@@ -2,7 +2,7 @@
 
 initialOffset / latestOffset / partitions / commit run in one long-lived driver-side Python process (the store
 handle and the rate-limit clock live there); read() runs in executors on an unpickled copy, so it only uses
-what the QueueRange carries.
+what its partition's range reader carries.
 """
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from rmq_log.reads import Committer, LogReads
+
 from .backend import backend_for
 from .data_loss import report_data_loss
 from .offset_arrays import OffsetDicts, Parsed, QueueLayout, patched
@@ -35,7 +37,6 @@ from .offsets import (
 from .options import LatestOffsets, SourceOptions
 from .partition import split_ranges
 from .rate_limit import limit_by_bytes, split_by_backlog
-from .read_store import ReadStore
 from .schema import FULL, Selection
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.message_filter = message_filter
         self.selection = selection
         self.backend = backend_for(opts)
-        self._store: Optional[ReadStore] = None
+        self._store: Optional[LogReads] = None
         self._initial: Optional[dict] = None
         # Trigger.AvailableNow: the queues and their ends when it started
         self._target: Optional[tuple[QueueLayout, np.ndarray]] = None
@@ -58,7 +59,7 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._committed: Optional[Parsed] = None       # the offsets last committed to the group
         self._reported: Optional[tuple] = None         # reportLatestOffset's last answer
         self._last_trigger_ms = 0.0                    # for minMessagesPerTrigger / maxTriggerDelay
-        self._committer = self.backend.committer() if opts.commit_offsets else None
+        self._committer: Optional[Committer] = None   # the group's offsets' writer, once there is one to write
 
     def __getstate__(self):
         # Executors get a copy of the reader; the driver-side handles and caches stay behind.
@@ -68,7 +69,7 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return state
 
     @property
-    def store(self) -> ReadStore:
+    def store(self) -> LogReads:
         if self._store is None:
             self._store = self.backend.open()
         return self._store
@@ -79,7 +80,7 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # Spark asks more than once; "latest" must not move between the calls.
         if self._initial is None:
             queues = self._layout_now().queues
-            self._initial = to_offset_dict(starting_positions(self.backend, self.store, queues,
+            self._initial = to_offset_dict(starting_positions(self.opts, self.store, queues,
                                                               default=LatestOffsets(), streaming=True))
             log.info("rmq stream starts at %s", self._initial)
         return self._initial
@@ -226,7 +227,8 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             ranges = self._ranges({q: int(s.values[i]) for q, i in zip(queues, moved.tolist()) if s.present[i]},
                                   {q: int(e.values[i]) for q, i in zip(queues, moved.tolist())})
         ranges = split_ranges(ranges, self.opts.min_partitions)
-        return self.backend.partitions(ranges, self.message_filter, self.message_filter, None, self.selection)
+        return self.backend.partitions(self.store, ranges, self.message_filter, self.message_filter, None,
+                                       self.selection)
 
     def _ranges(self, start_pos: Positions, end_pos: Positions) -> list:
         """(topic, queue, from, to) of each queue whose position moved."""
@@ -255,8 +257,10 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _commit(self, offsets: dict, parsed: Optional[Parsed] = None) -> None:
         """The group's offsets: only the queues that moved since the last commit are compared and written."""
-        if self._committer is None or not offsets:
+        if not self.opts.commit_offsets or not offsets:
             return
+        if self._committer is None:
+            self._committer = self.store.committer()
         if parsed is None:
             parsed = self._dicts.parse(offsets, self._layout_now())
         last = self._committed

@@ -360,12 +360,12 @@ def _getattr_on_a_store(tree: ast.AST, methods: set) -> list[int]:
 
 
 def _read_store_methods() -> set:
-    from rmq_spark.read_store import ReadStore
-    return {name for name in vars(ReadStore) if not name.startswith("_")}
+    from rmq_log.reads import LogReads
+    return {name for name in vars(LogReads) if not name.startswith("_")}
 
 
 def test_the_spark_readers_ask_every_store_the_same_methods():
-    """ReadStore lists every method the readers call and both locations answer each: none is looked up to see
+    """LogReads lists every method the readers call and both locations answer each: none is looked up to see
     whether this store has it."""
     methods = _read_store_methods()
     assert {"assigned", "bounds_tracker", "topics_version", "keep_checkpointed"} <= methods
@@ -426,14 +426,6 @@ def test_data_loss_is_reported_in_one_place():
     assert not found, f"data loss reported outside rmq_spark/data_loss.py: {found}"
 
 
-def test_the_message_log_does_not_import_spark():
-    """rmq_log is where the messages live, for the command line and Spark alike: Spark's side (pyspark, rmq_spark)
-    hands it plain values (WriteOptions, Arrow batches) and gets receipts back."""
-    found = [f"{path}:{n}" for path, text in _sources("rmq_log")
-             for n in _imports_of(text, path, {"pyspark", "rmq_spark"})]
-    assert not found, f"rmq_log importing Spark: {found}"
-
-
 # What the Spark sink may import of rmq_log: the seam (MessageLog and its writes), the rows it stages, and no module
 # of one place (a store directory's staging and commit, a cluster's halves and decisions).
 SINK_SEAM = {"rmq_log", "rmq_log.writes", "rmq_log.staged_rows"}
@@ -453,3 +445,33 @@ def test_the_sink_seam_check_sees_a_place_module_and_not_the_seam():
     seam = "from rmq_log.writes import LogWrites\nfrom rmq_log import open_log\n"
     assert [m for _, m in _imported(ast.parse(place)) if m not in SINK_SEAM] == ["rmq_log.store_commit", "store"]
     assert [m for _, m in _imported(ast.parse(seam)) if m not in SINK_SEAM] == []
+
+# The rmq_spark modules outside the sink that may import the store or the brokers' client themselves, and why:
+# the source reads where the messages live only through rmq_log (MessageLog.reads), chosen once by open_reads_log.
+SOURCE_BELOW_THE_LOG = {
+    "rmq_spark/demo.py": "writes the demo's store directory and checks it, beside the Spark jobs it runs",
+    "rmq_spark/wire.py": "the brokers' request errors as the wire sink meets them",
+}
+
+
+def test_the_spark_source_reaches_messages_only_through_the_message_log():
+    found = [f"{path}:{n}" for path, text in _sources("rmq_spark")
+             if not path.startswith("rmq_spark/sink/") and path not in SOURCE_BELOW_THE_LOG
+             for n in _imports_of(text, path, {"store", "rmq_client"})]
+    assert not found, f"rmq_spark modules importing store or rmq_client instead of rmq_log: {found}"
+    assert all(os.path.exists(os.path.join(ROOT, path)) for path in SOURCE_BELOW_THE_LOG)
+
+
+def test_the_message_log_knows_nothing_of_spark():
+    """rmq_log is where the messages live, for the command line and Spark alike: Spark's side hands it plain values
+    (ReadSettings, WriteOptions, Arrow batches) and gets readers and receipts back. Its range readers run on Spark's
+    executors, wrapped in a Spark partition by rmq_spark: rmq_log imports neither pyspark nor rmq_spark (not even
+    lazily), and importing its readers and writers loads neither."""
+    found = [f"{path}:{n}" for path, text in _sources("rmq_log")
+             for n in _imports_of(text, path, {"pyspark", "rmq_spark"})]
+    assert not found, f"rmq_log importing Spark: {found}"
+    code = ("import rmq_log, rmq_log.store_reads, rmq_log.cluster_reads, rmq_log.index_runs, rmq_log.store_writes, "
+            "rmq_log.cluster_writes, sys; "
+            "print([m for m in ('pyspark', 'rmq_spark') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr

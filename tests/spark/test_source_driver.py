@@ -10,11 +10,13 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, Rea
 from source_testkit import fill, get_message_rows, group_offsets, small_files_config
 
 from filters import MessageFilter
-from rmq_spark.offsets import DataLossError
+from rmq_log.store_reads import StoreRange
+from rmq_spark.errors import DataLossError
 from rmq_spark.options import RmqOptionError, parse_options
-from rmq_spark.partition import QueueRange, read_partition, split_ranges
+from rmq_spark.partition import split_ranges
 from rmq_spark.rate_limit import split_by_backlog
-from rmq_spark.schema import ARROW_SCHEMA, SCHEMA
+from rmq_spark.read_policy import POLICY
+from rmq_spark.schema import ARROW_SCHEMA, FULL, SCHEMA
 from rmq_spark.source import RmqDataSource
 from rmq_spark.stream_reader import RmqStreamReader
 from store import MessageStore
@@ -157,7 +159,7 @@ def test_data_loss_fails_or_skips_ahead(tmp_path):
     assert [(p.start, p.end) for p in parts] == [(mn, 60)]
     # executors check again (retention may run between planning and reading)
     with pytest.raises(DataLossError):
-        list(read_partition(QueueRange(path, "T", 0, 0, 60, fail_on_data_loss=True)))
+        list(StoreRange(path, "T", 0, 0, 60, FULL, POLICY, fail_on_data_loss=True).read())
 
 
 # -- executor side -----------------------------------------------------------------------------------------
@@ -166,8 +168,8 @@ def test_data_loss_fails_or_skips_ahead(tmp_path):
 def test_read_partition_yields_spark_arrow_batches_and_prunes_by_tag_code(tmp_path):
     path = fill(tmp_path / "s", "T", n=50, queues=1)
     metrics = tmp_path / "metrics"
-    p = QueueRange(path, "T", 0, 0, 50, MessageFilter.by_tags("Aa"), metrics_path=str(metrics))
-    batches = list(read_partition(p))
+    p = StoreRange(path, "T", 0, 0, 50, FULL, POLICY, MessageFilter.by_tags("Aa"), metrics_path=str(metrics))
+    batches = list(p.read())
     assert all(b.schema.equals(ARROW_SCHEMA) for b in batches)
     rows = [r for b in batches for r in b.to_pylist()]
     assert [r["tags"] for r in rows] == ["Aa"] * 10

@@ -10,7 +10,9 @@ import pytest
 from wire_cluster import WireCluster, wait_until
 
 from rmq_client import MessageQueue, Producer, PullConsumer
-from rmq_spark.options import BrokerQueue
+from rmq_log import QueueKey
+from rmq_spark.read_policy import POLICY
+from rmq_spark.schema import FULL
 
 BROKERS = ("broker-a", "broker-b")
 
@@ -31,15 +33,16 @@ def _group_offsets(namesrv: str, group: str, topic: str) -> dict:
 
 
 def test_a_commit_to_a_stopped_broker_is_logged_once_with_its_lag_and_sent_when_it_is_back(tmp_path, caplog):
-    from rmq_spark.wire import WireOffsetCommitter, WireStore
+    from rmq_log.cluster_reads import ClusterOffsetCommitter, ClusterReads
+    from rmq_log.reads import ReadSettings
 
-    caplog.set_level(logging.WARNING, logger="rmq_spark.wire")
+    caplog.set_level(logging.WARNING, logger="rmq_log.cluster_reads")
     with WireCluster(tmp_path, brokers=BROKERS) as c:
         for b in BROKERS:
             _send(c.namesrv, "Rep", b, 0, create=True)
-        store = WireStore(c.namesrv, "rep-g", 1500)
-        qa, qb = ("Rep", BrokerQueue("broker-a", 0)), ("Rep", BrokerQueue("broker-b", 0))
-        committer = WireOffsetCommitter("rep-g")
+        store = ClusterReads(c.namesrv, None, 1500, ReadSettings("rep-g", POLICY))
+        qa, qb = ("Rep", QueueKey("broker-a", 0)), ("Rep", QueueKey("broker-b", 0))
+        committer = ClusterOffsetCommitter("rep-g")
         committer.commit({qa: 5, qb: 5}, store)
         c.kill("broker-b", signal.SIGTERM)
         committer.commit({qa: 10, qb: 12}, store)  # no exception: the query goes on
@@ -134,7 +137,7 @@ def test_a_batch_read_says_which_brokers_the_route_lists(tmp_path, caplog):
     from rmq_spark.batch_reader import RmqBatchReader
     from rmq_spark.options import parse_options
 
-    caplog.set_level(logging.WARNING, logger="rmq_spark.backend")
+    caplog.set_level(logging.WARNING, logger="rmq_log.cluster_reads")
     with WireCluster(tmp_path, brokers=BROKERS) as c:
         for b in BROKERS:
             _send(c.namesrv, "Half", b, 0, create=True)
@@ -147,14 +150,15 @@ def test_a_batch_read_says_which_brokers_the_route_lists(tmp_path, caplog):
 
 def test_retries_are_logged_compactly_not_once_per_attempt(caplog):
     from rmq_client import MQClientError
-    from rmq_spark.wire import BrokerUnavailableError, with_retry
+    from rmq_log.broker_calls import with_retry
+    from rmq_log.broker_wait import BrokerUnavailableError
 
     def no_answer():
         raise MQClientError(-1, "TimeoutError: no answer", "127.0.0.1:1", "route of topic 'T'", unreachable=True)
 
-    caplog.set_level(logging.WARNING, logger="rmq_spark.wire")
+    caplog.set_level(logging.WARNING, logger="rmq_log.broker_wait")
     with pytest.raises(BrokerUnavailableError, match="brokerTimeoutMs=3000"):
-        with_retry(no_answer, 3000, "route of topic 'T'")
+        with_retry(no_answer, 3000, "route of topic 'T'", POLICY)
     assert len(caplog.records) == 1, [r.getMessage() for r in caplog.records]  # ~6 attempts, one line
 
 
@@ -165,16 +169,17 @@ def test_retries_are_logged_compactly_not_once_per_attempt(caplog):
 def test_pulls_capped_far_below_pull_batch_size_are_logged_once_naming_the_broker_keys(tmp_path, caplog, conf,
                                                                                         warned):
     from rmq_client import Subscription
-    from rmq_spark import wire
+    from rmq_log import cluster_reads as wire
 
-    caplog.set_level(logging.WARNING, logger="rmq_spark.wire")
+    caplog.set_level(logging.WARNING, logger="rmq_log.cluster_reads")
     wire._CAPPED.clear()
     with WireCluster(tmp_path, conf=conf) as c:
         _send(c.namesrv, "Capped", "broker-a", 0, n=600, create=True)
-        part = wire.WireRange(c.namesrv, "capped-g", "Capped", BrokerQueue("broker-a", 0), 0, 600, Subscription(),
-                              None, None, fail_on_data_loss=True, pull_batch_size=256, in_flight=2, timeout_ms=5000)
+        part = wire.ClusterRange(c.namesrv, "capped-g", "Capped", QueueKey("broker-a", 0), 0, 600,
+                                 Subscription(), None, None, fail_on_data_loss=True, pull_batch_size=256, in_flight=2,
+                                 timeout_ms=5000, selection=FULL, policy=POLICY)
         for _ in range(2):
-            assert sum(b.num_rows for b in wire.read_wire_partition(part)) == 600
+            assert sum(b.num_rows for b in part.read()) == 600
     said = [r.getMessage() for r in caplog.records if "far below pullBatchSize" in r.getMessage()]
     assert len(said) == (1 if warned else 0), said
     if warned:
@@ -186,10 +191,9 @@ def test_pulls_capped_far_below_pull_batch_size_are_logged_once_naming_the_broke
 
 _CAPPED_READER = """
 import logging, pickle, sys
-from rmq_spark import wire
 logging.basicConfig(level=logging.WARNING)
 part = pickle.loads(bytes.fromhex(sys.argv[1]))
-assert sum(b.num_rows for b in wire.read_wire_partition(part)) == 600
+assert sum(b.num_rows for b in part.read()) == 600
 """
 
 
@@ -205,7 +209,7 @@ def test_capped_pulls_are_logged_once_per_query_across_the_python_workers(tmp_pa
     from wire_cluster import ROOT
 
     from rmq_client import Subscription
-    from rmq_spark import wire
+    from rmq_log import cluster_reads as wire
 
     def worker(part) -> str:
         p = subprocess.run([sys.executable, "-c", _CAPPED_READER, pickle.dumps(part).hex()], capture_output=True,
@@ -217,9 +221,9 @@ def test_capped_pulls_are_logged_once_per_query_across_the_python_workers(tmp_pa
         _send(c.namesrv, "Capped", "broker-a", 0, n=600, create=True)
         said = []
         for query in (uuid.uuid4().hex, uuid.uuid4().hex):
-            part = wire.WireRange(c.namesrv, "capped-g", "Capped", BrokerQueue("broker-a", 0), 0, 600, Subscription(),
-                                  None, None, fail_on_data_loss=True, pull_batch_size=256, in_flight=2,
-                                  timeout_ms=5000, query_key=query)
+            part = wire.ClusterRange(c.namesrv, "capped-g", "Capped", QueueKey("broker-a", 0), 0, 600,
+                                     Subscription(), None, None, fail_on_data_loss=True, pull_batch_size=256,
+                                     in_flight=2, timeout_ms=5000, selection=FULL, policy=POLICY, query_key=query)
             said.append(sum(worker(part).count("far below pullBatchSize") for _ in range(3)))
         assert said == [1, 1]
 
@@ -231,7 +235,7 @@ def test_capped_pull_marks_older_than_a_week_are_removed_when_a_query_marks_its_
     import time
     import uuid
 
-    from rmq_spark import wire
+    from rmq_log import cluster_reads as wire
 
     monkeypatch.setattr(wire, "CAPPED_MARKS", str(tmp_path / "marks"))
     wire._CAPPED.clear()

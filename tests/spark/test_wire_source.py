@@ -214,18 +214,22 @@ def test_messages_retention_removed_follow_fail_on_data_loss(spark, tmp_path):
 
 def test_a_partition_whose_broker_stays_away_fails_naming_it_and_reads_all_once_it_is_back(tmp_path):
     from rmq_client import Subscription
-    from rmq_spark.options import BrokerQueue
-    from rmq_spark.wire import BrokerUnavailableError, WireRange, read_wire_partition
+    from rmq_log import QueueKey
+    from rmq_log.broker_wait import BrokerUnavailableError
+    from rmq_log.cluster_reads import ClusterRange
+    from rmq_spark.read_policy import POLICY
+    from rmq_spark.schema import FULL
 
     with WireCluster(tmp_path, brokers=BROKERS) as c:
         sent = _send(c.namesrv, "Away")
-        part = WireRange(c.namesrv, "away-g", "Away", BrokerQueue("broker-b", 1), 0, PER_QUEUE, Subscription(),
-                         None, None, fail_on_data_loss=True, pull_batch_size=16, in_flight=4, timeout_ms=1500)
+        part = ClusterRange(c.namesrv, "away-g", "Away", QueueKey("broker-b", 1), 0, PER_QUEUE, Subscription(),
+                            None, None, fail_on_data_loss=True, pull_batch_size=16, in_flight=4, timeout_ms=1500,
+                            selection=FULL, policy=POLICY)
         c.kill("broker-b")
         with pytest.raises(BrokerUnavailableError, match="broker-b.*brokerTimeoutMs=1500"):
-            list(read_wire_partition(part))
+            list(part.read())
         c.start("broker-b")
-        got = [b for batch in read_wire_partition(part) for b in batch.column("body").to_pylist()]
+        got = [b for batch in part.read() for b in batch.column("body").to_pylist()]
         assert got == [f"broker-b/1/{i}".encode() for i in range(PER_QUEUE)]
         assert set(got) <= sent
 

@@ -1,7 +1,7 @@
-"""Batch reads answered from the store's index (RocketMQ's IndexFile) instead of a scan: option key (the rows whose
-keys hold it), option uniqKey (the row whose UNIQ_KEY property is it) and a pushed msg_id = / IN (an offset msgId
+"""A store directory's reads answered from its index (RocketMQ's IndexFile) instead of a scan: a key (the messages
+whose keys hold it), a unique key (the message whose UNIQ_KEY property is it) and offset msgIds (an offset msgId
 names its record's commitlog offset: no index needed). The records found become runs of queue offsets, read by the
-usual scan; the residual mask then keeps exactly the rows the same filter keeps on a scan (the index holds key
+usual scan; the caller's row mask then keeps exactly the rows the same filter keeps on a scan (the index holds key
 hashes, and may hold entries a crash's cut left behind)."""
 from __future__ import annotations
 

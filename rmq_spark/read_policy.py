@@ -1,0 +1,28 @@
+"""What the source decides about the log's read failures (rmq_log.ReadPolicy): lost messages go through
+failOnDataLoss (data_loss.report_data_loss), and a broker's refusal of a setting names the option to fix."""
+from __future__ import annotations
+
+from typing import Callable, Union
+
+from . import option_keys as K
+from .data_loss import report_data_loss
+from .errors import DataLossError, RmqOptionError
+
+# the place's settings (rmq_log's names for them) as the source's options
+_OPTIONS = {"namesrv": K.NAMESRV_ADDR, "access_key": K.ACCESS_KEY, "secret_key": K.SECRET_KEY}
+
+
+class SourceReadPolicy:
+    """Stateless, so every range reader pickles it by its class."""
+
+    def report_data_loss(self, text: str, fail: bool, instead: str, then: Union[str, Callable[[], str]]) -> None:
+        report_data_loss(text, fail, instead, then)
+
+    def lost(self, text: str) -> Exception:
+        return DataLossError(text)
+
+    def setting_error(self, setting: str, text: str) -> Exception:
+        return RmqOptionError(_OPTIONS[setting], text)
+
+
+POLICY = SourceReadPolicy()
