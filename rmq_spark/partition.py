@@ -1,4 +1,5 @@
-"""One Spark partition = one queue's offset range, and the function executors run to read it.
+"""One Spark partition = one queue's offset range (or a few small ones read in turn), and the function executors
+run to read it.
 
 read() runs in an executor's Python worker on a separately unpickled reader, so the partition carries all it
 needs: store path, topic, queue, [start, end), the filter (a MessageFilter pickles as its expression tree), the
@@ -85,11 +86,37 @@ def store_for(path: str):
 
 
 class QueueRuns(InputPartition):
-    """Several queue ranges read one after another (the runs an index lookup found: few rows each)."""
+    """Several queue ranges read one after another, each as its own partition would be: the runs an index lookup
+    found, or a small microbatch's ranges (pack_small_ranges). Holds QueueRanges or WireRanges."""
 
     def __init__(self, ranges: list):
-        super().__init__(tuple((r.topic, r.queue_id, r.start, r.end) for r in ranges))
+        super().__init__(tuple(r.value for r in ranges))
         self.ranges = ranges
+
+    def __repr__(self) -> str:
+        return f"QueueRuns({', '.join(map(repr, self.ranges))})"
+
+
+def pack_small_ranges(parts: list, min_offsets: int) -> list:
+    """The partitions of a microbatch with its ranges of fewer than min_offsets offsets packed into QueueRuns of
+    at least min_offsets offsets in all (near-equal shares), so a small microbatch is one wave of a few tasks:
+    each task costs Spark a round trip to a Python worker that is far longer than reading a few thousand offsets.
+    Ranges keep the plan's order (a queue's pieces stay in offset order); larger ranges stay partitions of their
+    own."""
+    small = [p for p in parts if p.end - p.start < min_offsets]
+    total = sum(p.end - p.start for p in small)
+    groups = max(1, total // max(1, min_offsets))
+    if len(small) < 2 or groups >= len(small):
+        return parts
+    packed: list = [[]]
+    done = 0
+    for p in small:
+        if packed[-1] and len(packed) < groups and done >= total * len(packed) / groups:
+            packed.append([])
+        packed[-1].append(p)
+        done += p.end - p.start
+    return [p for p in parts if p.end - p.start >= min_offsets] + \
+        [QueueRuns(g) if len(g) > 1 else g[0] for g in packed]
 
 
 def read_partition(p: InputPartition) -> Iterator[pa.RecordBatch]:
