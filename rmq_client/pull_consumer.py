@@ -74,6 +74,7 @@ class Subscription:
 
 
 _EMPTY = pa.RecordBatch.from_pylist([], SCAN_SCHEMA)
+DECODE_OFFSETS = 16384  # a range's pulls decoded together up to this many offsets (4 pulls of 4,096)
 
 
 class AsyncPullConsumer:
@@ -150,19 +151,26 @@ class AsyncPullConsumer:
         status = _STATUS[raw.code]
         batch = _EMPTY
         if status is PullStatus.FOUND and len(raw.body):
-            if subscription not in self._tag_filters:
-                self._tag_filters[subscription] = subscription.tag_filter()
-            tag_filter = self._tag_filters[subscription]
-            decoded = columns
-            if columns is not None and tag_filter is not None and "properties" not in columns:
-                decoded = [*columns, "properties"]
-            batch = decode_pulled(raw.body, mq.topic, mq.queue_id, f"pull of {mq.topic}/{mq.broker_name}/"
-                                                                   f"{mq.queue_id} at {offset}", scan_schema(decoded))
-            if tag_filter is not None and batch.num_rows:
-                batch = batch.filter(tag_filter.commit_log_mask(batch))  # type: ignore[attr-defined]
-            if decoded is not columns:
-                batch = batch.select(list(columns or ()))
+            batch = self._decode(mq, raw.body, offset, subscription, columns)
         return PullResult(status, raw.next_begin_offset, raw.min_offset, raw.max_offset, batch)
+
+    def _decode(self, mq: MessageQueue, body, offset: int, subscription: Subscription,
+                columns: Optional[Sequence[str]]) -> pa.RecordBatch:
+        """Records pulled from the queue from `offset` on (one pull's body, or several pulls' back to back) as a
+        batch of `columns`, the exact tags re-checked."""
+        if subscription not in self._tag_filters:
+            self._tag_filters[subscription] = subscription.tag_filter()
+        tag_filter = self._tag_filters[subscription]
+        decoded = columns
+        if columns is not None and tag_filter is not None and "properties" not in columns:
+            decoded = [*columns, "properties"]
+        batch = decode_pulled(body, mq.topic, mq.queue_id, f"pull of {mq.topic}/{mq.broker_name}/{mq.queue_id} at "
+                                                           f"{offset}", scan_schema(decoded))
+        if tag_filter is not None and batch.num_rows:
+            batch = batch.filter(tag_filter.commit_log_mask(batch))  # type: ignore[attr-defined]
+        if decoded is not columns:
+            batch = batch.select(list(columns or ()))
+        return batch
 
     async def read_range(self, mq: MessageQueue, start: int, end: int, subscription: Subscription = Subscription(),
                          max_nums: int = 32, in_flight: int = 4, on_offset_moved=None,
@@ -194,27 +202,48 @@ class AsyncPullConsumer:
 
     async def _read_chunk(self, mq: MessageQueue, start: int, end: int, subscription: Subscription, max_nums: int,
                           on_offset_moved, columns) -> list[pa.RecordBatch]:
-        out, pos = [], start
-        while pos < end:
-            r = await self.pull(mq, pos, subscription, min(max_nums, end - pos), columns=columns)
-            if r.status is PullStatus.OFFSET_ILLEGAL:
-                if on_offset_moved is None:
-                    raise ValueError(f"{mq.topic}/{mq.broker_name}/{mq.queue_id}: offset {pos} is outside the queue "
-                                     f"[{r.min_offset}, {r.max_offset})")
-                pos = on_offset_moved(pos, r.min_offset, r.max_offset)
-                continue
-            if r.status is PullStatus.NO_NEW_MSG and r.next_begin_offset <= pos:
-                raise ValueError(f"{mq.topic}/{mq.broker_name}/{mq.queue_id}: the broker has no messages at {pos}, "
-                                 f"before the range's end {end} (queue [{r.min_offset}, {r.max_offset}))")
-            batch = r.messages
+        """The chunk's pulls, their bodies decoded together up to DECODE_OFFSETS offsets at a time: a decode has a
+        fixed cost of its own (the columns' arrays), which pulls of a few thousand messages would pay each."""
+        out: list[pa.RecordBatch] = []
+        bodies: list[bytes] = []
+        pos = first = start
+
+        def decode() -> None:
+            if not bodies:
+                return
+            batch = self._decode(mq, bodies[0] if len(bodies) == 1 else b"".join(bodies), first, subscription,
+                                 columns)
+            bodies.clear()
             if batch.num_rows and batch.column("queue_offset")[-1].as_py() >= end:
                 batch = batch.filter(pc.less(batch.column("queue_offset"), end))
             if batch.num_rows:
                 out.append(batch)
-            if r.next_begin_offset <= pos:
+
+        while pos < end:
+            if pos - first >= DECODE_OFFSETS:
+                decode()
+            if not bodies:
+                first = pos
+            raw = await self.api.pull(mq, pos, self.group, subscription.expression, subscription.expression_type,
+                                      min(max_nums, end - pos), 0)
+            status = _STATUS[raw.code]
+            if status is PullStatus.OFFSET_ILLEGAL:
+                if on_offset_moved is None:
+                    raise ValueError(f"{mq.topic}/{mq.broker_name}/{mq.queue_id}: offset {pos} is outside the queue "
+                                     f"[{raw.min_offset}, {raw.max_offset})")
+                decode()  # what was pulled before the move, then the pulls go on where it says
+                pos = on_offset_moved(pos, raw.min_offset, raw.max_offset)
+                continue
+            if status is PullStatus.NO_NEW_MSG and raw.next_begin_offset <= pos:
+                raise ValueError(f"{mq.topic}/{mq.broker_name}/{mq.queue_id}: the broker has no messages at {pos}, "
+                                 f"before the range's end {end} (queue [{raw.min_offset}, {raw.max_offset}))")
+            if status is PullStatus.FOUND and len(raw.body):
+                bodies.append(raw.body)
+            if raw.next_begin_offset <= pos:
                 raise ValueError(f"{mq.topic}/{mq.broker_name}/{mq.queue_id}: the broker answered offset "
-                                 f"{r.next_begin_offset} to a pull at {pos}")
-            pos = r.next_begin_offset
+                                 f"{raw.next_begin_offset} to a pull at {pos}")
+            pos = raw.next_begin_offset
+        decode()
         return out
 
     async def query_offset(self, mq: MessageQueue) -> Optional[int]:
