@@ -20,6 +20,7 @@ from remoting import RemotingCommand, RequestCode, ResponseCode
 from remoting.admin_bodies import ResetOffsetBody
 from rmq_acl import SessionCredentials
 from rmq_common import message_codec as codec
+from rmq_common.numpy_arrow import empty_batch
 from rmq_common.record_decoder import SCAN_SCHEMA, decode_pulled, scan_schema
 
 from .event_loop import run_blocking
@@ -73,7 +74,7 @@ class Subscription:
         return MessageFilter.by_tags(self.expression)
 
 
-_EMPTY = pa.RecordBatch.from_pylist([], SCAN_SCHEMA)
+_EMPTY = empty_batch(SCAN_SCHEMA)
 DECODE_OFFSETS = 16384  # a range's pulls decoded together up to this many offsets (4 pulls of 4,096)
 
 
