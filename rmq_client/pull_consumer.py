@@ -175,12 +175,13 @@ class AsyncPullConsumer:
 
     async def read_range(self, mq: MessageQueue, start: int, end: int, subscription: Subscription = Subscription(),
                          max_nums: int = 32, in_flight: int = 4, on_offset_moved=None,
-                         columns: Optional[Sequence[str]] = None) -> AsyncIterator[pa.RecordBatch]:
+                         columns: Optional[Sequence[str]] = None, on_pull=None) -> AsyncIterator[pa.RecordBatch]:
         """The queue's messages in [start, end), in queue order, as batches; without a filter the range is cut into
         chunks pulled `in_flight` at a time; with one, pulls follow nextBeginOffset.
         PULL_OFFSET_MOVED calls on_offset_moved(offset, min_offset, max_offset), which returns where to go on (or
         raises); without it, a ValueError names the queue and the offsets. columns: as pull's (queue_offset among
-        them)."""
+        them). on_pull(asked, got): called for each pull that found messages, with the offsets it asked for and
+        those it covered (a batch holds several pulls)."""
         # A filter's matches are not where offsets say: a pull past a chunk's end would scan and send what the next
         # chunk reads again, so a filtered range is one chunk, its pulls following nextBeginOffset.
         chunk = max(max_nums, 1) * 4 if subscription.matches_everything else max(end - start, 1)
@@ -191,7 +192,7 @@ class AsyncPullConsumer:
             while nxt < len(bounds) or tasks:
                 while nxt < len(bounds) and len(tasks) < in_flight:
                     tasks.append(asyncio.ensure_future(self._read_chunk(mq, *bounds[nxt], subscription, max_nums,
-                                                                        on_offset_moved, columns)))
+                                                                        on_offset_moved, columns, on_pull)))
                     nxt += 1
                 for batch in await tasks.pop(0):
                     yield batch
@@ -202,7 +203,7 @@ class AsyncPullConsumer:
                 await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _read_chunk(self, mq: MessageQueue, start: int, end: int, subscription: Subscription, max_nums: int,
-                          on_offset_moved, columns) -> list[pa.RecordBatch]:
+                          on_offset_moved, columns, on_pull=None) -> list[pa.RecordBatch]:
         """The chunk's pulls, their bodies decoded together up to DECODE_OFFSETS offsets at a time: a decode has a
         fixed cost of its own (the columns' arrays), which pulls of a few thousand messages would pay each."""
         out: list[pa.RecordBatch] = []
@@ -225,8 +226,9 @@ class AsyncPullConsumer:
                 decode()
             if not bodies:
                 first = pos
+            asked = min(max_nums, end - pos)
             raw = await self.api.pull(mq, pos, self.group, subscription.expression, subscription.expression_type,
-                                      min(max_nums, end - pos), 0)
+                                      asked, 0)
             status = _STATUS[raw.code]
             if status is PullStatus.OFFSET_ILLEGAL:
                 if on_offset_moved is None:
@@ -240,6 +242,8 @@ class AsyncPullConsumer:
                                  f"before the range's end {end} (queue [{raw.min_offset}, {raw.max_offset}))")
             if status is PullStatus.FOUND and len(raw.body):
                 bodies.append(raw.body)
+                if on_pull is not None:
+                    on_pull(asked, raw.next_begin_offset - pos)
             if raw.next_begin_offset <= pos:
                 raise ValueError(f"{mq.topic}/{mq.broker_name}/{mq.queue_id}: the broker answered offset "
                                  f"{raw.next_begin_offset} to a pull at {pos}")
@@ -351,8 +355,9 @@ class PullConsumer:
 
     def read_range(self, mq: MessageQueue, start: int, end: int, subscription: Subscription = Subscription(),
                    max_nums: int = 32, in_flight: int = 4, on_offset_moved=None,
-                   columns: Optional[Sequence[str]] = None) -> Iterator[pa.RecordBatch]:
-        agen = self.aio.read_range(mq, start, end, subscription, max_nums, in_flight, on_offset_moved, columns)
+                   columns: Optional[Sequence[str]] = None, on_pull=None) -> Iterator[pa.RecordBatch]:
+        agen = self.aio.read_range(mq, start, end, subscription, max_nums, in_flight, on_offset_moved, columns,
+                                   on_pull)
         try:
             while True:
                 try:
