@@ -20,6 +20,7 @@ from remoting import RemotingCommand, RequestCode, ResponseCode
 from remoting.admin_bodies import ResetOffsetBody
 from rmq_acl import SessionCredentials
 from rmq_common import message_codec as codec
+from rmq_common.numpy_arrow import empty_batch
 from rmq_common.record_decoder import SCAN_SCHEMA, decode_pulled, scan_schema
 
 from .event_loop import run_blocking
@@ -73,7 +74,8 @@ class Subscription:
         return MessageFilter.by_tags(self.expression)
 
 
-_EMPTY = pa.RecordBatch.from_pylist([], SCAN_SCHEMA)
+_EMPTY = empty_batch(SCAN_SCHEMA)
+DECODE_OFFSETS = 16384  # a range's pulls decoded together up to this many offsets (4 pulls of 4,096)
 
 
 class AsyncPullConsumer:
@@ -150,28 +152,36 @@ class AsyncPullConsumer:
         status = _STATUS[raw.code]
         batch = _EMPTY
         if status is PullStatus.FOUND and len(raw.body):
-            if subscription not in self._tag_filters:
-                self._tag_filters[subscription] = subscription.tag_filter()
-            tag_filter = self._tag_filters[subscription]
-            decoded = columns
-            if columns is not None and tag_filter is not None and "properties" not in columns:
-                decoded = [*columns, "properties"]
-            batch = decode_pulled(raw.body, mq.topic, mq.queue_id, f"pull of {mq.topic}/{mq.broker_name}/"
-                                                                   f"{mq.queue_id} at {offset}", scan_schema(decoded))
-            if tag_filter is not None and batch.num_rows:
-                batch = batch.filter(tag_filter.commit_log_mask(batch))  # type: ignore[attr-defined]
-            if decoded is not columns:
-                batch = batch.select(list(columns or ()))
+            batch = self._decode(mq, raw.body, offset, subscription, columns)
         return PullResult(status, raw.next_begin_offset, raw.min_offset, raw.max_offset, batch)
+
+    def _decode(self, mq: MessageQueue, body, offset: int, subscription: Subscription,
+                columns: Optional[Sequence[str]]) -> pa.RecordBatch:
+        """Records pulled from the queue from `offset` on (one pull's body, or several pulls' back to back) as a
+        batch of `columns`, the exact tags re-checked."""
+        if subscription not in self._tag_filters:
+            self._tag_filters[subscription] = subscription.tag_filter()
+        tag_filter = self._tag_filters[subscription]
+        decoded = columns
+        if columns is not None and tag_filter is not None and "properties" not in columns:
+            decoded = [*columns, "properties"]
+        batch = decode_pulled(body, mq.topic, mq.queue_id, f"pull of {mq.topic}/{mq.broker_name}/{mq.queue_id} at "
+                                                           f"{offset}", scan_schema(decoded))
+        if tag_filter is not None and batch.num_rows:
+            batch = batch.filter(tag_filter.commit_log_mask(batch))  # type: ignore[attr-defined]
+        if decoded is not columns:
+            batch = batch.select(list(columns or ()))
+        return batch
 
     async def read_range(self, mq: MessageQueue, start: int, end: int, subscription: Subscription = Subscription(),
                          max_nums: int = 32, in_flight: int = 4, on_offset_moved=None,
-                         columns: Optional[Sequence[str]] = None) -> AsyncIterator[pa.RecordBatch]:
+                         columns: Optional[Sequence[str]] = None, on_pull=None) -> AsyncIterator[pa.RecordBatch]:
         """The queue's messages in [start, end), in queue order, as batches; without a filter the range is cut into
         chunks pulled `in_flight` at a time; with one, pulls follow nextBeginOffset.
         PULL_OFFSET_MOVED calls on_offset_moved(offset, min_offset, max_offset), which returns where to go on (or
         raises); without it, a ValueError names the queue and the offsets. columns: as pull's (queue_offset among
-        them)."""
+        them). on_pull(asked, got): called for each pull that found messages, with the offsets it asked for and
+        those it covered (a batch holds several pulls)."""
         # A filter's matches are not where offsets say: a pull past a chunk's end would scan and send what the next
         # chunk reads again, so a filtered range is one chunk, its pulls following nextBeginOffset.
         chunk = max(max_nums, 1) * 4 if subscription.matches_everything else max(end - start, 1)
@@ -182,7 +192,7 @@ class AsyncPullConsumer:
             while nxt < len(bounds) or tasks:
                 while nxt < len(bounds) and len(tasks) < in_flight:
                     tasks.append(asyncio.ensure_future(self._read_chunk(mq, *bounds[nxt], subscription, max_nums,
-                                                                        on_offset_moved, columns)))
+                                                                        on_offset_moved, columns, on_pull)))
                     nxt += 1
                 for batch in await tasks.pop(0):
                     yield batch
@@ -193,28 +203,52 @@ class AsyncPullConsumer:
                 await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _read_chunk(self, mq: MessageQueue, start: int, end: int, subscription: Subscription, max_nums: int,
-                          on_offset_moved, columns) -> list[pa.RecordBatch]:
-        out, pos = [], start
-        while pos < end:
-            r = await self.pull(mq, pos, subscription, min(max_nums, end - pos), columns=columns)
-            if r.status is PullStatus.OFFSET_ILLEGAL:
-                if on_offset_moved is None:
-                    raise ValueError(f"{mq.topic}/{mq.broker_name}/{mq.queue_id}: offset {pos} is outside the queue "
-                                     f"[{r.min_offset}, {r.max_offset})")
-                pos = on_offset_moved(pos, r.min_offset, r.max_offset)
-                continue
-            if r.status is PullStatus.NO_NEW_MSG and r.next_begin_offset <= pos:
-                raise ValueError(f"{mq.topic}/{mq.broker_name}/{mq.queue_id}: the broker has no messages at {pos}, "
-                                 f"before the range's end {end} (queue [{r.min_offset}, {r.max_offset}))")
-            batch = r.messages
+                          on_offset_moved, columns, on_pull=None) -> list[pa.RecordBatch]:
+        """The chunk's pulls, their bodies decoded together up to DECODE_OFFSETS offsets at a time: a decode has a
+        fixed cost of its own (the columns' arrays), which pulls of a few thousand messages would pay each."""
+        out: list[pa.RecordBatch] = []
+        bodies: list[bytes] = []
+        pos = first = start
+
+        def decode() -> None:
+            if not bodies:
+                return
+            batch = self._decode(mq, bodies[0] if len(bodies) == 1 else b"".join(bodies), first, subscription,
+                                 columns)
+            bodies.clear()
             if batch.num_rows and batch.column("queue_offset")[-1].as_py() >= end:
                 batch = batch.filter(pc.less(batch.column("queue_offset"), end))
             if batch.num_rows:
                 out.append(batch)
-            if r.next_begin_offset <= pos:
+
+        while pos < end:
+            if pos - first >= DECODE_OFFSETS:
+                decode()
+            if not bodies:
+                first = pos
+            asked = min(max_nums, end - pos)
+            raw = await self.api.pull(mq, pos, self.group, subscription.expression, subscription.expression_type,
+                                      asked, 0)
+            status = _STATUS[raw.code]
+            if status is PullStatus.OFFSET_ILLEGAL:
+                if on_offset_moved is None:
+                    raise ValueError(f"{mq.topic}/{mq.broker_name}/{mq.queue_id}: offset {pos} is outside the queue "
+                                     f"[{raw.min_offset}, {raw.max_offset})")
+                decode()  # what was pulled before the move, then the pulls go on where it says
+                pos = on_offset_moved(pos, raw.min_offset, raw.max_offset)
+                continue
+            if status is PullStatus.NO_NEW_MSG and raw.next_begin_offset <= pos:
+                raise ValueError(f"{mq.topic}/{mq.broker_name}/{mq.queue_id}: the broker has no messages at {pos}, "
+                                 f"before the range's end {end} (queue [{raw.min_offset}, {raw.max_offset}))")
+            if status is PullStatus.FOUND and len(raw.body):
+                bodies.append(raw.body)
+                if on_pull is not None:
+                    on_pull(asked, raw.next_begin_offset - pos)
+            if raw.next_begin_offset <= pos:
                 raise ValueError(f"{mq.topic}/{mq.broker_name}/{mq.queue_id}: the broker answered offset "
-                                 f"{r.next_begin_offset} to a pull at {pos}")
-            pos = r.next_begin_offset
+                                 f"{raw.next_begin_offset} to a pull at {pos}")
+            pos = raw.next_begin_offset
+        decode()
         return out
 
     async def query_offset(self, mq: MessageQueue) -> Optional[int]:
@@ -321,8 +355,9 @@ class PullConsumer:
 
     def read_range(self, mq: MessageQueue, start: int, end: int, subscription: Subscription = Subscription(),
                    max_nums: int = 32, in_flight: int = 4, on_offset_moved=None,
-                   columns: Optional[Sequence[str]] = None) -> Iterator[pa.RecordBatch]:
-        agen = self.aio.read_range(mq, start, end, subscription, max_nums, in_flight, on_offset_moved, columns)
+                   columns: Optional[Sequence[str]] = None, on_pull=None) -> Iterator[pa.RecordBatch]:
+        agen = self.aio.read_range(mq, start, end, subscription, max_nums, in_flight, on_offset_moved, columns,
+                                   on_pull)
         try:
             while True:
                 try:

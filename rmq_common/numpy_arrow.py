@@ -26,6 +26,11 @@ def repeated_string(text: str, n: int) -> pa.Array:
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data * n)])
 
 
+def empty_batch(schema: pa.Schema) -> pa.RecordBatch:
+    """A batch of no rows (RecordBatch.from_pylist([]) imports pandas)."""
+    return pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)
+
+
 def strings(texts: list[str]) -> pa.Array:
     """A few Python strings (distinct values, not rows) as a string array."""
     data = [t.encode("utf-8") for t in texts]

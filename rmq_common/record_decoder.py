@@ -20,7 +20,7 @@ from . import message_codec as codec
 from . import native
 from .errors import CorruptRecordError
 from .native import WANT_BODY, WANT_IDS, WANT_KEYS, WANT_MAP, WANT_PROPERTIES, WANT_TAGS, crc32_spans
-from .numpy_arrow import from_numpy, repeated_string, strings, true_where_valid
+from .numpy_arrow import empty_batch, from_numpy, repeated_string, strings, true_where_valid
 from .properties_column import gather_spans, scan_columns, strided_view
 
 SCAN_SCHEMA = pa.schema([
@@ -84,7 +84,7 @@ def decode_pulled(body, topic: str, queue_id: int, where: str, schema: pa.Schema
     except ValueError as e:
         raise CorruptRecordError(str(e), where, 0) from None
     if not len(starts):
-        return pa.RecordBatch.from_pylist([], schema)
+        return empty_batch(schema)
     g = _Gather(buf)
     queue_offsets = g.ints(starts + 20, 8, ">i8")
     offsets = g.ints(starts + 28, 8, ">i8")

@@ -380,18 +380,22 @@ def _read_range(p: ClusterRange) -> Iterator[pa.RecordBatch]:
     pos = p.start
     short_pulls = 0  # in a row: one short pull is a consume-queue file's end, a cap shortens every pull
     deadline: Optional[float] = None
+
+    def pulled(asked: int, got: int) -> None:
+        nonlocal short_pulls
+        if unfiltered:  # cut short by the broker, not by the range's end
+            short_pulls = short_pulls + 1 if got < asked and got * 4 <= p.pull_batch_size else 0
+            if short_pulls >= 2:
+                _note_capped_pull(broker, got, p)
+
     retries = RetryLog(f"pull of {where} from broker {broker!r}")
     while pos < p.end:
         try:
             for batch in consumer.read_range(mq, pos, p.end, p.subscription, p.pull_batch_size, p.in_flight,
-                                             offset_moved, columns):
+                                             offset_moved, columns, pulled):
                 if batch.num_rows:
                     pos = batch.column("queue_offset")[-1].as_py() + 1
                     deadline = None
-                    if unfiltered and pos < p.end:  # one pull's messages, and the range goes on
-                        short_pulls = short_pulls + 1 if batch.num_rows * 4 <= p.pull_batch_size else 0
-                        if short_pulls >= 2:
-                            _note_capped_pull(broker, batch.num_rows, p)
                 if p.client_filter is not None and batch.num_rows:
                     batch = batch.filter(p.client_filter.commit_log_mask(batch))
                 if p.residual is not None and batch.num_rows:

@@ -144,6 +144,7 @@ class SourceOptions:
     commit_offsets: bool = True
     fail_on_data_loss: bool = True
     min_partitions: Optional[int] = None
+    min_offsets_per_partition: int = K.DEFAULT_MIN_OFFSETS_PER_PARTITION
     poll_timeout_ms: int = 0
     read_only: bool = False
     metrics_path: Optional[str] = None
@@ -215,6 +216,8 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         commit_offsets=_bool(opts, K.COMMIT_OFFSETS, not read_only),
         fail_on_data_loss=_bool(opts, K.FAIL_ON_DATA_LOSS, True),
         min_partitions=int_option(opts, K.MIN_PARTITIONS, None, minimum=1),
+        min_offsets_per_partition=int_option(opts, K.MIN_OFFSETS_PER_PARTITION, K.DEFAULT_MIN_OFFSETS_PER_PARTITION,
+                                             minimum=0),
         poll_timeout_ms=int_option(opts, K.POLL_TIMEOUT_MS, 0, minimum=0),
         read_only=read_only,
         metrics_path=opts.get(K.METRICS_PATH),

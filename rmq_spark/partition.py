@@ -1,5 +1,6 @@
-"""One Spark partition = one range reader of the log (rmq_log.RangeReader: a queue's offset range, or the runs an
-index found), and the function executors run to read it; and how a plan's ranges are cut into more partitions."""
+"""One Spark partition = one range reader of the log (rmq_log.RangeReader: a queue's offset range, or several read
+in turn: the runs an index found, a small microbatch's ranges), and the function executors run to read it; and how
+a plan's ranges are cut into more partitions, or small ones packed into fewer."""
 from __future__ import annotations
 
 import math
@@ -8,7 +9,7 @@ from typing import Any, Iterator, Optional
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
-from rmq_log.reads import RangeReader
+from rmq_log.reads import RangeReader, RangeRuns
 
 
 class LogPartition(InputPartition):
@@ -25,6 +26,28 @@ class LogPartition(InputPartition):
 
     def __repr__(self) -> str:
         return repr(self.reader)
+
+
+def pack_small_ranges(parts: list[LogPartition], min_offsets: int) -> list[LogPartition]:
+    """The partitions of a microbatch with its ranges of fewer than min_offsets offsets packed into RangeRuns of
+    at least min_offsets offsets in all (near-equal shares), so a small microbatch is one wave of a few tasks:
+    each task costs Spark a round trip to a Python worker that is far longer than reading a few thousand offsets.
+    Ranges keep the plan's order (a queue's pieces stay in offset order); larger ranges stay partitions of their
+    own. Each packed range is read as its own partition would be (its metrics line, its data-loss check)."""
+    small = [p for p in parts if p.end - p.start < min_offsets]
+    total = sum(p.end - p.start for p in small)
+    groups = max(1, total // max(1, min_offsets))
+    if len(small) < 2 or groups >= len(small):
+        return parts
+    packed: list[list[LogPartition]] = [[]]
+    done = 0
+    for p in small:
+        if packed[-1] and len(packed) < groups and done >= total * len(packed) / groups:
+            packed.append([])
+        packed[-1].append(p)
+        done += p.end - p.start
+    return [p for p in parts if p.end - p.start >= min_offsets] + \
+        [LogPartition(RangeRuns([p.reader for p in g])) if len(g) > 1 else g[0] for g in packed]
 
 
 def read_partition(p: InputPartition) -> Iterator[pa.RecordBatch]:

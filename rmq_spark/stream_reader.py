@@ -1,4 +1,5 @@
-"""spark.readStream.format("rmq"): offsets {"topic": {"queueId": nextOffset}}, one partition per queue range.
+"""spark.readStream.format("rmq"): offsets {"topic": {"queueId": nextOffset}}, one partition per queue range (small
+ranges packed together: partition.pack_small_ranges).
 
 initialOffset / latestOffset / partitions / commit run in one long-lived driver-side Python process (the store
 handle and the rate-limit clock live there); read() runs in executors on an unpickled copy, so it only uses
@@ -35,7 +36,7 @@ from .offsets import (
     to_offset_dict,
 )
 from .options import LatestOffsets, SourceOptions
-from .partition import split_ranges
+from .partition import pack_small_ranges, split_ranges
 from .rate_limit import limit_by_bytes, split_by_backlog
 from .schema import FULL, Selection
 
@@ -226,9 +227,11 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             queues = [layout.queues[i] for i in moved.tolist()]
             ranges = self._ranges({q: int(s.values[i]) for q, i in zip(queues, moved.tolist()) if s.present[i]},
                                   {q: int(e.values[i]) for q, i in zip(queues, moved.tolist())})
-        ranges = split_ranges(ranges, self.opts.min_partitions)
-        return self.backend.partitions(self.store, ranges, self.message_filter, self.message_filter, None,
-                                       self.selection)
+        if self.opts.min_partitions:  # the user's count of partitions wins
+            ranges = split_ranges(ranges, self.opts.min_partitions)
+        parts = self.backend.partitions(self.store, ranges, self.message_filter, self.message_filter, None,
+                                        self.selection)
+        return parts if self.opts.min_partitions else pack_small_ranges(parts, self.opts.min_offsets_per_partition)
 
     def _ranges(self, start_pos: Positions, end_pos: Positions) -> list:
         """(topic, queue, from, to) of each queue whose position moved."""

@@ -57,6 +57,10 @@ def test_tag_and_sql92_filters_run_on_the_broker_and_tags_are_rechecked(cluster)
         # a range ends where it says, even inside a pull
         part = [r["queue_offset"] for b in consumer.read_range(mq, 5, 23, max_nums=10) for r in b.to_pylist()]
         assert part == list(range(5, 23))
+        # a chunk's pulls (four of max_nums) are decoded together: one batch per chunk, not one per pull
+        chunks = list(consumer.read_range(mq, 0, 60, max_nums=10, in_flight=1))
+        assert [b.num_rows for b in chunks] == [40, 20]
+        assert [r["queue_offset"] for b in chunks for r in b.to_pylist()] == list(range(60))
 
 
 def test_offsets_and_bounds(cluster):

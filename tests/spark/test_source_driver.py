@@ -10,10 +10,11 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, Rea
 from source_testkit import fill, get_message_rows, group_offsets, small_files_config
 
 from filters import MessageFilter
+from rmq_log.reads import RangeReader, RangeRuns
 from rmq_log.store_reads import StoreRange
 from rmq_spark.errors import DataLossError
 from rmq_spark.options import RmqOptionError, parse_options
-from rmq_spark.partition import split_ranges
+from rmq_spark.partition import LogPartition, pack_small_ranges, split_ranges
 from rmq_spark.rate_limit import split_by_backlog
 from rmq_spark.read_policy import POLICY
 from rmq_spark.schema import ARROW_SCHEMA, FULL, SCHEMA
@@ -27,6 +28,11 @@ def stream_reader(path, **options) -> RmqStreamReader:
     opts.update({k: str(v) for k, v in options.items()})
     opts = {k: v for k, v in opts.items() if v != "None"}
     return RmqDataSource(opts).streamReader(SCHEMA)
+
+
+def ranges_of(parts) -> list:
+    """The queue ranges of a plan, those packed into one partition included."""
+    return [r for p in parts for r in (p.reader.ranges if isinstance(p.reader, RangeRuns) else [p])]
 
 
 # -- rate limits ---------------------------------------------------------------------------------------------
@@ -190,6 +196,56 @@ def test_min_partitions_splits_keep_queue_order():
         assert all(a[1] == b[0] for a, b in zip(pieces, pieces[1:]))
 
 
+class _Range(RangeReader):
+    def __init__(self, queue_id, start, end):
+        self.topic, self.queue_id, self.start, self.end = "T", queue_id, start, end
+
+    def key(self) -> tuple:
+        return "T", self.queue_id, self.start, self.end
+
+    def read(self):
+        return iter(())
+
+
+def test_small_ranges_are_packed_into_partitions_of_at_least_min_offsets_in_plan_order():
+    parts = [LogPartition(_Range(q, 0, n)) for q, n in enumerate([1500, 1500, 1500, 1500, 9000, 100])]
+    packed = pack_small_ranges(parts, 8192)
+    assert packed[0] is parts[4]  # as large as the bound: a partition of its own
+    (runs,) = packed[1:]
+    assert isinstance(runs.reader, RangeRuns) and runs.reader.ranges == [parts[i].reader for i in (0, 1, 2, 3, 5)]
+    assert runs.value == tuple(parts[i].value for i in (0, 1, 2, 3, 5))
+    eight = [LogPartition(_Range(q, 0, 1500)) for q in range(8)] + [LogPartition(_Range(8, 0, 4500))]  # 16,500
+    halves = pack_small_ranges(eight, 8192)  # offsets: two shares
+    assert [[r.queue_id for r in p.reader.ranges] for p in halves] == [[0, 1, 2, 3, 4, 5], [6, 7, 8]]
+    assert pack_small_ranges(parts, 0) == parts  # minOffsetsPerPartition=0: one partition per range
+    assert pack_small_ranges(parts[:1] + parts[4:5], 8192) == parts[:1] + parts[4:5]  # nothing to pack with
+
+
+def test_a_small_microbatch_is_one_partition_with_the_rows_of_the_unpacked_plan(tmp_path):
+    path = fill(tmp_path / "s", "T", n=400, queues=4)
+    metrics = tmp_path / "metrics"
+
+    def plan(**options):
+        r = stream_reader(path, startingOffsets="earliest", maxMessagesPerTrigger=300, metricsPath=metrics,
+                          **options)
+        start = r.initialOffset()
+        return r, r.partitions(start, r.latestOffset(start, r.getDefaultReadLimit()))
+
+    reader, parts = plan()
+    assert len(parts) == 1 and [(p.queue_id, p.start, p.end) for p in parts[0].reader.ranges] == \
+        [(q, 0, 75) for q in range(4)]
+    rows = [row for b in reader.read(parts[0]) for row in b.to_pylist()]
+    unpacked_reader, unpacked = plan(minOffsetsPerPartition=0)
+    assert [(p.queue_id, p.start, p.end) for p in unpacked] == [(q, 0, 75) for q in range(4)]
+    assert rows == [row for p in unpacked for b in unpacked_reader.read(p) for row in b.to_pylist()]
+    assert len(rows) == 300
+    # each range of the packed partition is read and counted as its own partition would be
+    lines = [json.loads(x) for f in metrics.iterdir() for x in f.read_text().splitlines()]
+    assert sorted((m["queue_id"], m["rows"]) for m in lines) == sorted([(q, 75) for q in range(4)] * 2)
+    _, split = plan(minPartitions=8)  # a count of partitions asked for is kept
+    assert len(split) >= 8 and not any(isinstance(p.reader, RangeRuns) for p in split)
+
+
 # -- options ---------------------------------------------------------------------------------------------------
 
 
@@ -280,7 +336,7 @@ def test_pattern_stream_picks_up_topics_and_queues_another_process_creates(tmp_p
     nxt = r.latestOffset(end, ReadAllAvailable())
     assert nxt == {"P-0": {"0": 1, "1": 1, "2": 1}, "P-a": {"0": 2, "1": 2}}
     assert list(nxt) == ["P-0", "P-a"]  # sorted in, as to_offset_dict orders it
-    assert {(p.topic, p.queue_id, p.start, p.end) for p in r.partitions(end, nxt)} == \
+    assert {(p.topic, p.queue_id, p.start, p.end) for p in ranges_of(r.partitions(end, nxt))} == \
         {("P-0", q, 0, 1) for q in range(3)}
     fill(path, "P-a", n=2, queues=2, start=4)
     given = json.loads(json.dumps(nxt))  # Spark's JSON round trip
@@ -305,6 +361,6 @@ def test_offsets_of_queues_no_longer_subscribed_are_carried_and_read_nowhere(tmp
     start = {"Old": {"0": 1}, "T": {"0": 0, "1": 0}}
     end = r.latestOffset(start, ReadAllAvailable())
     assert end == {"Old": {"0": 1}, "T": {"0": 2, "1": 2}}
-    assert {(p.topic, p.queue_id, p.start, p.end) for p in r.partitions(start, end)} == \
+    assert {(p.topic, p.queue_id, p.start, p.end) for p in ranges_of(r.partitions(start, end))} == \
         {("T", 0, 0, 2), ("T", 1, 0, 2)}
     assert r.reportLatestOffset() == {"T": {"0": 2, "1": 2}}

@@ -1,7 +1,8 @@
-"""A Spark Python worker's first read of a store directory: it imports what the read needs and never pandas
-(pyarrow imports it on its first pa.array of numpy values or pa.scalar, 0.5-1.3 s that every fresh worker paid in
-its first microbatch). Run as a worker runs it, in a fresh interpreter: the stream reader planned on the driver,
-pickled, then one partition read from the unpickled copy; no Spark needed for that."""
+"""A Spark Python worker's first read of a store directory or through a broker: it imports what the read needs and
+never pandas (pyarrow imports it on its first pa.array of numpy values, pa.scalar or RecordBatch.from_pylist,
+0.5-1.3 s that every fresh worker paid in its first microbatch). Run as a worker runs it, in a fresh interpreter:
+the stream reader planned on the driver, pickled, then one partition read from the unpickled copy; no Spark
+needed for that."""
 from __future__ import annotations
 
 import json
@@ -58,3 +59,19 @@ def test_a_workers_first_read_of_every_column_and_through_selectors_never_import
     selected = _read_in_fresh_worker({**base, "tags": "a", "sql": "region = 'EU' AND amount > 100"}, tmp_path)
     assert selected["rows"] == sum(1 for i in range(n) if i % 3 and i % 2 and i > 100)
     assert not selected["pandas"]
+
+
+def test_a_workers_first_read_through_a_broker_never_imports_pandas(tmp_path):
+    from wire_cluster import WireCluster
+
+    from rmq_client import MessageQueue, Producer
+
+    with WireCluster(tmp_path / "c", brokers=("broker-a",)) as c:
+        with Producer(c.namesrv) as p:
+            p.create_topic("T", 1)
+            p.send_batch("T", [f"order-{i}".encode() for i in range(50)], tags=["a"] * 50,
+                         properties=[{"region": "EU"}] * 50, queue=MessageQueue("T", "broker-a", 0))
+        got = _read_in_fresh_worker({"namesrvAddr": c.namesrv, "subscribe": "T", "startingOffsets": "earliest",
+                                     "commitOffsets": "false"}, tmp_path)
+    assert got["rows"] == 50 and {"keys", "properties", "body"} <= set(got["columns"])
+    assert not got["pandas"]
