@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from spark_source_bench import QUEUES, TOPIC, _serve, _stop, build_store  # noqa: E402
 
-from rmq_log.open_log import open_reads_log  # noqa: E402
+from rmq_log.open_log import open_log  # noqa: E402
 from rmq_log.reads import ReadSettings  # noqa: E402
 from rmq_spark.read_policy import POLICY  # noqa: E402
 from rmq_spark.schema import FULL  # noqa: E402
@@ -43,7 +43,7 @@ def read_all(readers) -> int:
 def range_readers(path, namesrv, pull_batch_size: int) -> list:
     """Every queue's whole range as the source's readers read it, from the directory or through the brokers."""
     settings = ReadSettings(group="cpu-bench", policy=POLICY, pull_batch_size=pull_batch_size)
-    reads = open_reads_log(path, namesrv, None, 60_000).reads(settings)
+    reads = open_log(path, namesrv).reads(settings)
     queues = [(TOPIC, q) for q in reads.queues(TOPIC)]
     ranges = [(t, q, mn, mx) for (t, q), (mn, mx) in reads.queue_bounds(queues).items()]
     return reads.range_readers(ranges, None, None, None, FULL, True)

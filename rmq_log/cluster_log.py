@@ -60,11 +60,18 @@ class ClusterLog(MessageLog):
     names_brokers = True
     knows_members = True
 
-    def __init__(self, namesrv: str, access_key: Optional[str] = None, secret_key: Optional[str] = None):
+    def __init__(self, namesrv: str, access_key: Optional[str] = None, secret_key: Optional[str] = None,
+                 account: Optional[SessionCredentials] = None, timeout_ms: int = 60_000):
+        """account: the account resolved by the caller (a Spark query's), used as it is; timeout_ms: how long a
+        read waits for a broker that cannot be reached."""
         self.namesrv, self.access_key, self.secret_key = namesrv, access_key, secret_key
+        self.account, self.timeout_ms = account, timeout_ms
 
     def credentials(self) -> Optional[SessionCredentials]:
-        """--access-key / --secret-key, else $RMQ_ACCESS_KEY / $RMQ_SECRET_KEY; None: requests go unsigned."""
+        """The caller's account, else --access-key / --secret-key, else $RMQ_ACCESS_KEY / $RMQ_SECRET_KEY; None:
+        requests go unsigned."""
+        if self.account is not None:
+            return self.account
         return SessionCredentials.resolve(self.access_key, self.secret_key, names=("--access-key", "--secret-key"))
 
     def _admin(self) -> Admin:
@@ -234,21 +241,9 @@ class ClusterLog(MessageLog):
         from .cluster_writes import ClusterWrites
         return ClusterWrites(options, columns)
 
-    # The Spark source resolves its account from its own options (a secret from RMQ_SECRET_KEY then never goes
-    # to its executors in a pickle) and says how long to wait for a broker that cannot be reached.
-    account: Optional[SessionCredentials] = None
-    timeout_ms: int = 60_000
-
-    @classmethod
-    def for_reads(cls, namesrv: str, account: Optional[SessionCredentials], timeout_ms: int) -> "ClusterLog":
-        log = cls(namesrv)
-        log.account, log.timeout_ms = account, timeout_ms
-        return log
-
     def reads(self, settings: ReadSettings) -> LogReads:
         from .cluster_reads import ClusterReads
-        account = self.account if self.account is not None else self.credentials()
-        return ClusterReads(self.namesrv, account, self.timeout_ms, settings)
+        return ClusterReads(self.namesrv, self.credentials(), self.timeout_ms, settings)
 
 
 class _Row:

@@ -1,6 +1,6 @@
-"""open_log: the one place that chooses where the messages are, from a command's options: a store directory, or
-the brokers of a cluster through its name servers (with the account that signs its requests). What each kind
-of log refuses of a command's options is said here too."""
+"""open_log: the one place that chooses where the messages are, from a command's or a Spark query's options: a
+store directory, or the brokers of a cluster through its name servers (with the account that signs its requests).
+What each kind of log refuses of a command's options is said here too."""
 from __future__ import annotations
 
 from typing import Mapping, Optional
@@ -19,9 +19,13 @@ REFUSED = {
 
 def open_log(store: Optional[str] = None, namesrv: Optional[str] = None, config: Optional[str] = None,
              access_key: Optional[str] = None, secret_key: Optional[str] = None,
-             options: Optional[Mapping[str, object]] = None) -> MessageLog:
+             options: Optional[Mapping[str, object]] = None, account: Optional[SessionCredentials] = None,
+             timeout_ms: int = 60_000) -> MessageLog:
     """The brokers found through `namesrv` when it is given, else the store directory `store` (with its
     broker.conf-style `config`); UsageError for an option in `options` (name -> value) that this log refuses.
+    Brokers' requests are signed with `account` when given (a Spark query resolves its own, so that a secret
+    from $RMQ_SECRET_KEY never travels to its executors), else with access_key/secret_key or the environment's;
+    a broker that cannot be reached is waited for up to timeout_ms where a read waits.
     Nothing is opened yet: each request opens what it needs, and a missing store is reported by the first."""
     kind = "cluster" if namesrv else "store"
     for name, value in (options or {}).items():
@@ -29,19 +33,7 @@ def open_log(store: Optional[str] = None, namesrv: Optional[str] = None, config:
             raise UsageError(REFUSED[kind][name])
     if namesrv:
         from .cluster_log import ClusterLog
-        return ClusterLog(namesrv, access_key, secret_key)
+        return ClusterLog(namesrv, access_key, secret_key, account, timeout_ms)
     from .store_log import StoreLog
     return StoreLog(store, config)
-
-
-def open_reads_log(path: Optional[str], namesrv: Optional[str], account: Optional[SessionCredentials],
-                   timeout_ms: int) -> MessageLog:
-    """The log a reader's options name, chosen once: the brokers found through `namesrv` when it is given (requests
-    signed with `account`, a broker that cannot be reached waited for up to timeout_ms), else the store directory
-    `path`."""
-    if namesrv:
-        from .cluster_log import ClusterLog
-        return ClusterLog.for_reads(namesrv, account, timeout_ms)
-    from .store_log import StoreLog
-    return StoreLog(path)
 

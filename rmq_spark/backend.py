@@ -1,6 +1,6 @@
 """Where the source and the sink meet the place the messages live: the rmq_log.MessageLog their options name, chosen
 once (as Spark's Kafka source picks one KafkaOffsetReader). The source's readers read through its reads()
-(SourceBackend; rmq_log.open_reads_log chooses the log), the sink writes through its writes() (sink_log; open_log).
+(SourceBackend), the sink through its writes() (sink_log); rmq_log.open_log chooses the log for both.
 Nothing else asks which place it is."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Iterator
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
-from rmq_log.open_log import open_reads_log
+from rmq_log.open_log import open_log
 from rmq_log.reads import LogReads, ReadSettings
 
 from .options import SourceOptions
@@ -29,7 +29,8 @@ class SourceBackend:
 
     def __init__(self, opts: SourceOptions):
         self.opts = opts
-        self.log = open_reads_log(opts.path, opts.namesrv_addr, opts.credentials, opts.broker_timeout_ms)
+        self.log = open_log(store=opts.path, namesrv=opts.namesrv_addr, account=opts.credentials,
+                            timeout_ms=opts.broker_timeout_ms)
         self.settings = ReadSettings(group=opts.consumer_group, policy=POLICY, tags=opts.tags, sql=opts.sql,
                                      metrics_path=opts.metrics_path, pull_batch_size=opts.pull_batch_size,
                                      pulls_in_flight=opts.pulls_in_flight, query_key=opts.query_key)

@@ -447,7 +447,7 @@ def test_the_sink_seam_check_sees_a_place_module_and_not_the_seam():
     assert [m for _, m in _imported(ast.parse(seam)) if m not in SINK_SEAM] == []
 
 # The rmq_spark modules outside the sink that may import the store or the brokers' client themselves, and why:
-# the source reads where the messages live only through rmq_log (MessageLog.reads), chosen once by open_reads_log.
+# the source reads where the messages live only through rmq_log (MessageLog.reads), chosen once by open_log.
 SOURCE_BELOW_THE_LOG = {
     "rmq_spark/demo.py": "writes the demo's store directory and checks it, beside the Spark jobs it runs",
     "rmq_spark/wire.py": "the brokers' request errors as the wire sink meets them",
