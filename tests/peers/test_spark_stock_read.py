@@ -6,6 +6,7 @@ where a stock Java consumer of the group stopped."""
 from __future__ import annotations
 
 import pytest
+from rmq_reads import read_rmq
 from stock_data import differences, expected_rows, message, messages, spark_rows
 from stock_peers import STOCK_5
 from wire_cluster import wait_until
@@ -41,10 +42,7 @@ def loaded(stock_cluster, stock_java):
 
 
 def _read(spark, cluster, **options):
-    r = spark.read.format("rmq").option("namesrvAddr", cluster.namesrv).option("topic", TOPIC)
-    for k, v in options.items():
-        r = r.option(k, v)
-    return r.load()
+    return read_rmq(spark, namesrv=cluster.namesrv, topic=TOPIC, **options)
 
 
 @pytest.mark.parametrize("name", list(SELECTORS))

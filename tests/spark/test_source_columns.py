@@ -5,6 +5,7 @@ import random
 
 import pytest
 from pyspark.errors import AnalysisException
+from rmq_reads import read_rmq
 from source_testkit import fill
 
 from rmq_spark.schema import SCHEMA
@@ -30,12 +31,7 @@ def path(tmp_path_factory):
 
 
 def _read(spark, path, schema=None, **options):
-    reader = spark.read.format("rmq").option("topic", "T")
-    for k, v in options.items():
-        reader = reader.option(k, v)
-    if schema is not None:
-        reader = reader.schema(schema)
-    return reader.load(path)
+    return read_rmq(spark, path=path, schema=schema, topic="T", **options)
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ import os
 
 import pyspark.sql.functions as F
 import pytest
+from rmq_reads import read_rmq
 from wire_cluster import PULL_LIMITS, WireCluster, wait_until
 
 from rmq_client import MessageQueue, Producer, PullConsumer
@@ -28,7 +29,7 @@ def cluster(tmp_path_factory):
 
 
 def _read(spark, cluster, topic):
-    return spark.read.format("rmq").option("namesrvAddr", cluster.namesrv).option("topic", topic).load()
+    return read_rmq(spark, namesrv=cluster.namesrv, topic=topic)
 
 
 def undecided_halves(namesrv: str, broker: str) -> int:

@@ -7,6 +7,7 @@ import json
 import re
 
 import pytest
+from rmq_reads import read_rmq
 from wire_cluster import WireCluster, wait_until
 
 from rmq_client import MessageQueue, Producer, PullConsumer
@@ -36,10 +37,7 @@ def cluster(tmp_path_factory):
 
 
 def _read(spark, cluster, **options):
-    r = spark.read.format("rmq").option("namesrvAddr", cluster.namesrv)
-    for k, v in options.items():
-        r = r.option(k, v)
-    return r.load()
+    return read_rmq(spark, namesrv=cluster.namesrv, **options)
 
 
 def test_a_batch_read_gets_every_message_of_both_brokers_with_its_columns(spark, cluster):
