@@ -7,6 +7,7 @@ import time
 
 log = logging.getLogger(__name__)
 
+DEFAULT_BROKER_TIMEOUT_MS = 60_000  # how long a broker that cannot be reached is waited for, unless the caller says
 RETRY_LOG_EVERY_S = 5.0  # while a request is retried: one log line this often, not one per attempt
 
 

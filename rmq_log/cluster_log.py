@@ -14,6 +14,7 @@ from rmq_client.admin import Admin
 from rmq_client.event_loop import run_blocking
 from rmq_client.producer import DEFAULT_TOPIC
 
+from .broker_wait import DEFAULT_BROKER_TIMEOUT_MS
 from .errors import Failure, PartialFlush, Refused, UsageError
 from .message_log import (
     DEFAULT_GROUP,
@@ -61,7 +62,7 @@ class ClusterLog(MessageLog):
     knows_members = True
 
     def __init__(self, namesrv: str, access_key: Optional[str] = None, secret_key: Optional[str] = None,
-                 account: Optional[SessionCredentials] = None, timeout_ms: int = 60_000):
+                 account: Optional[SessionCredentials] = None, timeout_ms: int = DEFAULT_BROKER_TIMEOUT_MS):
         """account: the account resolved by the caller (a Spark query's), used as it is; timeout_ms: how long a
         read waits for a broker that cannot be reached."""
         self.namesrv, self.access_key, self.secret_key = namesrv, access_key, secret_key

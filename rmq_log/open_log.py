@@ -7,6 +7,7 @@ from typing import Mapping, Optional
 
 from rmq_acl import SessionCredentials
 
+from .broker_wait import DEFAULT_BROKER_TIMEOUT_MS
 from .errors import UsageError
 from .message_log import MessageLog
 
@@ -20,7 +21,7 @@ REFUSED = {
 def open_log(store: Optional[str] = None, namesrv: Optional[str] = None, config: Optional[str] = None,
              access_key: Optional[str] = None, secret_key: Optional[str] = None,
              options: Optional[Mapping[str, object]] = None, account: Optional[SessionCredentials] = None,
-             timeout_ms: int = 60_000) -> MessageLog:
+             timeout_ms: int = DEFAULT_BROKER_TIMEOUT_MS) -> MessageLog:
     """The brokers found through `namesrv` when it is given, else the store directory `store` (with its
     broker.conf-style `config`); UsageError for an option in `options` (name -> value) that this log refuses.
     Brokers' requests are signed with `account` when given (a Spark query resolves its own, so that a secret

@@ -24,12 +24,12 @@ import pyarrow as pa
 
 from rmq_acl import SessionCredentials
 
+from .broker_wait import DEFAULT_BROKER_TIMEOUT_MS
 from .staged_rows import RowError
 
 if TYPE_CHECKING:
     from rmq_client import MQClientError
 
-DEFAULT_BROKER_TIMEOUT_MS = 60000
 _SAFE_DIR = re.compile(r"[A-Za-z0-9._-]{1,100}")
 
 # A batch's id as the writer is told it: Spark's microbatch id, a batch write's own id, or None outside either.
