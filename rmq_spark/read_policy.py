@@ -1,8 +1,12 @@
 """What the source decides about the log's read failures (rmq_log.ReadPolicy): lost messages go through
-failOnDataLoss (data_loss.report_data_loss), and a broker's refusal of a setting names the option to fix."""
+failOnDataLoss (data_loss.report_data_loss), and a broker's refusal of a setting names the option to fix (the
+sink's ACL refusals too: refused_by_acl)."""
 from __future__ import annotations
 
 from typing import Callable, Union
+
+from rmq_log.broker_calls import refused_by_acl as _refused_by_acl
+from rmq_log.writes import WriteRefused
 
 from . import option_keys as K
 from .data_loss import report_data_loss
@@ -26,3 +30,9 @@ class SourceReadPolicy:
 
 
 POLICY = SourceReadPolicy()
+
+
+def refused_by_acl(refused: WriteRefused) -> Exception:
+    """A broker's refusal of the sink's writes: an ACL refusal as the error of accessKey or secretKey, a broker
+    given as a name server as namesrvAddr's; any other as the client's error."""
+    return _refused_by_acl(refused.cause, refused.what, POLICY)

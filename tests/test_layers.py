@@ -450,7 +450,6 @@ def test_the_sink_seam_check_sees_a_place_module_and_not_the_seam():
 # the source reads where the messages live only through rmq_log (MessageLog.reads), chosen once by open_log.
 SOURCE_BELOW_THE_LOG = {
     "rmq_spark/demo.py": "writes the demo's store directory and checks it, beside the Spark jobs it runs",
-    "rmq_spark/wire.py": "the brokers' request errors as the wire sink meets them",
 }
 
 

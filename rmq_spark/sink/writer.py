@@ -84,8 +84,8 @@ class _Writing:
         try:
             return RmqCommitMessage(self.writes.stage(staged_rows(), batch_id, partition, attempt))
         except WriteRefused as e:
-            from ..wire import refused_by_acl
-            raise refused_by_acl(e.cause, e.what) from None  # an ACL refusal names accessKey or secretKey
+            from ..read_policy import refused_by_acl
+            raise refused_by_acl(e) from None  # an ACL refusal names accessKey or secretKey
 
 
 class RmqStreamWriter(_Writing, DataSourceStreamArrowWriter):
