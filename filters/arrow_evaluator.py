@@ -19,8 +19,10 @@ import pyarrow.compute as pc
 
 from rmq_common import native
 from rmq_common.message_properties import MapColumn, PropertiesText, properties_to_map  # noqa: F401  (re-exported)
-from rmq_common.numpy_arrow import from_numpy
+from rmq_common.numpy_arrow import double_scalar, from_numpy, string_scalar
+from rmq_common.numpy_arrow import strings as string_array
 from rmq_common.numpy_arrow import true_where_valid as _to_bool_numpy
+from rmq_common.numpy_arrow import values as _values
 
 from .comparison_rules import (
     D_DOUBLE,
@@ -177,7 +179,7 @@ def _convert(col: pa.Array, null: np.ndarray, kind: str) -> tuple[np.ndarray, np
     n = len(col)
     if kind == BOOL:
         ok = ~null
-        values = _to_bool_numpy(pc.equal(pc.ascii_lower(col), "true")) if n else np.zeros(0, bool)
+        values = _to_bool_numpy(pc.equal(pc.ascii_lower(col), string_scalar("true"))) if n else np.zeros(0, bool)
         return values, ok
     numeric = kind in (INT, LONG)
     dtype = np.int64 if numeric else np.float64
@@ -192,14 +194,14 @@ def _convert(col: pa.Array, null: np.ndarray, kind: str) -> tuple[np.ndarray, np
             # Arrow's finite doubles are a subset of Java's syntax; its NaN and
             # infinities ("nan", "inf" in any case) are not, so non-finite
             # results are redone by Java's rules below.
-            values = pc.cast(col, pa.float64()).fill_null(0.0).to_numpy(zero_copy_only=False)
+            values = _values(pc.cast(col, pa.float64()).fill_null(double_scalar(0.0)))
             fast = np.isfinite(values)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             values = np.zeros(n, dtype=dtype)
             fast = _to_bool_numpy(pc.match_substring_regex(col, _FAST_DOUBLE))
             if fast.any():
                 idx = np.flatnonzero(fast)
-                values[idx] = pc.cast(col.take(from_numpy(idx)), pa.float64()).to_numpy()
+                values[idx] = _values(pc.cast(col.take(from_numpy(idx)), pa.float64()))
     fast &= ~null
     ok = fast.copy()
     slow = ~fast & ~null
@@ -218,7 +220,7 @@ def _convert(col: pa.Array, null: np.ndarray, kind: str) -> tuple[np.ndarray, np
                 uniq_ok[i] = True
             except ValueError:
                 pass
-        codes = encoded.indices.to_numpy()
+        codes = _values(encoded.indices)
         if not values.flags.writeable:  # Arrow's own buffer
             values = values.copy()
         values[idx] = uniq_values[codes]
@@ -467,7 +469,7 @@ class _CodesOf(ConditionVisitor[np.ndarray]):
         if len(node.values) <= 8:
             hit = _equal_any(col, node.values)  # a few comparisons are cheaper than hashing every string
         else:
-            hit = _to_bool_numpy(pc.is_in(col, value_set=pa.array(node.values, type=pa.string())))
+            hit = _to_bool_numpy(pc.is_in(col, value_set=string_array(node.values)))
         if node.negated:
             hit = ~hit
         return _codes(hit, self.rows.null(name))

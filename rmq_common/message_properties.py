@@ -17,6 +17,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .numpy_arrow import from_numpy, index_array, string_scalar, true_where_valid
+from .numpy_arrow import strings as string_array
+from .numpy_arrow import values as numpy_values
+
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
 
@@ -44,7 +48,7 @@ def _as_string_array(strings) -> pa.Array:
     if isinstance(strings, pa.ChunkedArray):
         strings = strings.combine_chunks()
     if not isinstance(strings, pa.Array):
-        strings = pa.array(strings, type=pa.string())
+        strings = pa.array(strings, type=pa.string())  # a caller's Python values: not the read path
     if pa.types.is_binary(strings.type):
         strings = strings.cast(pa.string())
     elif pa.types.is_large_binary(strings.type):
@@ -115,14 +119,14 @@ def _gather_spans(buffer, starts, ends, large: bool) -> pa.Array:
     between them, then one take of the spans."""
     m = len(starts)
     if m == 0:
-        return pa.array([], type=pa.string())
+        return string_array([])
     bounds = np.empty(2 * m, dtype=np.int64 if large else np.int32)
     bounds[0::2] = starts
     bounds[1::2] = ends
     spans = pa.Array.from_buffers(
         pa.large_string() if large else pa.string(), 2 * m - 1, [None, pa.py_buffer(bounds), buffer]
     )
-    taken = spans.take(pa.array(np.arange(0, 2 * m, 2, dtype=np.int64)))
+    taken = spans.take(from_numpy(np.arange(0, 2 * m, 2, dtype=np.int64)))
     return taken.cast(pa.string()) if large else taken
 
 
@@ -145,7 +149,7 @@ def properties_to_map(strings: Union[pa.Array, pa.ChunkedArray, Iterable[Optiona
     valid = None
     if arr.null_count:
         # A null slot's bytes are not properties; give it zero length.
-        valid = arr.is_valid().to_numpy(zero_copy_only=False)
+        valid = true_where_valid(arr.is_valid())
         starts = np.where(valid, offsets[:-1], offsets[1:])
     else:
         starts = offsets[:-1]
@@ -189,7 +193,7 @@ def _assemble_map(rows, n, keys, values) -> pa.MapArray:
     counts = np.bincount(rows, minlength=n) if len(rows) else np.zeros(n, dtype=np.int64)
     map_offsets = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(counts, out=map_offsets[1:])
-    return pa.MapArray.from_arrays(pa.array(map_offsets), keys, values, type=MAP_TYPE)
+    return pa.MapArray.from_arrays(from_numpy(map_offsets), keys, values, type=MAP_TYPE)
 
 
 class MapColumn:
@@ -202,21 +206,19 @@ class MapColumn:
         if not pa.types.is_map(map_array.type):
             raise TypeError(f"the properties column must be a map<string,string>, got {map_array.type}")
         self.n = len(map_array)
-        offsets = map_array.offsets.to_numpy().astype(np.int64)
+        offsets = numpy_values(map_array.offsets).astype(np.int64)
         lo, hi = int(offsets[0]), int(offsets[-1])
         self._rel_offsets = offsets - lo
         self._keys = map_array.keys.slice(lo, hi - lo)
         self._items = map_array.items.slice(lo, hi - lo)
         self._null_rows = (
-            np.flatnonzero(map_array.is_null().to_numpy(zero_copy_only=False)) if map_array.null_count else None
+            np.flatnonzero(true_where_valid(map_array.is_null())) if map_array.null_count else None
         )
 
     def column(self, name: str) -> pa.Array:
         """The property `name` per row; null where missing."""
-        hits = pc.equal(self._keys, name)
-        pos = np.flatnonzero(hits.to_numpy(zero_copy_only=False)) if hits.null_count == 0 else np.flatnonzero(
-            hits.fill_null(False).to_numpy(zero_copy_only=False)
-        )
+        hits = pc.equal(self._keys, string_scalar(name))
+        pos = np.flatnonzero(true_where_valid(hits))  # a null hit is no hit
         index = np.full(self.n, -1, dtype=np.int64)
         if len(pos):
             rows = np.searchsorted(self._rel_offsets, pos, side="right") - 1
@@ -230,8 +232,8 @@ class MapColumn:
             return pa.nulls(self.n, type=self._items.type)
         missing = index < 0
         if not missing.any():
-            return self._items.take(pa.array(index))
-        return self._items.take(pa.array(index, mask=missing))
+            return self._items.take(from_numpy(index))
+        return self._items.take(index_array(index, missing))
 
 
 def property_column(map_array: Union[pa.MapArray, pa.ChunkedArray], name: str) -> pa.Array:
@@ -255,7 +257,7 @@ class PropertiesText:
         offsets = offsets.astype(np.int64)
         row_ends = offsets[1:]
         # A null slot's bytes are not properties: make it empty.
-        row_starts = np.where(arr.is_valid().to_numpy(zero_copy_only=False), offsets[:-1], row_ends) if (
+        row_starts = np.where(true_where_valid(arr.is_valid()), offsets[:-1], row_ends) if (
             arr.null_count) else offsets[:-1]
         self._init(bufs[2] if bufs[2] is not None else b"", row_starts, row_ends, names)
 
@@ -285,7 +287,7 @@ class PropertiesText:
         if col is None and self._parent is not None:
             col = self._parent._found(name)
             if col is not None:
-                col = self._columns[name] = col.take(pa.array(self._index))
+                col = self._columns[name] = col.take(from_numpy(np.asarray(self._index, dtype=np.int64)))
         return col
 
     def prefetch(self, names) -> None:

@@ -1,8 +1,8 @@
-"""numpy arrays as Arrow arrays over the same memory, built from their buffers.
+"""numpy arrays as Arrow arrays and back, over the same memory, through their buffers.
 
-pa.array(ndarray) and pa.scalar(...) import pandas on their first call when it is installed (pyarrow checks for
-pandas objects), which costs 0.5-1.3 s in each fresh process: a Spark Python worker paid it on its first read.
-The read path builds its columns here instead, and never imports pandas."""
+pa.array(ndarray), pa.scalar(...) and Array.to_numpy() import pandas on their first call when it is installed
+(pyarrow checks for pandas objects), which costs 0.5-1.3 s in each fresh process: a Spark Python worker paid it
+on its first read. The read path and the filters convert here instead, and never import pandas."""
 from __future__ import annotations
 
 import numpy as np
@@ -17,6 +17,33 @@ def from_numpy(a: np.ndarray) -> pa.Array:
     if a.dtype == np.bool_:
         return pa.Array.from_buffers(pa.bool_(), len(a), [None, pa.py_buffer(np.packbits(a, bitorder="little"))])
     return pa.Array.from_buffers(pa.from_numpy_dtype(a.dtype), len(a), [None, pa.py_buffer(a)])
+
+
+def index_array(index: np.ndarray, missing: np.ndarray) -> pa.Array:
+    """An int64 index (for take) null where `missing` is True."""
+    valid = np.packbits(~missing, bitorder="little")
+    index = np.ascontiguousarray(index, dtype=np.int64)
+    return pa.Array.from_buffers(pa.int64(), len(index), [pa.py_buffer(valid), pa.py_buffer(index)],
+                                 null_count=int(missing.sum()))
+
+
+_NUMPY_TYPES = {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64,
+                pa.uint8(): np.uint8, pa.uint16(): np.uint16, pa.uint32(): np.uint32, pa.uint64(): np.uint64,
+                pa.float32(): np.float32, pa.float64(): np.float64}
+
+
+def values(arr) -> np.ndarray:
+    """A numeric Arrow array's values as a read-only numpy view of its buffer (a null's slot holds whatever the
+    buffer has there: callers mask nulls themselves)."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    dtype = _NUMPY_TYPES.get(arr.type)
+    if dtype is None:
+        raise TypeError(f"values: not a numeric array: {arr.type}")
+    buf = arr.buffers()[1]
+    if buf is None:
+        return np.zeros(len(arr), dtype=dtype)
+    return np.frombuffer(buf, dtype=dtype)[arr.offset:arr.offset + len(arr)]
 
 
 def repeated_string(text: str, n: int) -> pa.Array:
@@ -37,6 +64,16 @@ def strings(texts: list[str]) -> pa.Array:
     offsets = np.zeros(len(data) + 1, dtype=np.int32)
     np.cumsum([len(d) for d in data], out=offsets[1:])
     return pa.Array.from_buffers(pa.string(), len(data), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))])
+
+
+def string_scalar(text: str) -> pa.Scalar:
+    """A string scalar for a compute function's argument (a Python str there goes through pa.scalar)."""
+    return strings([text])[0]
+
+
+def double_scalar(value: float) -> pa.Scalar:
+    """A float64 scalar, as string_scalar."""
+    return from_numpy(np.array([value], dtype=np.float64))[0]
 
 
 def true_where_valid(mask) -> np.ndarray:
