@@ -426,7 +426,7 @@ def measured(fn):
         interval = Interval().begin()
         t, rows = fn()
         load = interval.end()
-        print(f"    {load.text()}", flush=True)
+        print(f"    {load.text()}; {load.cpu_text(rows)}", flush=True)
         return t, rows, load
     return run
 
