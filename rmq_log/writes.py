@@ -17,7 +17,7 @@ import abc
 import hashlib
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Optional, Union
 
 import pyarrow as pa
@@ -55,6 +55,7 @@ class WriteOptions:
     broker_timeout_ms: int = DEFAULT_BROKER_TIMEOUT_MS
     credentials: Optional[SessionCredentials] = None  # every request signed
     stream: bool = False          # a streaming query's microbatches (else one batch write)
+    log_settings: dict = field(default_factory=dict)  # open_log's settings for the place written to
 
     @property
     def namesrv(self) -> str:

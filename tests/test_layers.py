@@ -403,7 +403,7 @@ def test_the_sink_reads_its_options_in_one_parser():
 
     path = os.path.join(ROOT, "rmq_spark", "sink", "__init__.py")
     found = _option_names_read(ast.parse(open(path, encoding="utf-8").read(), path),
-                               K.SINK_OPTIONS + K.WIRE_SINK_OPTIONS)
+                               K.SINK_OPTIONS)
     assert not found, f"option names read in rmq_spark/sink/__init__.py at lines {found}"
 
 
