@@ -38,8 +38,9 @@ BatchId = Union[int, str, None]
 
 @dataclass(frozen=True)
 class WriteOptions:
-    """What a batch of writes is told: where (path, or namesrv_addr: the place the log was opened on), the sink it
-    belongs to, and how (exactly_once, stream); the Spark sink's option parser builds it."""
+    """What a batch of writes is told: where (path, or namesrv_addr: the place the log was opened on, and
+    log_settings, what open_log opens it from), the sink it belongs to, and how (exactly_once, stream); the place
+    the Spark sink's options name builds it from them (place.Place.writes)."""
 
     path: str                     # the store directory ("" through brokers)
     topic: Optional[str]          # every row goes there (wins over a topic column)
