@@ -24,7 +24,7 @@ from typing import Optional
 from rmq_log import Refused
 
 from .admin_commands import add_admin_commands
-from .common import ARGV, EXIT_FAILURE, EXIT_USAGE, Failure, Parser, UsageError, add_places_arguments
+from .common import ARGV, EXIT_FAILURE, EXIT_USAGE, Failure, Parser, UsageError, add_global_place_arguments
 from .consume_command import add_consume_command
 from .doctor import add_doctor_command
 from .produce_command import add_produce_command
@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
                                              "RocketMQ's CommitLog + ConsumeQueue format).",
                      epilog="Exit codes: 0 success, 1 failure (e.g. corruption found), 2 usage error. "
                             f"More: {DOCS_PAGE['rmq']} in the rmq-spark source.")
-    add_places_arguments(parser, common)
+    add_global_place_arguments(parser, common)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
 

@@ -72,13 +72,13 @@ def key_value(text: str) -> tuple[str, str]:
     return key, value
 
 
-def add_place_options(p) -> None:
+def add_place_arguments(p) -> None:
     """The arguments of a command that works on any place the messages live (rmq_log.places): each place's."""
     for place in places.PLACES:
         place.add_command_arguments(p)
 
 
-def add_places_arguments(parser, common) -> None:
+def add_global_place_arguments(parser, common) -> None:
     """The arguments every command takes, before the command or after it (common's)."""
     for place in places.PLACES:
         place.add_arguments(parser, common)
