@@ -181,7 +181,7 @@ def canonical_options(options: Mapping[str, str], names, what: str) -> dict:
 
 def parse_options(options: Mapping[str, str]) -> SourceOptions:
     """Static checks (names, syntax, numbers). Checks against the store are in check_against_store. The place
-the options name (rmq_log.places) reads its address and the options only it takes."""
+    the options name (rmq_log.places) reads its address and the options only it takes."""
     opts = canonical_options(options, K.source_options(), 'format("rmq")')
     with options_of_places():
         place = places.for_reads(opts).reads(opts)
