@@ -43,7 +43,7 @@ def read_all(readers) -> int:
 def range_readers(path, namesrv, pull_batch_size: int) -> list:
     """Every queue's whole range as the source's readers read it, from the directory or through the brokers."""
     settings = ReadSettings(group="cpu-bench", policy=POLICY, pull_batch_size=pull_batch_size)
-    reads = open_log(path, namesrv).reads(settings)
+    reads = open_log(store=path, namesrv=namesrv).reads(settings)
     queues = [(TOPIC, q) for q in reads.queues(TOPIC)]
     ranges = [(t, q, mn, mx) for (t, q), (mn, mx) in reads.queue_bounds(queues).items()]
     return reads.range_readers(ranges, None, None, None, FULL, True)

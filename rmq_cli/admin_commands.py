@@ -18,7 +18,7 @@ from rmq_log import EARLIEST, LATEST, check_group
 from .common import (
     EXIT_OK,
     UsageError,
-    add_namesrv_options,
+    add_place_arguments,
     check_topic_name,
     log_of,
     plural,
@@ -36,7 +36,7 @@ def add_admin_commands(sub, common) -> None:
     p.add_argument("-t", "--topic", required=True, help="the topic to create")
     p.add_argument("-q", "--queues", type=positive, required=True, metavar="N", help="queues (1..1024)")
     p.add_argument("--cluster", metavar="C", help="with --namesrv: only the brokers of this cluster")
-    add_namesrv_options(p)
+    add_place_arguments(p)
     p.set_defaults(run=cmd_create_topic)
 
     p = sub.add_parser("delete-topic", parents=[common], help="delete a topic, its queues and offsets",
@@ -46,7 +46,7 @@ def add_admin_commands(sub, common) -> None:
                                    "has it (of --cluster), then from the name servers.")
     p.add_argument("-t", "--topic", required=True, help="the topic to delete")
     p.add_argument("--cluster", metavar="C", help="with --namesrv: only the brokers of this cluster")
-    add_namesrv_options(p)
+    add_place_arguments(p)
     p.set_defaults(run=cmd_delete_topic)
 
     p = sub.add_parser("groups", parents=[common], help="list consumer groups with their offsets and lag",
@@ -54,7 +54,7 @@ def add_admin_commands(sub, common) -> None:
                                    "the committed offsets and the lag (messages after them); with --namesrv over "
                                    "every broker, with the members online (mqadmin consumerProgress).")
     p.add_argument("--json", action="store_true", help="print the groups as JSON")
-    add_namesrv_options(p)
+    add_place_arguments(p)
     p.set_defaults(run=cmd_groups)
 
     p = sub.add_parser("reset-offsets", parents=[common], help="reset a group's offsets to a time or either end",
@@ -68,7 +68,7 @@ def add_admin_commands(sub, common) -> None:
                    help="earliest, latest, now, milliseconds since the epoch, or an ISO-8601 time (local time "
                         "unless it names its zone)")
     p.add_argument("--json", action="store_true", help="print the queues' old and new offsets as JSON")
-    add_namesrv_options(p)
+    add_place_arguments(p)
     p.set_defaults(run=cmd_reset_offsets)
 
 

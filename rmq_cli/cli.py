@@ -24,7 +24,7 @@ from typing import Optional
 from rmq_log import Refused
 
 from .admin_commands import add_admin_commands
-from .common import ARGV, EXIT_FAILURE, EXIT_USAGE, Failure, Parser, UsageError
+from .common import ARGV, EXIT_FAILURE, EXIT_USAGE, Failure, Parser, UsageError, add_global_place_arguments
 from .consume_command import add_consume_command
 from .doctor import add_doctor_command
 from .produce_command import add_produce_command
@@ -38,22 +38,15 @@ DOCS_PAGE = {"rmq": "docs/cli.md", "serve": "docs/broker.md", "namesrv": "docs/b
 
 
 def build_parser() -> argparse.ArgumentParser:
-    # --store/--config are accepted before or after the command; after it they override.
+    # a place's arguments every command takes (--store, --config) are accepted before or after the command;
+    # after it they override
     common = Parser(add_help=False)
-    common.add_argument("-s", "--store", default=argparse.SUPPRESS, metavar="PATH",
-                        help="the store directory (default: $RMQ_STORE)")
-    common.add_argument("--config", default=argparse.SUPPRESS, metavar="FILE",
-                        help="a broker.conf-style store config (e.g. conf/store.conf); an existing store keeps "
-                             "the file sizes it was written with")
 
     parser = Parser(prog="rmq", description="Produce, consume and inspect an rmq-spark message store (Apache "
                                              "RocketMQ's CommitLog + ConsumeQueue format).",
                      epilog="Exit codes: 0 success, 1 failure (e.g. corruption found), 2 usage error. "
                             f"More: {DOCS_PAGE['rmq']} in the rmq-spark source.")
-    parser.add_argument("-s", "--store", default=os.environ.get("RMQ_STORE"), metavar="PATH",
-                        help="the store directory (default: $RMQ_STORE)")
-    parser.add_argument("--config", default=None, metavar="FILE",
-                        help="a broker.conf-style store config (e.g. conf/store.conf)")
+    add_global_place_arguments(parser, common)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
 

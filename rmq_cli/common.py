@@ -10,7 +10,7 @@ import json
 import sys
 from typing import Optional
 
-from rmq_log import Failure, MessageLog, UsageError, open_log
+from rmq_log import Failure, MessageLog, UsageError, open_log, places
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 __all__ = ["Failure", "UsageError"]  # rmq_log's: the log and the commands raise the same ones
@@ -72,22 +72,22 @@ def key_value(text: str) -> tuple[str, str]:
     return key, value
 
 
-def add_namesrv_options(p) -> None:
-    p.add_argument("--namesrv", metavar="HOST:PORT", help="work through RocketMQ brokers found through this name "
-                                                          "server (host:port;host2:port) instead of a store directory")
-    p.add_argument("--access-key", metavar="KEY", help="with --namesrv: sign every request as this account of the "
-                                                       "brokers' plain_acl.yml (default: $RMQ_ACCESS_KEY)")
-    p.add_argument("--secret-key", metavar="SECRET", help="with --namesrv: the account's secret key (default: "
-                                                          "$RMQ_SECRET_KEY, which other users cannot see in the "
-                                                          "process list: prefer it)")
+def add_place_arguments(p) -> None:
+    """The arguments of a command that works on any place the messages live (rmq_log.places): each place's."""
+    for place in places.PLACES:
+        place.add_command_arguments(p)
+
+
+def add_global_place_arguments(parser, common) -> None:
+    """The arguments every command takes, before the command or after it (common's)."""
+    for place in places.PLACES:
+        place.add_arguments(parser, common)
 
 
 def log_of(args, **options) -> MessageLog:
-    """Where the command's messages are: the brokers of --namesrv, else the store of --store; `options` are the
-    command's that a log may refuse (e.g. cluster=args.cluster)."""
-    return open_log(store=args.store, namesrv=getattr(args, "namesrv", None), config=args.config,
-                    access_key=getattr(args, "access_key", None), secret_key=getattr(args, "secret_key", None),
-                    options=options)
+    """Where the command's messages are: the place its arguments name (rmq_log.open_log); `options` are the
+    command's that a place may refuse (e.g. cluster=args.cluster)."""
+    return open_log(options, **vars(args))
 
 
 def store_path(args, must_exist: bool) -> str:

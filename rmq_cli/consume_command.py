@@ -11,7 +11,7 @@ from rmq_log import Consume, QueueKey, Start, message_filter
 from .common import (
     EXIT_OK,
     UsageError,
-    add_namesrv_options,
+    add_place_arguments,
     log_of,
     message_text,
     message_to_json,
@@ -38,7 +38,7 @@ def add_consume_command(sub, common) -> None:
     p.add_argument("--commit", action="store_true", help="commit the group's offsets after consuming")
     p.add_argument("--follow", action="store_true", help="keep waiting for new messages (long polling); Ctrl-C stops")
     p.add_argument("--json", action="store_true", help="one JSON object per message")
-    add_namesrv_options(p)
+    add_place_arguments(p)
     p.set_defaults(run=cmd_consume)
 
 

@@ -10,7 +10,7 @@ from rmq_log import Sent
 from .common import (
     EXIT_OK,
     UsageError,
-    add_namesrv_options,
+    add_place_arguments,
     check_topic_name,
     key_value,
     log_of,
@@ -44,7 +44,7 @@ def add_produce_command(sub, common) -> None:
     p.add_argument("--progress", action="store_true", help="show a progress bar even when stderr is not a terminal")
     p.add_argument("--json", action="store_true", help="print results as JSON")
     p.add_argument("bodies", nargs="*", metavar="BODY", help="message bodies, one message each")
-    add_namesrv_options(p)
+    add_place_arguments(p)
     p.set_defaults(run=cmd_produce)
 
 

@@ -18,7 +18,7 @@ from .common import (
     EXIT_OK,
     Failure,
     UsageError,
-    add_namesrv_options,
+    add_place_arguments,
     check_topic_name,
     log_of,
     message_text,
@@ -44,7 +44,7 @@ def add_query_command(sub, common) -> None:
     p.add_argument("--end", metavar="TIME", help="with --key: stored at or before TIME (ISO-8601 or ms)")
     p.add_argument("--max", type=positive, default=64, metavar="N", help="with --key: at most N messages (64)")
     p.add_argument("--json", action="store_true", help="print each message as a JSON line")
-    add_namesrv_options(p)
+    add_place_arguments(p)
     p.set_defaults(run=cmd_query)
 
 

@@ -2,14 +2,14 @@
 group's committed offset and lag (on a store, or through brokers with --namesrv)."""
 from __future__ import annotations
 
-from .common import EXIT_OK, add_namesrv_options, log_of, plural, print_topics, table, write_json
+from .common import EXIT_OK, add_place_arguments, log_of, plural, print_topics, table, write_json
 
 
 def add_topics_command(sub, common) -> None:
     p = sub.add_parser("topics", parents=[common], help="list topics",
                        description="List the topics with their queue counts and message counts.")
     p.add_argument("--json", action="store_true", help="print the topics as JSON")
-    add_namesrv_options(p)
+    add_place_arguments(p)
     p.set_defaults(run=cmd_topics)
 
 
@@ -20,7 +20,7 @@ def add_stat_command(sub, common) -> None:
     p.add_argument("-t", "--topic", help="only this topic")
     p.add_argument("-g", "--group", metavar="G", help="show this consumer group's committed offsets and lag")
     p.add_argument("--json", action="store_true", help="print the queues (and the group's offsets) as JSON")
-    add_namesrv_options(p)
+    add_place_arguments(p)
     p.set_defaults(run=cmd_stat)
 
 

@@ -1,6 +1,7 @@
-"""Where the messages live: one interface (MessageLog) for what the `rmq` commands ask of them, with two
-implementations, a store directory (StoreLog) and a cluster of brokers (ClusterLog), chosen once by open_log.
-Between the store and the clients below and the command line above."""
+"""Where the messages live: one interface (MessageLog) for what the `rmq` commands and Spark ask of them, with two
+implementations, a store directory (StoreLog) and a cluster of brokers (ClusterLog). Each place is declared once
+(place.Place, listed in places.PLACES) and opened by open_log. Between the store and the clients below and the
+command line and Spark above."""
 from .errors import Failure, PartialFlush, Refused, UsageError
 from .message_log import (
            EARLIEST,

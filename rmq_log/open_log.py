@@ -1,40 +1,23 @@
-"""open_log: the one place that chooses where the messages are, from a command's or a Spark query's options: a
-store directory, or the brokers of a cluster through its name servers (with the account that signs its requests).
-What each kind of log refuses of a command's options is said here too."""
+"""open_log: the one place that opens where the messages are, from a command's arguments or the settings a Spark
+query's options were parsed into: the place they name (places.for_settings), refusing what a command asks of it
+that it cannot honour."""
 from __future__ import annotations
 
-from typing import Mapping, Optional
+from typing import Any, Mapping, Optional
 
-from rmq_acl import SessionCredentials
-
-from .broker_wait import DEFAULT_BROKER_TIMEOUT_MS
+from . import places
 from .errors import UsageError
 from .message_log import MessageLog
 
-# Options a kind of log cannot honour: option (its attribute name) -> the usage error when it is given.
-REFUSED = {
-    "store": {"cluster": "--cluster is for --namesrv; a store is one broker's"},
-    "cluster": {"follow": "--follow is not supported with --namesrv yet"},
-}
 
-
-def open_log(store: Optional[str] = None, namesrv: Optional[str] = None, config: Optional[str] = None,
-             access_key: Optional[str] = None, secret_key: Optional[str] = None,
-             options: Optional[Mapping[str, object]] = None, account: Optional[SessionCredentials] = None,
-             timeout_ms: int = DEFAULT_BROKER_TIMEOUT_MS) -> MessageLog:
-    """The brokers found through `namesrv` when it is given, else the store directory `store` (with its
-    broker.conf-style `config`); UsageError for an option in `options` (name -> value) that this log refuses.
-    Brokers' requests are signed with `account` when given (a Spark query resolves its own, so that a secret
-    from $RMQ_SECRET_KEY never travels to its executors), else with access_key/secret_key or the environment's;
-    a broker that cannot be reached is waited for up to timeout_ms where a read waits.
-    Nothing is opened yet: each request opens what it needs, and a missing store is reported by the first."""
-    kind = "cluster" if namesrv else "store"
+def open_log(options: Optional[Mapping[str, object]] = None, **settings: Any) -> MessageLog:
+    """The log of the place `settings` name: its address under the place's setting (store=PATH, namesrv=ADDRS,
+    ...) with what else it reads of them (config; access_key, secret_key or a resolved account, timeout_ms), the
+    default place's when no other is given. UsageError for an option in `options` (a command's: name -> value)
+    that this place refuses. Nothing is opened yet: each request opens what it needs, and a missing store is
+    reported by the first."""
+    place = places.for_settings(settings)
     for name, value in (options or {}).items():
-        if value and name in REFUSED[kind]:
-            raise UsageError(REFUSED[kind][name])
-    if namesrv:
-        from .cluster_log import ClusterLog
-        return ClusterLog(namesrv, access_key, secret_key, account, timeout_ms)
-    from .store_log import StoreLog
-    return StoreLog(store, config)
-
+        if value and name in place.cli_refuses:
+            raise UsageError(place.cli_refuses[name])
+    return place.open(settings)

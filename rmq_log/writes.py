@@ -17,7 +17,7 @@ import abc
 import hashlib
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Optional, Union
 
 import pyarrow as pa
@@ -38,8 +38,9 @@ BatchId = Union[int, str, None]
 
 @dataclass(frozen=True)
 class WriteOptions:
-    """What a batch of writes is told: where (path, or namesrv_addr: the place the log was opened on), the sink it
-    belongs to, and how (exactly_once, stream); the Spark sink's option parser builds it."""
+    """What a batch of writes is told: where (path, or namesrv_addr: the place the log was opened on, and
+    log_settings, what open_log opens it from), the sink it belongs to, and how (exactly_once, stream); the place
+    the Spark sink's options name builds it from them (place.Place.writes)."""
 
     path: str                     # the store directory ("" through brokers)
     topic: Optional[str]          # every row goes there (wins over a topic column)
@@ -55,6 +56,7 @@ class WriteOptions:
     broker_timeout_ms: int = DEFAULT_BROKER_TIMEOUT_MS
     credentials: Optional[SessionCredentials] = None  # every request signed
     stream: bool = False          # a streaming query's microbatches (else one batch write)
+    log_settings: dict = field(default_factory=dict)  # open_log's settings for the place written to
 
     @property
     def namesrv(self) -> str:

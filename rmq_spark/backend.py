@@ -1,7 +1,7 @@
 """Where the source and the sink meet the place the messages live: the rmq_log.MessageLog their options name, chosen
 once (as Spark's Kafka source picks one KafkaOffsetReader). The source's readers read through its reads()
-(SourceBackend), the sink through its writes() (sink_log); rmq_log.open_log chooses the log for both.
-Nothing else asks which place it is."""
+(SourceBackend), the sink through its writes() (sink_log); rmq_log.open_log opens the log for both, from the
+settings the place parsed out of the options. Nothing here asks which place it is."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
@@ -25,15 +25,13 @@ if TYPE_CHECKING:  # the sink's modules import this one
 
 class SourceBackend:
     """The log the source's options name, and how its readers read it (group, selectors, failOnDataLoss's
-    policy, pull and metrics settings)."""
+    policy, and what its place tunes of the reads)."""
 
     def __init__(self, opts: SourceOptions):
         self.opts = opts
-        self.log = open_log(store=opts.path, namesrv=opts.namesrv_addr, account=opts.credentials,
-                            timeout_ms=opts.broker_timeout_ms)
+        self.log = open_log(**opts.place.log_settings)
         self.settings = ReadSettings(group=opts.consumer_group, policy=POLICY, tags=opts.tags, sql=opts.sql,
-                                     metrics_path=opts.metrics_path, pull_batch_size=opts.pull_batch_size,
-                                     pulls_in_flight=opts.pulls_in_flight, query_key=opts.query_key)
+                                     query_key=opts.query_key, **opts.place.tuning)
 
     def open(self) -> LogReads:
         return self.log.reads(self.settings)
@@ -55,7 +53,6 @@ def backend_for(opts: SourceOptions) -> SourceBackend:
 
 
 def sink_log(opts: SinkOptions) -> MessageLog:
-    """The log the sink writes to (rmq_log.open_log chooses it): the brokers of namesrvAddr, else the store
-    directory; its writes() does the rest."""
-    from rmq_log import open_log
-    return open_log(store=opts.path, namesrv=opts.namesrv_addr, config=opts.store_config)
+    """The log the sink writes to: the place its options named (their log_settings); its writes() does the
+    rest."""
+    return open_log(**opts.log_settings)

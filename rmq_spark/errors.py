@@ -1,9 +1,13 @@
 """The Spark edge's errors: every one names what the user can fix (an option, a row, the data that was lost)."""
 from __future__ import annotations
 
+import contextlib
+from typing import Iterator
+
+from rmq_log.place import OptionError
 from rmq_log.staged_rows import RowError
 
-__all__ = ["DataLossError", "RmqOptionError", "RmqSchemaError", "RowError"]
+__all__ = ["DataLossError", "RmqOptionError", "RmqSchemaError", "RowError", "options_of_places"]
 
 
 class RmqOptionError(ValueError):
@@ -12,6 +16,15 @@ class RmqOptionError(ValueError):
     def __init__(self, option: str, message: str):
         self.option = option
         super().__init__(f"option '{option}': {message}")
+
+
+@contextlib.contextmanager
+def options_of_places() -> Iterator[None]:
+    """The errors of the options a place reads (rmq_log's OptionError) as RmqOptionError."""
+    try:
+        yield
+    except OptionError as e:
+        raise RmqOptionError(e.option, e.message) from None
 
 
 class RmqSchemaError(ValueError):

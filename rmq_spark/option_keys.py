@@ -1,13 +1,16 @@
 """Every option the rmq source and sink take, spelled as users write them (Spark lower-cases option names on the
-way in; options.canonical_options maps them back). New options go here, in SOURCE_OPTIONS, SINK_OPTIONS or
-WIRE_SINK_OPTIONS, and in the option tables of docs/reading.md or docs/writing.md (tests/test_docs.py checks both)."""
+way in; options.canonical_options maps them back). The options only one place takes (a store directory's path,
+readOnly, batchId...; the brokers' namesrvAddr, pullBatchSize, producerGroup...) are declared by that place in
+rmq_log (place.Place: read_options, write_options) and joined here from rmq_log.places. Other new options go
+here, in COMMON_SOURCE_OPTIONS or COMMON_SINK_OPTIONS, and in the option tables of docs/reading.md or
+docs/writing.md (tests/test_docs.py checks both)."""
 from __future__ import annotations
 
-PATH = "path"
-NAMESRV_ADDR = "namesrvAddr"  # instead of a path: read and write through brokers (host:port;host2:port)
+from rmq_log import places
+from rmq_log.place import CHECKPOINT_LOCATION, SINK_ID, TOPIC
+from rmq_log.store_place import MAX_BYTES_PER_TRIGGER as MAX_BYTES_PER_TRIGGER  # a rate limit the source applies
 
 # What to read (exactly one)
-TOPIC = "topic"
 SUBSCRIBE = "subscribe"
 SUBSCRIBE_PATTERN = "subscribePattern"
 ASSIGN = "assign"
@@ -28,7 +31,6 @@ ENDING_OFFSETS_BY_TIMESTAMP = "endingOffsetsByTimestamp"
 
 # Rate limits (streams)
 MAX_MESSAGES_PER_TRIGGER = "maxMessagesPerTrigger"
-MAX_BYTES_PER_TRIGGER = "maxBytesPerTrigger"
 MIN_MESSAGES_PER_TRIGGER = "minMessagesPerTrigger"
 MAX_TRIGGER_DELAY = "maxTriggerDelay"
 
@@ -39,21 +41,9 @@ FAIL_ON_DATA_LOSS = "failOnDataLoss"
 MIN_PARTITIONS = "minPartitions"
 MIN_OFFSETS_PER_PARTITION = "minOffsetsPerPartition"  # streams: small queue ranges packed into one partition
 POLL_TIMEOUT_MS = "pollTimeoutMs"
-READ_ONLY = "readOnly"
-METRICS_PATH = "metricsPath"
-
-# Over the wire (with namesrvAddr)
-PULL_BATCH_SIZE = "pullBatchSize"        # maxMsgNums of each pull (the broker may cap it)
-PULLS_IN_FLIGHT = "pullsInFlight"        # pulls of one partition sent before the first answers
-BROKER_TIMEOUT_MS = "brokerTimeoutMs"    # how long a query waits for a broker that does not answer
-ACCESS_KEY = "accessKey"                 # brokers with aclEnable=true: the plain_acl.yml account (or RMQ_ACCESS_KEY)
-SECRET_KEY = "secretKey"                 # its secret (or RMQ_SECRET_KEY, kept out of every pickle and log)
 
 # Defaults written once: the options' dataclasses and parsers read them from here
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60_000
-DEFAULT_PULL_BATCH_SIZE = 1024
-DEFAULT_PULLS_IN_FLIGHT = 4
-DEFAULT_BROKER_TIMEOUT_MS = 60_000
 # a task costs Spark a round trip to a Python worker (~100-200 ms); reading 8,192 offsets takes a fraction of it
 DEFAULT_MIN_OFFSETS_PER_PARTITION = 8192
 
@@ -65,31 +55,29 @@ KEY = "key"              # the messages whose KEYS hold this key (what array_con
 UNIQ_KEY = "uniqKey"     # the message whose UNIQ_KEY (the msgId a producer's SendResult shows) is this
 USE_INDEX = "useIndex"   # false: answer key, uniqKey and msg_id filters by scanning (the same rows)
 
-SOURCE_OPTIONS = (
-    PATH, TOPIC, SUBSCRIBE, SUBSCRIBE_PATTERN, ASSIGN,
+# The options every place takes
+COMMON_SOURCE_OPTIONS = (
+    TOPIC, SUBSCRIBE, SUBSCRIBE_PATTERN, ASSIGN,
     TAGS, SQL, EXPRESSION_TYPE, SUB_EXPRESSION,
     STARTING_OFFSETS, STARTING_TIMESTAMP, STARTING_OFFSETS_BY_TIMESTAMP, ENDING_OFFSETS, ENDING_TIMESTAMP,
     ENDING_OFFSETS_BY_TIMESTAMP,
-    MAX_MESSAGES_PER_TRIGGER, MAX_BYTES_PER_TRIGGER, MIN_MESSAGES_PER_TRIGGER, MAX_TRIGGER_DELAY,
+    MAX_MESSAGES_PER_TRIGGER, MIN_MESSAGES_PER_TRIGGER, MAX_TRIGGER_DELAY,
     CONSUMER_GROUP, COMMIT_OFFSETS, FAIL_ON_DATA_LOSS, MIN_PARTITIONS, MIN_OFFSETS_PER_PARTITION, POLL_TIMEOUT_MS,
-    READ_ONLY, METRICS_PATH, NAMESRV_ADDR, PULL_BATCH_SIZE, PULLS_IN_FLIGHT, BROKER_TIMEOUT_MS, ACCESS_KEY, SECRET_KEY,
     INCLUDE_PROPERTIES, KEY, UNIQ_KEY, USE_INDEX,
 )
 
-# The sink
-SINK_ID = "sinkId"
-BATCH_ID = "batchId"
-STORE_CONFIG = "storeConfig"
-CHECKPOINT_LOCATION = "checkpointLocation"
+# The sink (its options only one place takes are that place's write_options)
 QUERY_NAME = "queryName"
+COMMON_SINK_OPTIONS = (TOPIC, SINK_ID, CHECKPOINT_LOCATION, QUERY_NAME)
 
-SINK_OPTIONS = (PATH, TOPIC, SINK_ID, BATCH_ID, STORE_CONFIG, CHECKPOINT_LOCATION, QUERY_NAME)
 
-# The sink through brokers (with namesrvAddr)
-PRODUCER_GROUP = "producerGroup"          # the transactions' producer group (default: one per sink)
-DELIVERY_GUARANTEE = "deliveryGuarantee"  # exactly_once (transactional messages, the default) or at_least_once
-WIRE_SINK_OPTIONS = (NAMESRV_ADDR, TOPIC, SINK_ID, CHECKPOINT_LOCATION, QUERY_NAME, PRODUCER_GROUP,
-                     DELIVERY_GUARANTEE, BROKER_TIMEOUT_MS, ACCESS_KEY, SECRET_KEY)
+def source_options() -> tuple[str, ...]:
+    """Every option of the source, the places' own included."""
+    return COMMON_SOURCE_OPTIONS + places.read_option_names()
+
+
+SOURCE_OPTIONS = source_options()  # as documented in docs/reading.md
+SINK_OPTIONS = COMMON_SINK_OPTIONS + places.write_option_names()  # as documented in docs/writing.md
 
 # Spark's Kafka source options, as Kafka users write them. Those that mean the same here are read as the rmq
 # option (with a log line saying its name); those with no counterpart are refused saying what to use instead.

@@ -14,19 +14,17 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Union
 
-from rmq_acl import SessionCredentials
-from rmq_log import QueueKey
+from rmq_log import QueueKey, places
+from rmq_log import place as place_options
+from rmq_log.place import ReadPlace
 from rmq_log.reads import Queue
 
 from . import option_keys as K
-from .errors import RmqOptionError
+from .errors import RmqOptionError, options_of_places
 
 log = logging.getLogger(__name__)
 
-OPTION_NAMES = K.SOURCE_OPTIONS  # as users spell them (Spark hands them to us lower-cased)
-
 EARLIEST, LATEST = -2, -1
-_HOST = re.compile(r"[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\]")  # a name, an IPv4 address or a bracketed IPv6 one
 _GROUP_NAME = re.compile(r"[%|a-zA-Z0-9_-]{1,255}")
 _DURATION = re.compile(r"\s*(\d+)\s*(ms|s|m|min|h|d)?\s*", re.IGNORECASE)
 _DURATION_MS = {None: 1, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -126,7 +124,7 @@ EndingOffsets = Union[LatestOffsets, SpecificOffsets]
 
 @dataclass(frozen=True)
 class SourceOptions:
-    path: str
+    place: ReadPlace  # where the messages are read, as the place the options name parsed its own options
     subscription: Subscription
     tags: Optional[str] = None
     sql: Optional[str] = None
@@ -146,18 +144,11 @@ class SourceOptions:
     min_partitions: Optional[int] = None
     min_offsets_per_partition: int = K.DEFAULT_MIN_OFFSETS_PER_PARTITION
     poll_timeout_ms: int = 0
-    read_only: bool = False
-    metrics_path: Optional[str] = None
-    namesrv_addr: Optional[str] = None  # over the wire: path is "" then
-    pull_batch_size: int = K.DEFAULT_PULL_BATCH_SIZE
-    pulls_in_flight: int = K.DEFAULT_PULLS_IN_FLIGHT
-    broker_timeout_ms: int = K.DEFAULT_BROKER_TIMEOUT_MS
-    credentials: Optional[SessionCredentials] = None  # accessKey / secretKey: every request to the brokers signed
     include_properties: bool = True
     key: Optional[str] = None       # rows whose keys hold it (batch reads; found through the index)
     uniq_key: Optional[str] = None  # the row whose UNIQ_KEY property is it
     use_index: bool = True
-    raw: dict = field(default_factory=dict, compare=False)  # the options as given, secretKey left out
+    raw: dict = field(default_factory=dict, compare=False)  # the options as given, the places' secrets left out
     # names the reader (one query run, or one batch read) in what is logged once per query
     query_key: str = field(default_factory=lambda: os.urandom(8).hex(), compare=False)
 
@@ -189,23 +180,23 @@ def canonical_options(options: Mapping[str, str], names, what: str) -> dict:
 
 
 def parse_options(options: Mapping[str, str]) -> SourceOptions:
-    """Static checks (names, syntax, numbers). Checks against the store are in check_against_store."""
-    opts = canonical_options(options, OPTION_NAMES, 'format("rmq")')
-    namesrv = namesrv_addr_option(opts)
-    path = "" if namesrv else _store_path(opts)
+    """Static checks (names, syntax, numbers). Checks against the store are in check_against_store. The place
+    the options name (rmq_log.places) reads its address and the options only it takes."""
+    opts = canonical_options(options, K.source_options(), 'format("rmq")')
+    with options_of_places():
+        place = places.for_reads(opts).reads(opts)
     subscription = _subscription(opts)
     tags, sql = _selectors(opts)
-    read_only = _bool(opts, K.READ_ONLY, not namesrv and not os.path.exists(os.path.join(path, ".rmq-spark")))
     ts, ts_by_queue = _timestamps(opts, K.STARTING_TIMESTAMP, K.STARTING_OFFSETS_BY_TIMESTAMP)
     end_ts, end_ts_by_queue = _timestamps(opts, K.ENDING_TIMESTAMP, K.ENDING_OFFSETS_BY_TIMESTAMP)
     max_msgs, min_msgs, delay_ms = _trigger_limits(opts)
     group = opts.get(K.CONSUMER_GROUP)
     if group is None:
-        group = default_consumer_group(path or f"rocketmq://{namesrv}", subscription, tags, sql)
+        group = default_consumer_group(place.identity, subscription, tags, sql)
     elif not _GROUP_NAME.fullmatch(group):
         raise RmqOptionError(K.CONSUMER_GROUP, f"{group!r} must match ^[%|a-zA-Z0-9_-]+$ (at most 255 characters)")
     return SourceOptions(
-        path=path, subscription=subscription, tags=tags, sql=sql,
+        place=place, subscription=subscription, tags=tags, sql=sql,
         starting_offsets=_starting_offsets(opts.get(K.STARTING_OFFSETS)), starting_timestamp=ts,
         starting_offsets_by_timestamp=ts_by_queue, ending_offsets=_ending_offsets(opts),
         ending_timestamp=end_ts, ending_offsets_by_timestamp=end_ts_by_queue,
@@ -213,22 +204,15 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         max_bytes_per_trigger=int_option(opts, K.MAX_BYTES_PER_TRIGGER, None, minimum=1),
         min_messages_per_trigger=min_msgs, max_trigger_delay_ms=delay_ms,
         consumer_group=group,
-        commit_offsets=_bool(opts, K.COMMIT_OFFSETS, not read_only),
+        commit_offsets=_bool(opts, K.COMMIT_OFFSETS, not place.read_only),
         fail_on_data_loss=_bool(opts, K.FAIL_ON_DATA_LOSS, True),
         min_partitions=int_option(opts, K.MIN_PARTITIONS, None, minimum=1),
         min_offsets_per_partition=int_option(opts, K.MIN_OFFSETS_PER_PARTITION, K.DEFAULT_MIN_OFFSETS_PER_PARTITION,
                                              minimum=0),
         poll_timeout_ms=int_option(opts, K.POLL_TIMEOUT_MS, 0, minimum=0),
-        read_only=read_only,
-        metrics_path=opts.get(K.METRICS_PATH),
-        namesrv_addr=namesrv,
-        pull_batch_size=int_option(opts, K.PULL_BATCH_SIZE, K.DEFAULT_PULL_BATCH_SIZE, minimum=1),
-        pulls_in_flight=int_option(opts, K.PULLS_IN_FLIGHT, K.DEFAULT_PULLS_IN_FLIGHT, minimum=1),
-        broker_timeout_ms=int_option(opts, K.BROKER_TIMEOUT_MS, K.DEFAULT_BROKER_TIMEOUT_MS, minimum=0),
-        credentials=credentials_option(opts) if namesrv else None,
         include_properties=_bool(opts, K.INCLUDE_PROPERTIES, True),
         key=_non_empty(opts, K.KEY), uniq_key=_non_empty(opts, K.UNIQ_KEY), use_index=_bool(opts, K.USE_INDEX, True),
-        raw={k: v for k, v in opts.items() if k != K.SECRET_KEY},
+        raw={k: v for k, v in opts.items() if k not in places.secret_options()},
     )
 
 
@@ -238,59 +222,6 @@ def _non_empty(opts: dict, name: str) -> Optional[str]:
         raise RmqOptionError(name, f"{value!r}: a key is a non-empty text without spaces (KEYS separates keys by "
                                    f"spaces)")
     return value
-
-
-def credentials_option(opts: dict) -> Optional[SessionCredentials]:
-    """accessKey and secretKey (the source's and the wire sink's), else RMQ_ACCESS_KEY / RMQ_SECRET_KEY of the
-    driver's environment (a secret from the environment is read there again on the executors:
-    spark.executorEnv.RMQ_SECRET_KEY)."""
-    try:
-        return SessionCredentials.resolve(opts.get(K.ACCESS_KEY), opts.get(K.SECRET_KEY),
-                                          names=(K.ACCESS_KEY, K.SECRET_KEY))
-    except ValueError as e:
-        raise RmqOptionError(K.SECRET_KEY if str(e).startswith(K.SECRET_KEY) else K.ACCESS_KEY, str(e)) from None
-
-
-def namesrv_addr_option(opts: dict) -> Optional[str]:
-    """namesrvAddr (host:port, ';'-separated): read through brokers instead of a store directory."""
-    text = opts.get(K.NAMESRV_ADDR)
-    wire_only = [n for n in (K.PULL_BATCH_SIZE, K.PULLS_IN_FLIGHT, K.BROKER_TIMEOUT_MS, K.ACCESS_KEY, K.SECRET_KEY)
-                 if n in opts]
-    if text is None:
-        if wire_only:
-            raise RmqOptionError(wire_only[0], "only for reads through brokers (with namesrvAddr)")
-        return None
-    if opts.get(K.PATH) not in (None, ""):
-        raise RmqOptionError(K.NAMESRV_ADDR, f"give a store directory (path={opts[K.PATH]!r}) or name servers "
-                                             f"(namesrvAddr={text!r}), not both")
-    addrs = [a.strip() for a in text.replace(",", ";").split(";") if a.strip()]
-    if not addrs:
-        raise RmqOptionError(K.NAMESRV_ADDR, "no name server given; expected host:port;host2:port")
-    for a in addrs:
-        host, sep, port = a.rpartition(":")
-        if "://" in a:
-            raise RmqOptionError(K.NAMESRV_ADDR, f"{a!r} is not host:port: name servers take no scheme (write "
-                                                 f"{a.split('://', 1)[1]!r})")
-        if not sep or not _HOST.fullmatch(host) or not port.isdigit() or not 0 < int(port) < 65536:
-            raise RmqOptionError(K.NAMESRV_ADDR, f"{a!r} is not host:port (e.g. 127.0.0.1:9876;host2:9876)")
-    for name in (K.READ_ONLY, K.METRICS_PATH, K.MAX_BYTES_PER_TRIGGER):
-        if name in opts:
-            raise RmqOptionError(name, "only for a store directory (path), not with namesrvAddr (use "
-                                       "maxMessagesPerTrigger)" if name == K.MAX_BYTES_PER_TRIGGER else
-                                 "only for a store directory (path), not with namesrvAddr")
-    return ";".join(addrs)
-
-
-def _store_path(opts: dict) -> str:
-    path = opts.get(K.PATH)
-    if path is None or not str(path).strip():
-        raise RmqOptionError(K.PATH, "the store directory is required: .option(\"path\", dir) or .load(dir)")
-    path = os.path.abspath(os.path.expanduser(str(path)))
-    if not os.path.isdir(path):
-        raise RmqOptionError(K.PATH, f"store directory {path} does not exist")
-    if not (os.path.isdir(os.path.join(path, "commitlog")) or os.path.isdir(os.path.join(path, "consumequeue"))):
-        raise RmqOptionError(K.PATH, f"{path} is not a message store (it has neither commitlog/ nor consumequeue/)")
-    return path
 
 
 def _timestamps(opts: dict, one: str, per_queue: str) -> tuple[Optional[int], Optional[dict]]:
@@ -332,10 +263,11 @@ def _trigger_limits(opts: dict) -> tuple[Optional[int], Optional[int], int]:
     return max_msgs, min_msgs, delay_ms
 
 
-def default_consumer_group(path: str, subscription: Subscription, tags: Optional[str], sql: Optional[str]) -> str:
-    """`rmq-spark-<sha1 of store path, subscription and selectors, 12 hex digits>`: the same query against the
-    same store shares progress; a different subscription or selector never overwrites it."""
-    text = json.dumps([path, subscription.describe(), tags or "", sql or ""])
+def default_consumer_group(place: str, subscription: Subscription, tags: Optional[str], sql: Optional[str]) -> str:
+    """`rmq-spark-<sha1 of the place (a store's path, rocketmq://name servers), subscription and selectors, 12 hex
+    digits>`: the same query against the same place shares progress; a different subscription or selector never
+    overwrites it."""
+    text = json.dumps([place, subscription.describe(), tags or "", sql or ""])
     return "rmq-spark-" + hashlib.sha1(text.encode("utf-8")).hexdigest()[:12]
 
 
@@ -457,22 +389,10 @@ def queue_key(text: str) -> Union[int, QueueKey]:
 
 
 def int_option(opts: dict, name: str, default, minimum: int):
-    if name not in opts:
-        return default
-    text = opts[name]
-    try:
-        value = int(str(text).strip())
-    except ValueError:
-        raise RmqOptionError(name, f"{text!r} is not an integer") from None
-    if value < minimum:
-        raise RmqOptionError(name, f"{value} must be >= {minimum}")
-    return value
+    with options_of_places():
+        return place_options.int_option(opts, name, default, minimum)
 
 
 def _bool(opts: dict, name: str, default: bool) -> bool:
-    if name not in opts:
-        return default
-    text = str(opts[name]).strip().lower()
-    if text not in ("true", "false"):
-        raise RmqOptionError(name, f"{opts[name]!r} must be true or false")
-    return text == "true"
+    with options_of_places():
+        return place_options.bool_option(opts, name, default)

@@ -5,15 +5,12 @@ from __future__ import annotations
 
 from typing import Callable, Union
 
+from rmq_log import places
 from rmq_log.broker_calls import refused_by_acl as _refused_by_acl
 from rmq_log.writes import WriteRefused
 
-from . import option_keys as K
 from .data_loss import report_data_loss
 from .errors import DataLossError, RmqOptionError
-
-# the place's settings (rmq_log's names for them) as the source's options
-_OPTIONS = {"namesrv": K.NAMESRV_ADDR, "access_key": K.ACCESS_KEY, "secret_key": K.SECRET_KEY}
 
 
 class SourceReadPolicy:
@@ -26,7 +23,7 @@ class SourceReadPolicy:
         return DataLossError(text)
 
     def setting_error(self, setting: str, text: str) -> Exception:
-        return RmqOptionError(_OPTIONS[setting], text)
+        return RmqOptionError(places.option_of(setting) or setting, text)
 
 
 POLICY = SourceReadPolicy()

@@ -118,15 +118,15 @@ def option_names() -> dict[str, str]:
 
 
 def test_every_option_key_is_accepted_somewhere():
-    accepted = set(K.SOURCE_OPTIONS) | set(K.SINK_OPTIONS) | set(K.WIRE_SINK_OPTIONS)
+    accepted = set(K.SOURCE_OPTIONS) | set(K.SINK_OPTIONS)
     orphans = {k: v for v, k in option_names().items() if v not in accepted}
-    assert not orphans, (f"rmq_spark/option_keys.py defines {orphans} but neither SOURCE_OPTIONS, SINK_OPTIONS nor "
-                         "WIRE_SINK_OPTIONS holds it: add it there and a row to the option tables in docs/")
+    assert not orphans, (f"rmq_spark/option_keys.py defines {orphans} but neither SOURCE_OPTIONS nor SINK_OPTIONS "
+                         "holds it: add it there and a row to the option tables in docs/")
 
 
 @pytest.mark.parametrize("page, accepted, what", [
     ("reading.md", K.SOURCE_OPTIONS, "SOURCE_OPTIONS (the source)"),
-    ("writing.md", K.SINK_OPTIONS + K.WIRE_SINK_OPTIONS, "SINK_OPTIONS and WIRE_SINK_OPTIONS (the sinks)"),
+    ("writing.md", K.SINK_OPTIONS, "SINK_OPTIONS (the sinks)"),
 ])
 def test_option_tables_match_the_options_accepted(page, accepted, what):
     documented = table_options(DOCS / page)

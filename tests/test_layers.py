@@ -308,6 +308,51 @@ def test_the_backend_check_sees_a_test_of_namesrv_addr_and_not_its_use():
     assert _tests_of("namesrv_addr", ast.parse(used)) == []
 
 
+# The modules that choose and open where the messages live without naming a place: they iterate rmq_log.places
+# (each place declares its options, flags and log), so a new place is a module and an entry there.
+PLACE_BLIND = ["rmq_log/open_log.py", "rmq_spark/options.py", "rmq_spark/backend.py", "rmq_spark/read_policy.py",
+               "rmq_spark/sink/__init__.py", "rmq_spark/sink/sink_options.py", "rmq_spark/sink/writer.py",
+               "rmq_cli/cli.py", "rmq_cli/common.py", "rmq_cli/consume_command.py", "rmq_cli/produce_command.py",
+               "rmq_cli/topic_commands.py", "rmq_cli/admin_commands.py", "rmq_cli/query_commands.py"]
+PLACE_NAMES = re.compile(r"(?i:namesrv)|StoreLog|ClusterLog|StorePlace|ClusterPlace|^STORE$|^CLUSTER$")
+PLACE_MODULES = {"rmq_log.cluster_log", "rmq_log.cluster_place", "rmq_log.store_place"}
+
+
+def _place_named(tree: ast.AST, addresses: set) -> list[int]:
+    """Lines naming a place: an identifier (a name, attribute, argument or imported name) such as namesrv or
+    StoreLog, an import of one place's module, or a text that is a place's address option or flag."""
+    lines = []
+    for node in ast.walk(tree):
+        names = [node.id] if isinstance(node, ast.Name) else [node.attr] if isinstance(node, ast.Attribute) else \
+            [node.arg] if isinstance(node, ast.arg) else [a.asname or a.name for a in node.names] + \
+            [a.name for a in node.names] if isinstance(node, (ast.Import, ast.ImportFrom)) else \
+            [k.arg for k in node.keywords if k.arg] if isinstance(node, ast.Call) else []
+        if any(PLACE_NAMES.search(n) for n in names) or isinstance(node, ast.Constant) and \
+                isinstance(node.value, str) and node.value.lower() in addresses:
+            lines.append(node.lineno)
+    lines += [n for n, module in _imported(tree) if module in PLACE_MODULES]
+    return sorted(set(lines))
+
+
+def test_the_source_sink_open_log_and_commands_choose_a_place_without_naming_one():
+    from rmq_log import places
+
+    addresses = {a.lower() for p in places.PLACES for a in (p.address_option, p.cli_flag)}
+    found = [f"{path}:{n}" for path in PLACE_BLIND
+             for n in _place_named(ast.parse(open(os.path.join(ROOT, path), encoding="utf-8").read(), path),
+                                   addresses)]
+    assert not found, f"a place named outside its declaration in rmq_log (ask rmq_log.places): {found}"
+
+
+def test_the_place_check_sees_a_named_place_and_not_the_registry():
+    named = ("from rmq_log.cluster_log import ClusterLog\n"
+             "def f(opts):\n    return open_log(namesrv=opts.namesrv_addr)\n"
+             "def g(opts):\n    return opts.get('namesrvAddr')\n")
+    blind = "from rmq_log import places\ndef f(opts):\n    return places.for_reads(opts).reads(opts)\n"
+    assert _place_named(ast.parse(named), {"namesrvaddr"}) == [1, 3, 5]
+    assert _place_named(ast.parse(blind), {"namesrvaddr"}) == []
+
+
 # The rmq_cli modules that may reach the store or the brokers' client themselves, and why: the others ask
 # rmq_log's MessageLog, which open_log chooses once per command.
 CLI_BELOW_THE_LOG = {
@@ -403,7 +448,7 @@ def test_the_sink_reads_its_options_in_one_parser():
 
     path = os.path.join(ROOT, "rmq_spark", "sink", "__init__.py")
     found = _option_names_read(ast.parse(open(path, encoding="utf-8").read(), path),
-                               K.SINK_OPTIONS + K.WIRE_SINK_OPTIONS)
+                               K.SINK_OPTIONS)
     assert not found, f"option names read in rmq_spark/sink/__init__.py at lines {found}"
 
 
@@ -426,9 +471,10 @@ def test_data_loss_is_reported_in_one_place():
     assert not found, f"data loss reported outside rmq_spark/data_loss.py: {found}"
 
 
-# What the Spark sink may import of rmq_log: the seam (MessageLog and its writes), the rows it stages, and no module
-# of one place (a store directory's staging and commit, a cluster's halves and decisions).
-SINK_SEAM = {"rmq_log", "rmq_log.writes", "rmq_log.staged_rows"}
+# What the Spark sink may import of rmq_log: the seam (MessageLog and its writes), the rows it stages, the places'
+# registry and what a place declares (which parses the options), and no module of one place (a store directory's
+# staging and commit, a cluster's halves and decisions).
+SINK_SEAM = {"rmq_log", "rmq_log.writes", "rmq_log.staged_rows", "rmq_log.place", "rmq_log.places"}
 
 
 def test_the_spark_sink_writes_only_through_the_message_log():

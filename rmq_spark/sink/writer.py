@@ -19,7 +19,7 @@ from rmq_log.writes import LogWrites, WriteOptionError, WriteRefused, with_task_
 from ..backend import sink_log
 from ..errors import RmqOptionError, RowError
 from .columns import to_staged
-from .sink_options import OPTION_OF_FIELD, SinkOptions
+from .sink_options import SinkOptions, option_of_field
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ def open_writes(options: SinkOptions, columns: dict) -> LogWrites:
     try:
         return sink_log(options).writes(options, columns)
     except WriteOptionError as e:
-        raise RmqOptionError(OPTION_OF_FIELD[e.field], e.message) from None
+        raise RmqOptionError(option_of_field(e.field), e.message) from None
 
 
 def task_attempt() -> tuple[int, int]:

@@ -133,10 +133,10 @@ def test_a_key_is_found_through_a_stores_index_and_a_cluster_has_none_to_ask(log
 
 def test_the_place_is_chosen_once_from_a_path_or_name_servers(tmp_path, logs):
     store = logs["store"].where()["store"]
-    with open_log(store, None, timeout_ms=1000).reads(ReadSettings("g", Policy())) as reads:
+    with open_log(store=store, timeout_ms=1000).reads(ReadSettings("g", Policy())) as reads:
         assert not reads.names_brokers and reads.describe() == f"the store at {store}"
     namesrv = logs["cluster"].where()["namesrv"]
-    with open_log("", namesrv, timeout_ms=1000).reads(ReadSettings("g", Policy())) as reads:
+    with open_log(store="", namesrv=namesrv, timeout_ms=1000).reads(ReadSettings("g", Policy())) as reads:
         assert reads.names_brokers and reads.describe() == f"the cluster of name server(s) {namesrv}"
         assert reads.queues("R") == QUEUES["cluster"]
 
@@ -145,6 +145,6 @@ def test_name_servers_that_refuse_the_first_lookup_are_the_policys_error_naming_
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # nothing listens there once closed
-    with open_log(None, f"127.0.0.1:{port}", timeout_ms=5000).reads(ReadSettings("g", Policy())) as reads:
+    with open_log(namesrv=f"127.0.0.1:{port}", timeout_ms=5000).reads(ReadSettings("g", Policy())) as reads:
         with pytest.raises(Refusal, match=rf"namesrv: no name server listens at 127.0.0.1:{port}"):
             reads.topics()

@@ -7,8 +7,9 @@ import pytest
 from pyspark.sql.types import MapType, StringType, StructField, StructType
 from sink_testkit import markers, stored
 
+from rmq_log.place import default_stream_sink_id
 from rmq_spark.options import RmqOptionError
-from rmq_spark.sink.sink_options import default_stream_sink_id, parse_sink_options, stream_options
+from rmq_spark.sink.sink_options import parse_sink_options
 
 
 def _write(df, dst, **options):
@@ -68,8 +69,9 @@ def test_sink_id_defaults(tmp_path):
     assert default_stream_sink_id("file:" + str(cp)) == "query-0b8a352a-428f-444f-855e-7d0dd8ab49eb"
     assert default_stream_sink_id(str(tmp_path / "none")).startswith("checkpoint-")
     with pytest.raises(RmqOptionError, match="option 'sinkId': required for a stream"):
-        stream_options({"path": str(tmp_path / "s"), "topic": "T"})
-    assert stream_options({"path": str(tmp_path / "s"), "topic": "T", "sinkid": "mine"}).sink_id == "mine"
+        parse_sink_options({"path": str(tmp_path / "s"), "topic": "T"}, stream=True)
+    assert parse_sink_options({"path": str(tmp_path / "s"), "topic": "T", "sinkid": "mine"}, stream=True).sink_id \
+        == "mine"
 
 
 def test_one_parser_reads_the_options_of_a_directory_or_a_cluster_and_one_log_writes(tmp_path):

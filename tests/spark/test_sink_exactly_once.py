@@ -13,7 +13,7 @@ from source_testkit import fill
 
 from rmq_log.store_commit import commit_batch
 from rmq_log.store_writes import StoreWrites
-from rmq_spark.sink.sink_options import stream_options
+from rmq_spark.sink.sink_options import parse_sink_options
 from rmq_spark.sink.writer import RmqStreamWriter
 from store import MessageStore, StoreConfig
 from store.store_check import check_store
@@ -119,7 +119,7 @@ def sigkill_trials(path, trials, rows_per_batch, rng, atomic=True):
     """Each trial: a child commits a staged batch and is killed (at a named step or a random moment); then
     the batch is staged again (new files, new UNIQ_KEYs: a restarted query re-running it) and committed in
     this process, as the replay would. Returns (expected bodies, outcomes)."""
-    opts = stream_options({"path": str(path), "topic": "C", "sinkId": "crash-test"})
+    opts = parse_sink_options({"path": str(path), "topic": "C", "sinkId": "crash-test"}, stream=True)
     with MessageStore(str(path)):
         pass
     expected, outcomes = [], []
