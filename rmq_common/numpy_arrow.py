@@ -5,6 +5,8 @@ pa.array(ndarray), pa.scalar(...) and Array.to_numpy() import pandas on their fi
 on its first read. The read path and the filters convert here instead, and never import pandas."""
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 import pyarrow as pa
 
@@ -58,7 +60,7 @@ def empty_batch(schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)
 
 
-def strings(texts: list[str]) -> pa.Array:
+def strings(texts: Sequence[str]) -> pa.Array:
     """A few Python strings (distinct values, not rows) as a string array."""
     data = [t.encode("utf-8") for t in texts]
     offsets = np.zeros(len(data) + 1, dtype=np.int32)

@@ -48,8 +48,9 @@ from rmq_common.message_codec import PROPERTY_KEYS, PROPERTY_TAGS
 from store.record_encoder import java_hash_codes
 
 from .broker_wait import BrokerUnavailableError, RetryLog
+from .errors import RowError
 from .half_messages import commit_messages, per_message_broker, queue_ends, roll_back_messages
-from .staged_rows import RowError, validate_staged
+from .staged_rows import validate_staged
 from .transaction_log import PROPERTY_SINK_BATCH, Decision, TransactionLog, answer_copy
 from .writes import BatchId, LogWrites, WriteOptionError, WriteOptions, WriteRefused, task_label, with_task_label
 

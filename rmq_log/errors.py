@@ -23,3 +23,7 @@ class PartialFlush(Exception):
     def __init__(self, cause: Exception, sent: int, detail: str):
         super().__init__(str(cause))
         self.cause, self.sent, self.detail = cause, sent, detail
+
+
+class RowError(ValueError):
+    """A bad value in one row given to the sink: names the row's position in the task's input and the reason."""

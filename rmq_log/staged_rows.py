@@ -12,10 +12,7 @@ from rmq_common.message_codec import MAX_PROPERTIES_LENGTH, check_topic
 from rmq_common.native import value_offsets
 from rmq_common.properties_column import compact_map
 
-
-class RowError(ValueError):
-    """A bad value in one row given to the sink: names the row's position in the task's input and the reason."""
-
+from .errors import RowError
 
 MAP_TYPE = pa.map_(pa.string(), pa.string())
 

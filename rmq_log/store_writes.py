@@ -16,7 +16,8 @@ import pyarrow.compute as pc
 
 from store.store_config import StoreConfig
 
-from .staged_rows import RowError, validate_staged
+from .errors import RowError
+from .staged_rows import validate_staged
 from .staging import StagedFile, batch_dir, remove_abandoned_writes
 from .store_commit import abort_batch, commit_batch
 from .writes import BatchId, LogWrites, WriteOptionError, WriteOptions, with_task_label

@@ -25,7 +25,7 @@ import pyarrow as pa
 from rmq_acl import SessionCredentials
 
 from .broker_wait import DEFAULT_BROKER_TIMEOUT_MS
-from .staged_rows import RowError
+from .errors import RowError
 
 if TYPE_CHECKING:
     from rmq_client import MQClientError

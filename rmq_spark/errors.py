@@ -4,8 +4,8 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
+from rmq_log.errors import RowError
 from rmq_log.place import OptionError
-from rmq_log.staged_rows import RowError
 
 __all__ = ["DataLossError", "RmqOptionError", "RmqSchemaError", "RowError", "options_of_places"]
 

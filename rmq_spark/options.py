@@ -305,8 +305,6 @@ def _subscription(opts: dict) -> Subscription:
 
 
 def _selectors(opts: dict) -> tuple[Optional[str], Optional[str]]:
-    from filters import FilterParseError, MessageFilter
-
     tags, sql = opts.get(K.TAGS), opts.get(K.SQL)
     etype = opts.get(K.EXPRESSION_TYPE)
     sub = opts.get(K.SUB_EXPRESSION)
@@ -324,6 +322,10 @@ def _selectors(opts: dict) -> tuple[Optional[str], Optional[str]]:
             tags = sub
         else:
             sql = sub
+    if tags is None and sql is None:
+        return None, None
+    from filters import FilterParseError, MessageFilter  # the parsers, only for a query with a selector
+
     for name, value, build in ((K.TAGS, tags, MessageFilter.by_tags), (K.SQL, sql, MessageFilter.by_sql)):
         if value is None:
             continue

@@ -3,10 +3,8 @@ batches to what Spark accepts."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-import pyarrow as pa
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -21,6 +19,9 @@ from pyspark.sql.types import (
 
 from . import option_keys as K
 from .errors import RmqOptionError, RmqSchemaError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 SCHEMA = StructType([
     StructField("topic", StringType()),
@@ -41,8 +42,6 @@ SCHEMA = StructType([
     StructField("reconsume_times", IntegerType()),
 ])
 
-# Spark checks a returned RecordBatch against exactly this (timestamp[us, tz=UTC], list field "element", ...).
-ARROW_SCHEMA = to_arrow_schema(SCHEMA, timezone="UTC")
 COLUMNS = [f.name for f in SCHEMA.fields]
 
 # includeProperties=false leaves these out: the nested columns, which cost Spark the most to take in.
@@ -72,6 +71,8 @@ class Selection:
     def to_spark_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """A store scan batch as Spark takes it: the selected columns only, each cast only where the types differ
         (timestamps ms -> us UTC, the list's field name), all vectorised."""
+        import pyarrow as pa
+
         arrays = []
         for name, field in zip(self.columns, self.arrow_schema):
             col = batch.column(name)
@@ -81,7 +82,25 @@ class Selection:
         return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)
 
 
-FULL = Selection(tuple(COLUMNS), ARROW_SCHEMA)
+def _arrow_schema(schema: StructType) -> pa.Schema:
+    """What Spark checks a returned RecordBatch against: exactly this (timestamp[us, tz=UTC], list field
+    "element", ...). Arrow is imported here, when a reader is made: the planners that only name the source or ask
+    its schema do without it."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schema, timezone="UTC")
+
+
+def __getattr__(name: str) -> Any:
+    """ARROW_SCHEMA (every column's Arrow schema) and FULL (their Selection), made on first use."""
+    if name == "ARROW_SCHEMA":
+        value: Any = _arrow_schema(SCHEMA)
+    elif name == "FULL":
+        value = Selection(tuple(COLUMNS), __getattr__("ARROW_SCHEMA"))
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
 
 
 def select(schema: StructType, include_properties: bool = True) -> Selection:
@@ -108,7 +127,7 @@ def select(schema: StructType, include_properties: bool = True) -> Selection:
             raise RmqOptionError(K.INCLUDE_PROPERTIES, f"false leaves out {' and '.join(PROPERTY_COLUMNS)}, and the "
                                                        f"schema selects '{f.name}'")
     columns = tuple(by_name[f.name.lower()].name for f in schema.fields)
-    return Selection(columns, to_arrow_schema(schema, timezone="UTC"))
+    return Selection(columns, _arrow_schema(schema))
 
 
 def _refuse(field: str, why: str) -> NoReturn:
@@ -118,4 +137,4 @@ def _refuse(field: str, why: str) -> NoReturn:
 
 def to_spark_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
     """A store scan batch (SCAN_SCHEMA) as ARROW_SCHEMA (all columns; body_crc dropped)."""
-    return FULL.to_spark_batch(batch)
+    return __getattr__("FULL").to_spark_batch(batch)

@@ -1,4 +1,8 @@
-"""The "rmq" Python data source: options checked when the query starts, then a batch or stream reader."""
+"""The "rmq" Python data source: options checked when the query starts, then a batch or stream reader.
+
+Spark imports this module in every Python process of a query: its lookup and create planners only name the source
+and ask its schema, so the readers (and the store, Arrow and the clients under them) are imported when a reader
+is made; `tests/spark/test_worker_first_read.py` checks what naming the source imports."""
 from __future__ import annotations
 
 import sys
@@ -8,13 +12,9 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, Suppor
 from pyspark.sql.types import StructType
 
 from . import option_keys as K
-from .backend import backend_for
-from .batch_reader import RmqBatchReader, RmqPushdownBatchReader
 from .errors import RmqOptionError
-from .offsets import check_against_store
 from .options import parse_options
 from .schema import default_schema, select
-from .stream_reader import RmqStreamReader
 
 # pyspark's planner module that calls pushFilters; the only process where a reader may override it (see
 # batch_reader).
@@ -40,6 +40,9 @@ class RmqDataSource(DataSource):
         return default_schema(parse_options(self.options).include_properties)
 
     def _read_config(self, schema: StructType):
+        from .backend import backend_for
+        from .offsets import check_against_store
+
         config = parse_options(self.options)
         selection = select(schema, config.include_properties)
         backend = backend_for(config)
@@ -48,12 +51,16 @@ class RmqDataSource(DataSource):
         return config, _build_filter(config), selection
 
     def reader(self, schema: StructType):
+        from .batch_reader import RmqBatchReader, RmqPushdownBatchReader
+
         config, message_filter, selection = self._read_config(schema)
         if _called_by_pushdown_planner():
             return RmqPushdownBatchReader(config, message_filter, selection)
         return RmqBatchReader(config, message_filter, selection)
 
     def streamReader(self, schema: StructType):
+        from .stream_reader import RmqStreamReader
+
         try:
             config, message_filter, selection = self._read_config(schema)
             for ending in (K.ENDING_OFFSETS, K.ENDING_TIMESTAMP, K.ENDING_OFFSETS_BY_TIMESTAMP):
