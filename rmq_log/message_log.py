@@ -1,8 +1,9 @@
 """Where the messages live, as the `rmq` commands ask about it: MessageLog, the interface that a store directory
 (store_log.StoreLog) and a cluster of brokers (cluster_log.ClusterLog) implement, and the values it answers with.
 
-A queue is a QueueKey (brokerName, queueId) in both: a store directory is one broker's, so its queues carry the
-store's brokerName. A log that `names_brokers` is shown queue by brokerName:queueId; a store by queue id alone."""
+A queue is a QueueKey (brokerName, queueId) in both: a store directory is one broker's, so its queues carry a
+broker name too (STORE_BROKER_NAME). A log that `names_brokers` is shown queue by brokerName:queueId; a store by
+queue id alone."""
 from __future__ import annotations
 
 import abc
@@ -18,6 +19,10 @@ Start = tuple[str, Optional[int]]
 DEFAULT_GROUP = "rmq-cli"  # the consumer group of a read that names none
 FOREVER = 2**63 - 1  # a time range's open end (ms)
 EARLIEST, LATEST = 0, -1  # reset_offsets's `when` for either end (else ms since the epoch), as rmq_client.admin's
+# A store directory keeps no brokerName: its queues' keys carry the one `rmq serve` gives it unless told otherwise,
+# fixed so that a directory's keys are the same whoever opens it (no file to read, nothing to disagree on). Where a
+# store's queue is shown (offsets JSON, messages) it is its queue id alone, so the name is never seen there.
+STORE_BROKER_NAME = "broker-a"
 
 
 @dataclasses.dataclass(frozen=True, order=True)
