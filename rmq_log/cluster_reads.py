@@ -22,8 +22,8 @@ from rmq_client import NAMESRV_HINT, MessageQueue, MQClientError, Subscription, 
 
 from .broker_calls import RETRY_PAUSE_S, consumer_for, refused_by_acl, with_retry
 from .broker_wait import BrokerUnavailableError, RetryLog
-from .message_log import QueueKey
-from .reads import LogReads, RangeReader, ReadPolicy, ReadSettings, split_queue_name
+from .queue_key import QueueKey, split_queue_name
+from .reads import LogReads, RangeReader, ReadPolicy, ReadSettings
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ import abc
 import dataclasses
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Protocol, Union
 
-from .message_log import QueueKey
+from .queue_key import QueueKey
 
 if TYPE_CHECKING:
     import numpy as np
@@ -61,14 +61,6 @@ class ReadSettings:
     pull_batch_size: int = 1024
     pulls_in_flight: int = 4
     query_key: str = ""
-
-
-def split_queue_name(name: str) -> tuple[Optional[str], int]:
-    """(brokerName, queueId) of "broker-a:3", (None, queueId) of "3"; ValueError for anything else."""
-    broker, sep, queue_id = str(name).rpartition(":")
-    if sep and not broker:
-        raise ValueError(f"{name!r} is neither a queue id nor brokerName:queueId")
-    return (broker if sep else None), int(queue_id)
 
 
 def check_data_loss(topic: str, queue: Union[int, str], wanted: int, available: int, fail: bool,

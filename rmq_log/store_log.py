@@ -16,7 +16,6 @@ from .errors import Failure, UsageError
 from .message_log import (
     EARLIEST,
     LATEST,
-    STORE_BROKER_NAME,
     Consume,
     Emit,
     LineWriter,
@@ -26,6 +25,7 @@ from .message_log import (
     Sent,
     TopicChange,
 )
+from .queue_key import STORE_BROKER_NAME
 from .store_consume import consume
 
 if TYPE_CHECKING:

@@ -21,8 +21,8 @@ import pyarrow as pa
 
 from store import MessageStore, MissingFileError, OffsetStore, ReadOffsetType
 
-from .message_log import STORE_BROKER_NAME, QueueKey
-from .reads import LogReads, RangeReader, ReadPolicy, ReadSettings, check_data_loss, split_queue_name
+from .queue_key import STORE_BROKER_NAME, QueueKey, split_queue_name
+from .reads import LogReads, RangeReader, ReadPolicy, ReadSettings, check_data_loss
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ import pytest
 from source_testkit import fill
 
 from rmq_log import QueueKey
-from rmq_log.message_log import STORE_BROKER_NAME
+from rmq_log.queue_key import STORE_BROKER_NAME
 from rmq_log.store_reads import OffsetCommitter
 from rmq_spark.errors import DataLossError
 from rmq_spark.read_policy import POLICY
