@@ -491,6 +491,61 @@ def _properties_arrays(outs: list, n: int, pairs: int, items: int, want: int) ->
     return props, tags, keys
 
 
+def _last_of_each_key_compiled(maps: pa.MapArray) -> pa.MapArray:
+    """Maps of properties texts (message_properties.properties_to_map) with one entry per key in each row, the
+    later of duplicates in its place. properties_to_map's compiled pair scanner (property_pairs) keeps one entry
+    per key already."""
+    return maps
+
+
+def _last_of_each_key_python(maps: pa.MapArray) -> pa.MapArray:
+    n = len(maps)
+    if n == 0 or len(maps.keys) == 0:
+        return maps
+    offsets = value_offsets(maps).astype(np.int64)
+    parent = np.repeat(np.arange(n, dtype=np.int64), np.diff(offsets))
+    dup_rows = _rows_with_duplicate_keys(maps.keys, parent, n)
+    if len(dup_rows) == 0:
+        return maps
+    keys, values, new_offsets = _keep_last_duplicates(maps.keys, maps.items, parent, offsets, dup_rows)
+    return pa.MapArray.from_arrays(pa.array(new_offsets), keys, values)
+
+
+def _rows_with_duplicate_keys(keys: pa.Array, parent: np.ndarray, n: int) -> np.ndarray:
+    enc = pc.dictionary_encode(keys)
+    idx = enc.indices.to_numpy().astype(np.int64)
+    u = len(enc.dictionary)
+    if u <= 1 and len(idx) <= n:
+        # One distinct key: duplicates iff some row has two pairs.
+        counts = np.bincount(parent, minlength=n)
+        return np.flatnonzero(counts > 1)
+    code = parent.astype(np.int64) * u + idx
+    if n * u <= 50_000_000:
+        counts = np.bincount(code, minlength=n * u)
+        return np.unique(np.flatnonzero(counts > 1) // u)
+    uniq, counts = np.unique(code, return_counts=True)
+    return np.unique(uniq[counts > 1] // u)
+
+
+def _keep_last_duplicates(keys, values, parent, offsets, dup_rows):
+    """Rare path: rows holding a key twice keep its last value, in the position of its last occurrence."""
+    drop = np.zeros(len(parent), dtype=bool)
+    key_list = keys.to_pylist()
+    for row in dup_rows.tolist():
+        seen = set()
+        for i in range(int(offsets[row + 1]) - 1, int(offsets[row]) - 1, -1):
+            if key_list[i] in seen:
+                drop[i] = True
+            seen.add(key_list[i])
+    keep = pa.array(~drop)
+    keys = keys.filter(keep)
+    values = values.filter(keep)
+    counts = np.bincount(parent[~drop], minlength=len(offsets) - 1)
+    new_offsets = np.zeros(len(offsets), dtype=np.int32)
+    np.cumsum(counts, out=new_offsets[1:])
+    return keys, values, new_offsets
+
+
 def _none(*args, **kwargs) -> None:
     """The fallback of a kernel whose callers have their own numpy/Arrow path: None sends them there."""
     return None
@@ -503,6 +558,7 @@ FALLBACKS = {
     "crc32_spans": _crc32_spans_python,
     "property_pairs": _none,
     "property_columns": _property_columns_python,
+    "last_of_each_key": _last_of_each_key_python,
     "properties_without": _none,
     "strings_in": _strings_in_python,
     "decimal_longs": _decimal_longs_python,
@@ -520,6 +576,7 @@ available = _available_compiled if _compiled else _available_python
 crc32_spans = _crc32_spans_compiled if _compiled else _crc32_spans_python
 property_pairs = _property_pairs_compiled if _compiled else _none
 property_columns = _property_columns_compiled if _compiled else _property_columns_python
+last_of_each_key = _last_of_each_key_compiled if _compiled else _last_of_each_key_python
 properties_without = _properties_without_compiled if _compiled else _none
 strings_in = _strings_in_compiled if _compiled else _strings_in_python
 decimal_longs = _decimal_longs_compiled if _compiled else _decimal_longs_python

@@ -36,54 +36,7 @@ def gather_spans(data, starts: np.ndarray, ends: np.ndarray, typ=pa.binary()) ->
 def parse_properties(props: pa.Array) -> pa.MapArray:
     """A string array of RocketMQ property texts -> map<string,string>, one entry per key (the later of
     duplicates wins, as RocketMQ's decoder does; Spark refuses maps with duplicate keys)."""
-    result = properties_to_map(props)
-    if native.available():
-        return result  # the compiled scanner already keeps one entry per key
-    n = len(result)
-    if n == 0 or len(result.keys) == 0:
-        return result
-    offsets = native.value_offsets(result).astype(np.int64)
-    parent = np.repeat(np.arange(n, dtype=np.int64), np.diff(offsets))
-    dup_rows = _rows_with_duplicate_keys(result.keys, parent, n)
-    if len(dup_rows) == 0:
-        return result
-    keys, values, new_offsets = _keep_last_duplicates(result.keys, result.items, parent, offsets, dup_rows)
-    return pa.MapArray.from_arrays(pa.array(new_offsets), keys, values)
-
-
-def _rows_with_duplicate_keys(keys: pa.Array, parent: np.ndarray, n: int) -> np.ndarray:
-    enc = pc.dictionary_encode(keys)
-    idx = enc.indices.to_numpy().astype(np.int64)
-    u = len(enc.dictionary)
-    if u <= 1 and len(idx) <= n:
-        # One distinct key: duplicates iff some row has two pairs.
-        counts = np.bincount(parent, minlength=n)
-        return np.flatnonzero(counts > 1)
-    code = parent.astype(np.int64) * u + idx
-    if n * u <= 50_000_000:
-        counts = np.bincount(code, minlength=n * u)
-        return np.unique(np.flatnonzero(counts > 1) // u)
-    uniq, counts = np.unique(code, return_counts=True)
-    return np.unique(uniq[counts > 1] // u)
-
-
-def _keep_last_duplicates(keys, values, parent, offsets, dup_rows):
-    """Rare path: rows holding a key twice keep its last value, in the position of its last occurrence."""
-    drop = np.zeros(len(parent), dtype=bool)
-    key_list = keys.to_pylist()
-    for row in dup_rows.tolist():
-        seen = set()
-        for i in range(int(offsets[row + 1]) - 1, int(offsets[row]) - 1, -1):
-            if key_list[i] in seen:
-                drop[i] = True
-            seen.add(key_list[i])
-    keep = pa.array(~drop)
-    keys = keys.filter(keep)
-    values = values.filter(keep)
-    counts = np.bincount(parent[~drop], minlength=len(offsets) - 1)
-    new_offsets = np.zeros(len(offsets), dtype=np.int32)
-    np.cumsum(counts, out=new_offsets[1:])
-    return keys, values, new_offsets
+    return native.last_of_each_key(properties_to_map(props))
 
 
 def scan_columns(data, starts: np.ndarray, ends: np.ndarray, want: int = native.WANT_PROPERTIES) -> tuple:

@@ -2,8 +2,8 @@
 for its queues' offsets (one GET_TOPIC_STATS_INFO per broker and topic), executors pull their queue ranges from
 the broker that holds them (ClusterRange), and the group's offsets go to the brokers with UPDATE_CONSUMER_OFFSET.
 
-A queue is (topic, QueueKey(brokerName, queueId)); in offsets JSON it is "brokerName:queueId", so the same
-queue id on two brokers is never confused.
+A queue is (topic, QueueKey(brokerName, queueId)); it is named "brokerName:queueId" (offsets JSON, messages), so the
+same queue id on two brokers is never confused.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from rmq_client import NAMESRV_HINT, MessageQueue, MQClientError, Subscription, 
 
 from .broker_calls import RETRY_PAUSE_S, consumer_for, refused_by_acl, with_retry
 from .broker_wait import BrokerUnavailableError, RetryLog
-from .message_log import QueueKey
+from .queue_key import QueueKey, split_queue_name
 from .reads import LogReads, RangeReader, ReadPolicy, ReadSettings
 
 log = logging.getLogger(__name__)
@@ -34,8 +34,6 @@ BOUNDS_FRESH_S = 0.2  # a trigger asks the bounds a few times in a row: one roun
 class ClusterReads(LogReads):
     """A reader's questions, answered by the brokers of the topics' routes. timeout_ms: how long a broker that
     cannot be reached is waited for (brokerTimeoutMs)."""
-
-    names_brokers = True
 
     def __init__(self, namesrv: str, credentials: Optional[SessionCredentials], timeout_ms: int,
                  settings: ReadSettings):
@@ -70,6 +68,16 @@ class ClusterReads(LogReads):
     def describe(self) -> str:
         return f"the cluster of name server(s) {self.namesrv}"
 
+    def queue_name(self, queue: QueueKey) -> str:
+        return f"{queue.broker_name}:{queue.queue_id}"
+
+    def parse_queue(self, name: str) -> QueueKey:
+        broker, queue_id = split_queue_name(name)
+        if broker is None:
+            raise ValueError(f"over the wire, name a queue as brokerName:queueId (e.g. \"broker-a:{queue_id}\"), "
+                             f"not {name}")
+        return QueueKey(broker, queue_id)
+
     def topics(self) -> list[str]:
         return self._retry(self.consumer.topics, f"topic list from {self.namesrv}")
 
@@ -97,7 +105,7 @@ class ClusterReads(LogReads):
         added = False
         for (topic, q), off in positions.items():
             seen = self._seen.setdefault(topic, {})
-            if isinstance(q, QueueKey) and q not in seen:
+            if q not in seen:
                 seen[q] = (off, off)
                 added = True
         if added:

@@ -1,13 +1,16 @@
 """Where the messages live, as the `rmq` commands ask about it: MessageLog, the interface that a store directory
 (store_log.StoreLog) and a cluster of brokers (cluster_log.ClusterLog) implement, and the values it answers with.
 
-A queue is a QueueKey (brokerName, queueId) in both: a store directory is one broker's, so its queues carry the
-store's brokerName. A log that `names_brokers` is shown queue by brokerName:queueId; a store by queue id alone."""
+A queue is a QueueKey (brokerName, queueId) in both: a store directory is one broker's, so its queues carry a
+broker name too (queue_key.STORE_BROKER_NAME). A log that `names_brokers` is shown queue by brokerName:queueId; a
+store by queue id alone."""
 from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import TYPE_CHECKING, Any, Callable, Collection, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Collection, Optional
+
+from .queue_key import QueueKey
 
 if TYPE_CHECKING:
     from .reads import LogReads, ReadSettings
@@ -18,23 +21,6 @@ Start = tuple[str, Optional[int]]
 DEFAULT_GROUP = "rmq-cli"  # the consumer group of a read that names none
 FOREVER = 2**63 - 1  # a time range's open end (ms)
 EARLIEST, LATEST = 0, -1  # reset_offsets's `when` for either end (else ms since the epoch), as rmq_client.admin's
-
-
-@dataclasses.dataclass(frozen=True, order=True)
-class QueueKey:
-    broker_name: str
-    queue_id: int
-
-    def name(self, names_broker: bool) -> Union[str, int]:
-        """brokerName:queueId, or the queue id alone where there is one broker."""
-        return f"{self.broker_name}:{self.queue_id}" if names_broker else self.queue_id
-
-    def fields(self, names_broker: bool) -> dict:
-        """The queue's JSON fields: broker_name (where there are brokers) and queue_id."""
-        return ({"broker_name": self.broker_name} if names_broker else {}) | {"queue_id": self.queue_id}
-
-    def __str__(self) -> str:
-        return f"{self.broker_name}:{self.queue_id}"  # as offsets JSON names a broker's queue
 
 
 @dataclasses.dataclass

@@ -4,20 +4,23 @@ finds) and hands out RangeReaders, each a picklable [start, end) of one queue wh
 batches on an executor. A store directory (store_reads.StoreReads) and the brokers of a cluster
 (cluster_reads.ClusterReads) implement it.
 
-A queue is a queue id in a store directory and a QueueKey (brokerName, queueId) on brokers: the Spark source's
-checkpointed offsets name them "3" and "broker-a:3". What the caller decides (whether lost messages fail the read,
-which of its settings a broker's refusal names) comes in as a ReadPolicy."""
+A queue is (topic, QueueKey(brokerName, queueId)) in both places (a store directory's carry STORE_BROKER_NAME).
+How a queue is named, in the Spark source's checkpointed offsets and in messages, is the place's: "3" in a store
+directory, "broker-a:3" on brokers (LogReads.queue_name and parse_queue). What the caller decides (whether lost
+messages fail the read, which of its settings a broker's refusal names) comes in as a ReadPolicy."""
 from __future__ import annotations
 
 import abc
 import dataclasses
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Protocol, Union
 
+from .queue_key import QueueKey
+
 if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
 
-Queue = tuple[str, Any]  # (topic, queue id) of a store directory; (topic, QueueKey) on brokers
+Queue = tuple[str, QueueKey]  # (topic, queue) in either place
 
 
 class BoundsTracker(Protocol):
@@ -60,8 +63,10 @@ class ReadSettings:
     query_key: str = ""
 
 
-def check_data_loss(topic: str, queue: Any, wanted: int, available: int, fail: bool, policy: ReadPolicy) -> None:
-    """Kafka's failOnDataLoss: an offset below the queue's minimum means retention deleted unread messages."""
+def check_data_loss(topic: str, queue: Union[int, str], wanted: int, available: int, fail: bool,
+                    policy: ReadPolicy) -> None:
+    """Kafka's failOnDataLoss: an offset below the queue's minimum means retention deleted unread messages (queue:
+    as the place names it)."""
     if wanted >= available:
         return
     text = (f"topic {topic!r} queue {queue}: wanted offset {wanted} but the earliest available is {available}; "
@@ -117,8 +122,6 @@ class LogReads(abc.ABC):
     has nothing to say (a directory keeps no queues of absent brokers, the brokers give no topic-table version)
     its answer says so (False, None, every queue asked each time)."""
 
-    names_brokers: bool  # queues are QueueKeys, named brokerName:queueId in offsets JSON
-
     def __enter__(self) -> "LogReads":
         return self
 
@@ -135,20 +138,33 @@ class LogReads(abc.ABC):
     # -- topics, queues and their offsets --
 
     @abc.abstractmethod
+    def queue_name(self, queue: QueueKey, /) -> str:
+        """How offsets JSON and messages name the queue: "3" in a store directory, "broker-a:3" on brokers."""
+
+    @abc.abstractmethod
+    def parse_queue(self, name: str, /) -> QueueKey:
+        """The queue that `name` (as queue_name gives it) names here; ValueError saying how this place names its
+        queues when it is not such a name."""
+
+    def describe_queues(self, queues: list, /) -> str:
+        """A topic's queues, for messages."""
+        return ", ".join(self.queue_name(q) for q in queues)
+
+    @abc.abstractmethod
     def topics(self) -> list[str]: ...
 
     @abc.abstractmethod
-    def queues(self, topic: str, /) -> list: ...
+    def queues(self, topic: str, /) -> list[QueueKey]: ...
 
     @abc.abstractmethod
-    def assigned(self, topic: str, queue_ids, /) -> list:
+    def assigned(self, topic: str, queue_ids, /) -> list[QueueKey]:
         """The queues option assign's ids name in a topic (on brokers: that queue id of every broker)."""
 
     @abc.abstractmethod
-    def min_offset(self, topic: str, queue: Any, /) -> int: ...
+    def min_offset(self, topic: str, queue: QueueKey, /) -> int: ...
 
     @abc.abstractmethod
-    def max_offset(self, topic: str, queue: Any, /) -> int: ...
+    def max_offset(self, topic: str, queue: QueueKey, /) -> int: ...
 
     @abc.abstractmethod
     def queue_bounds(self, queues, /) -> dict: ...
@@ -168,10 +184,10 @@ class LogReads(abc.ABC):
         queues of a broker away at the restart); True when the queues listed change."""
 
     @abc.abstractmethod
-    def offset_for_timestamp(self, topic: str, queue: Any, timestamp_ms: int, /) -> int: ...
+    def offset_for_timestamp(self, topic: str, queue: QueueKey, timestamp_ms: int, /) -> int: ...
 
     @abc.abstractmethod
-    def record_sizes(self, topic: str, queue: Any, start: int, end: int, /) -> Optional[np.ndarray]:
+    def record_sizes(self, topic: str, queue: QueueKey, start: int, end: int, /) -> Optional[np.ndarray]:
         """The stored size of each message of [start, end) (maxBytesPerTrigger); None: not known here."""
 
     # -- the group's offsets --

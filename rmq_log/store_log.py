@@ -13,16 +13,24 @@ from store.offset_store import OffsetStore, ReadOffsetType, committed_groups
 from store.store_config import StoreConfig
 
 from .errors import Failure, UsageError
-from .message_log import EARLIEST, LATEST, Consume, Emit, LineWriter, MessageLog, QueueKey, QueueStat, Sent, TopicChange
+from .message_log import (
+    EARLIEST,
+    LATEST,
+    Consume,
+    Emit,
+    LineWriter,
+    MessageLog,
+    QueueKey,
+    QueueStat,
+    Sent,
+    TopicChange,
+)
+from .queue_key import STORE_BROKER_NAME
 from .store_consume import consume
 
 if TYPE_CHECKING:
     from .reads import LogReads, ReadSettings
     from .writes import LogWrites, WriteOptions
-
-# A store keeps no brokerName: the one `rmq serve` gives it unless told otherwise.
-BROKER_NAME = "broker-a"
-
 
 def store_path(path: Optional[str], must_exist: bool) -> str:
     if not path:
@@ -82,7 +90,7 @@ class StoreLog(MessageLog):
         return open_store(self.path, self.config, read_only)
 
     def _key(self, qid: int) -> QueueKey:
-        return QueueKey(BROKER_NAME, qid)
+        return QueueKey(STORE_BROKER_NAME, qid)
 
     def where(self) -> dict:
         return {"store": os.path.abspath(store_path(self.path, must_exist=True))}

@@ -1,6 +1,9 @@
 """StoreReads: LogReads on a store directory, opened read-only (store.MessageStore), the group's offsets in its
 config/consumerOffset.json (store.OffsetStore); and StoreRange, one queue's offset range, read by an executor.
 
+The readers' queues are QueueKeys of STORE_BROKER_NAME, named by their queue id alone ("3"); the store below knows
+queue ids, so each answer turns one into the other.
+
 read() runs in an executor's Python worker on a separately unpickled range, so it carries all it needs: store
 path, topic, queue, [start, end), the filter (a MessageFilter pickles as its expression tree), the data-loss
 policy and the columns the query selected (the store's scan builds only those).
@@ -18,6 +21,7 @@ import pyarrow as pa
 
 from store import MessageStore, MissingFileError, OffsetStore, ReadOffsetType
 
+from .queue_key import STORE_BROKER_NAME, QueueKey, split_queue_name
 from .reads import LogReads, RangeReader, ReadPolicy, ReadSettings, check_data_loss
 
 log = logging.getLogger(__name__)
@@ -36,8 +40,6 @@ def open_store(path: str) -> MessageStore:
 class StoreReads(LogReads):
     """A store directory's answers, from one read-only MessageStore: its queues are exactly those its files hold."""
 
-    names_brokers = False
-
     def __init__(self, path: str, settings: ReadSettings):
         self.path, self.settings = path, settings
         self.store = open_store(path)
@@ -51,23 +53,37 @@ class StoreReads(LogReads):
     def topics(self) -> list[str]:
         return self.store.topics()
 
-    def queues(self, topic: str) -> list[int]:
-        return self.store.queues(topic)
+    def queue_name(self, queue: QueueKey) -> str:
+        return str(queue.queue_id)
 
-    def assigned(self, topic: str, queue_ids) -> list[int]:
-        return list(queue_ids)
+    def parse_queue(self, name: str) -> QueueKey:
+        broker, queue_id = split_queue_name(name)
+        if broker is not None:
+            raise ValueError(f"{name} names a broker's queue; that needs namesrvAddr (a store directory's queues "
+                             f"are plain ids)")
+        return QueueKey(STORE_BROKER_NAME, queue_id)
 
-    def min_offset(self, topic: str, queue_id: int) -> int:
-        return self.store.min_offset(topic, queue_id)
+    def describe_queues(self, queues: list) -> str:
+        return f"0..{len(queues) - 1}"  # a store's queue ids are 0 up to the topic's queue count
 
-    def max_offset(self, topic: str, queue_id: int) -> int:
-        return self.store.max_offset(topic, queue_id)
+    def queues(self, topic: str) -> list[QueueKey]:
+        return [QueueKey(STORE_BROKER_NAME, qid) for qid in self.store.queues(topic)]
+
+    def assigned(self, topic: str, queue_ids) -> list[QueueKey]:
+        return [QueueKey(STORE_BROKER_NAME, qid) for qid in queue_ids]
+
+    def min_offset(self, topic: str, queue: QueueKey) -> int:
+        return self.store.min_offset(topic, queue.queue_id)
+
+    def max_offset(self, topic: str, queue: QueueKey) -> int:
+        return self.store.max_offset(topic, queue.queue_id)
 
     def queue_bounds(self, queues) -> dict:
-        return self.store.queue_bounds(queues)
+        bounds = self.store.queue_bounds([(t, q.queue_id) for t, q in queues])
+        return {(t, q): bounds[(t, q.queue_id)] for t, q in queues}
 
     def bounds_tracker(self, queues) -> Any:
-        return self.store.bounds_tracker(queues)
+        return self.store.bounds_tracker([(t, q.queue_id) for t, q in queues])  # its arrays keep the list's order
 
     def topics_version(self) -> int:
         return self.store.topics_version()
@@ -75,16 +91,16 @@ class StoreReads(LogReads):
     def keep_checkpointed(self, positions: dict) -> bool:
         return False  # every queue of the directory is listed; one that is gone is gone
 
-    def offset_for_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
-        return self.store.offset_for_timestamp(topic, queue_id, timestamp_ms)
+    def offset_for_timestamp(self, topic: str, queue: QueueKey, timestamp_ms: int) -> int:
+        return self.store.offset_for_timestamp(topic, queue.queue_id, timestamp_ms)
 
-    def record_sizes(self, topic: str, queue_id: int, start: int, end: int) -> np.ndarray:
-        return self.store.record_sizes(topic, queue_id, start, end)
+    def record_sizes(self, topic: str, queue: QueueKey, start: int, end: int) -> np.ndarray:
+        return self.store.record_sizes(topic, queue.queue_id, start, end)
 
     def committed_offsets(self, queues: list) -> dict:
         offset_store = OffsetStore(self.path, self.settings.group)
         offset_store.load()
-        return {q: offset_store.read_offset(q, ReadOffsetType.READ_FROM_STORE) for q in queues}
+        return {(t, q): offset_store.read_offset((t, q.queue_id), ReadOffsetType.READ_FROM_STORE) for t, q in queues}
 
     def committer(self) -> "OffsetCommitter":
         return OffsetCommitter(self.path, self.settings.group, self.settings.policy)
@@ -92,18 +108,20 @@ class StoreReads(LogReads):
     def index_runs(self, ranges: list, key: Optional[str], uniq_key: Optional[str],
                    msg_ids: Optional[frozenset]) -> Optional[list]:
         from .index_runs import lookup_runs
-        return lookup_runs(self.store, ranges, key, uniq_key, msg_ids)
+        runs = lookup_runs(self.store, [(t, q.queue_id, s, e) for t, q, s, e in ranges], key, uniq_key, msg_ids)
+        return None if runs is None else [(t, QueueKey(STORE_BROKER_NAME, qid), s, e) for t, qid, s, e in runs]
 
     def range_readers(self, ranges: list, scan_filter, client_filter, residual, selection,
                       fail_on_data_loss: bool) -> list[RangeReader]:
         s = self.settings
-        return [StoreRange(self.path, t, q, st, e, selection, s.policy, scan_filter, fail_on_data_loss,
+        return [StoreRange(self.path, t, q.queue_id, st, e, selection, s.policy, scan_filter, fail_on_data_loss,
                            s.metrics_path, residual) for t, q, st, e in ranges]
 
 
 class OffsetCommitter:
     """Writes a consumer group's offsets into the store's config/consumerOffset.json (RocketMQ's
-    ConsumerOffsetManager shape), so `rmq stat --group G` and RocketMQ tools see the query's progress."""
+    ConsumerOffsetManager shape), so `rmq stat --group G` and RocketMQ tools see the query's progress. Positions
+    are {(topic, QueueKey): offset}, as the readers hold them."""
 
     def __init__(self, path: str, group: str, policy: ReadPolicy):
         self.path = path
@@ -131,10 +149,10 @@ class OffsetCommitter:
             self._check(moved, reads.store)
         if self._offset_store is None:
             self._offset_store = OffsetStore(self.path, self.group)
-        for mq, off in sorted(moved.items()):  # the queues whose position moved since the last commit
+        for (t, q), off in sorted(moved.items()):  # the queues whose position moved since the last commit
             # Not increase-only: the Spark checkpoint is the truth, and a query restarted from an older
             # checkpoint really is back there.
-            self._offset_store.update_offset(mq, int(off), increase_only=False)
+            self._offset_store.update_offset((t, q.queue_id), int(off), increase_only=False)
         self._offset_store.persist_all()
         if self.last is not None:
             self.last.update(moved)
@@ -142,10 +160,10 @@ class OffsetCommitter:
 
     def _check(self, moved: dict, store: MessageStore) -> None:
         for (t, q), off in moved.items():
-            mx = store.max_offset(t, q)
+            mx = store.max_offset(t, q.queue_id)
             if off > mx:  # never a group offset past what the queue holds: it would skip what comes next
                 raise self.policy.lost(f"refusing to commit offset {off} of group {self.group!r} for topic {t!r} "
-                                       f"queue {q}: the queue ends at {mx}")
+                                       f"queue {q.queue_id}: the queue ends at {mx}")
 
 
 class StoreRange(RangeReader):

@@ -92,11 +92,8 @@ class RmqBatchReader(DataSourceReader):
             return []
         topics, qids = self.pushed.topics, self.pushed.queue_ids
         qr = self.pushed.range_of("queue_id")
-        def qid(q) -> int:
-            return q if isinstance(q, int) else q.queue_id  # over the wire: a QueueKey
-
         return [(t, q) for t, q in queues
-                if (topics is None or t in topics) and (qids is None or qid(q) in qids) and qr.contains(qid(q))]
+                if (topics is None or t in topics) and (qids is None or q.queue_id in qids) and qr.contains(q.queue_id)]
 
     def _narrow(self, store, q, s: int, e: int) -> tuple[int, int]:
         if self.pushed is None:

@@ -1,6 +1,7 @@
 """A streaming query's offsets over many queues as arrays: the subscribed queues in a stable order, their bounds
-and positions as int64 arrays by that order, and the offsets dicts Spark checkpoints ({"topic": {"queueId":
-offset}}) parsed once and built from the previous one by changing only the queues that moved.
+and positions as int64 arrays by that order, and the offsets dicts Spark checkpoints ({"topic": {queue's name:
+offset}}, named by the place: offsets.to_offset_dict) parsed once and built from the previous one by changing only
+the queues that moved.
 
 Spark hands each trigger a fresh dict of every queue (its own JSON round trip); recognising it as the one we
 returned last is one C-level comparison, so a trigger's Python work follows the queues that changed."""
@@ -13,15 +14,16 @@ import numpy as np
 from rmq_log.reads import LogReads
 
 from .offsets import from_offset_dict
-from .options import queue_key
 
 KNOWN_DICTS = 4  # a trigger's start and end, and the pair before: what partitions() and commit() are given
 
 
 class QueueLayout:
-    """The subscribed queues, sorted, with each one's index and their (min, max) bounds as arrays."""
+    """The subscribed queues, sorted, with each one's index and their (min, max) bounds as arrays; store: the
+    reads they belong to (which name them in offsets dicts)."""
 
     def __init__(self, store: LogReads, queues: list, version: Optional[int]):
+        self.store = store
         self.queues = queues
         self.index = {q: i for i, q in enumerate(queues)}
         self.version = version  # the store's topics_version() it was made at (None: unknown, made again)
@@ -56,7 +58,7 @@ class OffsetDicts:
         values = np.zeros(len(layout.queues), dtype=np.int64)
         present = np.zeros(len(layout.queues), dtype=bool)
         extra = False
-        for q, off in from_offset_dict(offsets).items():
+        for q, off in from_offset_dict(layout.store, offsets).items():
             i = layout.index.get(q)
             if i is None:
                 extra = True
@@ -69,10 +71,10 @@ class OffsetDicts:
         return parsed
 
 
-def patched(base: dict, queues: list, idx: np.ndarray, values: np.ndarray) -> dict:
-    """base with queues[i] set to values[i] for i in idx: a new dict that shares base's topic dicts where
-    nothing changed (base itself is never modified). Keys stay in to_offset_dict's order: a new queue or topic
-    is sorted in, so Spark sees the same JSON for the same offsets."""
+def patched(store: LogReads, base: dict, queues: list, idx: np.ndarray, values: np.ndarray) -> dict:
+    """base with queues[i] set to values[i] for i in idx (queues named as `store` names them): a new dict that
+    shares base's topic dicts where nothing changed (base itself is never modified). Keys stay in to_offset_dict's
+    order: a new queue or topic is sorted in, so Spark sees the same JSON for the same offsets."""
     out = dict(base)
     by_topic: dict[str, list[tuple]] = {}
     for i in idx.tolist():
@@ -85,10 +87,10 @@ def patched(base: dict, queues: list, idx: np.ndarray, values: np.ndarray) -> di
         inner = dict(old or {})
         added = False
         for q, v in items:
-            k = str(q)
+            k = store.queue_name(q)
             added |= k not in inner
             inner[k] = v
         if added:
-            inner = dict(sorted(inner.items(), key=lambda kv: queue_key(kv[0])))
+            inner = dict(sorted(inner.items(), key=lambda kv: store.parse_queue(kv[0])))
         out[t] = inner
     return dict(sorted(out.items())) if new_topic else out

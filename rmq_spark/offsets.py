@@ -1,10 +1,12 @@
 """Queues and offsets: which queues a subscription names, where a query starts and ends, and the offset dict
-Spark checkpoints: {"topic": {"queueId": nextOffset}}."""
+Spark checkpoints: {"topic": {queue's name: nextOffset}}, each queue named as its place names it (LogReads.queue_name:
+"3" in a store directory, "broker-a:3" on brokers)."""
 from __future__ import annotations
 
 import logging
 from typing import Dict, Iterable, Optional
 
+from rmq_log import QueueKey
 from rmq_log import reads as log_reads
 from rmq_log.reads import LogReads
 
@@ -24,7 +26,6 @@ from .options import (
     Subscribe,
     SubscribePattern,
     Subscription,
-    queue_key,
 )
 from .read_policy import POLICY
 
@@ -33,16 +34,16 @@ log = logging.getLogger(__name__)
 Positions = Dict[Queue, int]
 
 
-def to_offset_dict(positions: Positions) -> dict:
+def to_offset_dict(store: LogReads, positions: Positions) -> dict:
     out: dict = {}
-    for (topic, qid), off in sorted(positions.items()):
-        out.setdefault(topic, {})[str(qid)] = int(off)
+    for (topic, q), off in sorted(positions.items()):
+        out.setdefault(topic, {})[store.queue_name(q)] = int(off)
     return out
 
 
-def from_offset_dict(offsets: Optional[dict]) -> Positions:
-    return {(topic, queue_key(qid)): int(off) for topic, queues in (offsets or {}).items()
-            for qid, off in queues.items()}
+def from_offset_dict(store: LogReads, offsets: Optional[dict]) -> Positions:
+    return {(topic, store.parse_queue(name)): int(off) for topic, queues in (offsets or {}).items()
+            for name, off in queues.items()}
 
 
 def subscribed_queues(store: LogReads, sub: Subscription) -> list[Queue]:
@@ -53,7 +54,7 @@ def subscribed_queues(store: LogReads, sub: Subscription) -> list[Queue]:
 def check_against_store(opts: SourceOptions, store: LogReads) -> None:
     """Everything that needs the store to check: topics and queue ids exist, offsets name subscribed queues."""
     sub = opts.subscription
-    _check_queue_keys(opts, store.names_brokers)
+    given = _offset_options(opts, store)
     topics = store.topics()
     if isinstance(sub, Subscribe):
         for t in sub.topics:
@@ -66,21 +67,14 @@ def check_against_store(opts: SourceOptions, store: LogReads) -> None:
                 raise RmqOptionError(sub.option, f"unknown topic {t!r}; {store.describe()} has: "
                                                  f"{', '.join(topics) or 'no topics'}")
             have = store.queues(t)
-            ids = {getattr(q, "queue_id", q) for q in have}
-            for q in qs:
-                if q not in ids:
-                    raise RmqOptionError(sub.option, f"topic {t!r} has queues {_describe_queues(have)}; queue {q} "
-                                                     f"does not exist")
+            ids = {q.queue_id for q in have}
+            for qid in qs:
+                if qid not in ids:
+                    raise RmqOptionError(sub.option, f"topic {t!r} has queues {store.describe_queues(have)}; "
+                                                     f"queue {qid} does not exist")
     subscribed = None if isinstance(sub, SubscribePattern) else set(subscribed_queues(store, sub))
-    by_time = opts.starting_offsets_by_timestamp
-    end_by_time = opts.ending_offsets_by_timestamp
-    for opt, spec in ((K.STARTING_OFFSETS, opts.starting_offsets),
-                      (K.STARTING_OFFSETS_BY_TIMESTAMP, None if by_time is None else SpecificOffsets(by_time)),
-                      (K.ENDING_OFFSETS, opts.ending_offsets),
-                      (K.ENDING_OFFSETS_BY_TIMESTAMP, None if end_by_time is None else SpecificOffsets(end_by_time))):
-        if not isinstance(spec, SpecificOffsets):
-            continue
-        for t, qs in spec.offsets.items():
+    for opt in (K.STARTING_OFFSETS, K.STARTING_OFFSETS_BY_TIMESTAMP, K.ENDING_OFFSETS, K.ENDING_OFFSETS_BY_TIMESTAMP):
+        for t, qs in given.get(opt, {}).items():
             if t not in topics:
                 raise RmqOptionError(opt, f"unknown topic {t!r}")
             if isinstance(sub, SubscribePattern) and not sub.matches(t):
@@ -88,35 +82,36 @@ def check_against_store(opts: SourceOptions, store: LogReads) -> None:
             have = store.queues(t)
             for q in qs:
                 if q not in have:
-                    raise RmqOptionError(opt, f"topic {t!r} has queues {_describe_queues(have)}; queue {q} does "
-                                              f"not exist")
+                    raise RmqOptionError(opt, f"topic {t!r} has queues {store.describe_queues(have)}; queue "
+                                              f"{store.queue_name(q)} does not exist")
                 if subscribed is not None and (t, q) not in subscribed:
-                    raise RmqOptionError(opt, f"{t!r} queue {q} is not among the subscribed queues "
-                                              f"({sub.describe()})")
+                    raise RmqOptionError(opt, f"{t!r} queue {store.queue_name(q)} is not among the subscribed "
+                                              f"queues ({sub.describe()})")
 
 
-def _describe_queues(have: list) -> str:
-    if have and not isinstance(have[0], int):
-        return ", ".join(map(str, have))
-    return f"0..{len(have) - 1}"
+def _offset_options(opts: SourceOptions, store: LogReads) -> dict[str, dict]:
+    """The per-queue offset and timestamp options given, {option: {topic: {queue: value}}}, their queues as the
+    place's: each names a queue the way its place does, else that option's error says how."""
+    given = {K.STARTING_OFFSETS: opts.starting_offsets, K.ENDING_OFFSETS: opts.ending_offsets,
+             K.STARTING_OFFSETS_BY_TIMESTAMP: opts.starting_offsets_by_timestamp,
+             K.ENDING_OFFSETS_BY_TIMESTAMP: opts.ending_offsets_by_timestamp}
+    return {opt: _in_place_queues(store, opt, value) for opt, value in given.items()
+            if isinstance(value, (SpecificOffsets, dict))}
 
 
-def _check_queue_keys(opts: SourceOptions, wire: bool) -> None:
-    """Offsets JSON names a broker's queue as brokerName:queueId over the wire, a plain queue id otherwise."""
-    given = [(K.STARTING_OFFSETS, opts.starting_offsets), (K.ENDING_OFFSETS, opts.ending_offsets),
-             (K.STARTING_OFFSETS_BY_TIMESTAMP, SpecificOffsets(opts.starting_offsets_by_timestamp or {})),
-             (K.ENDING_OFFSETS_BY_TIMESTAMP, SpecificOffsets(opts.ending_offsets_by_timestamp or {}))]
-    for opt, spec in given:
-        if not isinstance(spec, SpecificOffsets):
-            continue
-        for t, qs in spec.offsets.items():
-            for q in qs:
-                if wire and isinstance(q, int):
-                    raise RmqOptionError(opt, f"topic {t!r}: over the wire, name a queue as brokerName:queueId "
-                                              f"(e.g. \"broker-a:{q}\"), not {q}")
-                if not wire and not isinstance(q, int):
-                    raise RmqOptionError(opt, f"topic {t!r}: {q} names a broker's queue; that needs namesrvAddr "
-                                              f"(a store directory's queues are plain ids)")
+def _in_place_queues(store: LogReads, option: str, spec) -> dict[str, dict[QueueKey, int]]:
+    """An offsets option's {topic: {queue: value}} with the place's queues. Options are parsed before the place is
+    known, into a queue id ("3") or a QueueKey ("broker-a:3"): their text is named to the place again."""
+    offsets = spec.offsets if isinstance(spec, SpecificOffsets) else spec
+    out: dict[str, dict[QueueKey, int]] = {}
+    for t, qs in offsets.items():
+        inner = out[t] = {}
+        for q, value in qs.items():
+            try:
+                inner[store.parse_queue(str(q))] = value
+            except ValueError as e:
+                raise RmqOptionError(option, f"topic {t!r}: {e}") from None
+    return out
 
 
 def starting_positions(opts: SourceOptions, store: LogReads, queues: Iterable[Queue], default: StartingOffsets,
@@ -140,8 +135,8 @@ def check_past_end(store: LogReads, positions: Positions, option: str, *, stream
         mx = store.max_offset(t, q)
         if off <= mx:
             continue
-        text = (f"topic {t!r} queue {q}: offset {off} is past the end of the queue, which holds offsets "
-                f"{store.min_offset(t, q)}..{mx - 1} (the next message gets {mx})")
+        text = (f"topic {t!r} queue {store.queue_name(q)}: offset {off} is past the end of the queue, which holds "
+                f"offsets {store.min_offset(t, q)}..{mx - 1} (the next message gets {mx})")
         if not streaming:
             raise RmqOptionError(option, text)
         report_data_loss(text, fail_on_data_loss, "start at the end instead", f"starting at {mx}",
@@ -152,12 +147,10 @@ def check_past_end(store: LogReads, positions: Positions, option: str, *, stream
 
 def _starting_positions(opts: SourceOptions, store: LogReads, queues: list, default: StartingOffsets) -> Positions:
     if opts.starting_timestamp is not None or opts.starting_offsets_by_timestamp is not None:
+        by_queue = _in_place_queues(store, K.STARTING_OFFSETS_BY_TIMESTAMP, opts.starting_offsets_by_timestamp or {})
         out = {}
         for t, q in queues:
-            if opts.starting_timestamp is not None:
-                ts = opts.starting_timestamp
-            else:
-                ts = (opts.starting_offsets_by_timestamp or {}).get(t, {}).get(q)
+            ts = opts.starting_timestamp if opts.starting_timestamp is not None else by_queue.get(t, {}).get(q)
             out[(t, q)] = store.min_offset(t, q) if ts is None else store.offset_for_timestamp(t, q, ts)
         return out
     how = opts.starting_offsets if opts.starting_offsets is not None else default
@@ -165,21 +158,22 @@ def _starting_positions(opts: SourceOptions, store: LogReads, queues: list, defa
         committed = store.committed_offsets(queues)
         return {q: store.min_offset(*q) if committed[q] is None or committed[q] < 0 else int(committed[q])
                 for q in queues}
+    given = _in_place_queues(store, K.STARTING_OFFSETS, how) if isinstance(how, SpecificOffsets) else None
     out = {}
     for t, q in queues:
-        if isinstance(how, SpecificOffsets):
-            off = how.get(t, q, EARLIEST)
+        if given is not None:
+            off = given.get(t, {}).get(q, EARLIEST)
         else:
             off = EARLIEST if isinstance(how, EarliestOffsets) else LATEST
         out[(t, q)] = resolve(store, t, q, off)
     return out
 
 
-def resolve(store: LogReads, topic: str, qid: int, off: int) -> int:
+def resolve(store: LogReads, topic: str, queue: QueueKey, off: int) -> int:
     if off == EARLIEST:
-        return store.min_offset(topic, qid)
+        return store.min_offset(topic, queue)
     if off == LATEST:
-        return store.max_offset(topic, qid)
+        return store.max_offset(topic, queue)
     return off
 
 
@@ -188,28 +182,29 @@ def ending_positions(store: LogReads, opts: SourceOptions, queues: Iterable[Queu
     """endingOffsets of a batch read: an explicit offset past the queue's end, or below where the read starts,
     is an error naming the queue."""
     how = opts.ending_offsets
+    given = _in_place_queues(store, K.ENDING_OFFSETS, how) if isinstance(how, SpecificOffsets) else {}
+    by_queue = _in_place_queues(store, K.ENDING_OFFSETS_BY_TIMESTAMP, opts.ending_offsets_by_timestamp or {})
     out = {}
     by_time = opts.ending_timestamp is not None or opts.ending_offsets_by_timestamp is not None
     for t, q in queues:
         if by_time:  # Kafka's rule: before the first message at or after the time; the queue's end if none
-            ts = opts.ending_timestamp if opts.ending_timestamp is not None else \
-                (opts.ending_offsets_by_timestamp or {}).get(t, {}).get(q)
+            ts = opts.ending_timestamp if opts.ending_timestamp is not None else by_queue.get(t, {}).get(q)
             out[(t, q)] = store.max_offset(t, q) if ts is None else store.offset_for_timestamp(t, q, ts)
             start = None if starts is None else starts.get((t, q))
             if start is not None and out[(t, q)] < start:
                 out[(t, q)] = start  # nothing to read in this queue: it ends before the read starts
             continue
-        off = how.get(t, q, LATEST) if isinstance(how, SpecificOffsets) else LATEST
+        off = given.get(t, {}).get(q, LATEST)
         out[(t, q)] = resolve(store, t, q, off)
         if off in (LATEST, EARLIEST):
             continue
         start = None if starts is None else starts.get((t, q))
         if start is not None and out[(t, q)] < start:
-            raise RmqOptionError(K.ENDING_OFFSETS, f"topic {t!r} queue {q}: ending offset {off} is below the "
-                                                  f"starting offset {start}")
+            raise RmqOptionError(K.ENDING_OFFSETS, f"topic {t!r} queue {store.queue_name(q)}: ending offset {off} "
+                                                  f"is below the starting offset {start}")
     return check_past_end(store, out, K.ENDING_OFFSETS, streaming=False, fail_on_data_loss=True)
 
 
-def check_data_loss(topic: str, qid: int, wanted: int, available: int, fail: bool) -> None:
+def check_data_loss(store: LogReads, topic: str, queue: QueueKey, wanted: int, available: int, fail: bool) -> None:
     """Kafka's failOnDataLoss: an offset below the queue's minimum means retention deleted unread messages."""
-    log_reads.check_data_loss(topic, qid, wanted, available, fail, POLICY)
+    log_reads.check_data_loss(topic, store.queue_name(queue), wanted, available, fail, POLICY)

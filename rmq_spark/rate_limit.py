@@ -44,9 +44,9 @@ def limit_by_bytes(store: LogReads, queues: list, begins: np.ndarray, takes: np.
         return takes
     budgets = np.maximum(np.floor(takes * (max_bytes / total)).astype(np.int64), 1)
     for i in np.flatnonzero(takes).tolist():  # only queues with something to take: there may be many others
-        topic, qid = queues[i]
+        topic, queue = queues[i]
         n = min(int(takes[i]), int(budgets[i]) // MIN_RECORD_SIZE + 1)
-        stored = store.record_sizes(topic, qid, int(begins[i]), int(begins[i]) + n)
+        stored = store.record_sizes(topic, queue, int(begins[i]), int(begins[i]) + n)
         if stored is None:
             continue  # sizes not known: the take stays as rows limit it
         sizes = np.cumsum(stored)

@@ -81,8 +81,8 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # Spark asks more than once; "latest" must not move between the calls.
         if self._initial is None:
             queues = self._layout_now().queues
-            self._initial = to_offset_dict(starting_positions(self.opts, self.store, queues,
-                                                              default=LatestOffsets(), streaming=True))
+            self._initial = to_offset_dict(self.store, starting_positions(self.opts, self.store, queues,
+                                                                          default=LatestOffsets(), streaming=True))
             log.info("rmq stream starts at %s", self._initial)
         return self._initial
 
@@ -99,7 +99,7 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         layout = self._layout_now()
         self._target = (layout, layout.bounds()[1].copy())
-        log.info("rmq availableNow target %s", to_offset_dict(self._available()))
+        log.info("rmq availableNow target %s", to_offset_dict(self.store, self._available()))
 
     def _layout_now(self) -> QueueLayout:
         """The subscribed queues: made again only when the store's topic table changed (two stats when it did
@@ -121,7 +121,8 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """The checkpoint's queues of subscribed topics that the store does not list now (over the wire: a broker
         away at a restart) handed to the store to keep; True when the layout changes."""
         topics = {t for t, _ in layout.queues}
-        return self.store.keep_checkpointed({k: v for k, v in from_offset_dict(start).items() if k[0] in topics})
+        return self.store.keep_checkpointed({k: v for k, v in from_offset_dict(self.store, start).items()
+                                             if k[0] in topics})
 
     def _bounds_now(self, layout: QueueLayout) -> tuple[np.ndarray, np.ndarray]:
         mins, maxs = layout.bounds()
@@ -159,7 +160,7 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not len(moved):
             return start
         # queues no longer subscribed keep their offsets: they are carried in `start`'s dict
-        end = patched(start or {}, layout.queues, moved, ends)
+        end = patched(self.store, start or {}, layout.queues, moved, ends)
         self._dicts.remember(Parsed(end, layout, ends, np.ones(len(ends), dtype=bool), parsed.extra))
         self._last_trigger_ms = time.time() * 1000
         return end
@@ -174,12 +175,12 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         past = np.flatnonzero(parsed.present & (parsed.values >= mins) & (parsed.values > maxs))
         for i in below.tolist():
             t, q = layout.queues[i]
-            check_data_loss(t, q, int(parsed.values[i]), int(mins[i]), self.opts.fail_on_data_loss)
+            check_data_loss(self.store, t, q, int(parsed.values[i]), int(mins[i]), self.opts.fail_on_data_loss)
             begins[i] = mins[i]
         for i in past.tolist():  # a checkpoint past the queue's end (the queue was truncated or made anew)
             t, q = layout.queues[i]
-            text = (f"topic {t!r} queue {q}: the query's offset {int(parsed.values[i])} is past the end of the "
-                    f"queue ({int(maxs[i])}); the messages appended there would never be read")
+            text = (f"topic {t!r} queue {self.store.queue_name(q)}: the query's offset {int(parsed.values[i])} is "
+                    f"past the end of the queue ({int(maxs[i])}); the messages appended there would never be read")
             report_data_loss(text, self.opts.fail_on_data_loss, "continue at the end", f"continuing at {int(maxs[i])}")
             begins[i] = maxs[i]
         return begins, np.maximum(maxs - begins, 0), maxs
@@ -214,14 +215,14 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         maxs = self._bounds_now(layout)[1]
         key = (layout, layout.tracker.updates, self._target is not None)
         if self._reported is None or self._reported[0] != key:  # the same dict while nothing changed
-            self._reported = (key, to_offset_dict(dict(zip(layout.queues, maxs.tolist()))))
+            self._reported = (key, to_offset_dict(self.store, dict(zip(layout.queues, maxs.tolist()))))
         return self._reported[1]
 
     def partitions(self, start: dict, end: dict):
         layout = self._layout_now()
         s, e = self._dicts.parse(start, layout), self._dicts.parse(end, layout)
         if s.extra or e.extra:  # queues outside the subscription: the general path
-            ranges = self._ranges(from_offset_dict(start), from_offset_dict(end))
+            ranges = self._ranges(from_offset_dict(self.store, start), from_offset_dict(self.store, end))
         else:
             moved = np.flatnonzero(e.present & (~s.present | (e.values != s.values)))
             queues = [layout.queues[i] for i in moved.tolist()]
@@ -246,7 +247,7 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 s = mn
             elif s < mn and s < e:
                 if self.opts.fail_on_data_loss:
-                    check_data_loss(q[0], q[1], s, mn, True)
+                    check_data_loss(self.store, q[0], q[1], s, mn, True)
                 s = mn  # (with failOnDataLoss=false, latestOffset has logged the loss already: once per queue)
             if s < e:
                 ranges.append((q[0], q[1], s, e))
@@ -268,7 +269,7 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             parsed = self._dicts.parse(offsets, self._layout_now())
         last = self._committed
         if parsed.extra or last is None or last.layout is not parsed.layout or last.extra:
-            self._committer.commit(from_offset_dict(offsets), self.store)
+            self._committer.commit(from_offset_dict(self.store, offsets), self.store)
         elif last is not parsed or self._committer.pending:
             moved = np.flatnonzero(parsed.present & (~last.present | (parsed.values != last.values)))
             if len(moved) or self._committer.pending:

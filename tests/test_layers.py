@@ -419,6 +419,40 @@ def test_the_spark_readers_ask_every_store_the_same_methods():
     assert not found, f"store methods looked up with getattr/hasattr: {found}"
 
 
+# Names a queue goes by in rmq_spark (a (topic, queue) pair's second half, a loop's queue).
+QUEUE_NAMES = {"q", "queue", "qid", "queue_id"}
+
+
+def _asks_which_queue_key(tree: ast.AST) -> list[int]:
+    """Lines that ask which place a queue belongs to: `names_brokers`, or whether a queue (QUEUE_NAMES) is an int
+    or a QueueKey."""
+    lines = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Attribute) and node.attr == "names_brokers"]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance" \
+                and len(node.args) == 2 and isinstance(node.args[0], ast.Name) and node.args[0].id in QUEUE_NAMES:
+            kinds = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
+            if any(isinstance(k, ast.Name) and k.id in ("int", "QueueKey") for k in kinds):
+                lines.append(node.lineno)
+    return sorted(lines)
+
+
+def test_the_spark_readers_hold_one_queue_key_and_the_log_names_it():
+    """A queue is (topic, QueueKey) in every place; how offsets JSON and messages name it ("3", "broker-a:3") is the
+    log's (LogReads.queue_name, parse_queue): rmq_spark never asks whether a queue is an int or a QueueKey, nor
+    whether the place names brokers."""
+    assert {"queue_name", "parse_queue"} <= _read_store_methods()
+    found = [f"{path}:{n}" for path, text in _sources("rmq_spark")
+             for n in _asks_which_queue_key(ast.parse(text, path))]
+    assert not found, f"rmq_spark asking which kind of queue key it holds: {found}"
+
+
+def test_the_queue_key_check_sees_names_brokers_and_isinstance_of_a_queue():
+    asks = "def f(store, q):\n    if store.names_brokers:\n        pass\n    return isinstance(q, (str, QueueKey))\n"
+    other = "def f(value, q):\n    return isinstance(value, int) or isinstance(q, list)\n"
+    assert _asks_which_queue_key(ast.parse(asks)) == [2, 4]
+    assert _asks_which_queue_key(ast.parse(other)) == []
+
+
 def test_the_store_lookup_check_sees_getattr_on_a_store_and_not_on_a_filter():
     on_store = "def f(self):\n    v = getattr(self.store, 'topics_version', None)\n"
     by_name = "def f(s):\n    return getattr(s, 'bounds_tracker')\n"

@@ -1,6 +1,6 @@
 """MessageLog.reads, what a reader of ranges (the Spark source) asks, on a store directory and on a real broker
-(`rmq serve`, named broker-a): the same queues, offsets, committed group offsets and messages read back by a
-pickled range reader, each place naming its queues its own way (a queue id; brokerName:queueId)."""
+(`rmq serve`, named broker-a): the same queues (QueueKeys in both), offsets, committed group offsets and messages
+read back by a pickled range reader, each place naming its queues its own way (a queue id; brokerName:queueId)."""
 from __future__ import annotations
 
 import pickle
@@ -49,7 +49,9 @@ class Columns:
         return pa.RecordBatch.from_arrays([batch.column(c) for c in self.columns], names=list(self.columns))
 
 
-QUEUES = {"store": [0, 1], "cluster": [QueueKey("broker-a", 0), QueueKey("broker-a", 1)]}
+# a store directory's queues carry the fixed STORE_BROKER_NAME, which is broker-a like `rmq serve`'s default
+QUEUES = {kind: [QueueKey("broker-a", 0), QueueKey("broker-a", 1)] for kind in ("store", "cluster")}
+NAMES = {"store": ["0", "1"], "cluster": ["broker-a:0", "broker-a:1"]}  # in offsets JSON and messages
 
 
 @pytest.fixture(scope="module")
@@ -71,8 +73,10 @@ def _read(reader) -> list:
 def test_a_reader_sees_the_topics_queues_and_offsets_of_what_was_sent(logs, kind):
     log: MessageLog = logs[kind]
     with log.reads(ReadSettings("reads-g", Policy())) as reads:
-        assert isinstance(reads, LogReads) and reads.names_brokers == (kind == "cluster")
+        assert isinstance(reads, LogReads)
         q0, q1 = QUEUES[kind]
+        assert [reads.queue_name(q0), reads.queue_name(q1)] == NAMES[kind]
+        assert [reads.parse_queue(name) for name in NAMES[kind]] == [q0, q1]
         assert "R" in reads.topics() and reads.queues("R") == [q0, q1]
         assert reads.assigned("R", [1]) == [q1]
         assert reads.queue_bounds([("R", q0), ("R", q1)]) == {("R", q0): (0, 0), ("R", q1): (0, 3)}
@@ -91,7 +95,7 @@ def test_a_range_reader_pickled_to_another_process_reads_its_messages_in_order(l
     with logs[kind].reads(ReadSettings("reads-g", Policy())) as reads:
         q1 = QUEUES[kind][1]
         (reader,) = reads.range_readers([("R", q1, 1, 3)], None, None, None, Columns("queue_offset", "body"), True)
-        assert reader.key() == ("R", q1 if kind == "store" else "broker-a:1", 1, 3)
+        assert reader.key() == ("R", 1 if kind == "store" else "broker-a:1", 1, 3)
         assert _read(pickle.loads(pickle.dumps(reader))) == [(1, b"b"), (2, b"c")]
         first, last = reads.range_readers([("R", q1, 0, 1), ("R", q1, 2, 3)], None, None, None,
                                           Columns("queue_offset", "body"), True)
@@ -118,7 +122,7 @@ def test_the_groups_committed_offsets_are_those_its_committer_wrote_and_the_comm
 def test_a_store_refuses_to_commit_an_offset_past_a_queues_end_with_the_policys_error(logs):
     with logs["store"].reads(ReadSettings("past-g", Policy())) as reads:
         with pytest.raises(Refusal, match="lost: refusing to commit offset 9 of group 'past-g' for topic 'R' queue 1"):
-            reads.committer().commit({("R", 1): 9}, reads)
+            reads.committer().commit({("R", QUEUES["store"][1]): 9}, reads)
 
 
 @pytest.mark.parametrize("kind", ["store", "cluster"])
@@ -126,7 +130,7 @@ def test_a_key_is_found_through_a_stores_index_and_a_cluster_has_none_to_ask(log
     with logs[kind].reads(ReadSettings("reads-g", Policy())) as reads:
         q1 = QUEUES[kind][1]
         runs = reads.index_runs([("R", q1, 0, 3)], "k1", None, None)
-        assert runs == ([("R", 1, 0, 3)] if kind == "store" else None)
+        assert runs == ([("R", q1, 0, 3)] if kind == "store" else None)
         if kind == "store":
             assert reads.index_runs([("R", q1, 0, 3)], "no-such-key", None, None) == []
 
@@ -134,10 +138,11 @@ def test_a_key_is_found_through_a_stores_index_and_a_cluster_has_none_to_ask(log
 def test_the_place_is_chosen_once_from_a_path_or_name_servers(tmp_path, logs):
     store = logs["store"].where()["store"]
     with open_log(store=store, timeout_ms=1000).reads(ReadSettings("g", Policy())) as reads:
-        assert not reads.names_brokers and reads.describe() == f"the store at {store}"
+        assert reads.queue_name(QueueKey("broker-a", 3)) == "3" and reads.describe() == f"the store at {store}"
     namesrv = logs["cluster"].where()["namesrv"]
     with open_log(store="", namesrv=namesrv, timeout_ms=1000).reads(ReadSettings("g", Policy())) as reads:
-        assert reads.names_brokers and reads.describe() == f"the cluster of name server(s) {namesrv}"
+        assert reads.queue_name(QueueKey("broker-a", 3)) == "broker-a:3"
+        assert reads.describe() == f"the cluster of name server(s) {namesrv}"
         assert reads.queues("R") == QUEUES["cluster"]
 
 
@@ -148,3 +153,16 @@ def test_name_servers_that_refuse_the_first_lookup_are_the_policys_error_naming_
     with open_log(namesrv=f"127.0.0.1:{port}", timeout_ms=5000).reads(ReadSettings("g", Policy())) as reads:
         with pytest.raises(Refusal, match=rf"namesrv: no name server listens at 127.0.0.1:{port}"):
             reads.topics()
+
+
+def test_each_place_refuses_a_queue_named_the_other_places_way_saying_how_it_names_them(logs):
+    with logs["store"].reads(ReadSettings("g", Policy())) as reads:
+        assert reads.describe_queues(QUEUES["store"]) == "0..1"
+        with pytest.raises(ValueError, match=r"^broker-a:1 names a broker's queue; that needs namesrvAddr \(a store "
+                                             r"directory's queues are plain ids\)$"):
+            reads.parse_queue("broker-a:1")
+    with logs["cluster"].reads(ReadSettings("g", Policy())) as reads:
+        assert reads.describe_queues(QUEUES["cluster"]) == "broker-a:0, broker-a:1"
+        with pytest.raises(ValueError, match=r'^over the wire, name a queue as brokerName:queueId \(e\.g\. '
+                                             r'"broker-a:1"\), not 1$'):
+            reads.parse_queue("1")

@@ -59,6 +59,17 @@ def test_latest_offset_honours_max_messages_and_readallavailable(tmp_path):
     assert r.latestOffset(start, ReadAllAvailable()) == {"T": {"0": 10, "1": 10, "2": 10}}
 
 
+def test_a_stream_continues_from_offsets_named_as_its_checkpoint_names_a_directorys_queues(tmp_path):
+    fill(tmp_path / "s", "T", n=40, queues=2)
+    r = stream_reader(tmp_path / "s", startingOffsets="earliest")
+    start = json.loads('{"T": {"0": 5, "1": 7}}')  # a checkpoint's text: queues by id
+    end = r.latestOffset(start, ReadAllAvailable())
+    assert json.dumps(end) == '{"T": {"0": 20, "1": 20}}'
+    assert sorted((p.topic, p.queue_id, p.start, p.end) for p in ranges_of(r.partitions(start, end))) == [
+        ("T", 0, 5, 20), ("T", 1, 7, 20)]
+    r.stop()
+
+
 def test_max_bytes_per_trigger_uses_record_sizes(tmp_path):
     path = fill(tmp_path / "s", "T", n=20, queues=1)
     with MessageStore(path, read_only=True) as s:
@@ -264,6 +275,13 @@ def store_path(tmp_path):
     ({"assign": "{T: [0]}"}, "assign", "malformed JSON"),
     ({"topic": "T", "startingOffsets": '{"T": {"0": 1'}, "startingOffsets", "JSON"),
     ({"topic": "T", "startingOffsets": '{"T": {"5": 1}}'}, "startingOffsets", "queue 5 does not exist"),
+    ({"topic": "T", "endingOffsets": '{"T": {"9": 1}}'}, "endingOffsets",
+     "topic 'T' has queues 0..1; queue 9 does not exist"),
+    ({"topic": "T", "startingOffsets": '{"T": {"broker-a:0": 1}}'}, "startingOffsets",
+     "topic 'T': broker-a:0 names a broker's queue; that needs namesrvAddr (a store directory's queues are plain "
+     "ids)"),
+    ({"topic": "T", "startingOffsetsByTimestamp": '{"T": {"broker-a:1": 1}}'}, "startingOffsetsByTimestamp",
+     "topic 'T': broker-a:1 names a broker's queue"),
     ({"topic": "T", "startingOffsets": "newest"}, "startingOffsets", "earliest | latest | group"),
     ({"topic": "T", "endingOffsets": '{"T": {"0": -2}}'}, "endingOffsets", ">= -1"),
     ({"topic": "T", "sql": "a = 1 b"}, "sql", "^"),

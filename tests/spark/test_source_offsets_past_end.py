@@ -3,6 +3,8 @@ refuse them unless failOnDataLoss=false, which starts at the end; no group offse
 import pytest
 from source_testkit import fill
 
+from rmq_log import QueueKey
+from rmq_log.queue_key import STORE_BROKER_NAME
 from rmq_log.store_reads import OffsetCommitter
 from rmq_spark.errors import DataLossError
 from rmq_spark.read_policy import POLICY
@@ -72,9 +74,14 @@ def test_a_lenient_stream_starts_at_the_end_and_reads_what_comes_later(spark, pa
     assert OffsetStore(path, "g").read_offset(("T", 0)) == 30
 
 
+def _queue(queue_id: int) -> QueueKey:
+    """A store directory's queue as the readers (and their committer) hold it."""
+    return QueueKey(STORE_BROKER_NAME, queue_id)
+
+
 def test_a_group_offset_past_the_end_is_never_committed(path):
     with pytest.raises(DataLossError, match="refusing to commit offset 100000 of group 'g' for topic 'T' queue 0"):
-        OffsetCommitter(path, "g", POLICY).commit({("T", 0): 100000})
+        OffsetCommitter(path, "g", POLICY).commit({("T", _queue(0)): 100000})
     with MessageStore(path, read_only=True):
         assert OffsetStore(path, "g").read_offset(("T", 0)) in (None, -1)
 
@@ -85,8 +92,8 @@ def test_an_offset_past_an_empty_queue_is_refused_as_past_a_non_empty_one(tmp_pa
         s.create_topic("E", 2)
         s.put("E", b"a", queue_id=1)
     with pytest.raises(DataLossError, match="offset 99999 of group 'g' for topic 'E' queue 0: the queue ends at 0"):
-        OffsetCommitter(path, "g", POLICY).commit({("E", 0): 99999})
+        OffsetCommitter(path, "g", POLICY).commit({("E", _queue(0)): 99999})
     with pytest.raises(DataLossError, match="offset 99999 of group 'g' for topic 'E' queue 1: the queue ends at 1"):
-        OffsetCommitter(path, "g", POLICY).commit({("E", 1): 99999})
-    OffsetCommitter(path, "g", POLICY).commit({("E", 0): 0, ("E", 1): 1})
+        OffsetCommitter(path, "g", POLICY).commit({("E", _queue(1)): 99999})
+    OffsetCommitter(path, "g", POLICY).commit({("E", _queue(0)): 0, ("E", _queue(1)): 1})
     assert OffsetStore(path, "g").read_offset(("E", 0)) == 0

@@ -96,6 +96,34 @@ def test_restart_from_checkpoint_gives_every_message_exactly_once(spark, tmp_pat
                                                                          for i in range(50))
 
 
+def test_a_checkpoint_names_a_directorys_queues_by_id_and_a_stream_restores_from_that_text(spark, tmp_path):
+    """The offsets a store directory's stream checkpoints name its queues by queue id ({"T": {"0": 20}}), and a
+    checkpoint whose last offsets are that text, written here, restores the stream exactly there."""
+    path = fill(tmp_path / "s", "T", n=40, queues=2)
+    ck = tmp_path / "ck"
+    seen: list = []
+
+    def run():
+        (_stream(spark, path, topic="T", startingOffsets="earliest")
+         .writeStream.foreachBatch(lambda df, _: seen.extend(
+             (r.queue_id, r.queue_offset) for r in df.select("queue_id", "queue_offset").collect()))
+         .option("checkpointLocation", str(ck)).trigger(availableNow=True).start().awaitTermination())
+
+    run()
+    assert len(seen) == 40
+    offsets = ck / "offsets" / "0"
+    head, last = offsets.read_text().rsplit("\n", 1)
+    assert json.loads(last) == {"T": {"0": 20, "1": 20}}
+    offsets.write_text(head + "\n" + '{"T": {"0": 5, "1": 7}}')  # batch 0 as done up to there
+    for crc in (ck / "offsets").glob(".0.crc"):
+        crc.unlink()  # the checksum of the text replaced
+    fill(path, "T", n=4, queues=2, start=40)
+    seen.clear()
+    run()
+    assert sorted(seen) == [(0, o) for o in range(5, 22)] + [(1, o) for o in range(7, 22)]
+    assert json.loads((ck / "offsets" / "1").read_text().rsplit("\n", 1)[1]) == {"T": {"0": 22, "1": 22}}
+
+
 @pytest.mark.parametrize("option,selector,build", [
     ("tags", "Aa", MessageFilter.by_tags),          # "BB" shares its hash code: must not be delivered
     ("sql", "TAGS IN ('BB', 'TagD') AND a BETWEEN 5 AND 30", MessageFilter.by_sql),

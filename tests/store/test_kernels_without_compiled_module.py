@@ -37,6 +37,7 @@ def answers() -> dict:
     import pyarrow as pa
 
     from rmq_common import message_codec as codec
+    from rmq_common.properties_column import parse_properties
     texts = ["a\x011\x02a\x012\x02b\x01x", "", "\x01\x02k\x01v", "TAGS\x01t\x02KEYS\x01k1 k2\x02", "é\x01😀"]
     data = "".join(texts).encode()
     lens = [len(t.encode()) for t in texts]
@@ -63,6 +64,7 @@ def answers() -> dict:
         "message_batch_spans": [a.tolist() for a in native.message_batch_spans(batch)],
         "record_spans": [a.tolist() for a in native.record_spans(records)],
         "gather_records": [gathered, out.tobytes() == records],
+        "last_of_each_key": [list(map(list, m)) for m in parse_properties(pa.array(texts)).to_pylist()],
         "generated_ids": codec.GeneratedIds(b"0A000001" * 3, 0xFFFFFFFE, 4).column().to_pylist(),
     }
 
@@ -78,3 +80,13 @@ def test_the_fallbacks_chosen_at_import_answer_as_the_compiled_kernels():
     want = json.loads(json.dumps(answers()))
     assert want.pop("available") is True and got["answers"].pop("available") is False
     assert got["answers"] == want
+
+
+def test_parsing_properties_asks_nothing_of_the_compiled_module_per_call(monkeypatch):
+    """Which form parse_properties keeps one entry per key with is bound at import, as every kernel is."""
+    import pyarrow as pa
+
+    from rmq_common.properties_column import parse_properties
+
+    monkeypatch.setattr(native, "available", lambda: pytest.fail("native.available() asked per call"))
+    assert parse_properties(pa.array(["a\x011\x02a\x012\x02b\x01x", ""])).to_pylist() == [[("a", "2"), ("b", "x")], []]
