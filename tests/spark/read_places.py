@@ -1,23 +1,20 @@
-"""Where a source test reads a store: its directory, or the same store served by `rmq serve` (one broker named
-after the directory, with a name server), as the options that say so."""
+"""Where a source test reads a store: its directory, or the same store served by `rmq serve` as broker-a (its
+name server in the same process), as the options that say so."""
 from __future__ import annotations
 
 import contextlib
-import os
 from typing import Iterator
 
-from wire_cluster import WireCluster
+from wire_cluster import serve_store
 
 PLACES = ["directory", "cluster"]
 
 
 @contextlib.contextmanager
 def read_place(place: str, store_dir) -> Iterator[dict]:
-    """{"path": store_dir}, or {"namesrvAddr": ...} of a cluster whose one broker serves store_dir (stopped on
-    leaving)."""
+    """{"path": store_dir}, or {"namesrvAddr": ...} of the broker serving store_dir (stopped on leaving)."""
     if place == "directory":
         yield {"path": str(store_dir)}
         return
-    root, name = os.path.split(os.path.abspath(store_dir))
-    with WireCluster(root, brokers=(name,)) as cluster:
-        yield {"namesrvAddr": cluster.namesrv}
+    with serve_store(store_dir) as served:
+        yield {"namesrvAddr": served["namesrv"]}

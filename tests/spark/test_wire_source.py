@@ -84,30 +84,6 @@ def test_offsets_json_names_queues_by_broker(spark, cluster):
                                                   [f"broker-b/1/{i}".encode() for i in range(55, 60)])
 
 
-def test_a_small_microbatch_over_the_wire_is_one_partition_with_the_rows_of_the_unpacked_plan(cluster):
-    from rmq_log.reads import RangeRuns
-    from rmq_spark.schema import SCHEMA
-    from rmq_spark.source import RmqDataSource
-
-    def plan(**options):
-        ds = RmqDataSource({"namesrvAddr": cluster.namesrv, "topic": "Orders", "startingOffsets": "earliest",
-                            "maxMessagesPerTrigger": "100", "commitOffsets": "false", **options})
-        r = ds.streamReader(SCHEMA)
-        start = r.initialOffset()
-        return r, r.partitions(start, r.latestOffset(start, r.getDefaultReadLimit()))
-
-    reader, (packed,) = plan()
-    queues = [f"{b}:{q}" for b in BROKERS for q in (0, 1)]
-    assert isinstance(packed.reader, RangeRuns) and \
-        [f"{r.queue[0]}:{r.queue[1]}" for r in packed.reader.ranges] == queues
-    rows = [(row["queue_id"], row["queue_offset"], row["body"]) for b in reader.read(packed) for row in b.to_pylist()]
-    unpacked_reader, unpacked = plan(minOffsetsPerPartition="0")
-    assert len(unpacked) == 4
-    assert rows == [(row["queue_id"], row["queue_offset"], row["body"])
-                    for p in unpacked for b in unpacked_reader.read(p) for row in b.to_pylist()]
-    assert len(rows) == 100
-
-
 @pytest.mark.parametrize("options, fragment", [
     ({"startingOffsets": '{"Orders": {"0": 1}}'}, "option 'startingOffsets'.*brokerName:queueId"),
     ({"startingOffsets": '{"Orders": {"broker-z:0": 1}}'}, "queue broker-z:0 does not exist"),
