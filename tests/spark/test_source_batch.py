@@ -1,9 +1,12 @@
-"""spark.read.format("rmq"): equal to the store's own get_message, filters, offsets, pushdown."""
+"""spark.read.format("rmq"): equal to the store's own get_message, filters (on a store directory and through
+`rmq serve` alike), offsets, pushdown."""
 import time
 
 import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
+from read_places import PLACES, places_of
+from rmq_reads import read_rmq
 from source_testkit import expected_df, fill, get_message_rows, ordered, read_metrics
 
 from filters import MessageFilter
@@ -39,14 +42,25 @@ def test_batch_read_equals_get_message(spark, store2):
     assert df.rdd.getNumPartitions() == 4  # one per queue
 
 
-@pytest.mark.parametrize("option,selector,build", [
-    ("tags", "Aa", MessageFilter.by_tags),              # "BB" has the same hash code and must not leak in
-    ("tags", "BB || TagD", MessageFilter.by_tags),
-    ("sql", "region = 'eu' AND a > 20", MessageFilter.by_sql),
-])
-def test_filtered_batch_equals_filtered_get_message(spark, store2, option, selector, build):
-    df = spark.read.format("rmq").option("topic", "T").option(option, selector).load(store2)
-    expected = expected_df(spark, _rows(store2, "T", range(3), message_filter=build(selector)))
+@pytest.fixture(scope="module")
+def store2_at(store2):
+    """Where store2 is read: store2_at("directory"), or store2_at("cluster"), the same store served by `rmq serve`."""
+    with places_of(store2) as where:
+        yield where
+
+
+@pytest.mark.parametrize("options,matching", [
+    ({"tags": "Aa"}, MessageFilter.by_tags("Aa")),  # "BB" has the same hash code and must not leak in
+    ({"tags": "BB || TagD"}, MessageFilter.by_tags("BB || TagD")),
+    ({"sql": "region = 'eu' AND a > 20"}, MessageFilter.by_sql("region = 'eu' AND a > 20")),
+    # a SQL92 filter naming TAGS, every queue ending in messages its tag codes refuse (the read moves past them)
+    ({"sql": "TAGS IN ('Aa', 'BB')"}, MessageFilter.by_sql("TAGS IN ('Aa', 'BB')")),
+    ({"tags": "Aa || TagC", "sql": "region = 'us'"}, MessageFilter.by_sql("TAGS IN ('Aa', 'TagC') AND region = 'us'")),
+], ids=["tag", "tags", "sql", "sql-on-tags", "tags-and-sql"])
+@pytest.mark.parametrize("place", PLACES)
+def test_filtered_batch_equals_filtered_get_message(spark, store2, store2_at, place, options, matching):
+    df = read_rmq(spark, **store2_at(place), topic="T", **options)
+    expected = expected_df(spark, _rows(store2, "T", range(3), message_filter=matching))
     assert_df_equality(ordered(df), expected)
     assert df.count() > 0
 

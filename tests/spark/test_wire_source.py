@@ -1,6 +1,7 @@
 """format("rmq") with namesrvAddr: Spark reads through two real brokers (`rmq serve` processes) and a name
-server, never given a store path: batch and stream reads, broker-side filters, offsets JSON by broker, group
-offsets on the brokers, a broker killed mid-stream."""
+server, never given a store path: batch and stream reads, offsets JSON by broker, group offsets on the brokers,
+a broker killed mid-stream, a tag selector's last pull. What holds for a store directory and a broker alike is
+tested over both where it is tested for the directory (read_places.py)."""
 from __future__ import annotations
 
 import json
@@ -46,34 +47,6 @@ def test_a_batch_read_gets_every_message_of_both_brokers_with_its_columns(spark,
     one = next(r for r in rows if r.body == b"broker-b/1/6")
     assert (one.topic, one.queue_id, one.queue_offset, one.tags, one.properties["n"]) == ("Orders", 1, 6, "x", "6")
     assert one.store_host == cluster.addresses["broker-b"]
-
-
-def test_a_schema_or_include_properties_selects_columns_over_the_wire_too(spark, cluster):
-    for options in ({}, {"sql": "n < 20", "tags": "x"}):
-        full = {r.body: r for r in _read(spark, cluster, topic="Orders", **options).collect()}
-        columns = ["body", "tags", "queue_offset", "store_host"]
-        r = spark.read.format("rmq").option("namesrvAddr", cluster.namesrv).option("topic", "Orders")
-        for k, v in options.items():
-            r = r.option(k, v)
-        df = r.schema("body binary, tags string, queue_offset long, store_host string").load()
-        assert df.columns == columns
-        assert sorted(tuple(row) for row in df.collect()) == sorted(tuple(f[c] for c in columns) for f in full.values())
-        slim = _read(spark, cluster, topic="Orders", includeProperties="false", **options)
-        assert "properties" not in slim.columns and "keys" not in slim.columns
-        assert {row.body: row.asDict() for row in slim.collect()} == {
-            b: {c: f[c] for c in slim.columns} for b, f in full.items()}
-
-
-def test_tag_and_sql92_filters_give_exactly_the_matching_messages(spark, cluster):
-    tagged = {r.body for r in _read(spark, cluster, topic="Orders", tags="x").collect()}
-    assert tagged == {b for b in cluster.sent if int(b.split(b"/")[2]) % 6 == 0}
-    sql = {r.body for r in _read(spark, cluster, topic="Orders", sql="n BETWEEN 10 AND 14").collect()}
-    assert sql == {b for b in cluster.sent if 10 <= int(b.split(b"/")[2]) <= 14}
-    both = {r.body for r in _read(spark, cluster, topic="Orders", sql="n < 20", tags="x").collect()}
-    assert both == {b for b in cluster.sent if int(b.split(b"/")[2]) in (0, 6, 12, 18)}
-    # a SQL92 filter naming TAGS, the queues ending in messages its tag codes refuse (the read moves past them)
-    on_tags = {r.body for r in _read(spark, cluster, topic="Orders", sql="TAGS in ('x', 'z')").collect()}
-    assert on_tags == tagged
 
 
 def test_offsets_json_names_queues_by_broker(spark, cluster):
