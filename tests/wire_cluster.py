@@ -1,14 +1,16 @@
 """A RocketMQ cluster of real processes for tests: one `rmq namesrv` and brokers (`rmq serve`, each with its own
-store directory and broker.conf), stopped whatever happens (use it as a context manager)."""
+store directory and broker.conf), stopped whatever happens (use it as a context manager); or one store directory
+served by one `rmq serve` with its name server in the same process."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from typing import Optional
+from typing import Iterator, Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Large pulls, as a Spark job wants them (RocketMQ's defaults: 32 messages, 256 KiB)
@@ -80,6 +82,27 @@ class WireCluster:
     def stop(self) -> None:
         for name in [n for n in self.procs if n != "namesrv"] + ["namesrv"]:
             self.kill(name, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def serve_store(store_dir, broker: str = "broker-a", conf: str = PULL_LIMITS) -> Iterator[dict]:
+    """`rmq serve` of store_dir as `broker`, its name server in the same process (one process to start, where a
+    WireCluster starts two): what it printed ({"namesrv", "broker", "brokerName"}); stopped on leaving. Its
+    broker.conf and log are beside the directory."""
+    base = os.path.abspath(store_dir)
+    with open(f"{base}.conf", "w") as f:
+        f.write(conf)
+    proc, out = _start(["-s", base, "serve", "--config", f"{base}.conf", "--listen", "127.0.0.1:0", "--namesrv-listen",
+                        "127.0.0.1:0", "--broker-name", broker], f"{base}.log")
+    try:
+        yield out
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def wait_until(check, timeout: float = 20.0, what: str = "condition") -> None:

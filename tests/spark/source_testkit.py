@@ -5,6 +5,8 @@ import datetime as dt
 import json
 import os
 
+from store_fill import fill_store
+
 from rmq_spark.schema import COLUMNS, SCHEMA
 from store import MessageStore, StoreConfig
 
@@ -14,15 +16,11 @@ TAG_CYCLE = ["Aa", "BB", "TagC", None, "TagD"]  # "Aa" and "BB" share String.has
 def fill(path, topic="T", n=40, queues=2, start=0, config=None, **extra):
     """n messages over `queues` queues (round robin by index), tags cycling TAG_CYCLE, properties a=<i>,
     region=eu|us, keys k<i>."""
-    with MessageStore(path, config=config) as s:
-        if topic not in s.topics():
-            s.create_topic(topic, queues)
-        idx = list(range(start, start + n))
-        s.put_batch(topic, [f"body-{topic}-{i}".encode() for i in idx],
-                    tags=[TAG_CYCLE[i % len(TAG_CYCLE)] for i in idx],
-                    keys=[f"k{i} x{i % 3}" for i in idx],
-                    properties=[{"a": str(i), "region": "eu" if i % 2 else "us"} for i in idx],
-                    queue_id=[i % queues for i in idx], **extra)
+    idx = range(start, start + n)
+    fill_store(path, n, topic=topic, body=f"body-{topic}-%d".encode(), start=start, queue_id=lambda i: i % queues,
+               queues=queues, config=config, tags=[TAG_CYCLE[i % len(TAG_CYCLE)] for i in idx],
+               keys=[f"k{i} x{i % 3}" for i in idx],
+               properties=[{"a": str(i), "region": "eu" if i % 2 else "us"} for i in idx], **extra)
     return str(path)
 
 

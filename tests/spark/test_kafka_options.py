@@ -8,6 +8,7 @@ import time
 
 import pytest
 from pyspark.errors import AnalysisException
+from store_fill import fill_store
 
 from rmq_spark.errors import RmqOptionError
 from rmq_spark.options import parse_options
@@ -17,9 +18,7 @@ from store import MessageStore
 @pytest.fixture
 def store(tmp_path):
     path = tmp_path / "s"
-    with MessageStore(path) as s:
-        s.create_topic("T", 2)
-        s.put_batch("T", [b"a%d" % i for i in range(12)], queue_id=[i % 2 for i in range(12)])
+    fill_store(path, 12, body=b"a%d", queues=2, queue_id=lambda i: i % 2)
     (path / ".rmq-spark").touch()
     return str(path)
 

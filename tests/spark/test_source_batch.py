@@ -1,9 +1,12 @@
-"""spark.read.format("rmq"): equal to the store's own get_message, filters, offsets, pushdown."""
+"""spark.read.format("rmq"): equal to the store's own get_message, filters (on a store directory and through
+`rmq serve` alike), offsets, pushdown."""
 import time
 
 import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
+from read_places import PLACES, places_of
+from rmq_reads import read_rmq
 from source_testkit import expected_df, fill, get_message_rows, ordered, read_metrics
 
 from filters import MessageFilter
@@ -39,28 +42,39 @@ def test_batch_read_equals_get_message(spark, store2):
     assert df.rdd.getNumPartitions() == 4  # one per queue
 
 
+@pytest.fixture(scope="module")
+def store2_at(store2):
+    """Where store2 is read: store2_at("directory"), or store2_at("cluster"), the same store served by `rmq serve`."""
+    with places_of(store2) as where:
+        yield where
+
+
+@pytest.mark.parametrize("place", PLACES)
 @pytest.mark.parametrize("option,selector,build", [
     ("tags", "Aa", MessageFilter.by_tags),              # "BB" has the same hash code and must not leak in
     ("tags", "BB || TagD", MessageFilter.by_tags),
     ("sql", "region = 'eu' AND a > 20", MessageFilter.by_sql),
 ])
-def test_filtered_batch_equals_filtered_get_message(spark, store2, option, selector, build):
-    df = spark.read.format("rmq").option("topic", "T").option(option, selector).load(store2)
+def test_filtered_batch_equals_filtered_get_message(spark, store2, store2_at, option, selector, build, place):
+    df = read_rmq(spark, **store2_at(place), topic="T", **{option: selector})
     expected = expected_df(spark, _rows(store2, "T", range(3), message_filter=build(selector)))
     assert_df_equality(ordered(df), expected)
     assert df.count() > 0
 
 
-def test_expression_type_and_both_selectors(spark, store2):
-    via_rocketmq_names = (spark.read.format("rmq").option("topic", "T").option("expressionType", "SQL92")
-                          .option("subExpression", "TAGS IN ('Aa', 'TagC')").load(store2))
-    both = (spark.read.format("rmq").option("topic", "T").option("tags", "Aa || TagC")
-            .option("sql", "region = 'us'").load(store2))
+@pytest.mark.parametrize("place", PLACES)
+def test_expression_type_and_both_selectors(spark, store2, store2_at, place):
+    # a SQL92 selector on TAGS: two of the three queues end in messages it refuses (the read moves past them)
+    via_rocketmq_names = read_rmq(spark, **store2_at(place), topic="T", expressionType="SQL92",
+                                  subExpression="TAGS IN ('Aa', 'TagC')")
+    both = read_rmq(spark, **store2_at(place), topic="T", tags="Aa || TagC", sql="region = 'us'")
     assert sorted(r.tags for r in via_rocketmq_names.collect()) == sorted(
-        r.tags for r in spark.read.format("rmq").option("topic", "T").load(store2).collect()
-        if r.tags in ("Aa", "TagC"))
+        r[5] for r in _rows(store2, "T", range(3)) if r[5] in ("Aa", "TagC"))
     rows = both.collect()
     assert rows and all(r.tags in ("Aa", "TagC") and r.properties["region"] == "us" for r in rows)
+    assert sorted((r.queue_id, r.queue_offset) for r in rows) == sorted(
+        (r[1], r[2]) for r in _rows(store2, "T", range(3),
+                                    message_filter=MessageFilter.by_sql("TAGS IN ('Aa', 'TagC') AND region = 'us'")))
 
 
 def test_offsets_json_assign_and_min_partitions(spark, store2):

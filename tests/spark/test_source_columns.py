@@ -1,10 +1,12 @@
 """Reading some columns: a user-given schema (.schema(...)) returns exactly those columns in that order, and
 includeProperties=false leaves out keys and properties; the values are the full read's, with and without tag
-and SQL92 filters, for batch reads and streams."""
+and SQL92 filters, for batch reads (of the store directory, and some through `rmq serve` of the same store) and
+streams."""
 import random
 
 import pytest
 from pyspark.errors import AnalysisException
+from read_places import PLACES, places_of
 from rmq_reads import read_rmq
 from source_testkit import fill
 
@@ -18,7 +20,10 @@ SINGLES = [[c] for c in FIELDS]
 # Every column in several places of several orders (tests/store/test_scan_columns.py tries many more subsets and
 # each column alone under each filter, at the store's scan).
 MIXED = [SIX, list(reversed(FIELDS))] + [_shuffled.sample(list(FIELDS), k) for k in (2, 3, 5, 8, 12)]
-CASES = [(c, "none") for c in SINGLES] + [(c, kind) for c in MIXED for kind in sorted(FILTERS)]
+FOUR = ["body", "tags", "queue_offset", "store_host"]  # read in both places
+CASES = [(c, "none", "directory") for c in SINGLES] + \
+    [(c, kind, "directory") for c in MIXED + [FOUR] for kind in sorted(FILTERS)] + \
+    [(FOUR, kind, "cluster") for kind in sorted(FILTERS)]
 
 
 def ddl(columns):
@@ -35,15 +40,23 @@ def _read(spark, path, schema=None, **options):
 
 
 @pytest.fixture(scope="module")
+def at(path):
+    """Where the store is read: at("directory"), or at("cluster"), the same store served by `rmq serve`."""
+    with places_of(path) as where:
+        yield where
+
+
+@pytest.fixture(scope="module")
 def full(spark, path):
     """The full read's rows, per filter (a scan's partitions come back in queue order, each in offset order)."""
     return {kind: [r.asDict() for r in _read(spark, path, **opts).collect()] for kind, opts in FILTERS.items()}
 
 
-@pytest.mark.parametrize("columns,kind", CASES,
-                         ids=[f"{'+'.join(c) if len(c) < 16 else 'all-' + c[0] + '-first'}-{k}" for c, k in CASES])
-def test_a_schema_returns_exactly_its_columns_in_its_order(spark, path, full, columns, kind):
-    df = _read(spark, path, ddl(columns), **FILTERS[kind])
+@pytest.mark.parametrize("columns,kind,place", CASES,
+                         ids=[f"{'+'.join(c) if len(c) < 16 else 'all-' + c[0] + '-first'}-{k}"
+                              f"{'-' + p if p != 'directory' else ''}" for c, k, p in CASES])
+def test_a_schema_returns_exactly_its_columns_in_its_order(spark, at, full, columns, kind, place):
+    df = read_rmq(spark, **at(place), schema=ddl(columns), topic="T", **FILTERS[kind])
     assert df.columns == columns
     got = [tuple(r) for r in df.collect()]
     assert got == [tuple(row[c] for c in columns) for row in full[kind]]
@@ -56,13 +69,14 @@ def test_names_match_ignoring_case_and_keep_the_schemas_spelling(spark, path, fu
     assert [tuple(r) for r in df.collect()] == [(r["body"], r["queue_offset"]) for r in full["none"]]
 
 
+@pytest.mark.parametrize("place", PLACES)
 @pytest.mark.parametrize("kind", sorted(FILTERS))
-def test_include_properties_false_leaves_out_keys_and_properties(spark, path, full, kind):
-    df = _read(spark, path, includeProperties="false", **FILTERS[kind])
+def test_include_properties_false_leaves_out_keys_and_properties(spark, at, full, kind, place):
+    df = read_rmq(spark, **at(place), topic="T", includeProperties="false", **FILTERS[kind])
     rest = [c for c in FIELDS if c not in ("keys", "properties")]
     assert df.columns == rest  # known at .load(): Spark asked the source for its schema
     assert [r.asDict() for r in df.collect()] == [{c: row[c] for c in rest} for row in full[kind]]
-    assert _read(spark, path, includeProperties="true").columns == list(FIELDS)
+    assert read_rmq(spark, **at(place), topic="T", includeProperties="true").columns == list(FIELDS)
 
 
 @pytest.mark.parametrize("schema,message", [

@@ -1,5 +1,6 @@
 """The driver-side and executor-side pieces of the source, run in-process (no Spark job): rate limits, starting
-offsets, long polling, data loss, partition reads and their counters, option parsing."""
+offsets, long polling, data loss, partition reads and their counters (a small microbatch's packing on a store
+directory and through `rmq serve` alike), option parsing."""
 import json
 import threading
 import time
@@ -7,6 +8,7 @@ import time
 import numpy as np
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxRows, ReadMinRows
+from read_places import PLACES, read_place
 from source_testkit import fill, get_message_rows, group_offsets, small_files_config
 
 from filters import MessageFilter
@@ -232,29 +234,34 @@ def test_small_ranges_are_packed_into_partitions_of_at_least_min_offsets_in_plan
     assert pack_small_ranges(parts[:1] + parts[4:5], 8192) == parts[:1] + parts[4:5]  # nothing to pack with
 
 
-def test_a_small_microbatch_is_one_partition_with_the_rows_of_the_unpacked_plan(tmp_path):
+@pytest.mark.parametrize("place", PLACES)
+def test_a_small_microbatch_is_one_partition_with_the_rows_of_the_unpacked_plan(tmp_path, place):
     path = fill(tmp_path / "s", "T", n=400, queues=4)
-    metrics = tmp_path / "metrics"
+    metrics = tmp_path / "metrics"  # a store directory's scan counters
+    counted = {"metricsPath": str(metrics)} if place == "directory" else {}
+    queues = list(range(4)) if place == "directory" else [f"broker-a:{q}" for q in range(4)]
 
-    def plan(**options):
-        r = stream_reader(path, startingOffsets="earliest", maxMessagesPerTrigger=300, metricsPath=metrics,
-                          **options)
-        start = r.initialOffset()
-        return r, r.partitions(start, r.latestOffset(start, r.getDefaultReadLimit()))
+    with read_place(place, path) as where:
+        def plan(**options):
+            ds = RmqDataSource({**where, "topic": "T", "startingOffsets": "earliest", "maxMessagesPerTrigger": "300",
+                                "commitOffsets": "false", **counted, **options})
+            r = ds.streamReader(SCHEMA)
+            start = r.initialOffset()
+            return r, r.partitions(start, r.latestOffset(start, r.getDefaultReadLimit()))
 
-    reader, parts = plan()
-    assert len(parts) == 1 and [(p.queue_id, p.start, p.end) for p in parts[0].reader.ranges] == \
-        [(q, 0, 75) for q in range(4)]
-    rows = [row for b in reader.read(parts[0]) for row in b.to_pylist()]
-    unpacked_reader, unpacked = plan(minOffsetsPerPartition=0)
-    assert [(p.queue_id, p.start, p.end) for p in unpacked] == [(q, 0, 75) for q in range(4)]
-    assert rows == [row for p in unpacked for b in unpacked_reader.read(p) for row in b.to_pylist()]
-    assert len(rows) == 300
-    # each range of the packed partition is read and counted as its own partition would be
-    lines = [json.loads(x) for f in metrics.iterdir() for x in f.read_text().splitlines()]
-    assert sorted((m["queue_id"], m["rows"]) for m in lines) == sorted([(q, 75) for q in range(4)] * 2)
-    _, split = plan(minPartitions=8)  # a count of partitions asked for is kept
-    assert len(split) >= 8 and not any(isinstance(p.reader, RangeRuns) for p in split)
+        reader, parts = plan()
+        assert len(parts) == 1 and isinstance(parts[0].reader, RangeRuns)
+        assert [r.key()[1:] for r in parts[0].reader.ranges] == [(q, 0, 75) for q in queues]
+        rows = [row for b in reader.read(parts[0]) for row in b.to_pylist()]
+        unpacked_reader, unpacked = plan(minOffsetsPerPartition="0")
+        assert [p.key()[1:] for p in unpacked] == [(q, 0, 75) for q in queues]
+        assert rows == [row for p in unpacked for b in unpacked_reader.read(p) for row in b.to_pylist()]
+        assert len(rows) == 300
+        _, split = plan(minPartitions="8")  # a count of partitions asked for is kept
+        assert len(split) >= 8 and not any(isinstance(p.reader, RangeRuns) for p in split)
+    if place == "directory":  # each range of the packed partition is read and counted as its own partition would be
+        lines = [json.loads(x) for f in metrics.iterdir() for x in f.read_text().splitlines()]
+        assert sorted((m["queue_id"], m["rows"]) for m in lines) == sorted([(q, 75) for q in range(4)] * 2)
 
 
 # -- options ---------------------------------------------------------------------------------------------------

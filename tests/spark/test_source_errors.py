@@ -3,6 +3,7 @@ import os
 
 import pytest
 from source_testkit import fill
+from store_fill import fill_store
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +62,7 @@ def test_a_stream_with_a_bad_option_fails_before_any_batch(spark, path, tmp_path
 def test_a_missing_commitlog_file_is_data_loss(spark, tmp_path, fail):
     from store import MessageStore, StoreConfig
     with MessageStore(tmp_path / "s", StoreConfig(mappedFileSizeCommitLog=64 * 1024)) as s:
-        s.put_batch("T", [b"%04d" % i + b"x" * 200 for i in range(1000)], queue_id=[i % 4 for i in range(1000)])
+        fill_store(s, 1000, body=b"%04d" + b"x" * 200, queue_id=lambda i: i % 4)
         gone = [s.queue_offset_at("T", q, 131072) for q in range(4)], \
             [s.queue_offset_at("T", q, 196608) for q in range(4)]
     (tmp_path / "s" / "commitlog" / f"{131072:020d}").unlink()
@@ -95,9 +96,8 @@ def test_a_corrupt_topics_file_is_named(spark, tmp_path):
 
 
 def test_a_short_consume_queue_file_fails_the_read_naming_it(spark, tmp_path):
-    from store import MessageStore, StoreConfig
-    with MessageStore(tmp_path / "s", StoreConfig(mappedFileSizeConsumeQueue=2000)) as s:
-        s.put_batch("T", [b"x"] * 300, queue_id=0)
+    from store import StoreConfig
+    fill_store(tmp_path / "s", 300, body=b"x", config=StoreConfig(mappedFileSizeConsumeQueue=2000))
     short = tmp_path / "s" / "consumequeue" / "T" / "0" / f"{2000:020d}"
     os.truncate(short, 1010)
     with pytest.raises(Exception) as e:

@@ -1,9 +1,9 @@
 """The RocketMQ selector rules through Spark's `sql` option: the same rows as the filter's own paths, and the
 same refusals, naming the option."""
 import pytest
+from store_fill import fill_store
 
 from filters import MessageFilter
-from store import MessageStore
 
 PROPS = [{"a": "1"}, {"a": "3"}, {"a": "-3"}, {"a": "true"}, {"a": "x"}, {}, {"b": "1"}]
 
@@ -11,8 +11,7 @@ PROPS = [{"a": "1"}, {"a": "3"}, {"a": "-3"}, {"a": "true"}, {"a": "x"}, {}, {"b
 @pytest.fixture(scope="module")
 def path(tmp_path_factory):
     p = tmp_path_factory.mktemp("sql92") / "s"
-    with MessageStore(p) as s:
-        s.put_batch("T", [b"m%d" % i for i in range(len(PROPS))], properties=[m or None for m in PROPS], queue_id=0)
+    fill_store(p, len(PROPS), body=b"m%d", properties=[m or None for m in PROPS])
     return str(p)
 
 

@@ -1,6 +1,7 @@
 """format("rmq") with namesrvAddr: Spark reads through two real brokers (`rmq serve` processes) and a name
-server, never given a store path: batch and stream reads, broker-side filters, offsets JSON by broker, group
-offsets on the brokers, a broker killed mid-stream."""
+server, never given a store path: batch and stream reads, offsets JSON by broker, group offsets on the brokers,
+a broker killed mid-stream, a tag selector's last pull. What holds for a store directory and a broker alike is
+tested over both where it is tested for the directory (read_places.py)."""
 from __future__ import annotations
 
 import json
@@ -48,64 +49,12 @@ def test_a_batch_read_gets_every_message_of_both_brokers_with_its_columns(spark,
     assert one.store_host == cluster.addresses["broker-b"]
 
 
-def test_a_schema_or_include_properties_selects_columns_over_the_wire_too(spark, cluster):
-    for options in ({}, {"sql": "n < 20", "tags": "x"}):
-        full = {r.body: r for r in _read(spark, cluster, topic="Orders", **options).collect()}
-        columns = ["body", "tags", "queue_offset", "store_host"]
-        r = spark.read.format("rmq").option("namesrvAddr", cluster.namesrv).option("topic", "Orders")
-        for k, v in options.items():
-            r = r.option(k, v)
-        df = r.schema("body binary, tags string, queue_offset long, store_host string").load()
-        assert df.columns == columns
-        assert sorted(tuple(row) for row in df.collect()) == sorted(tuple(f[c] for c in columns) for f in full.values())
-        slim = _read(spark, cluster, topic="Orders", includeProperties="false", **options)
-        assert "properties" not in slim.columns and "keys" not in slim.columns
-        assert {row.body: row.asDict() for row in slim.collect()} == {
-            b: {c: f[c] for c in slim.columns} for b, f in full.items()}
-
-
-def test_tag_and_sql92_filters_give_exactly_the_matching_messages(spark, cluster):
-    tagged = {r.body for r in _read(spark, cluster, topic="Orders", tags="x").collect()}
-    assert tagged == {b for b in cluster.sent if int(b.split(b"/")[2]) % 6 == 0}
-    sql = {r.body for r in _read(spark, cluster, topic="Orders", sql="n BETWEEN 10 AND 14").collect()}
-    assert sql == {b for b in cluster.sent if 10 <= int(b.split(b"/")[2]) <= 14}
-    both = {r.body for r in _read(spark, cluster, topic="Orders", sql="n < 20", tags="x").collect()}
-    assert both == {b for b in cluster.sent if int(b.split(b"/")[2]) in (0, 6, 12, 18)}
-    # a SQL92 filter naming TAGS, the queues ending in messages its tag codes refuse (the read moves past them)
-    on_tags = {r.body for r in _read(spark, cluster, topic="Orders", sql="TAGS in ('x', 'z')").collect()}
-    assert on_tags == tagged
-
-
 def test_offsets_json_names_queues_by_broker(spark, cluster):
     start = json.dumps({"Orders": {"broker-a:0": 50, "broker-b:1": 55}})
     end = json.dumps({"Orders": {"broker-a:0": 52, "broker-a:1": 0, "broker-b:0": 0, "broker-b:1": -1}})
     rows = _read(spark, cluster, topic="Orders", startingOffsets=start, endingOffsets=end).collect()
     assert sorted(r.body for r in rows) == sorted([b"broker-a/0/50", b"broker-a/0/51"] +
                                                   [f"broker-b/1/{i}".encode() for i in range(55, 60)])
-
-
-def test_a_small_microbatch_over_the_wire_is_one_partition_with_the_rows_of_the_unpacked_plan(cluster):
-    from rmq_log.reads import RangeRuns
-    from rmq_spark.schema import SCHEMA
-    from rmq_spark.source import RmqDataSource
-
-    def plan(**options):
-        ds = RmqDataSource({"namesrvAddr": cluster.namesrv, "topic": "Orders", "startingOffsets": "earliest",
-                            "maxMessagesPerTrigger": "100", "commitOffsets": "false", **options})
-        r = ds.streamReader(SCHEMA)
-        start = r.initialOffset()
-        return r, r.partitions(start, r.latestOffset(start, r.getDefaultReadLimit()))
-
-    reader, (packed,) = plan()
-    queues = [f"{b}:{q}" for b in BROKERS for q in (0, 1)]
-    assert isinstance(packed.reader, RangeRuns) and \
-        [f"{r.queue[0]}:{r.queue[1]}" for r in packed.reader.ranges] == queues
-    rows = [(row["queue_id"], row["queue_offset"], row["body"]) for b in reader.read(packed) for row in b.to_pylist()]
-    unpacked_reader, unpacked = plan(minOffsetsPerPartition="0")
-    assert len(unpacked) == 4
-    assert rows == [(row["queue_id"], row["queue_offset"], row["body"])
-                    for p in unpacked for b in unpacked_reader.read(p) for row in b.to_pylist()]
-    assert len(rows) == 100
 
 
 @pytest.mark.parametrize("options, fragment", [

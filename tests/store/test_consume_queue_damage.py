@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from store_fill import fill_store
 
 from store import CorruptRecordError, MessageStore, StoreConfig
 from store.store_check import check_store
@@ -16,8 +17,7 @@ CQ = os.path.join("consumequeue", "T", "0")
 
 
 def _store(path, n=300):
-    with MessageStore(path, StoreConfig(**CFG)) as s:
-        s.put_batch("T", [b"m%03d" % i for i in range(n)], queue_id=0)
+    fill_store(path, n, body=b"m%03d", config=StoreConfig(**CFG))
 
 
 def _rmq(path, *args):
@@ -81,8 +81,7 @@ def test_a_short_last_file_reads_what_is_there_and_a_writer_repairs_it(tmp_path)
 
 def _issue_store(path):
     """The issue's reproduction: one queue, 700 messages, 6,000-byte consume-queue files (300 units each)."""
-    with MessageStore(path, StoreConfig(mappedFileSizeConsumeQueue=6000)) as s:
-        s.put_batch("T", [b"m%03d" % i for i in range(700)], queue_id=0)
+    fill_store(path, 700, body=b"m%03d", config=StoreConfig(mappedFileSizeConsumeQueue=6000))
     return path / CQ / f"{0:020d}"
 
 

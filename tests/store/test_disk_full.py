@@ -67,7 +67,8 @@ def test_a_full_disk_is_a_clear_error_and_the_store_stays_readable(small_fs):
 
 
 def _fill_up(path, small_fs) -> int:
-    """A store that filled the disk, then every byte left taken: how many messages were acknowledged."""
+    """A store that filled the disk, then every byte left taken: how many messages were acknowledged (batches
+    until the disk refuses one, so not tests/store_fill.py's one batch of n)."""
     acked = 0
     with MessageStore(path) as s:
         with pytest.raises(DiskFullError):

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+from store_fill import fill_store
 
 from store import MessageStore, MissingFileError, StoreConfig, StoreRecoveryError
 from store.store_check import check_store
@@ -16,8 +17,8 @@ GONE = f"{131072:020d}"
 
 @pytest.fixture
 def path(tmp_path):
-    with MessageStore(tmp_path, CFG) as s:  # the issue's reproduction: 1,000 messages over 64 KiB files
-        s.put_batch("T", [b"%04d" % i + b"x" * 200 for i in range(1000)], queue_id=[i % 4 for i in range(1000)])
+    # the issue's reproduction: 1,000 messages over 64 KiB files
+    fill_store(tmp_path, 1000, body=b"%04d" + b"x" * 200, queue_id=lambda i: i % 4, config=CFG)
     os.remove(tmp_path / "commitlog" / GONE)
     return tmp_path
 
@@ -54,8 +55,7 @@ def test_a_writer_refuses_to_open_over_the_gap(path):
 @pytest.fixture
 def last_gone(tmp_path):
     """The issue's reproduction: 240 messages of 1 KiB over 64 KiB files, the newest file removed."""
-    with MessageStore(tmp_path, CFG) as s:
-        s.put_batch("T", [b"%04d" % i + b"x" * 1000 for i in range(240)], queue_id=0)
+    fill_store(tmp_path, 240, body=b"%04d" + b"x" * 1000, config=CFG)
     newest = sorted(os.listdir(tmp_path / "commitlog"))[-1]
     os.remove(tmp_path / "commitlog" / newest)
     return tmp_path, newest

@@ -16,6 +16,7 @@ CFG = StoreConfig(mappedFileSizeCommitLog=16 * 1024, maxTransferBytesOnMessageIn
 
 
 def _fill(store):
+    # sixty batches of random sizes (not tests/store_fill.py's one batch), so pulls meet files' ends anywhere
     rng = np.random.default_rng(7)
     for i in range(60):
         n = int(rng.integers(1, 12))

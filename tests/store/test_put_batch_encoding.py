@@ -284,7 +284,8 @@ def test_a_failed_write_raises_oserror(tmp_path, threaded):
 
 def _fill(path, monkeypatch, n_batches=8, threaded=True):
     """A store written with deterministic inputs (clock, host, uniq keys, queues), file sizes that roll often
-    and write chunks smaller than a batch (by a writer thread or not)."""
+    and write chunks smaller than a batch (by a writer thread or not). Not tests/store_fill.py's one patterned
+    batch: the encoders are compared over many batches of mixed topics, sizes and columns."""
     monkeypatch.setattr(time, "time", lambda: 1_700_000_000.5)
     monkeypatch.setattr(commit_log.CommitLog, "WRITE_CHUNK", 700)
     monkeypatch.setattr(commit_log.CommitLog, "WRITE_THREAD", threaded)

@@ -8,6 +8,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from conftest_durability import SMALL, all_messages, start_python, tree_snapshot  # noqa: E402
+from store_fill import fill_store  # noqa: E402
 
 from store import GetMessageStatus, MessageStore, ReadOnlyStoreError, StoreConfig  # noqa: E402
 
@@ -15,7 +16,7 @@ from store import GetMessageStatus, MessageStore, ReadOnlyStoreError, StoreConfi
 def _broker_like(path, n=30):
     """A store as a broker leaves it after a crash: abort present, no lock file of ours, a torn tail."""
     with MessageStore(path, StoreConfig(**SMALL)) as s:
-        rs = s.put_batch("B", [b"b%d" % i for i in range(n)], queue_id=0)
+        rs = fill_store(s, n, topic="B", body=b"b%d")
         end = s.commit_log_max_offset()
     assert end % 4096 < 4000
     os.remove(path / "lock")

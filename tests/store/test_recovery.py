@@ -22,6 +22,8 @@ def _cfg(**kw):
 
 
 def _fill(path, n=40, topic="R"):
+    # one put per message (not tests/store_fill.py's one batch): each its own append and store timestamp, which
+    # the checkpoint rewinds and torn-record trials cut between
     with MessageStore(path, _cfg()) as s:
         results = [s.put(topic, f"m{i}".encode() * (1 + i % 5), tags="t", queue_id=0,
                          properties={"seq": str(i)}) for i in range(n)]

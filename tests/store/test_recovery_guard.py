@@ -14,6 +14,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from conftest_durability import SMALL, all_messages, run_python  # noqa: E402
+from store_fill import fill_store  # noqa: E402
 
 from rmq_common import message_codec as codec  # noqa: E402
 from store import InvalidMessageError, MessageStore, StoreConfig, StoreRecoveryError  # noqa: E402
@@ -93,8 +94,7 @@ def test_a_copy_of_atomically_written_messages_survives_an_unclean_stop(tmp_path
 
 
 def _fill(path, n=200):
-    with MessageStore(path, _cfg()) as s:
-        return s.put_batch("T", [b"message-%04d" % i for i in range(n)], queue_id=0)
+    return fill_store(path, n, body=b"message-%04d", config=_cfg())
 
 
 def test_damage_in_the_middle_refuses_to_open_and_cuts_only_when_asked(tmp_path):

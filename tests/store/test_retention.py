@@ -9,6 +9,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from conftest_durability import SMALL, all_messages  # noqa: E402
+from store_fill import fill_store  # noqa: E402
 
 from store import GetMessageStatus, MessageStore, ReadOnlyStoreError, StoreConfig  # noqa: E402
 from store.store_check import check_store  # noqa: E402
@@ -21,7 +22,7 @@ def _store(path, **kw):
 
 
 def _fill(s, n=200):
-    return s.put_batch("Ret", [b"r%04d" % i + b"." * 40 for i in range(n)], queue_id=[i % 2 for i in range(n)])
+    return fill_store(s, n, topic="Ret", body=b"r%04d" + b"." * 40, queue_id=lambda i: i % 2)
 
 
 def _commit_log_files(path):
