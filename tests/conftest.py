@@ -71,7 +71,8 @@ UNIT_SECONDS = {
     "tests/peers/test_stock_controller_failover.py": 130,  # three stock 5.5.0 brokers in controller mode
     "tests/broker/test_broker.py": 80,
     "tests/spark/test_wire_broker_away.py": 100,
-    "tests/spark/test_source_columns.py": 80,
+    "tests/spark/test_source_columns.py": 90,
+    "tests/spark/test_source_batch.py": 30,
     "tests/spark/test_wire_sink.py": 85,
     "tests/spark/test_source_discovery.py": 65,
     "tests/test_demo.py": 80,
@@ -83,7 +84,7 @@ UNIT_SECONDS = {
     "tests/spark/test_sink_errors.py": 25,
     "tests/spark/test_sink_roundtrip.py": 20,
     "tests/spark/test_source_offsets_past_end.py": 20,
-    "tests/spark/test_wire_source.py": 100,
+    "tests/spark/test_wire_source.py": 80,
     "tests/client/test_cli_wire.py": 75,
 }
 
