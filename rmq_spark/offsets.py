@@ -101,14 +101,14 @@ def _offset_options(opts: SourceOptions, store: LogReads) -> dict[str, dict]:
 
 def _in_place_queues(store: LogReads, option: str, spec) -> dict[str, dict[QueueKey, int]]:
     """An offsets option's {topic: {queue: value}} with the place's queues. Options are parsed before the place is
-    known, into a queue id ("3") or a QueueKey ("broker-a:3"): their text is named to the place again."""
+    known: they keep each queue's name ("3" or "broker-a:3") for the place to parse."""
     offsets = spec.offsets if isinstance(spec, SpecificOffsets) else spec
     out: dict[str, dict[QueueKey, int]] = {}
     for t, qs in offsets.items():
         inner = out[t] = {}
         for q, value in qs.items():
             try:
-                inner[store.parse_queue(str(q))] = value
+                inner[store.parse_queue(q)] = value
             except ValueError as e:
                 raise RmqOptionError(option, f"topic {t!r}: {e}") from None
     return out

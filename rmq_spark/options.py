@@ -14,9 +14,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Union
 
-from rmq_log import QueueKey, places
 from rmq_log import place as place_options
+from rmq_log import places
 from rmq_log.place import ReadPlace
+from rmq_log.queue_key import split_queue_name
 from rmq_log.reads import Queue
 
 from . import option_keys as K
@@ -111,11 +112,9 @@ class GroupOffsets:
 
 @dataclass(frozen=True)
 class SpecificOffsets:
-    """{topic: {queue id: offset}}; EARLIEST (-2) and LATEST (-1) as Kafka writes them."""
+    """{topic: {queue's name: offset}}, the names as given ("3" or "broker-a:3", for the place to parse);
+    EARLIEST (-2) and LATEST (-1) as Kafka writes them."""
     offsets: dict = field(default_factory=dict)
-
-    def get(self, topic: str, queue_id: int, default: int) -> int:
-        return self.offsets.get(topic, {}).get(queue_id, default)
 
 
 StartingOffsets = Union[EarliestOffsets, LatestOffsets, GroupOffsets, SpecificOffsets]
@@ -366,28 +365,18 @@ def _offset_json(name: str, value: str, minimum: int, words: str = "") -> dict:
             raise RmqOptionError(name, f"topic {topic!r} must map queue ids to offsets, e.g. {example}")
         parsed: dict = {}
         for qid, off in queues.items():
-            q: Union[int, QueueKey]
+            # kept as text: which of the two names is right depends on the place (offsets._in_place_queues)
             try:
-                q = queue_key(qid)
-            except (TypeError, ValueError):
+                broker, queue_id = split_queue_name(qid)
+            except ValueError:
                 raise RmqOptionError(name, f"{topic!r}: queue {qid!r} is neither a queue id nor "
                                            f"brokerName:queueId") from None
+            q = str(queue_id) if broker is None else f"{broker}:{queue_id}"
             if not isinstance(off, int) or isinstance(off, bool) or off < minimum:
                 raise RmqOptionError(name, f"{topic!r} queue {q}: {off!r} is not an integer >= {minimum}")
             parsed[q] = off
         out[topic] = parsed
     return out
-
-
-def queue_key(text: str) -> Union[int, QueueKey]:
-    """An offsets JSON's queue: "3" (a store directory's queue 3) or "broker-a:3" (queue 3 of broker-a, over the
-    wire). ValueError for anything else."""
-    broker, sep, qid = str(text).rpartition(":")
-    if not sep:
-        return int(qid)
-    if not broker:
-        raise ValueError(text)
-    return QueueKey(broker, int(qid))
 
 
 def int_option(opts: dict, name: str, default, minimum: int):
