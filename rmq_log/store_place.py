@@ -17,6 +17,7 @@ from .place import (
     SinkBasics,
     bool_option,
     default_stream_sink_id,
+    int_option,
 )
 
 if TYPE_CHECKING:
@@ -130,15 +131,7 @@ def _batch_id(opts: Mapping[str, str], sink_id: Optional[str]) -> Optional[int]:
         missing = BATCH_ID if raw is None else SINK_ID
         raise OptionError(missing, "give sinkId and batchId together for an idempotent batch write "
                                    "(or neither: every df.write then appends once)")
-    if raw is None:
-        return None
-    try:
-        batch_id = int(raw)
-    except ValueError:
-        raise OptionError(BATCH_ID, f"{raw!r} is not an integer") from None
-    if batch_id < 0:
-        raise OptionError(BATCH_ID, f"{batch_id} must be >= 0")
-    return batch_id
+    return int_option(opts, BATCH_ID, None, minimum=0)
 
 
 def _config_path(opts: Mapping[str, str]) -> Optional[str]:
