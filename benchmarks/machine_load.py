@@ -28,14 +28,6 @@ def _stat_fields(pid: int) -> Optional[list[str]]:
     return text[text.rindex(")") + 2:].split()  # the command name may hold spaces and parentheses
 
 
-def _stat(pid: int) -> Optional[tuple[int, int]]:
-    """(parent pid, CPU jiffies of the process and of its children it has waited for)."""
-    rest = _stat_fields(pid)
-    if rest is None:
-        return None
-    return int(rest[1]), sum(int(x) for x in rest[11:15])  # ppid; utime, stime, cutime, cstime
-
-
 def _cmdline(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -108,27 +100,6 @@ def tree_split(root: int) -> dict[str, int]:
     return split
 
 
-def _tree_jiffies(root: int) -> int:
-    """CPU of root and every live descendant (a descendant that exited and was waited for is in its parent's
-    cutime/cstime, so nothing is counted twice)."""
-    stats = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            s = _stat(int(name))
-            if s is not None:
-                stats[int(name)] = s
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _) in stats.items():
-        children.setdefault(ppid, []).append(pid)
-    total, todo = 0, [root]
-    while todo:
-        pid = todo.pop()
-        if pid in stats:
-            total += stats[pid][1]
-        todo.extend(children.get(pid, ()))
-    return total
-
-
 @dataclass
 class Load:
     seconds: float
@@ -153,21 +124,20 @@ class Interval:
     def __init__(self, root: Optional[int] = None):
         self.root = os.getpid() if root is None else root
         self._t0 = 0.0
-        self._busy0 = self._own0 = 0
+        self._busy0 = 0
         self._split0: dict[str, int] = {}
 
     def begin(self) -> "Interval":
         import time
         self._t0 = time.monotonic()
-        self._busy0, self._own0 = _busy_jiffies(), _tree_jiffies(self.root)
-        self._split0 = tree_split(self.root)
+        self._busy0, self._split0 = _busy_jiffies(), tree_split(self.root)
         return self
 
     def end(self) -> Load:
         import time
         seconds = max(time.monotonic() - self._t0, 1e-6)
-        busy, own = _busy_jiffies() - self._busy0, _tree_jiffies(self.root) - self._own0
-        split = tree_split(self.root)
+        busy, split = _busy_jiffies() - self._busy0, tree_split(self.root)
+        own = sum(split.values()) - sum(self._split0.values())  # the tree's CPU: its parts add up to it
         cpu = {part: max(split[part] - self._split0[part], 0) / HZ for part in SPLIT}
         return Load(seconds, max(busy - own, 0) / HZ / seconds, own / HZ / seconds, os.getloadavg()[0], cpu)
 
