@@ -20,12 +20,16 @@ from rmq_spark.source import RmqDataSource
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 WORKER = """
-import json, pickle, sys
+import gc, json, pickle, sys
 with open(sys.argv[1], "rb") as f:
     reader, partition = pickle.load(f)
 batches = list(reader.read(partition))
+cycle = [None]
+cycle[0] = cycle  # garbage made after the read: still collected
+del cycle
 print(json.dumps({"rows": sum(b.num_rows for b in batches), "columns": batches[0].schema.names if batches else [],
-                  "pandas": "pandas" in sys.modules}))
+                  "pandas": "pandas" in sys.modules, "frozen": gc.get_freeze_count(),
+                  "tracked": len(gc.get_objects()), "collected": gc.collect()}))
 """
 
 
@@ -66,3 +70,15 @@ def test_a_workers_first_read_of_every_column_and_through_selectors_never_import
         selected = _read_in_fresh_worker({**base, "tags": "a", "sql": sql}, tmp_path)
         assert selected["rows"] == sum(1 for i in range(n) if i % 3 and i % 2 and i > 100)
         assert not selected["pandas"]
+
+
+def test_a_workers_first_read_freezes_what_it_imported_so_sparks_collection_after_each_task_skips_it(tmp_path):
+    """Spark's daemon collects garbage after every task of a reused worker; the modules a read imports (tens of
+    thousands of objects) are frozen at the first read, so those collections traverse only what came later."""
+    path = str(tmp_path / "store")
+    fill_store(path, 50, queues=1)
+    got = _read_in_fresh_worker({"path": path, "subscribe": "T", "startingOffsets": "earliest"}, tmp_path)
+    assert got["rows"] == 50
+    assert got["frozen"] > 20_000, got  # pyspark's data source classes, pyarrow, numpy, the source
+    assert got["tracked"] < got["frozen"] / 10, got
+    assert got["collected"] >= 1, got
