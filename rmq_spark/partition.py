@@ -3,15 +3,15 @@ in turn: the runs an index found, a small microbatch's ranges), and the function
 a plan's ranges are cut into more partitions, or small ones packed into fewer."""
 from __future__ import annotations
 
-import gc
 import math
-import os
 from typing import Any, Iterator, Optional
 
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
 from rmq_log.reads import RangeReader, RangeRuns
+
+from .worker_gc import freeze_imported_objects
 
 
 class LogPartition(InputPartition):
@@ -57,20 +57,6 @@ def read_partition(p: InputPartition) -> Iterator[pa.RecordBatch]:
     if not isinstance(p, LogPartition):
         return iter(())  # a plan with no ranges: Spark still runs one partition of its own, which holds nothing
     return p.reader.read()
-
-
-_frozen_in = 0  # the process whose imported objects are frozen (a forked worker freezes its own)
-
-
-def freeze_imported_objects() -> None:
-    """Spark's daemon runs a full gc.collect() after every task of a reused Python worker (pyspark/daemon.py):
-    measured 20-76 ms over the ~60,000 objects of the modules a read imports (pyspark, pyarrow, numpy, the
-    source), as long as a small microbatch's read. Frozen once a process, at its first read, they are no longer
-    traversed (0.1-0.2 ms a collection); objects made later are collected as before."""
-    global _frozen_in
-    if _frozen_in != os.getpid():
-        gc.freeze()
-        _frozen_in = os.getpid()
 
 
 def split_ranges(ranges: list, min_partitions: Optional[int]) -> list:

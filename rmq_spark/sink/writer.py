@@ -18,6 +18,7 @@ from rmq_log.writes import LogWrites, WriteOptionError, WriteRefused, with_task_
 
 from ..backend import sink_log
 from ..errors import RmqOptionError, RowError
+from ..worker_gc import freeze_imported_objects
 from .columns import to_staged
 from .sink_options import SinkOptions, option_of_field
 
@@ -67,6 +68,7 @@ class _Writing:
     writes: LogWrites
 
     def _stage(self, iterator: Iterator[pa.RecordBatch], batch_id) -> RmqCommitMessage:
+        freeze_imported_objects()
         partition, attempt = task_attempt()
         address = local_host_address()
 

@@ -82,3 +82,30 @@ def test_a_workers_first_read_freezes_what_it_imported_so_sparks_collection_afte
     assert got["frozen"] > 20_000, got  # pyspark's data source classes, pyarrow, numpy, the source
     assert got["tracked"] < got["frozen"] / 10, got
     assert got["collected"] >= 1, got
+
+
+WRITER = """
+import gc, json, pickle, sys
+import pyarrow as pa
+with open(sys.argv[1], "rb") as f:
+    writer = pickle.load(f)
+writer.write(iter([pa.RecordBatch.from_arrays([pa.array([b"x", b"y"])], names=["body"])]))
+print(json.dumps({"frozen": gc.get_freeze_count()}))
+"""
+
+
+def test_a_workers_first_write_freezes_what_it_imported_too(tmp_path):
+    """A worker that only writes (the sink's task) is collected after each task as well."""
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    path = str(tmp_path / "store")
+    fill_store(path, 1, queues=1)
+    writer = RmqDataSource({"path": path, "topic": "T"}).writer(StructType([StructField("body", BinaryType())]),
+                                                                False)
+    shipped = tmp_path / "writer.pickle"
+    shipped.write_bytes(pickle.dumps(writer))
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-c", WRITER, str(shipped)], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["frozen"] > 20_000
