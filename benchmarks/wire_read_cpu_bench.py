@@ -30,7 +30,16 @@ from rmq_spark.schema import FULL  # noqa: E402
 
 
 def process_cpu(pid: int) -> float:
-    """User + system CPU seconds of a process (all its threads)."""
+    """CPU seconds of a process: the sum of its threads' time on a CPU, in nanoseconds (schedstat), where the
+    kernel keeps it; else user + system time in clock ticks (10 ms: 10 ns a row of 1M rows)."""
+    try:
+        total = 0
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                total += int(f.read().split()[0])
+        return total / 1e9
+    except (FileNotFoundError, ValueError, IndexError):
+        pass
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -1024,6 +1024,10 @@ done:
  * checked against its unit; clear_mask is ANDed into the high byte of its SYSFLAG (the store's own bits). body:
  * the records back to back (bytes); taken: how many; last: the index of the unit after the last one examined;
  * bad: -1, or the index of the unit whose record did not match (nothing is returned then but bad). */
+/* records ahead whose cache lines the gather asks for: a queue's records lie among the other queues', a few
+ * kilobytes apart, and the copy otherwise waits on each one's misses in turn (measured with 8 queues
+ * interleaved: 65 -> 59 ns a record) */
+#define PULL_PREFETCH 8
 static PyObject *pull_records(PyObject *self, PyObject *args) {
     Py_buffer units, cl, keep = {0};
     PyObject *keep_obj;
@@ -1066,6 +1070,14 @@ static PyObject *pull_records(PyObject *self, PyObject *args) {
     Py_ssize_t bad = -1, got = 0;
     for (i = 0; i < n && got < taken; i++) {
         const unsigned char *p = u + 20 * i;
+#if defined(__GNUC__) || defined(__clang__)
+        if (i + PULL_PREFETCH < last) {  /* the lines of a record a few ahead, so its misses overlap this copy */
+            const unsigned char *q = p + 20 * PULL_PREFETCH;
+            int64_t a = (int64_t)be64(q) - cl_base, z = a + (int32_t)batch_i32(q + 8);
+            if ((k == NULL || k[i + PULL_PREFETCH]) && a >= 0 && z <= cl.len)
+                for (a &= ~(int64_t)63; a < z; a += 64) __builtin_prefetch(c + a);
+        }
+#endif
         if (k != NULL && !k[i]) continue;
         int64_t off = (int64_t)be64(p);
         int32_t size = (int32_t)batch_i32(p + 8);
