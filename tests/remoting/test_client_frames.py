@@ -137,3 +137,40 @@ def test_a_frame_that_cannot_be_read_closes_the_connection_and_fails_what_waits(
             await client.close()  # closed twice: the second does nothing more
 
     run(factory, main)
+
+
+@pytest.mark.parametrize("factory", LOOPS)
+def test_writing_past_the_high_water_mark_waits_for_the_server_to_read(factory):
+    """32 oneway requests of 1 MiB written while the server reads nothing: the writer waits (what it has not sent
+    stays bounded) until the server reads, and then every request arrives whole and in order."""
+    bodies = [random.Random(i).randbytes(1 << 20) for i in range(32)]
+
+    async def main():
+        reading = asyncio.Event()
+        got: list[RemotingCommand] = []
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reading.wait()
+            got.extend(await _read_requests(reader, len(bodies)))
+            await reader.read()
+            writer.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        async with server, RemotingClient(f"127.0.0.1:{port}") as client:
+            async def send() -> None:
+                for i, body in enumerate(bodies):
+                    await client.invoke_oneway(RemotingCommand.request(RequestCode.SEND_MESSAGE, {"i": i}, body=body,
+                                                                       oneway=True))
+            sending = asyncio.ensure_future(send())
+            await asyncio.sleep(0.5)
+            assert not sending.done()  # waiting for the server to take what was written
+            reading.set()
+            await asyncio.wait_for(sending, 30)
+            for _ in range(300):
+                if len(got) == len(bodies):
+                    break
+                await asyncio.sleep(0.01)
+        assert [(c.ext_fields["i"], c.body) for c in got] == [(str(i), b) for i, b in enumerate(bodies)]
+
+    run(factory, main)
