@@ -50,7 +50,7 @@ class TopicStatsTable:
                                           for mq, o in sorted(self.offsetTable.items())}})
 
     @classmethod
-    def decode(cls, body: bytes) -> "TopicStatsTable":
+    def decode(cls, body: bytes | bytearray) -> "TopicStatsTable":
         table = rs.as_object(rs.field_or(rs.as_object(rs.decode(body), "TopicStatsTable"), "offsetTable", {}),
                              "TopicStatsTable.offsetTable")
         out = {}
@@ -82,7 +82,7 @@ class ConsumeStats:
                  "pullOffset": o.pullOffset} for mq, o in sorted(self.offsetTable.items())}})
 
     @classmethod
-    def decode(cls, body: bytes) -> "ConsumeStats":
+    def decode(cls, body: bytes | bytearray) -> "ConsumeStats":
         obj = rs.as_object(rs.decode(body), "ConsumeStats")
         where = "ConsumeStats.offsetTable"
         out = {}
@@ -108,7 +108,7 @@ class ResetOffsetBody:
         return rs.encode({"offsetTable": dict(sorted(self.offsetTable.items()))})
 
     @classmethod
-    def decode(cls, body: bytes) -> "ResetOffsetBody":
+    def decode(cls, body: bytes | bytearray) -> "ResetOffsetBody":
         where = "ResetOffsetBody.offsetTable"
         table = rs.as_object(rs.field_or(rs.as_object(rs.decode(body), "ResetOffsetBody"), "offsetTable", {}), where)
         out = {}

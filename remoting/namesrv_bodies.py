@@ -114,7 +114,7 @@ class RegisterBrokerBody:
                    [str(s) for s in servers])
 
     @classmethod
-    def decode(cls, body: bytes, compressed: bool = False) -> "RegisterBrokerBody":
+    def decode(cls, body: bytes | bytearray, compressed: bool = False) -> "RegisterBrokerBody":
         if not body:
             return cls(TopicConfigSerializeWrapper(data_version=DataVersion(0, 0)))
         if compressed:
@@ -122,7 +122,7 @@ class RegisterBrokerBody:
         return cls.from_json(rs.decode(body))
 
     @classmethod
-    def _decode_compressed(cls, body: bytes) -> "RegisterBrokerBody":
+    def _decode_compressed(cls, body: bytes | bytearray) -> "RegisterBrokerBody":
         """A deflated sequence of length-prefixed (4-byte big-endian) pieces: the data version as JSON, the number
         of topics, each topic in TopicConfig's text form, the filter server list as JSON (and from 5.0 brokers the
         static topics' queue mappings, which this name server does not keep)."""
@@ -175,7 +175,7 @@ class ClusterInfo:
         return rs.encode(self.to_json(), standard)
 
     @classmethod
-    def decode(cls, body: bytes) -> "ClusterInfo":
+    def decode(cls, body: bytes | bytearray) -> "ClusterInfo":
         obj = rs.as_object(rs.decode(body), "clusterInfo")
         brokers = rs.as_object(rs.field_or(obj, "brokerAddrTable", {}), "clusterInfo.brokerAddrTable")
         clusters = rs.as_object(rs.field_or(obj, "clusterAddrTable", {}), "clusterInfo.clusterAddrTable")
@@ -196,7 +196,7 @@ class TopicList:
         return rs.encode(self.to_json(), standard)
 
     @classmethod
-    def decode(cls, body: bytes) -> "TopicList":
+    def decode(cls, body: bytes | bytearray) -> "TopicList":
         obj = rs.as_object(rs.decode(body), "topicList")
         return cls([str(t) for t in rs.as_list(rs.field_or(obj, "topicList", []), "topicList.topicList")],
                    rs.read_field(obj, "brokerAddr", str, "topicList", None))

@@ -1,11 +1,18 @@
-"""An asyncio client of RemotingCommands: sends a request and awaits the response with the same opaque."""
+"""An asyncio client of RemotingCommands: sends a request and awaits the response with the same opaque. Frames are
+received by a FrameReceiver (a large body read straight into the buffer the response then holds) and written
+through a FrameWriter."""
 from __future__ import annotations
 
 import asyncio
+import collections
+import logging
 from typing import Awaitable, Callable, Optional
 
-from .frame_io import FrameWriter, read_frame
-from .remoting_command import DEFAULT_MAX_FRAME, FrameError, RemotingCommand
+from .frame_io import FrameWriter
+from .frame_receiver import FrameReceiver
+from .remoting_command import DEFAULT_MAX_FRAME, RemotingCommand
+
+log = logging.getLogger(__name__)
 
 
 class RemotingTimeoutError(TimeoutError):
@@ -22,17 +29,21 @@ class RemotingClient:
     def __init__(self, address: str, max_frame: int = DEFAULT_MAX_FRAME):
         host, _, port = address.rpartition(":")
         self.host, self.port, self.max_frame = host.strip("[]") or "127.0.0.1", int(port), max_frame
-        self._reader: Optional[asyncio.StreamReader] = None
         self._writer: Optional[asyncio.StreamWriter] = None
         self._frames: Optional[FrameWriter] = None
+        self._receiver: Optional[FrameReceiver] = None
         self._pending: dict[int, asyncio.Future] = {}
-        self._reading: Optional[asyncio.Task] = None
+        self._requests: collections.deque[RemotingCommand] = collections.deque()  # from the server, not handled yet
+        self._handling: Optional[asyncio.Task] = None
         self.on_request: Optional[Callable[[RemotingCommand], Awaitable[None]]] = None  # requests from the server
 
     async def connect(self) -> "RemotingClient":
-        self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
+        loop = asyncio.get_running_loop()
+        transport, receiver = await loop.create_connection(
+            lambda: FrameReceiver(self.max_frame, self._received, self._lost, loop), self.host, self.port)
+        self._receiver = receiver
+        self._writer = asyncio.StreamWriter(transport, receiver, None, loop)
         self._frames = FrameWriter(self._writer)
-        self._reading = asyncio.ensure_future(self._read_loop())
         return self
 
     @property
@@ -46,15 +57,13 @@ class RemotingClient:
     async def close(self) -> None:
         """Closes the connection; a second close (a client closed again after its connection was lost) does
         nothing more."""
-        if self._writer is not None and self._frames is not None:
+        if self._frames is not None and self._receiver is not None:
             self._frames.close()
             self._frames = None
-            try:
-                await self._writer.wait_closed()
-            except ConnectionError:
-                pass
-        if self._reading is not None:
-            self._reading.cancel()
+            await self._receiver.closed
+        if self._handling is not None:
+            self._handling.cancel()
+        self._requests.clear()
         for fut in self._pending.values():
             if not fut.done():
                 fut.set_exception(ConnectionError("the connection was closed"))
@@ -110,25 +119,36 @@ class RemotingClient:
     async def invoke_oneway(self, cmd: RemotingCommand) -> None:
         await self._check_open().write(cmd.encode())
 
-    async def _read_loop(self) -> None:
-        assert self._reader is not None
+    def _received(self, cmd: RemotingCommand) -> None:
+        if cmd.is_response:
+            fut = self._pending.get(cmd.opaque)
+            if fut is not None and not fut.done():
+                fut.set_result(cmd)
+        elif self.on_request is not None:
+            self._requests.append(cmd)
+            if self._handling is None:
+                self._handling = asyncio.ensure_future(self._handle_requests())
+
+    async def _handle_requests(self) -> None:
+        """The server's requests, one at a time in the order they came; the responses read meanwhile are not held
+        up by them."""
         try:
-            while True:
-                payload = await read_frame(self._reader, self.max_frame)
-                if payload is None:
-                    break
-                cmd = RemotingCommand.decode(payload)
-                if cmd.is_response:
-                    fut = self._pending.get(cmd.opaque)
-                    if fut is not None and not fut.done():
-                        fut.set_result(cmd)
-                elif self.on_request is not None:
-                    await self.on_request(cmd)
-        except (FrameError, ConnectionError, asyncio.CancelledError):
-            pass
+            while self._requests:
+                cmd = self._requests.popleft()
+                handler = self.on_request
+                if handler is None:
+                    continue
+                try:
+                    await handler(cmd)
+                except ConnectionError:  # the connection is gone: so are the requests that came on it
+                    self._requests.clear()
+                except Exception:
+                    log.exception("the handler of request code %d from %s:%d failed", cmd.code, self.host, self.port)
         finally:
-            if self._writer is not None:
-                self._writer.close()  # the server ended the connection (or sent what cannot be read): done with it
-            for fut in self._pending.values():
-                if not fut.done():
-                    fut.set_exception(ConnectionError(f"the connection to {self.host}:{self.port} was lost"))
+            self._handling = None
+
+    def _lost(self, exc: Optional[Exception]) -> None:
+        """The connection is gone (the server ended it, it broke, or a frame could not be read)."""
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(ConnectionError(f"the connection to {self.host}:{self.port} was lost"))

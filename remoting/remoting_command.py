@@ -39,6 +39,10 @@ _MARK = struct.Struct(">I")
 _LANGUAGE_NAMES: dict[int, str] = {m.value: m.name for m in LanguageCode}
 _LANGUAGES: dict = {**{m.name: m for m in LanguageCode}, **{m.value: m for m in LanguageCode}}
 
+# A command's body: bytes, or the bytearray a large body was received into (remoting/frame_receiver.py), handed on
+# as it is rather than copied into bytes
+Body = bytes | bytearray
+
 
 class SerializeType(IntEnum):
     JSON = 0
@@ -62,19 +66,19 @@ class RemotingCommand:
     flag: int = 0
     remark: Optional[str] = None
     ext_fields: dict[str, str] = field(default_factory=dict)
-    body: bytes = b""  # or any bytes-like object (a pull's records gathered into a numpy buffer)
+    body: Body = b""  # or any bytes-like object (a pull's records gathered into a numpy buffer)
     language: int = LanguageCode.PYTHON
     version: int = 0
     serialize_type: SerializeType = SerializeType.JSON
 
     @classmethod
-    def request(cls, code: int, ext_fields: Optional[dict] = None, body: bytes = b"", oneway: bool = False,
+    def request(cls, code: int, ext_fields: Optional[dict] = None, body: Body = b"", oneway: bool = False,
                 serialize_type: SerializeType = SerializeType.JSON) -> "RemotingCommand":
         return cls(code=int(code), opaque=next(_opaques), flag=ONEWAY_FLAG if oneway else 0,
                    ext_fields=_texts(ext_fields), body=body, serialize_type=serialize_type)
 
     def response(self, code: int, remark: Optional[str] = None, ext_fields: Optional[dict] = None,
-                 body: bytes = b"") -> "RemotingCommand":
+                 body: Body = b"") -> "RemotingCommand":
         """The answer to this request: same opaque, the response flag, in the request's encoding."""
         return RemotingCommand(code=int(code), opaque=self.opaque, flag=RESPONSE_FLAG, remark=remark,
                                ext_fields=_texts(ext_fields), body=body, version=SERVER_VERSION,
@@ -141,24 +145,28 @@ class RemotingCommand:
         """A frame's payload (what follows the 4-byte length)."""
         if len(payload) < 4:
             raise FrameError(f"a frame of {len(payload)} bytes has no header length")
-        (mark,) = _MARK.unpack_from(payload, 0)
-        kind, header_len = mark >> 24, mark & 0xFFFFFF
+        header_len = _MARK.unpack_from(payload, 0)[0] & 0xFFFFFF
         if 4 + header_len > len(payload):
             raise FrameError(f"header length {header_len} runs past the frame ({len(payload)} bytes)")
-        body = payload[4 + header_len:] if 4 + header_len < len(payload) else b""
-        if type(body) is not bytes:
-            body = bytes(body)
-        if kind == SerializeType.JSON:
-            cmd = cls._from_json(payload, header_len)
-        elif kind == SerializeType.ROCKETMQ:
-            cmd = cls._from_binary(bytes(payload[4:4 + header_len]))
-        else:
-            raise FrameError(f"unknown serialize type {kind}")
-        cmd.body = body
+        cmd = cls.decode_header(payload, header_len)
+        if 4 + header_len < len(payload):
+            body = payload[4 + header_len:]
+            cmd.body = body if type(body) is bytes else bytes(body)
         return cmd
 
     @classmethod
-    def _from_json(cls, payload: bytes | bytearray, header_len: int) -> "RemotingCommand":
+    def decode_header(cls, payload: bytes | bytearray | memoryview, header_len: int) -> "RemotingCommand":
+        """The command whose header is payload[4:4 + header_len] (payload: a frame's payload, its header mark first,
+        or that much of it), its body left empty: the caller attaches the body as it has it, without a copy."""
+        kind = _MARK.unpack_from(payload, 0)[0] >> 24
+        if kind == SerializeType.JSON:
+            return cls._from_json(payload, header_len)
+        if kind == SerializeType.ROCKETMQ:
+            return cls._from_binary(bytes(payload[4:4 + header_len]))
+        raise FrameError(f"unknown serialize type {kind}")
+
+    @classmethod
+    def _from_json(cls, payload: bytes | bytearray | memoryview, header_len: int) -> "RemotingCommand":
         raw = memoryview(payload)[4:4 + header_len]
         obj = _usual_header(raw)
         try:

@@ -62,7 +62,7 @@ def _quote_key(m: re.Match) -> str:
     return f'{m.group(1)}{json.dumps(m.group(2))}{m.group(3)}'
 
 
-def decode(data: bytes | str) -> Any:
+def decode(data: bytes | bytearray | str) -> Any:
     """A body's JSON, bare integer keys and object keys read as strings (the typed bodies turn them back into
     numbers and objects)."""
     try:

@@ -188,7 +188,7 @@ class Channel:
         assert self.server is not None
         return ResponseCallback(self.server, cmd, self)
 
-    def _write(self, data: bytes) -> None:
+    def _write(self, data: bytes | bytearray) -> None:
         self.bytes_out += len(data)
         self._out_bytes += len(data)
         if self._out is None:

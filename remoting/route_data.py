@@ -88,5 +88,5 @@ class TopicRouteData:
                    {k: [str(a) for a in rs.as_list(v, f"{where}.filterServerTable.{k}")] for k, v in servers.items()})
 
     @classmethod
-    def decode(cls, body: bytes) -> "TopicRouteData":
+    def decode(cls, body: bytes | bytearray) -> "TopicRouteData":
         return cls.from_json(rs.decode(body))

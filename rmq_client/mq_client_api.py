@@ -53,7 +53,7 @@ class RawPullResult:
     next_begin_offset: int
     min_offset: int
     max_offset: int
-    body: bytes
+    body: bytes | bytearray  # a large one is the buffer it was received into
 
 
 @dataclass

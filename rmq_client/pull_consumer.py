@@ -207,7 +207,7 @@ class AsyncPullConsumer:
         """The chunk's pulls, their bodies decoded together up to DECODE_OFFSETS offsets at a time: a decode has a
         fixed cost of its own (the columns' arrays), which pulls of a few thousand messages would pay each."""
         out: list[pa.RecordBatch] = []
-        bodies: list[bytes] = []
+        bodies: list[bytes | bytearray] = []
         pos = first = start
 
         def decode() -> None:

@@ -270,7 +270,7 @@ class SendMessageProcessor(RequestProcessor):
         return cmd.response(ResponseCode.SUCCESS)
 
 
-def decode_message_batch(body: bytes) -> tuple[pa.Array, np.ndarray, Optional[pa.StringArray]]:
+def decode_message_batch(body: bytes | bytearray) -> tuple[pa.Array, np.ndarray, Optional[pa.StringArray]]:
     """MessageBatch's body: per message TOTALSIZE i32, MAGICCODE i32, BODYCRC i32, FLAG i32, BODY (i32 length),
     PROPERTIES (i16 length); BadRequest naming the message that does not decode. The bodies as a binary column,
     the FLAGs, and the properties texts as a string column (None when no message has any), ready for put_batch,
