@@ -10,11 +10,17 @@ os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 
 
+# Spark's key=value for its Python workers' daemon (tests/spark/test_python_daemon.py)
+PYTHON_DAEMON = "spark.python.daemon.module=rmq_spark.daemon"
+
+
 def pytest_configure(config) -> None:
     """The JVM flags of every Spark driver the tests start, in PYSPARK_SUBMIT_ARGS (which pyspark hands to
     spark-submit, and every child process inherits): the client compiler and the serial collector
     (tests/spark_cds.py JIT_FLAGS), and the suite's class data sharing archive, whose job the controller starts in
-    the background when it is missing (drivers started before it is written do without it).
+    the background when it is missing (drivers started before it is written do without it). Also their Python
+    workers' daemon, rmq_spark.daemon as conf/spark-defaults.conf gives it: the workers start with the source
+    imported (the suite starts hundreds of them).
     RMQ_TEST_SPARK_JAVA_OPTIONS holds the same flags for drivers that set their own spark.driver options."""
     import spark_cds  # tests/ is on the path: this conftest's folder
 
@@ -24,7 +30,7 @@ def pytest_configure(config) -> None:
         archive, config._spark_cds_job = spark_cds.start_archive()
     flags = f"{spark_cds.JIT_FLAGS} -XX:SharedArchiveFile={archive}"
     os.environ["RMQ_TEST_SPARK_JAVA_OPTIONS"] = flags
-    os.environ["PYSPARK_SUBMIT_ARGS"] = spark_cds.submit_args(flags)
+    os.environ["PYSPARK_SUBMIT_ARGS"] = f"--conf {PYTHON_DAEMON} {spark_cds.submit_args(flags)}"
     os.environ.pop("SPARK_CONF_DIR", None)  # a directory on the drivers' class path: the archive would not map
 
 

@@ -63,6 +63,8 @@ def test_spark_defaults_turn_on_arrow_and_keep_local_runs_light():
     assert 1 <= int(conf["spark.sql.shuffle.partitions"]) <= 16
     assert re.fullmatch(r"local\[\d+\]", conf["spark.master"])
     assert "-Dlog4j2.configurationFile=conf/log4j2.properties" in conf["spark.driver.extraJavaOptions"]
+    # the Python workers forked with the source imported (tests/spark/test_python_daemon.py)
+    assert conf["spark.python.daemon.module"] == "rmq_spark.daemon"
 
 
 def test_spark_defaults_turn_arrow_javas_checks_off_for_driver_and_executors():
