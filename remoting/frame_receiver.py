@@ -15,7 +15,6 @@ from .remoting_command import FrameError, RemotingCommand
 
 READ_AHEAD = 64 << 10  # the most read at once between frames; a longer frame gets a buffer of its own for its body
 _LENGTH = struct.Struct(">i")
-_LENGTH_AND_MARK = struct.Struct(">iI")
 log = logging.getLogger(__name__)
 
 
@@ -76,15 +75,12 @@ class FrameReceiver(asyncio.BufferedProtocol):
         stage, view, start, fill = self._stage, self._view, self._start, self._fill
         want = 8  # bytes of the stage from `start` the next step needs
         while fill - start >= 4:
-            if fill - start < 8:  # the length alone: checked at once, as a server may send no more
-                (length,) = _LENGTH.unpack_from(stage, start)
-                if length < 4 or length > self.max_frame:
-                    raise FrameError(f"frame length {length} is outside 4..{self.max_frame}")
-                break
-            length, mark = _LENGTH_AND_MARK.unpack_from(stage, start)
-            if length < 4 or length > self.max_frame:
+            (length,) = _LENGTH.unpack_from(stage, start)
+            if length < 4 or length > self.max_frame:  # checked as soon as it is read: a server may send no more
                 raise FrameError(f"frame length {length} is outside 4..{self.max_frame}")
-            header_len = mark & 0xFFFFFF
+            if fill - start < 8:
+                break
+            header_len = _LENGTH.unpack_from(stage, start + 4)[0] & 0xFFFFFF
             if header_len > length - 4:
                 raise FrameError(f"header length {header_len} runs past the frame ({length} bytes)")
             head_end, end = start + 8 + header_len, start + 4 + length
