@@ -5,7 +5,6 @@ no half message is left undecided."""
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 
 import pytest
@@ -44,14 +43,12 @@ def sink_checker(namesrv: str, checkpoint: str, topic: str):
     heartbeat, answering from the checkpoint's decisions), connected while the block runs."""
     from rmq_client.event_loop import run_blocking
     from rmq_log.cluster_writes import _PRODUCERS, _checker
-    from rmq_log.place import default_stream_sink_id
     from rmq_log.transaction_log import TransactionLog
-    from rmq_log.writes import WriteOptions
+    from rmq_spark.sink.sink_options import parse_sink_options
 
-    sink_id = default_stream_sink_id(checkpoint)
-    options = WriteOptions(path="", topic=topic, sink_id=sink_id, batch_id=None, checkpoint=checkpoint,
-                           namesrv_addr=namesrv, stream=True,
-                           producer_group="rmq-sink-" + hashlib.sha1(sink_id.encode()).hexdigest()[:12])
+    # the query's own write options (wire_sink_child.py's), its producer group among them
+    options = parse_sink_options({"namesrvAddr": namesrv, "topic": topic, "checkpointLocation": checkpoint},
+                                 stream=True)
     producer = _checker(options, TransactionLog(checkpoint), [topic])
     try:
         yield producer
