@@ -803,11 +803,12 @@ static int props_out_scratch(props_out *o, int64_t max_len) {
     return 1;
 }
 
-/* decode_v4_records(data, starts, offsets, sizes, queue_offsets, queue_id, topic, want, ints, longs, msg_ids,
+/* decode_v4_records(data, starts, offsets, sizes, queue_offsets, queue_ids, topic, want, ints, longs, msg_ids,
  *                   body_offsets, body_data, <properties_columns' 11 outputs>) -> (-1, or the index of the first
  * record this fast path leaves to the general one; pairs; key items).
  * The records at data[starts[i]:][:sizes[i]] (commit-log offsets[i]: a mapped file's records, or a pull's records
- * back to back) of one queue, all with IPv4 hosts, checked as the numpy
+ * back to back) of one queue, or of several read in log order (queue_ids: int32, one for every record or one
+ * each), all with IPv4 hosts, checked as the numpy
  * decoder checks them (magic, TOTALSIZE, PHYSICALOFFSET, QUEUEID/QUEUEOFFSET, field lengths, TOPIC, and when
  * the bodies are wanted the BODYCRC) in one pass. Outputs, column after column: ints (int32, 4 x n) crc, flag,
  * sys_flag, reconsume_times; longs (int64, 8 x n) born_ts, store_ts, born host and store host (address << 32 |
@@ -827,16 +828,16 @@ static inline uint64_t be64(const uint8_t *p) { return ((uint64_t)be32(p) << 32)
 #define DECODE_PREFETCH 8 /* records ahead: a queue's records are spread over the log, each a few cache lines */
 
 static PyObject *decode_v4_records(PyObject *self, PyObject *args) {
-    Py_buffer data, sts, offs, sizes, qoffs, topic, ints, longs, ids, boffs, bdata, outs[11];
-    int queue_id, want;
+    Py_buffer data, sts, offs, sizes, qoffs, qids, topic, ints, longs, ids, boffs, bdata, outs[11];
+    int want;
     props_out po;
     if (PyTuple_GET_SIZE(args) != 24) {
         PyErr_SetString(PyExc_TypeError, "decode_v4_records takes 24 arguments");
         return NULL;
     }
     PyObject *head = PyTuple_GetSlice(args, 0, 13);
-    int parsed = head && PyArg_ParseTuple(head, "y*y*y*y*y*iy*iw*w*w*w*w*", &data, &sts, &offs, &sizes, &qoffs,
-                                          &queue_id, &topic, &want, &ints, &longs, &ids, &boffs, &bdata);
+    int parsed = head && PyArg_ParseTuple(head, "y*y*y*y*y*y*y*iw*w*w*w*w*", &data, &sts, &offs, &sizes, &qoffs,
+                                          &qids, &topic, &want, &ints, &longs, &ids, &boffs, &bdata);
     Py_XDECREF(head);
     if (!parsed) return NULL;
     PyObject *result = NULL;
@@ -844,8 +845,9 @@ static PyObject *decode_v4_records(PyObject *self, PyObject *args) {
     po.ps = NULL;
     Py_ssize_t n = offs.len / 8, stop = -1;
     const int body = want & WANT_BODY, props = want & WANT_PROPS, want_ids = want & WANT_IDS;
-    if (sizes.len / 8 != n || qoffs.len / 8 != n || sts.len / 8 != n || ints.len / 4 < 4 * n ||
-        longs.len / 8 < 8 * n || (want_ids && ids.len < 32 * n) || (body && boffs.len / 4 < n + 1)) {
+    const Py_ssize_t nq = qids.len / 4;
+    if (sizes.len / 8 != n || qoffs.len / 8 != n || sts.len / 8 != n || (nq != 1 && nq != n) ||
+        ints.len / 4 < 4 * n || longs.len / 8 < 8 * n || (want_ids && ids.len < 32 * n) || (body && boffs.len / 4 < n + 1)) {
         PyErr_SetString(PyExc_ValueError, "decode_v4_records: inconsistent buffer sizes");
         goto done;
     }
@@ -861,6 +863,7 @@ static PyObject *decode_v4_records(PyObject *self, PyObject *args) {
         props_out_init(&po);
     }
     const int64_t *qoff = (const int64_t *)qoffs.buf;
+    const int32_t *qid = (const int32_t *)qids.buf;
     const int64_t len = (int64_t)data.len, tlen = (int64_t)topic.len;
     int32_t *crc_o = (int32_t *)ints.buf, *flag_o = crc_o + n, *sys_o = flag_o + n, *rec_o = sys_o + n;
     int64_t *born_ts_o = (int64_t *)longs.buf, *store_ts_o = born_ts_o + n, *born_o = store_ts_o + n;
@@ -887,7 +890,7 @@ static PyObject *decode_v4_records(PyObject *self, PyObject *args) {
         uint32_t magic = be32(r + 4);
         uint32_t sys_flag = be32(r + 36);
         if ((int64_t)(int32_t)be32(r) != total || (magic != 0xDAA320A7u && magic != 0xDAA320ABu) ||
-            (int64_t)be64(r + 28) != off[i] || (int32_t)be32(r + 12) != queue_id ||
+            (int64_t)be64(r + 28) != off[i] || (int32_t)be32(r + 12) != qid[nq == 1 ? 0 : i] ||
             (int64_t)be64(r + 20) != qoff[i] || (sys_flag & 0x30)) { stop = i; break; }
         int64_t body_len = (int32_t)be32(r + 84);
         int64_t body_pos = rel + 88, tpos = body_pos + body_len;
@@ -947,7 +950,8 @@ done:
     if (have_outs)
         for (int i = 0; i < 11; i++) PyBuffer_Release(&outs[i]);
     PyBuffer_Release(&data); PyBuffer_Release(&sts); PyBuffer_Release(&offs); PyBuffer_Release(&sizes);
-    PyBuffer_Release(&qoffs); PyBuffer_Release(&topic); PyBuffer_Release(&ints); PyBuffer_Release(&longs); PyBuffer_Release(&ids);
+    PyBuffer_Release(&qoffs); PyBuffer_Release(&qids); PyBuffer_Release(&topic); PyBuffer_Release(&ints);
+    PyBuffer_Release(&longs); PyBuffer_Release(&ids);
     PyBuffer_Release(&boffs); PyBuffer_Release(&bdata);
     return result;
 }

@@ -11,7 +11,7 @@ import struct
 import threading
 import weakref
 import zlib
-from typing import Optional
+from typing import Optional, Union
 
 import numpy as np
 import pyarrow as pa
@@ -414,9 +414,10 @@ WANT_ALL: int = WANT_BODY | WANT_PROPERTIES | WANT_IDS
 
 
 def _decode_v4_records_compiled(data, starts: np.ndarray, offsets: np.ndarray, sizes: np.ndarray,
-                                queue_offsets: np.ndarray, queue_id: int, topic: bytes,
+                                queue_offsets: np.ndarray, queue_id: Union[int, np.ndarray], topic: bytes,
                                 want: int = WANT_ALL) -> Optional[tuple]:
-    """One pass over the records at data[starts[i]:] (commit-log offsets[i]) of one queue whose hosts are all
+    """One pass over the records at data[starts[i]:] (commit-log offsets[i]) of one queue (queue_id: an int), or
+    of several read in log order (an array: each record's queue id), whose hosts are all
     IPv4: (ints, longs, msg_id hex bytes, bodies, (map, TAGS, KEYS) of the properties) as _native.c's
     decode_v4_records lays them out. Only the columns in `want` are built (None in their place otherwise: the
     message ids with WANT_IDS, the bodies, with their CRC checked, with WANT_BODY, each properties column with its
@@ -433,8 +434,9 @@ def _decode_v4_records_compiled(data, starts: np.ndarray, offsets: np.ndarray, s
     room = int(np.maximum(sizes - (91 + len(topic)), 0).sum()) if want & (WANT_BODY | WANT_PROPERTIES) else 0
     body_data = _out(room if body else 0, np.uint8)
     outs = _properties_buffers(n, room, want & WANT_PROPERTIES)
+    queue_ids = np.ascontiguousarray(queue_id if isinstance(queue_id, np.ndarray) else [queue_id], dtype=np.int32)
     stop, pairs, items = _native.decode_v4_records(data, _i64(starts), _i64(offsets), sizes, _i64(queue_offsets),
-                                                   int(queue_id), topic, int(want), ints, longs, ids,
+                                                   queue_ids, topic, int(want), ints, longs, ids,
                                                    body_offsets, body_data, *outs)
     if stop >= 0:
         return None

@@ -11,7 +11,7 @@ checked where bodies are read.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable, ClassVar, Optional, Sequence
+from typing import Callable, ClassVar, Optional, Sequence, Union
 
 import numpy as np
 import pyarrow as pa
@@ -92,10 +92,11 @@ def decode_pulled(body, topic: str, queue_id: int, where: str, schema: pa.Schema
 
 
 def decode_records(buf: np.ndarray, starts: np.ndarray, offsets: np.ndarray, sizes: np.ndarray,
-                   queue_offsets: np.ndarray, topic: str, queue_id: int, path: str,
+                   queue_offsets: np.ndarray, topic: str, queue_id: Union[int, np.ndarray], path: str,
                    text_filter=None, schema: pa.Schema = SCAN_SCHEMA) -> pa.RecordBatch:
     """The records at buf[starts[i]:] (commit-log offsets[i], queue offsets[i] of topic/queue_id) decoded into
-    `schema`'s columns only."""
+    `schema`'s columns only. queue_id: the queue's id, or an int32 array of each record's (records of several
+    queues read in log order)."""
     names = schema.names
     want = 0
     for c in names:
@@ -115,7 +116,10 @@ def decode_records(buf: np.ndarray, starts: np.ndarray, offsets: np.ndarray, siz
         props_text = gather_spans(buf, f.props_start, f.props_end, pa.string())
         keep = true_where_valid(text_filter(props_text))
         if not keep.all():
-            f = f.take(np.flatnonzero(keep))
+            kept = np.flatnonzero(keep)
+            f = f.take(kept)
+            if isinstance(queue_id, np.ndarray):
+                queue_id = queue_id[kept]
     n = len(f.offsets)
     if want & WANT_BODY:
         if not f.crc_checked:
@@ -140,7 +144,8 @@ def decode_records(buf: np.ndarray, starts: np.ndarray, offsets: np.ndarray, siz
 
     build: dict[str, Callable[[], pa.Array]] = {
         "topic": lambda: repeated_string(topic, n),
-        "queue_id": lambda: from_numpy(np.full(n, queue_id, dtype=np.int32)),
+        "queue_id": lambda: from_numpy(queue_id.astype(np.int32, copy=False) if isinstance(queue_id, np.ndarray)
+                                       else np.full(n, queue_id, dtype=np.int32)),
         "queue_offset": lambda: from_numpy(f.queue_offsets),
         "commit_log_offset": lambda: from_numpy(f.offsets),
         "msg_id": lambda: f.msg_ids,
@@ -233,7 +238,8 @@ def _fields_after_hosts(g: _Gather, rel: np.ndarray, born_v6: np.ndarray, store_
 
 
 def _decode_fields(buf: np.ndarray, starts: np.ndarray, offsets: np.ndarray, sizes: np.ndarray,
-                   queue_offsets: np.ndarray, topic: str, queue_id: int, path: str, names: Sequence[str]) -> _Fields:
+                   queue_offsets: np.ndarray, topic: str, queue_id: Union[int, np.ndarray], path: str,
+                   names: Sequence[str]) -> _Fields:
     """The numpy decoder: any host kind, and the named error of the first invalid record (hosts and message ids
     only when `names` has them)."""
     g = _Gather(buf)

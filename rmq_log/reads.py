@@ -61,6 +61,7 @@ class ReadSettings:
     pull_batch_size: int = 1024
     pulls_in_flight: int = 4
     query_key: str = ""
+    log_order: bool = True
 
 
 def check_data_loss(topic: str, queue: Union[int, str], wanted: int, available: int, fail: bool,
@@ -89,6 +90,11 @@ class RangeReader(abc.ABC):
     def read(self) -> Iterator[pa.RecordBatch]:
         """The range's messages as record batches of the selected columns, filtered."""
 
+    @property
+    def offsets(self) -> int:
+        """How many offsets it reads (what partitions are sized by)."""
+        return self.end - self.start
+
 
 class RangeRuns(RangeReader):
     """Several ranges read one after another (the runs an index lookup found: few rows each)."""
@@ -99,6 +105,10 @@ class RangeRuns(RangeReader):
 
     def key(self) -> tuple:
         return tuple(r.key() for r in self.ranges)
+
+    @property
+    def offsets(self) -> int:
+        return sum(r.offsets for r in self.ranges)
 
     def read(self) -> Iterator[pa.RecordBatch]:
         for r in self.ranges:
@@ -218,3 +228,9 @@ class LogReads(abc.ABC):
         SQL and pushed filters combined); client_filter: what is checked on the client of brokers (a broker takes
         one expression: the tags or the SQL); residual: position conditions as a row mask (`columns`,
         `row_mask(batch)`); selection: the columns to give (`scan_columns(*needed)`, `to_spark_batch(batch)`)."""
+
+    def log_windows(self, readers: list[RangeReader], min_offsets: int) -> list[RangeReader]:
+        """The same ranges for partitions that read a stretch of one log each, across a topic's queues (where the
+        queues share one log); those of fewer than min_offsets offsets, and any this place reads queue by queue,
+        as they are. Brokers serve a queue at a time: their readers stay as they are."""
+        return readers

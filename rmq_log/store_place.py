@@ -1,6 +1,6 @@
 """The store directory as a place (place.Place): the Spark option `path` and the `rmq` flag --store (with
---config, $RMQ_STORE its default), the options only a directory takes (readOnly, metricsPath, maxBytesPerTrigger
-for reads; batchId and storeConfig for writes), and its StoreLog. The default place: `.load(dir)` sets path."""
+--config, $RMQ_STORE its default), the options only a directory takes (readOnly, metricsPath, maxBytesPerTrigger,
+logOrder for reads; batchId and storeConfig for writes), and its StoreLog. The default place: `.load(dir)` sets path."""
 from __future__ import annotations
 
 import argparse
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 PATH = "path"
 READ_ONLY = "readOnly"
 METRICS_PATH = "metricsPath"
+LOG_ORDER = "logOrder"  # false: one partition per queue range instead of windows of the log across queues
 MAX_BYTES_PER_TRIGGER = "maxBytesPerTrigger"
 BATCH_ID = "batchId"
 STORE_CONFIG = "storeConfig"
@@ -38,7 +39,7 @@ class StorePlace(Place):
     address_option = PATH
     cli_flag = "--store"
     what = "a store directory"
-    read_options = (READ_ONLY, METRICS_PATH, MAX_BYTES_PER_TRIGGER)
+    read_options = (READ_ONLY, METRICS_PATH, MAX_BYTES_PER_TRIGGER, LOG_ORDER)
     write_options = (PATH, BATCH_ID, STORE_CONFIG)
     cli_refuses = {"cluster": "--cluster is for --namesrv; a store is one broker's"}
     option_of = {"path": PATH, "store_config": STORE_CONFIG}
@@ -53,7 +54,8 @@ class StorePlace(Place):
     def reads(self, opts: Mapping[str, str]) -> ReadPlace:
         path = _source_path(opts)
         read_only = bool_option(opts, READ_ONLY, not os.path.exists(os.path.join(path, ".rmq-spark")))
-        return ReadPlace(log_settings={self.setting: path}, tuning={"metrics_path": opts.get(METRICS_PATH)},
+        tuning = {"metrics_path": opts.get(METRICS_PATH), "log_order": bool_option(opts, LOG_ORDER, True)}
+        return ReadPlace(log_settings={self.setting: path}, tuning=tuning,
                          identity=path, read_only=read_only)
 
     def writes(self, opts: Mapping[str, str], basics: SinkBasics) -> WriteOptions:

@@ -22,7 +22,7 @@ import pyarrow as pa
 from store import MessageStore, MissingFileError, OffsetStore, ReadOffsetType
 
 from .queue_key import STORE_BROKER_NAME, QueueKey, split_queue_name
-from .reads import LogReads, RangeReader, ReadPolicy, ReadSettings, check_data_loss
+from .reads import LogReads, RangeReader, RangeRuns, ReadPolicy, ReadSettings, check_data_loss
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +117,29 @@ class StoreReads(LogReads):
         return [StoreRange(self.path, t, q.queue_id, st, e, selection, s.policy, scan_filter, fail_on_data_loss,
                            s.metrics_path, residual) for t, q, st, e in ranges]
 
+    def log_windows(self, readers: list[RangeReader], min_offsets: int) -> list[RangeReader]:
+        """A topic's queue ranges of at least min_offsets offsets (two queues or more), cut again into as many
+        windows of the log (StoreWindow); the rest as they were. A queue read in pieces (minPartitions) is one
+        range again first, then cut with the others."""
+        if not self.settings.log_order:
+            return readers
+        by_topic: dict[str, list[StoreRange]] = {}
+        out: list[RangeReader] = []
+        for r in readers:
+            if type(r) is StoreRange and r.offsets >= max(1, min_offsets):
+                by_topic.setdefault(r.topic, []).append(r)
+            else:
+                out.append(r)
+        for topic, rs in by_topic.items():
+            spans = _queue_spans(rs)
+            if spans is None or len(spans) < 2:
+                out.extend(rs)
+                continue
+            windows = self.store.log_windows(topic, spans, len(rs))
+            out.extend(rs[0].piece(*w[0]) if len(w) == 1 else StoreWindow([rs[0].piece(*p) for p in w])
+                       for w in windows)
+        return out
+
 
 class OffsetCommitter:
     """Writes a consumer group's offsets into the store's config/consumerOffset.json (RocketMQ's
@@ -187,12 +210,48 @@ class StoreRange(RangeReader):
     def key(self) -> tuple:
         return self.topic, self.queue_id, self.start, self.end
 
+    def piece(self, queue_id: int, start: int, end: int) -> "StoreRange":
+        """A range of the same topic read the same way."""
+        return StoreRange(self.path, self.topic, queue_id, start, end, self.selection, self.policy, self.message_filter,
+                          self.fail_on_data_loss, self.metrics_path, self.residual)
+
     def read(self) -> Iterator[pa.RecordBatch]:
         return _read_range(self)
 
     def __repr__(self) -> str:
         f = "" if self.message_filter is None else f", filter={self.message_filter}"
         return f"StoreRange({self.topic}/{self.queue_id} [{self.start}, {self.end}){f})"
+
+
+class StoreWindow(RangeRuns):
+    """Pieces of several queues of one topic whose records lie in one stretch of the log (MessageStore.log_windows),
+    read together in log order (MessageStore.scan_queues): each page of the stretch mapped and decoded once. Its
+    ranges are the pieces, StoreRanges alike in all but queue and offsets."""
+
+    def __init__(self, pieces: list[StoreRange]):
+        super().__init__(list(pieces))
+        self.pieces = pieces
+
+    def read(self) -> Iterator[pa.RecordBatch]:
+        return _read_window(self)
+
+    def __repr__(self) -> str:
+        return f"StoreWindow({', '.join(repr(r) for r in self.pieces)})"
+
+
+def _queue_spans(rs: list[StoreRange]) -> Optional[list[tuple[int, int, int]]]:
+    """(queue_id, start, end) of each queue the ranges cover, its pieces joined; None if some queue's pieces do
+    not meet end to start."""
+    spans: dict[int, list[int]] = {}
+    for r in sorted(rs, key=lambda r: (r.queue_id, r.start)):
+        span = spans.get(r.queue_id)
+        if span is None:
+            spans[r.queue_id] = [r.start, r.end]
+        elif span[1] == r.start:
+            span[1] = r.end
+        else:
+            return None
+    return [(q, s, e) for q, (s, e) in spans.items()]
 
 
 def store_for(path: str):
@@ -237,6 +296,43 @@ def _read_range(p: StoreRange) -> Iterator[pa.RecordBatch]:
         _write_metrics(p, store, before, rows, time.monotonic() - t0)
 
 
+def _read_window(w: StoreWindow) -> Iterator[pa.RecordBatch]:
+    first = w.pieces[0]
+    store = store_for(first.path)
+    pieces = []
+    for p in w.pieces:
+        start = p.start
+        available = store.min_offset(p.topic, p.queue_id)
+        if start < available:
+            check_data_loss(p.topic, p.queue_id, start, available, p.fail_on_data_loss, p.policy)
+            start = available
+        if start < p.end:
+            pieces.append((p.queue_id, start, p.end))
+    before = dict(store.stats)
+    rows = 0
+    t0 = time.monotonic()
+    needed = [] if first.residual is None else list(first.residual.columns)
+    columns = first.selection.scan_columns(*needed)
+    progress: dict[int, int] = {}
+    try:
+        for batch in store.scan_queues(first.topic, pieces, first.message_filter, SCAN_BATCH_ROWS, columns,
+                                       progress=progress):
+            if first.residual is not None:
+                batch = batch.filter(first.residual.row_mask(batch))
+                if not batch.num_rows:
+                    continue
+            rows += batch.num_rows
+            yield first.selection.to_spark_batch(batch)
+    except MissingFileError:
+        # A log file missing inside the window: the rest read queue by queue, which reports the loss as a
+        # queue's read does (failOnDataLoss) and skips it otherwise.
+        for q, start, end in pieces:
+            rest = first.piece(q, progress.get(q, start), end)
+            yield from _read_range(rest)  # (counted in metricsPath by lines of their own)
+    if first.metrics_path:
+        _write_metrics(first, store, before, rows, time.monotonic() - t0, w.pieces)
+
+
 def _scan_past_lost_files(store, p: StoreRange, start: int, columns: list) -> Iterator[pa.RecordBatch]:
     """The scan of [start, p.end). A commitlog file missing inside the retained range is data loss: an error
     naming the file with failOnDataLoss (the default), else a warning and the queue's messages in that file
@@ -267,10 +363,14 @@ def _scan_past_lost_files(store, p: StoreRange, start: int, columns: list) -> It
             pos = gap_hi
 
 
-def _write_metrics(p: StoreRange, store, before: dict, rows: int, seconds: float) -> None:
+def _write_metrics(p: StoreRange, store, before: dict, rows: int, seconds: float,
+                   window: Optional[list[StoreRange]] = None) -> None:
     """Diagnostics (option metricsPath): each partition read appends its scan counters as one JSON line, so
-    tests and users can see what the pushdown saved; executors are other processes than the driver."""
-    record = {"topic": p.topic, "queue_id": p.queue_id, "start": p.start, "end": p.end, "rows": rows,
+    tests and users can see what the pushdown saved; executors are other processes than the driver. A window of
+    the log's line has the lists of its pieces' queue ids, starts and ends."""
+    where: dict[str, Any] = {"queue_id": p.queue_id, "start": p.start, "end": p.end} if window is None else \
+        {"queue_id": [r.queue_id for r in window], "start": [r.start for r in window], "end": [r.end for r in window]}
+    record = {"topic": p.topic, **where, "rows": rows,
               "filter": None if p.message_filter is None else str(p.message_filter), "seconds": round(seconds, 6)}
     record.update({k: store.stats[k] - before.get(k, 0) for k in store.stats})
     assert p.metrics_path is not None

@@ -37,11 +37,15 @@ class SourceBackend:
         return self.log.reads(self.settings)
 
     def partitions(self, reads: LogReads, ranges: list, scan_filter, client_filter, residual,
-                   selection: Selection) -> list[LogPartition]:
+                   selection: Selection, log_order: bool = True) -> list[LogPartition]:
         """The partitions of (topic, queue, start, end) ranges (LogReads.range_readers says what the filters
-        are)."""
-        return [LogPartition(r) for r in reads.range_readers(ranges, scan_filter, client_filter, residual, selection,
-                                                             self.opts.fail_on_data_loss)]
+        are); with log_order, where the place can, those of minOffsetsPerPartition offsets or more as windows of
+        its log across a topic's queues (LogReads.log_windows)."""
+        readers = reads.range_readers(ranges, scan_filter, client_filter, residual, selection,
+                                      self.opts.fail_on_data_loss)
+        if log_order:
+            readers = reads.log_windows(readers, self.opts.min_offsets_per_partition)
+        return [LogPartition(r) for r in readers]
 
     @staticmethod
     def read(partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -67,7 +67,7 @@ class RmqBatchReader(DataSourceReader):
         with self.backend.open() as store:
             ranges, looked_up = self._plan(store)
             parts = self.backend.partitions(store, ranges, self._scan_filter(), pushed, self._residual(),
-                                            self.selection)
+                                            self.selection, log_order=not looked_up)
         if looked_up:  # a few rows per run: runs grouped into a few partitions
             per = max(1, -(-len(parts) // max(1, self.opts.min_partitions or 2)))
             parts = [LogPartition(RangeRuns([p.reader for p in parts[i:i + per]]))

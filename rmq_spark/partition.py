@@ -36,8 +36,8 @@ def pack_small_ranges(parts: list[LogPartition], min_offsets: int) -> list[LogPa
     each task costs Spark a round trip to a Python worker that is far longer than reading a few thousand offsets.
     Ranges keep the plan's order (a queue's pieces stay in offset order); larger ranges stay partitions of their
     own. Each packed range is read as its own partition would be (its metrics line, its data-loss check)."""
-    small = [p for p in parts if p.end - p.start < min_offsets]
-    total = sum(p.end - p.start for p in small)
+    small = [p for p in parts if p.offsets < min_offsets]
+    total = sum(p.offsets for p in small)
     groups = max(1, total // max(1, min_offsets))
     if len(small) < 2 or groups >= len(small):
         return parts
@@ -47,8 +47,8 @@ def pack_small_ranges(parts: list[LogPartition], min_offsets: int) -> list[LogPa
         if packed[-1] and len(packed) < groups and done >= total * len(packed) / groups:
             packed.append([])
         packed[-1].append(p)
-        done += p.end - p.start
-    return [p for p in parts if p.end - p.start >= min_offsets] + \
+        done += p.offsets
+    return [p for p in parts if p.offsets >= min_offsets] + \
         [LogPartition(RangeRuns([p.reader for p in g])) if len(g) > 1 else g[0] for g in packed]
 
 

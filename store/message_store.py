@@ -569,6 +569,22 @@ class MessageStore:
         from .scan import scan
         return scan(self, topic, queue_id, start, end, message_filter, batch_rows, columns, release_pages)
 
+    def scan_queues(self, topic: str, pieces: Sequence[tuple[int, int, int]], message_filter=None,
+                    batch_rows: int = 32768, columns: Optional[Sequence[str]] = None, release_pages: bool = True,
+                    progress: Optional[dict] = None) -> Iterator[pa.RecordBatch]:
+        """Several queues' [start, end) of one topic, (queue_id, start, end) each, read together in log order (as
+        scan() reads one; each record's queue_id its own). progress, if given, holds each queue's next offset to
+        read once a batch is yielded (where to resume after an error)."""
+        from .scan import scan_queues
+        return scan_queues(self, topic, pieces, message_filter, batch_rows, columns, release_pages, progress)
+
+    def log_windows(self, topic: str, ranges: Sequence[tuple[int, int, int]], count: int
+                    ) -> list[list[tuple[int, int, int]]]:
+        """(queue_id, start, end) ranges of one topic cut into at most `count` windows of the log, each the pieces
+        of the ranges whose records lie in one stretch of the commitlog (store/log_windows.py)."""
+        from .log_windows import log_windows
+        return log_windows(self, topic, ranges, count)
+
     def queue_offset_at(self, topic: str, queue_id: int, commit_log_offset: int, start: int = 0) -> int:
         """The first queue offset at or after `start` whose message lies at or past `commit_log_offset` (the
         queue's max offset if none): where a reader resumes after messages lost in a missing file."""

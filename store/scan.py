@@ -1,4 +1,5 @@
-"""The bulk read path: one queue's messages as Arrow RecordBatches, decoded from the mapped commitlog.
+"""The bulk read path: one queue's messages, or several queues' read together in log order, as Arrow
+RecordBatches decoded from the mapped commitlog.
 
 Consume-queue units are read as one array and tag codes filtered as an array; each run of records (one file) is
 then decoded by the record decoder (rmq_common/record_decoder.py), with a filter's text mask applied before bodies
@@ -27,7 +28,6 @@ def scan(store, topic: str, queue_id: int, start: int, end: Optional[int], messa
     max_off = cq.max_offset()
     end = max_off if end is None else min(end, max_off)
     pos = max(start, cq.min_offset(store.commit_log.min_offset()))
-    file_size = store.commit_log.file_size
     # The filter decides from the stored property texts before bodies and other columns are built, so records
     # it rejects cost only their header and properties.
     batch_filter = None if message_filter is None else vectorised(message_filter)
@@ -47,34 +47,107 @@ def scan(store, topic: str, queue_id: int, start: int, end: Optional[int], messa
         codes = units["tags_code"].astype(np.int64)
         del units
         _release_units(cq, pos, pos + n_units)
-        store.stats["consume_queue_units_scanned"] += n_units
-        if batch_filter is not None:
-            keep = np.asarray(batch_filter.consume_queue_mask(codes), dtype=np.bool_)
-            offsets, sizes, queue_offsets = offsets[keep], sizes[keep], queue_offsets[keep]
         pos += n_units
-        if len(offsets) == 0:
-            continue
-        store.stats["commit_log_records_read"] += len(offsets)
-        batches = []
-        file_ids = offsets // file_size
-        cuts = np.flatnonzero(np.diff(file_ids)) + 1
-        for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(offsets)]):
-            view, base = store.commit_log.view_at(int(offsets[a]), unit=True)
-            if view is None:
-                continue  # the file was removed by retention while we read: those messages are gone
-            lo, hi = int(offsets[a] - base), int(offsets[b - 1] + sizes[b - 1] - base)
-            if release_pages and hi - lo <= (b - a) * _POPULATE_SPAN:
-                _populate(view, lo, hi)
-            batches.append(decode_run(view, base, offsets[a:b], sizes[a:b], queue_offsets[a:b], topic, queue_id,
-                                      store.commit_log.path_of(int(offsets[a])), text_filter, schema))
-            if release_pages:
-                _release(view, lo, hi)
-        batches = [b for b in batches if b.num_rows]  # a text filter may drop a whole run
-        if not batches:
-            continue
-        batch = batches[0] if len(batches) == 1 else pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
-        if batch.num_rows:
+        batch = _decode_units(store, topic, queue_id, offsets, sizes, queue_offsets, codes, batch_filter,
+                              text_filter, schema, release_pages)
+        if batch is not None:
             yield batch
+
+
+def scan_queues(store, topic: str, pieces: Sequence[tuple[int, int, int]], message_filter, batch_rows: int,
+                columns: Optional[Sequence[str]] = None, release_pages: bool = True,
+                progress: Optional[dict] = None) -> Iterator[pa.RecordBatch]:
+    """Several queues' [start, end) of one topic, (queue_id, start, end) each, read together in log order: each
+    batch holds a stretch of the log's records of all of them (a queue's in its offset order), with each record's
+    queue id. A topic's queues interleave in the log, so one queue's records are a few in every page; read
+    together, each page is mapped and decoded once, its records next to each other. Each round takes up to
+    batch_rows / len(pieces) units of every queue, and of those only the ones up to the lowest log position any
+    queue with more to read reached: what the log holds before that position is all in this round."""
+    schema = scan_schema(columns)
+    batch_filter = None if message_filter is None else vectorised(message_filter)
+    text_filter = None if batch_filter is None else batch_filter.properties_text_mask
+    log_min = store.commit_log.min_offset()
+    cursors = []  # [consume queue, queue id, next offset, end]
+    for queue_id, start, end in pieces:
+        cq = store.find_consume_queue(topic, queue_id)
+        end = min(end, cq.max_offset())
+        pos = max(start, cq.min_offset(log_min))
+        if pos < end:
+            cursors.append([cq, queue_id, pos, end])
+    chunk = max(16, batch_rows // max(1, len(cursors)))
+    while cursors:
+        got, bound, bounding = [], None, -1
+        for i, c in enumerate(cursors):
+            cq, _, pos, end = c
+            units = cq.units(pos, min(end, pos + chunk))
+            empty = np.flatnonzero(units["size"] == 0)
+            if len(empty):  # not written yet: this queue ends here for this scan
+                units = units[:empty[0]]
+                c[3] = pos + len(units)
+            if len(units) and pos + len(units) < c[3] and (bound is None or int(units["offset"][-1]) < bound):
+                bound, bounding = int(units["offset"][-1]), i
+            got.append(units)
+        parts = []
+        for i, (c, units) in enumerate(zip(cursors, got)):
+            cq, queue_id, pos, _ = c
+            n = len(units) if bound is None or i == bounding else \
+                int(np.searchsorted(units["offset"], bound, side="right"))
+            if n:
+                parts.append((np.full(n, queue_id, dtype=np.int32), np.arange(pos, pos + n, dtype=np.int64),
+                              units["offset"][:n].astype(np.int64), units["size"][:n].astype(np.int64),
+                              units["tags_code"][:n].astype(np.int64)))
+            del units
+            _release_units(cq, pos, pos + n)
+            c[2] = pos + n
+        del got
+        reached = {c[1]: c[2] for c in cursors}
+        cursors = [c for c in cursors if c[2] < c[3]]
+        if parts:
+            queue_ids, queue_offsets, offsets, sizes, codes = (np.concatenate(a) for a in zip(*parts))
+            order = np.argsort(offsets, kind="stable")  # a merge of sorted runs: a few ns a unit
+            batch = _decode_units(store, topic, queue_ids[order], offsets[order], sizes[order], queue_offsets[order],
+                                  codes[order], batch_filter, text_filter, schema, release_pages)
+            if batch is not None:
+                yield batch
+        if progress is not None:  # this round's units are all read or filtered out once its batch is taken
+            progress.update(reached)
+
+
+def _decode_units(store, topic: str, queue_id, offsets: np.ndarray, sizes: np.ndarray, queue_offsets: np.ndarray,
+                  codes: np.ndarray, batch_filter, text_filter, schema: pa.Schema,
+                  release_pages: bool) -> Optional[pa.RecordBatch]:
+    """The records the units point at (ascending offsets) whose tag codes the filter keeps, as one batch decoded
+    file by file; None when none is left (the filter took them all, or their files are gone by retention).
+    queue_id: the queue's, or an array of each unit's."""
+    store.stats["consume_queue_units_scanned"] += len(offsets)
+    per_record = isinstance(queue_id, np.ndarray)
+    if batch_filter is not None:
+        keep = np.asarray(batch_filter.consume_queue_mask(codes), dtype=np.bool_)
+        offsets, sizes, queue_offsets = offsets[keep], sizes[keep], queue_offsets[keep]
+        queue_id = queue_id[keep] if per_record else queue_id
+    if len(offsets) == 0:
+        return None
+    store.stats["commit_log_records_read"] += len(offsets)
+    batches = []
+    file_ids = offsets // store.commit_log.file_size
+    cuts = np.flatnonzero(np.diff(file_ids)) + 1
+    for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(offsets)]):
+        view, base = store.commit_log.view_at(int(offsets[a]), unit=True)
+        if view is None:
+            continue  # the file was removed by retention while we read: those messages are gone
+        lo, hi = int(offsets[a] - base), int(offsets[b - 1] + sizes[b - 1] - base)
+        if release_pages and hi - lo <= (b - a) * _POPULATE_SPAN:
+            _populate(view, lo, hi)
+        batches.append(decode_run(view, base, offsets[a:b], sizes[a:b], queue_offsets[a:b], topic,
+                                  queue_id[a:b] if per_record else queue_id,
+                                  store.commit_log.path_of(int(offsets[a])), text_filter, schema))
+        if release_pages:
+            _release(view, lo, hi)
+    batches = [b for b in batches if b.num_rows]  # a text filter may drop a whole run
+    if not batches:
+        return None
+    batch = batches[0] if len(batches) == 1 else pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
+    return batch if batch.num_rows else None
 
 
 # Linux >= 5.14: map a range's page-cache pages in one call. A queue's records are spread over the whole log
@@ -128,7 +201,7 @@ def _release_units(cq, start: int, end: int) -> None:
 
 
 def decode_run(view, base: int, offsets: np.ndarray, sizes: np.ndarray, queue_offsets: np.ndarray, topic: str,
-               queue_id: int, path: str, text_filter=None, schema: pa.Schema = SCAN_SCHEMA) -> pa.RecordBatch:
+               queue_id, path: str, text_filter=None, schema: pa.Schema = SCAN_SCHEMA) -> pa.RecordBatch:
     """Records at `offsets` (ascending, one file) as a RecordBatch of `schema`'s columns (SCAN_SCHEMA's, or some
     of them); CorruptRecordError if any is invalid. With `text_filter` (property texts -> BooleanArray) only the
     records it accepts are decoded further."""
