@@ -32,8 +32,9 @@ def import_read_path() -> None:
     """What a worker's first read or write of format("rmq") imports: pyspark's worker (imported after the fork by
     pyspark.daemon) and its data source read function, the source and its readers, the sink, and the reads and
     writes of a store directory and of brokers (imported when a reader or writer opens one). Also pandas, when it
-    is installed: pyarrow imports it on its first conversion of numpy values (the sink's first write does one), as
-    pandas UDFs do; and the IDNA codec, which a worker's first connection by host name loads."""
+    is installed: the source's reads and writes never import it, but pandas UDFs and pyarrow's conversions of
+    Python and numpy values in a job's own code do; and the IDNA codec, which a worker's first connection by host
+    name loads."""
     import encodings.idna  # noqa: F401
 
     import pyspark.sql.worker.plan_data_source_read  # noqa: F401
