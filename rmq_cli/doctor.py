@@ -1,7 +1,9 @@
 """`rmq doctor`: what this installation has and lacks, one line each: Python, the compiled kernels (or the slower
-fallbacks in use), pyspark, Java, which interpreter Spark's Python workers will run, and whether the Spark settings
-file turns Arrow Java's per-value checks off. Exit 0 when everything needed for Spark is there, 1 otherwise (the
-compiled kernels and the Arrow settings are optional: a missing one is a warning)."""
+fallbacks in use), pyspark, Java, which interpreter Spark's Python workers will run, whether the Spark settings
+file turns Arrow Java's per-value checks off, and whether it has the workers forked from rmq_spark.daemon (and
+their interpreter can run it). Exit 0 when everything needed for Spark is there, 1 otherwise (the compiled kernels,
+the Arrow settings and the daemon are optional: a missing one is a warning; a daemon set that the workers'
+interpreter cannot import fails every Python task, and fails the check)."""
 from __future__ import annotations
 
 import os
@@ -9,6 +11,7 @@ import shutil
 import subprocess
 import sys
 
+from .python_daemon_check import python_daemon_report
 from .spark_java_options import arrow_checks_report
 
 
@@ -74,4 +77,9 @@ def cmd_doctor(args) -> int:
 
     ok, detail = arrow_checks_report(getattr(args, "spark_conf", None))
     _line("ok" if ok else "warn", "arrow-java-checks", detail)
+
+    status, detail = python_daemon_report(getattr(args, "spark_conf", None),
+                                          worker if worker is not None else shutil.which("python3") or "python3")
+    failures += status == "FAIL"
+    _line(status, "python-daemon", detail)
     return 1 if failures else 0

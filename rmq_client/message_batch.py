@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from rmq_common.numpy_arrow import repeated_string, string_scalar, values
 from rmq_common.properties_column import properties_to_strings
 
 NAME_VALUE_SEPARATOR = "\x01"
@@ -20,28 +21,28 @@ def properties_text(props: Optional[pa.MapArray], n: int,
                     extra: Mapping[str, Union[str, pa.Array, None]]) -> pa.StringArray:
     """Each message's properties in RocketMQ's text form: the map's entries, then `extra` (a value for all, or a
     column; a null leaves the property out)."""
-    parts = [properties_to_strings(props).cast(pa.string()) if props is not None else pa.array([""] * n, pa.string())]
+    empty = string_scalar("")
+    parts = [properties_to_strings(props).cast(pa.string()) if props is not None else repeated_string("", n)]
     for key, value in extra.items():
         if value is None:
             continue
         if isinstance(value, str):
-            parts.append(pa.array([f"{key}{NAME_VALUE_SEPARATOR}{value}{PROPERTY_SEPARATOR}"] * n, pa.string())
-                         if n else pa.array([], pa.string()))
+            parts.append(repeated_string(f"{key}{NAME_VALUE_SEPARATOR}{value}{PROPERTY_SEPARATOR}", n))
             continue
-        joined = pc.binary_join_element_wise(pa.scalar(key + NAME_VALUE_SEPARATOR), value.cast(pa.string()),
-                                             pa.scalar(PROPERTY_SEPARATOR), pa.scalar(""))
-        parts.append(pc.fill_null(joined, ""))
+        joined = pc.binary_join_element_wise(string_scalar(key + NAME_VALUE_SEPARATOR), value.cast(pa.string()),
+                                             string_scalar(PROPERTY_SEPARATOR), empty)
+        parts.append(pc.fill_null(joined, empty))
     if len(parts) == 1:
         return parts[0]
-    return pc.binary_join_element_wise(*parts, pa.scalar(""))
+    return pc.binary_join_element_wise(*parts, empty)
 
 
 def encode_message_batch(bodies: pa.Array, properties: pa.StringArray, flags: Optional[np.ndarray] = None) -> bytes:
     """The MessageBatch body of these messages (BODYCRC 0, as RocketMQ's clients send it: the broker computes it)."""
     n = len(bodies)
-    body_len = pc.binary_length(bodies).to_numpy(zero_copy_only=False).astype(np.int64)
+    body_len = values(pc.binary_length(bodies)).astype(np.int64)  # a null body's is refused below
     text = properties.cast(pa.binary())
-    text_len = pc.binary_length(text).to_numpy(zero_copy_only=False).astype(np.int64)
+    text_len = values(pc.binary_length(text)).astype(np.int64)
     if n and text_len.max() > MAX_PROPERTIES_LENGTH:
         i = int(np.argmax(text_len))
         raise ValueError(f"message {i}: properties of {int(text_len[i])} bytes (at most {MAX_PROPERTIES_LENGTH})")
@@ -54,7 +55,7 @@ def encode_message_batch(bodies: pa.Array, properties: pa.StringArray, flags: Op
     heads = pa.FixedSizeBinaryArray.from_buffers(pa.binary(20), n, [None, pa.py_buffer(head.tobytes())])
     lens = pa.FixedSizeBinaryArray.from_buffers(pa.binary(2), n, [None, pa.py_buffer(tail.tobytes())])
     joined = pc.binary_join_element_wise(heads.cast(pa.binary()), bodies.cast(pa.binary()), lens.cast(pa.binary()),
-                                         text, pa.scalar(b""))
+                                         text, string_scalar("").cast(pa.binary()))
     if joined.null_count:
         raise ValueError(f"message {pc.index(joined.is_null(), True).as_py()}: a null body")
     offsets = np.frombuffer(joined.buffers()[1], dtype=np.int32, count=n + 1, offset=joined.offset * 4)

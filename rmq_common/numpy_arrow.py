@@ -1,8 +1,10 @@
 """numpy arrays as Arrow arrays and back, over the same memory, through their buffers.
 
-pa.array(ndarray), pa.scalar(...) and Array.to_numpy() import pandas on their first call when it is installed
+pa.array(...), pa.scalar(...) and Array.to_numpy() import pandas on their first call when it is installed
 (pyarrow checks for pandas objects), which costs 0.5-1.3 s in each fresh process: a Spark Python worker paid it
-on its first read. The read path and the filters convert here instead, and never import pandas."""
+on its first read or write. The read path, the filters and the sink's task (its column conversion and checks,
+the store's staging, the sends to brokers) convert here instead, and never import pandas; so does a compute
+function's argument (a Python str or number there goes through pa.scalar)."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -94,3 +96,8 @@ def true_where_valid(mask) -> np.ndarray:
     if mask.null_count:
         values = values & bits(mask.buffers()[0])
     return values
+
+
+def null_mask(arr) -> np.ndarray:
+    """Where an Arrow array (or chunked array) of any type is null, as a writable numpy bool array."""
+    return true_where_valid(arr.is_null())

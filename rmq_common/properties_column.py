@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 from . import native
 from .message_codec import PROPERTY_KEYS, PROPERTY_TAGS
 from .message_properties import properties_to_map, property_column
+from .numpy_arrow import from_numpy, string_scalar
 
 MAP_TYPE = pa.map_(pa.string(), pa.string())
 
@@ -77,9 +78,10 @@ def properties_to_strings(props: pa.MapArray) -> pa.StringArray:
     props = compact_map(props)
     keys = props.keys
     values = props.items
-    pairs = pc.binary_join_element_wise(keys, pa.scalar("\x01"), values, pa.scalar("\x02"), "")
-    joined = pc.binary_join(pa.ListArray.from_arrays(_map_offsets(props), pairs), "")
-    return joined.fill_null("")
+    empty = string_scalar("")
+    pairs = pc.binary_join_element_wise(keys, string_scalar("\x01"), values, string_scalar("\x02"), empty)
+    joined = pc.binary_join(pa.ListArray.from_arrays(_map_offsets(props), pairs), empty)
+    return joined.fill_null(empty)
 
 
 def compact_map(props: pa.MapArray) -> pa.MapArray:
@@ -94,7 +96,7 @@ def compact_map(props: pa.MapArray) -> pa.MapArray:
 
 def _map_offsets(props: pa.MapArray) -> pa.Array:
     off = native.value_offsets(props)
-    return pa.array(off - off[0])
+    return from_numpy(off - off[0])
 
 
 def map_with_entries(props: Optional[pa.MapArray], n: int, extra: dict) -> pa.MapArray:

@@ -45,6 +45,7 @@ from rmq_client.transaction_producer import (
     new_transaction_id,
 )
 from rmq_common.message_codec import PROPERTY_KEYS, PROPERTY_TAGS
+from rmq_common.numpy_arrow import from_numpy, null_mask, values
 from store.record_encoder import java_hash_codes
 
 from .broker_wait import BrokerUnavailableError, RetryLog
@@ -204,16 +205,16 @@ class ClusterWrites(LogWrites):
         enc = pc.dictionary_encode(topics)
         names = enc.dictionary.to_pylist()
         queue_lists = [await self._queues(producer, name) for name in names]
-        tidx = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        tidx = values(enc.indices).astype(np.int64)
         nq = np.array([len(q) for q in queue_lists], dtype=np.int64)[tidx]
         n = table.num_rows
         qcol, skey = table.column("queue_id").combine_chunks(), table.column("sharding_key").combine_chunks()
         qidx = ((np.int64(partition) + (np.arange(n, dtype=np.int64) * nq) // max(n, 1)) % nq)
         if skey.null_count < n:
             hashed = np.abs(java_hash_codes(skey, n)) % nq
-            qidx = np.where(skey.is_null().to_numpy(zero_copy_only=False), qidx, hashed)
+            qidx = np.where(null_mask(skey), qidx, hashed)
         if qcol.null_count < n:
-            given = qcol.fill_null(-1).to_numpy().astype(np.int64)
+            given = np.where(null_mask(qcol), -1, values(qcol)).astype(np.int64)
             bad = (given >= nq)
             if bad.any():
                 i = int(np.flatnonzero(bad)[0])
@@ -226,14 +227,14 @@ class ClusterWrites(LogWrites):
         cuts = np.flatnonzero(np.diff(skey_sorted)) + 1
         starts = np.concatenate([[0], cuts]) if n else np.array([], dtype=np.int64)
         ends = np.concatenate([cuts, [n]]) if n else np.array([], dtype=np.int64)
-        body_len = pc.binary_length(table.column("body").combine_chunks()).to_numpy(zero_copy_only=False)
+        body_len = values(pc.binary_length(table.column("body").combine_chunks()))
         # rows the writer placed itself (no queue_id, no sharding_key) may move to another broker's queue when
         # theirs fails; rows placed by the user stay on their queue and wait for its broker
         free = np.ones(n, dtype=bool)
         if qcol.null_count < n:
-            free &= qcol.is_null().to_numpy(zero_copy_only=False)
+            free &= null_mask(qcol)
         if skey.null_count < n:
-            free &= skey.is_null().to_numpy(zero_copy_only=False)
+            free &= null_mask(skey)
         jobs = []
         for s, e in zip(starts, ends):
             rows = order[s:e]
@@ -250,7 +251,7 @@ class ClusterWrites(LogWrites):
 
         async def one(mq: MessageQueue, rows: np.ndarray, others: list[MessageQueue]):
             async with gate:
-                return await self._send_rows(producer, mq, table.take(pa.array(rows)), batch_id, others)
+                return await self._send_rows(producer, mq, table.take(from_numpy(rows)), batch_id, others)
         done = await asyncio.gather(*(one(*job) for job in jobs), return_exceptions=True)
         failed = [d for d in done if isinstance(d, BaseException)]
         sent = [d for d in done if isinstance(d, (HalfBatch, MessageHalves))]

@@ -10,6 +10,7 @@ import pyarrow.compute as pc
 
 from rmq_common.message_codec import MAX_PROPERTIES_LENGTH, check_topic
 from rmq_common.native import value_offsets
+from rmq_common.numpy_arrow import null_mask, true_where_valid
 from rmq_common.properties_column import compact_map
 
 from .errors import RowError
@@ -26,7 +27,7 @@ STAGED_SCHEMA = pa.schema([
 
 
 def first_true(mask) -> int:
-    arr = mask.to_numpy(zero_copy_only=False) if isinstance(mask, (pa.Array, pa.ChunkedArray)) else mask
+    arr = true_where_valid(mask) if isinstance(mask, (pa.Array, pa.ChunkedArray)) else mask
     return int(np.flatnonzero(arr)[0])
 
 
@@ -87,7 +88,7 @@ def validate_staged(rows: pa.RecordBatch, max_message_size: int, first_row: int)
         if arr.null_count < len(arr):
             part = np.diff(value_offsets(arr)) + (len(name) + 2)
             if arr.null_count:
-                part[arr.is_null().to_numpy(zero_copy_only=False)] = 0
+                part[null_mask(arr)] = 0
             sizes = sizes + part
     limit = MAX_PROPERTIES_LENGTH
     if len(sizes) and sizes.max() > limit:

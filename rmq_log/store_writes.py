@@ -11,9 +11,11 @@ import uuid
 from dataclasses import dataclass
 from typing import Iterable, List, Optional, Tuple
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from rmq_common.numpy_arrow import null_mask, string_scalar, true_where_valid, values
 from store.store_config import StoreConfig
 
 from .errors import RowError
@@ -94,13 +96,15 @@ class StoreWrites(LogWrites):
         from store.topic_config import TopicConfigManager
         table = TopicConfigManager(self.options.path).table if os.path.isdir(self.options.path) else {}
         topics = rows.column("topic")
+        given = ~null_mask(qids)
+        ids = values(qids)  # a null's slot holds anything: `given` masks it
         for topic in pc.unique(topics).to_pylist():
             cfg = table.get(topic)
             nq = cfg.writeQueueNums if cfg is not None else self.config.defaultTopicQueueNums
-            bad = pc.and_(pc.equal(topics, topic), pc.greater_equal(qids, nq)).fill_null(False)
-            if pc.any(bad).as_py():
-                i = pc.index(bad, True).as_py()
-                raise RowError(f"row {first_row + i}: queue_id {qids[i].as_py()} is outside topic {topic!r}'s "
+            bad = true_where_valid(pc.equal(topics, string_scalar(topic))) & given & (ids >= nq)
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise RowError(f"row {first_row + i}: queue_id {int(ids[i])} is outside topic {topic!r}'s "
                                f"write queues 0..{nq - 1}")
 
     def commit(self, receipts: list, batch_id: int) -> None:

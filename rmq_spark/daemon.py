@@ -20,6 +20,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
+from typing import Optional
 
 STOCK_DAEMON = "pyspark.daemon"
 # Read by OpenBLAS and Arrow's jemalloc when they load: no thread pool, no background thread. Arrow allocates
@@ -31,8 +32,9 @@ def import_read_path() -> None:
     """What a worker's first read or write of format("rmq") imports: pyspark's worker (imported after the fork by
     pyspark.daemon) and its data source read function, the source and its readers, the sink, and the reads and
     writes of a store directory and of brokers (imported when a reader or writer opens one). Also pandas, when it
-    is installed: pyarrow imports it on its first conversion of numpy values (the sink's first write does one), as
-    pandas UDFs do; and the IDNA codec, which a worker's first connection by host name loads."""
+    is installed: the source's reads and writes never import it, but pandas UDFs and pyarrow's conversions of
+    Python and numpy values in a job's own code do; and the IDNA codec, which a worker's first connection by host
+    name loads."""
     import encodings.idna  # noqa: F401
 
     import pyspark.sql.worker.plan_data_source_read  # noqa: F401
@@ -100,16 +102,25 @@ def _stock_daemon(why: str) -> None:
     os.execv(sys.executable, [sys.executable, "-m", STOCK_DAEMON, *sys.argv[1:]])
 
 
-def main() -> None:
+def prepare() -> Optional[str]:
+    """Imports the read path with no library thread started: None when this process may fork workers with it,
+    else why not (`rmq doctor` asks the same of the workers' Python)."""
     for key, value in NO_THREAD_ENV.items():
         os.environ.setdefault(key, value)
     try:
         import_read_path()
     except Exception as e:  # a broken install: the workers report it in the task that needs the module
-        _stock_daemon(f"importing the read path failed ({type(e).__name__}: {e})")
+        return f"importing the read path failed ({type(e).__name__}: {e})"
     running = threads()
     if running != 1:
-        _stock_daemon(f"{running} threads after the imports" if running > 0 else "/proc/self/task is unreadable")
+        return f"{running} threads after the imports" if running > 0 else "/proc/self/task is unreadable"
+    return None
+
+
+def main() -> None:
+    why = prepare()
+    if why is not None:
+        _stock_daemon(why)
     from pyspark.daemon import manager
 
     read_zip_archives_again_only_when_changed()

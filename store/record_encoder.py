@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 from rmq_common import message_codec as codec
 from rmq_common.compiled import _encode
 from rmq_common.native import value_offsets
+from rmq_common.numpy_arrow import string_scalar
 
 from .consume_queue import UNIT_DTYPE
 from .tag_hash import tags_hash_code
@@ -264,7 +265,8 @@ def java_hash_codes(values: Optional[pa.Array], n: int) -> np.ndarray:
     if values is None:
         return np.zeros(n, dtype=np.int64)
     if values.null_count:
-        values = values.fill_null("")
+        # a scalar of the values' own type: fill_null makes any other value a pa.scalar, which imports pandas
+        values = values.fill_null(string_scalar("").cast(values.type))
     return KERNELS.java_hash_codes(values)
 
 

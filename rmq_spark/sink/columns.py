@@ -27,6 +27,7 @@ from pyspark.sql.types import (
 
 from rmq_common.message_codec import PROPERTY_UNIQ_KEY, new_uniq_keys
 from rmq_common.native import value_offsets
+from rmq_common.numpy_arrow import from_numpy, null_mask, repeated_string, string_scalar, strings, values
 from rmq_common.properties_column import compact_map, map_lookup
 from rmq_log.staged_rows import MAP_TYPE, STAGED_SCHEMA, entry_offsets, first_true, validate_staged
 
@@ -107,7 +108,7 @@ def to_staged(batch: pa.RecordBatch, columns: dict, topic_option: Optional[str],
         raise RowError(f"row {first_row + first_true(body.is_null())}: body is null")
 
     if topic_option is not None:
-        topic = pa.array([topic_option], pa.string()).take(pa.array(np.zeros(n, np.int32)))
+        topic = repeated_string(topic_option, n)
     else:
         topic = _plain(col["topic"], pa.string())
         if topic.null_count:
@@ -120,7 +121,7 @@ def to_staged(batch: pa.RecordBatch, columns: dict, topic_option: Optional[str],
         if pa.types.is_list(k.type) or pa.types.is_large_list(k.type):
             # array<string> whose elements Spark knows are never null arrives as list<string not null>, which
             # binary_join has no kernel for: the plain list type first
-            keys = _plain(pc.binary_join(k.cast(pa.list_(pa.string())), " "), pa.string())
+            keys = _plain(pc.binary_join(k.cast(pa.list_(pa.string())), string_scalar(" ")), pa.string())
         else:
             keys = _plain(k, pa.string())
     props = compact_map(_plain(col["properties"], MAP_TYPE)) if "properties" in col else None
@@ -131,9 +132,9 @@ def to_staged(batch: pa.RecordBatch, columns: dict, topic_option: Optional[str],
     queue_id = pa.nulls(n, pa.int32())
     if "queue_id" in col:
         q = col["queue_id"]
-        qn = q.to_numpy(zero_copy_only=False) if q.null_count == 0 else None
+        qn = values(q) if q.null_count == 0 else None
         if qn is not None and len(qn) and (qn.min() < 0 or qn.max() > 1023):
-            i = first_true(pa.array((qn < 0) | (qn > 1023)))
+            i = first_true((qn < 0) | (qn > 1023))
             raise RowError(f"row {first_row + i}: queue_id {int(qn[i])} is outside 0..1023")
         queue_id = _plain(q, pa.int32())
     sharding = _plain(col["sharding_key"], pa.string()) if "sharding_key" in col else pa.nulls(n, pa.string())
@@ -157,7 +158,7 @@ def _check_map_entries(props: pa.MapArray, first_row: int) -> None:
     # lengths from the offsets (a byte count says "empty" as well as a character count, without decoding)
     bad = (np.diff(value_offsets(keys)) == 0) | (np.diff(value_offsets(items)) == 0)
     if items.null_count:
-        bad |= items.is_null().to_numpy(zero_copy_only=False)
+        bad |= null_mask(items)
     if bad.any():
         j = first_true(bad)
         off = entry_offsets(props)
@@ -172,12 +173,12 @@ def with_uniq_keys(props: Optional[pa.MapArray], n: int, address: bytes):
     and the UNIQ_KEY column."""
     if props is None:
         uniq = new_uniq_keys(n, address)
-        offsets = pa.array(np.arange(n + 1, dtype=np.int32))
-        names = pa.array([PROPERTY_UNIQ_KEY]).take(pa.array(np.zeros(n, np.int32)))
+        offsets = from_numpy(np.arange(n + 1, dtype=np.int32))
+        names = repeated_string(PROPERTY_UNIQ_KEY, n)
         return pa.MapArray.from_arrays(offsets, names, uniq), uniq
     props = compact_map(props)
     given = map_lookup(props, PROPERTY_UNIQ_KEY)
-    need = given.is_null().to_numpy(zero_copy_only=False)
+    need = null_mask(given)
     k = int(need.sum())
     if k == 0:
         return props, given
@@ -193,13 +194,13 @@ def with_uniq_keys(props: Optional[pa.MapArray], n: int, address: bytes):
     ends = new_off[1:][need] - 1
     src[ends] = np.arange(m, m + k, dtype=np.int32)
     new = new_uniq_keys(k, address)
-    items = pa.concat_arrays([props.items.cast(pa.string()), new]).take(pa.array(src))
+    items = pa.concat_arrays([props.items.cast(pa.string()), new]).take(from_numpy(src))
     src[ends] = m  # every new entry's key is the one name appended after the old keys
-    keys = pa.concat_arrays([props.keys.cast(pa.string()), pa.array([PROPERTY_UNIQ_KEY])]).take(pa.array(src))
-    merged = pa.MapArray.from_arrays(pa.array(new_off), keys, items)
+    keys = pa.concat_arrays([props.keys.cast(pa.string()), strings([PROPERTY_UNIQ_KEY])]).take(from_numpy(src))
+    merged = pa.MapArray.from_arrays(from_numpy(new_off), keys, items)
     if k == n:
         return merged, new
     pos = np.cumsum(need) - 1
-    uniq = pc.if_else(pa.array(need), new.take(pa.array(np.where(need, pos, 0))), given)
+    uniq = pc.if_else(from_numpy(need), new.take(from_numpy(np.where(need, pos, 0))), given)
     return merged, uniq
 
