@@ -1,5 +1,7 @@
 """StoreReads: LogReads on a store directory, opened read-only (store.MessageStore), the group's offsets in its
-config/consumerOffset.json (store.OffsetStore); and StoreRange, one queue's offset range, read by an executor.
+config/consumerOffset.json (store.OffsetStore); StoreRange, one queue's offset range, and StoreWindow, the
+pieces of a topic's queue ranges that lie in one stretch of the log, read together in log order: each read by an
+executor.
 
 The readers' queues are QueueKeys of STORE_BROKER_NAME, named by their queue id alone ("3"); the store below knows
 queue ids, so each answer turns one into the other.
