@@ -88,3 +88,19 @@ def test_a_spark_stream_reads_each_message_once_through_windows(spark, tmp_path)
         out.stop()
     assert sorted((r.queue_id, r.queue_offset) for r in got) == sorted((i % 4, i // 4) for i in range(3000))
     assert all(bytes(r.body) == f"body-T-{r.queue_offset * 4 + r.queue_id}".encode() for r in got)
+
+
+def test_a_spark_batch_read_with_a_selector_and_pushed_filters_reads_windows(spark, tmp_path):
+    path = fill(tmp_path / "s", "T", n=4000, queues=4)  # tags cycle Aa, BB, TagC, None, TagD
+    metrics = tmp_path / "metrics"
+    df = (spark.read.format("rmq").option("topic", "T").option("tags", "Aa || TagC")
+          .option("minOffsetsPerPartition", "100").option("metricsPath", str(metrics)).load(path)
+          .where("queue_offset >= 100 AND properties['region'] = 'eu'"))
+    got = sorted((r.queue_id, r.queue_offset) for r in df.select("queue_id", "queue_offset").collect())
+    want = sorted((i % 4, i // 4) for i in range(4000)
+                  if i % 5 in (0, 2) and i // 4 >= 100 and i % 2 == 1)
+    assert got == want and got
+    lines = [json.loads(x) for f in metrics.iterdir() for x in f.read_text().splitlines()]
+    assert len(lines) == 4 and all(sorted(m["queue_id"]) == [0, 1, 2, 3] for m in lines)  # 4 windows
+    # the tag codes chose the records read: Aa's, its hash twin BB's, TagC's
+    assert sum(m["commit_log_records_read"] for m in lines) == sum(1 for i in range(4000) if i % 5 in (0, 1, 2))

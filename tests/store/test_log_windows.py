@@ -83,6 +83,15 @@ def test_the_compiled_pass_decodes_a_window_of_several_queues_whole(path, monkey
                       key=key) == want
 
 
+def test_the_numpy_decoder_reads_a_window_as_the_compiled_pass_does(path, monkeypatch):
+    with MessageStore(path, read_only=True) as s:
+        ranges = [(q, 0, s.max_offset("T", q)) for q in range(4)]
+        compiled = [r for batch in s.scan_queues("T", ranges, None, 700) for r in batch.to_pylist()]
+        use_python_kernels(monkeypatch)
+        assert [r for batch in s.scan_queues("T", ranges, None, 700) for r in batch.to_pylist()] == compiled
+        assert len({r["queue_id"] for r in compiled}) == 4
+
+
 def test_a_window_read_filters_as_each_queues_scan_does(path):
     with MessageStore(path, read_only=True) as s:
         ranges = [(q, 0, s.max_offset("T", q)) for q in range(4)]
