@@ -115,8 +115,9 @@ def test_a_stream_reads_on_from_the_slave_while_the_master_is_killed_and_ends_wi
     with Admin(cluster.namesrv) as admin:
         admin.create_topic(TOPIC, QUEUES)
     sent = _send(cluster.namesrv)
-    ends = _max_offsets(master)
-    assert ends == {i: PER_QUEUE for i in range(QUEUES)}
+    ends = {i: PER_QUEUE for i in range(QUEUES)}
+    # a send is answered once its record is in the commitlog; the consume queues are written just after
+    wait_until(lambda: _max_offsets(master) == ends, 60, "broker-a's consume queues holding every message sent")
     wait_until(lambda: _max_offsets(slave) == ends, 180, "broker-a's slave holding every message of its master")
 
     out = str(tmp_path / "out")
@@ -200,7 +201,8 @@ def test_starting_offsets_group_with_the_master_away_starts_at_the_slaves_copy_a
             bodies = [f"broker-a/{q}/more-{i}".encode() for i in range(50)]
             p.send_batch(TOPIC, bodies, queue=MessageQueue(TOPIC, "broker-a", q))
             new.update(bodies)
-    ends = _max_offsets(master)
+    ends = {q: before[q] + 50 for q in range(QUEUES)}  # the consume queues are written just after a send's answer
+    wait_until(lambda: _max_offsets(master) == ends, 60, "the master's consume queues holding the new messages")
     wait_until(lambda: _max_offsets(slave) == ends, 180, "the slave holding the new messages")
     wait_until(lambda: _group_offsets(slave, group) == before, 180, "the slave's copy of the group's offsets")
     cluster.kill("broker-a", signal.SIGKILL)
