@@ -68,9 +68,9 @@ def _give_back(region: mmap.mmap) -> None:
         for m in _pool:
             total += len(m)
         while total > _POOL_BYTES and _pool:
-            biggest = max(_pool, key=len)
-            _pool.remove(biggest)  # unmapped once unreferenced
-            total -= len(biggest)
+            # the region given back longest ago goes (unmapped once unreferenced): the sizes a reader asks for
+            # now stay, whatever another kind of read left before
+            total -= len(_pool.pop(0))
 
 
 def value_offsets(arr: pa.Array) -> np.ndarray:

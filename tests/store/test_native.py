@@ -292,3 +292,26 @@ def test_text_without_keys_keeps_the_other_pairs_bytes():
                     "\x02\x02k\x01v\x02TRAN_BATCH\x01z"])
     assert text_without_keys(arr, ["REAL_TOPIC", "REAL_QID", "TRAN_BATCH"]).to_pylist() == [
         "a\x01b\x02c\x01d\x02", "", "x\x01y\x02", "\x02\x02k\x01v\x02"]
+
+
+@pytest.mark.skipif(not native.available(), reason="rmq_common._native is not built here")
+def test_the_output_pool_keeps_the_regions_a_reader_uses_now_over_those_another_read_left(monkeypatch):
+    # A worker that read through brokers (many small outputs) and then reads a store directory (big ones): the big
+    # regions must be reused batch after batch, not mapped afresh (a page fault per written page) while the small
+    # ones of the earlier read fill the pool.
+    import gc
+
+    monkeypatch.setattr(native, "_POOL_BYTES", 8 << 20)
+    monkeypatch.setattr(native, "_pool", [])
+    small = [native._out(1 << 20, np.uint8) for _ in range(6)]  # the earlier read's six 1 MiB outputs
+    del small
+    gc.collect()
+    assert sum(len(m) for m in native._pool) == 6 << 20
+    big = native._out(4 << 20, np.uint8)
+    region = big.base.obj if isinstance(big.base, memoryview) else big.base
+    del big
+    gc.collect()
+    assert any(m is region for m in native._pool), "the region just used was dropped from the pool"
+    again = native._out(4 << 20, np.uint8)
+    assert (again.base.obj if isinstance(again.base, memoryview) else again.base) is region
+    assert sum(len(m) for m in native._pool) <= 8 << 20
