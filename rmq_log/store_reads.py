@@ -330,7 +330,10 @@ def _read_window(w: StoreWindow) -> Iterator[pa.RecordBatch]:
         # queue's read does (failOnDataLoss) and skips it otherwise.
         for q, start, end in pieces:
             rest = first.piece(q, progress.get(q, start), end)
-            yield from _read_range(rest)  # (counted in metricsPath by lines of their own)
+            rest.metrics_path = None  # counted in the window's line
+            for batch in _read_range(rest):
+                rows += batch.num_rows
+                yield batch
     if first.metrics_path:
         _write_metrics(first, store, before, rows, time.monotonic() - t0, w.pieces)
 

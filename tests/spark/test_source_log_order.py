@@ -63,7 +63,8 @@ def test_a_commitlog_file_missing_inside_a_window_is_data_loss_as_for_a_queue(tm
         first_record = min(int(s.consume_queue("T", q).units(a, a + 1)["offset"][0]) for q, a, _ in second)
     gone = f"{(first_record // 65536 + 1) * 65536:020d}"  # the second window's second file
     (tmp_path / "s" / "commitlog" / gone).unlink()
-    reader, parts = plan(tmp_path / "s", failOnDataLoss=str(fail).lower())
+    metrics = tmp_path / "metrics"
+    reader, parts = plan(tmp_path / "s", failOnDataLoss=str(fail).lower(), metricsPath=metrics)
     assert all(isinstance(p.reader, StoreWindow) for p in parts)
     if fail:
         with pytest.raises(Exception, match=f"missing file {tmp_path}/s/commitlog/{gone}"):
@@ -73,6 +74,8 @@ def test_a_commitlog_file_missing_inside_a_window_is_data_loss_as_for_a_queue(tm
     per_queue_reader, per_queue = plan(tmp_path / "s", failOnDataLoss="false", logOrder="false")
     want = rows(per_queue_reader, per_queue)
     assert got == want and 0 < len(got) < 2000
+    lines = [json.loads(x) for f in metrics.iterdir() for x in f.read_text().splitlines()]
+    assert len(lines) == len(parts) and sum(m["rows"] for m in lines) == len(got)  # a line a window, lost file or not
 
 
 def test_a_spark_stream_reads_each_message_once_through_windows(spark, tmp_path):
