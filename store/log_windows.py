@@ -7,7 +7,7 @@ from typing import Sequence
 
 import numpy as np
 
-SAMPLES = 64  # units looked up per queue to place the cuts; the cuts themselves are exact
+SAMPLES = 64  # units looked up per queue (fewer with many queues) to place the cuts; the cuts themselves are exact
 
 
 def log_windows(store, topic: str, ranges: Sequence[tuple[int, int, int]], count: int
@@ -20,12 +20,13 @@ def log_windows(store, topic: str, ranges: Sequence[tuple[int, int, int]], count
     ranges = [(int(q), int(s), int(e)) for q, s, e in ranges if e > s]
     if count <= 1 or len(ranges) < 2:
         return [ranges] if ranges else []
+    per_queue = max(16, min(SAMPLES, 2048 // len(ranges)))  # a few thousand lookups at most, however many queues
     curves = []  # per readable range: (queue id, start, end, sampled queue offsets, their log positions, the cq)
     whole = []
     for qid, s, e in ranges:
         cq = store.find_consume_queue(topic, qid)
         lo, hi = max(s, cq.first_unit_offset()), min(e, cq.max_offset())
-        sampled = np.unique(np.linspace(lo, hi - 1, SAMPLES).astype(np.int64)) if hi > lo else np.zeros(0, np.int64)
+        sampled = np.unique(np.linspace(lo, hi - 1, per_queue).astype(np.int64)) if hi > lo else np.zeros(0, np.int64)
         phys = np.array([_position(cq, int(o)) for o in sampled.tolist()], dtype=np.int64)
         if len(phys) == 0 or (phys < 0).any() or (np.diff(phys) <= 0).any():
             whole.append((qid, s, e))  # nothing readable, or units not in log order: read as it is
@@ -35,23 +36,7 @@ def log_windows(store, topic: str, ranges: Sequence[tuple[int, int, int]], count
         return [ranges]
     total = sum(int(c[3][-1] - c[3][0] + 1) for c in curves)
     count = min(count, max(1, total))
-    low, high = min(int(c[4][0]) for c in curves), max(int(c[4][-1]) for c in curves) + 1
-
-    def below(pos: int) -> float:
-        """About how many of the ranges' units point below log position pos."""
-        return float(sum(np.interp(pos, c[4], c[3] - c[3][0], left=0, right=c[3][-1] - c[3][0] + 1)
-                         for c in curves))
-
-    cuts = []
-    for i in range(1, count):
-        want, a, b = total * i / count, low, high
-        while a < b:  # the first log position with at least `want` units below it
-            mid = (a + b) // 2
-            if below(mid) < want:
-                a = mid + 1
-            else:
-                b = mid
-        cuts.append(a)
+    cuts = _cuts(curves, total, count)
     windows: list[list[tuple[int, int, int]]] = [[] for _ in range(count)]
     for qid, s, e, sampled, phys, cq in curves:
         edges = [s] + [_offset_at(cq, sampled, phys, c) for c in cuts] + [e]
@@ -60,6 +45,28 @@ def log_windows(store, topic: str, ranges: Sequence[tuple[int, int, int]], count
                 windows[w].append((qid, a, b))
     windows[0][:0] = whole
     return [w for w in windows if w]
+
+
+def _cuts(curves: list, total: int, count: int) -> list[int]:
+    """The log positions where windows 2..count start: where about total * i / count of the ranges' units lie
+    below, each queue's count below a position taken as linear between its samples (their sum is linear between
+    any two samples of all queues, so it is evaluated there and interpolated)."""
+    points = np.unique(np.concatenate([c[4] for c in curves]))
+    below = np.zeros(len(points))
+    for _, _, _, sampled, phys, _ in curves:
+        below += np.interp(points, phys, sampled - sampled[0], left=0, right=sampled[-1] - sampled[0] + 1)
+    wants = total * np.arange(1, count) / count
+    j = np.searchsorted(below, wants, side="left")  # the first sample of all with at least `want` below
+    cuts = []
+    for want, k in zip(wants.tolist(), j.tolist()):
+        if k == 0:
+            cuts.append(int(points[0]))
+        elif k == len(points):
+            cuts.append(int(points[-1]) + 1)
+        else:
+            x0, x1, y0, y1 = points[k - 1], points[k], below[k - 1], below[k]
+            cuts.append(int(np.ceil(x0 + (want - y0) * (x1 - x0) / (y1 - y0))) if y1 > y0 else int(x1))
+    return cuts
 
 
 def _position(cq, offset: int) -> int:
