@@ -4,11 +4,8 @@ the clients, which the readers import when a reader is made (0.8-1 s of CPU a pr
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from fresh_python import fresh_json, run_fresh
 
 PLANNER = """
 import json, sys
@@ -23,11 +20,7 @@ HEAVY = {"pyarrow", "numpy", "pandas", "store", "rmq_client", "remoting", "filte
 
 
 def _plan(*options: dict) -> dict:
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-c", PLANNER, *map(json.dumps, options)], env=env,
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return fresh_json(PLANNER, *map(json.dumps, options))
 
 
 def test_naming_the_source_and_asking_its_schema_loads_no_arrow_store_or_client(tmp_path):
@@ -42,8 +35,5 @@ def test_naming_the_source_and_asking_its_schema_loads_no_arrow_store_or_client(
 
 
 def test_a_bad_option_is_still_refused_when_the_schema_is_asked(tmp_path):
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-c", PLANNER, json.dumps({"namesrvAddr": "127.0.0.1:9876",
-                                                                       "subscribe": "T", "pullBatchSize": "0"})],
-                          env=env, capture_output=True, text=True, timeout=120)
+    proc = run_fresh(PLANNER, json.dumps({"namesrvAddr": "127.0.0.1:9876", "subscribe": "T", "pullBatchSize": "0"}))
     assert proc.returncode != 0 and "option 'pullBatchSize'" in proc.stderr

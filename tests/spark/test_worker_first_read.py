@@ -5,19 +5,14 @@ it, in a fresh interpreter: the stream reader planned on the driver, pickled, th
 unpickled copy; no Spark needed for that."""
 from __future__ import annotations
 
-import json
-import os
 import pickle
-import subprocess
-import sys
 
 import pytest
+from fresh_python import fresh_json
 from read_places import PLACES, read_place
 from store_fill import fill_store
 
 from rmq_spark.source import RmqDataSource
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 WORKER = """
 import gc, json, pickle, sys
@@ -42,11 +37,7 @@ def _read_in_fresh_worker(options: dict, tmp_path) -> dict:
     parts = reader.partitions(start, reader.latestOffset(start, reader.getDefaultReadLimit()))
     shipped = tmp_path / "partition.pickle"
     shipped.write_bytes(pickle.dumps((reader, parts[0])))
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-c", WORKER, str(shipped)], env=env, capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return fresh_json(WORKER, str(shipped))
 
 
 @pytest.mark.parametrize("place", PLACES)
@@ -104,8 +95,4 @@ def test_a_workers_first_write_freezes_what_it_imported_too(tmp_path):
                                                                 False)
     shipped = tmp_path / "writer.pickle"
     shipped.write_bytes(pickle.dumps(writer))
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-c", WRITER, str(shipped)], env=env, capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout.strip().splitlines()[-1])["frozen"] > 20_000
+    assert fresh_json(WRITER, str(shipped))["frozen"] > 20_000

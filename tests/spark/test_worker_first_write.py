@@ -5,14 +5,11 @@ interpreter: the writer made on the driver, pickled, then its write() over Arrow
 as Spark hands them; the commit on the driver's side afterwards, and the messages read back."""
 from __future__ import annotations
 
-import json
-import os
 import pickle
-import subprocess
-import sys
 
 import pyarrow as pa
 import pytest
+from fresh_python import fresh_json
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -27,8 +24,6 @@ from read_places import PLACES, read_place
 
 from rmq_log import Consume, open_log
 from rmq_spark.source import RmqDataSource
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 WORKER = """
 import json, pickle, sys
@@ -78,12 +73,8 @@ def test_a_workers_first_write_never_imports_pandas(tmp_path, place):
         with pa.OSFile(str(tmp_path / "rows.arrows"), "wb") as f, pa.ipc.new_stream(f, rows.schema) as stream:
             for batch in rows.to_batches(max_chunksize=40):  # three batches, the last one short
                 stream.write_batch(batch)
-        env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        proc = subprocess.run([sys.executable, "-c", WORKER, str(tmp_path / "writer.pickle"),
-                               str(tmp_path / "rows.arrows"), str(tmp_path / "message.pickle")],
-                              env=env, capture_output=True, text=True, timeout=120)
-        assert proc.returncode == 0, proc.stderr
-        worker = json.loads(proc.stdout.strip().splitlines()[-1])
+        worker = fresh_json(WORKER, str(tmp_path / "writer.pickle"), str(tmp_path / "rows.arrows"),
+                            str(tmp_path / "message.pickle"))
         assert worker == {"batches": 3, "pandas": False}
 
         writer.commit([pickle.loads((tmp_path / "message.pickle").read_bytes())])
