@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import mmap
 import sys
-from typing import Iterator, Optional, Sequence
+from typing import Iterator, Optional, Sequence, Union
 
 import numpy as np
 import pyarrow as pa
@@ -19,39 +19,17 @@ from rmq_common.record_decoder import SCAN_SCHEMA, decode_records, scan_schema
 from .consume_queue import CQ_STORE_UNIT_SIZE
 from .message_filter import vectorised
 
+# A round's units of one queue, or of several merged: (queue id, or each unit's; queue offsets, log offsets,
+# sizes, tag codes)
+Units = tuple[Union[int, np.ndarray], np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
 
 def scan(store, topic: str, queue_id: int, start: int, end: Optional[int], message_filter,
          batch_rows: int, columns: Optional[Sequence[str]] = None,
          release_pages: bool = True) -> Iterator[pa.RecordBatch]:
-    schema = scan_schema(columns)
-    cq = store.find_consume_queue(topic, queue_id)
-    max_off = cq.max_offset()
-    end = max_off if end is None else min(end, max_off)
-    pos = max(start, cq.min_offset(store.commit_log.min_offset()))
-    # The filter decides from the stored property texts before bodies and other columns are built, so records
-    # it rejects cost only their header and properties.
-    batch_filter = None if message_filter is None else vectorised(message_filter)
-    text_filter = None if batch_filter is None else batch_filter.properties_text_mask
-    while pos < end:
-        units = cq.units(pos, min(end, pos + batch_rows))
-        empty = np.flatnonzero(units["size"] == 0)
-        if len(empty):
-            units = units[:empty[0]]
-            end = pos + len(units)
-        if len(units) == 0:
-            break
-        n_units = len(units)
-        queue_offsets = np.arange(pos, pos + n_units, dtype=np.int64)
-        offsets = units["offset"].astype(np.int64)
-        sizes = units["size"].astype(np.int64)
-        codes = units["tags_code"].astype(np.int64)
-        del units
-        _release_units(cq, pos, pos + n_units)
-        pos += n_units
-        batch = _decode_units(store, topic, queue_id, offsets, sizes, queue_offsets, codes, batch_filter,
-                              text_filter, schema, release_pages)
-        if batch is not None:
-            yield batch
+    """One queue's [start, end) (end None: to its last unit), batch_rows units a batch."""
+    return scan_queues(store, topic, [(queue_id, start, sys.maxsize if end is None else end)], message_filter,
+                       batch_rows, columns, release_pages)
 
 
 def scan_queues(store, topic: str, pieces: Sequence[tuple[int, int, int]], message_filter, batch_rows: int,
@@ -64,6 +42,8 @@ def scan_queues(store, topic: str, pieces: Sequence[tuple[int, int, int]], messa
     batch_rows / len(pieces) units of every queue, and of those only the ones up to the lowest log position any
     queue with more to read reached: what the log holds before that position is all in this round."""
     schema = scan_schema(columns)
+    # The filter decides from the stored property texts before bodies and other columns are built, so records
+    # it rejects cost only their header and properties.
     batch_filter = None if message_filter is None else vectorised(message_filter)
     text_filter = None if batch_filter is None else batch_filter.properties_text_mask
     log_min = store.commit_log.min_offset()
@@ -74,7 +54,7 @@ def scan_queues(store, topic: str, pieces: Sequence[tuple[int, int, int]], messa
         pos = max(start, cq.min_offset(log_min))
         if pos < end:
             cursors.append([cq, queue_id, pos, end])
-    chunk = max(16, batch_rows // max(1, len(cursors)))
+    chunk = max(1, batch_rows // max(1, len(cursors)))
     while cursors:
         got, bound, bounding = [], None, -1
         for i, c in enumerate(cursors):
@@ -87,15 +67,14 @@ def scan_queues(store, topic: str, pieces: Sequence[tuple[int, int, int]], messa
             if len(units) and pos + len(units) < c[3] and (bound is None or int(units["offset"][-1]) < bound):
                 bound, bounding = int(units["offset"][-1]), i
             got.append(units)
-        parts = []
+        parts: list[Units] = []  # the units this round takes
         for i, (c, units) in enumerate(zip(cursors, got)):
             cq, queue_id, pos, _ = c
             n = len(units) if bound is None or i == bounding else \
                 int(np.searchsorted(units["offset"], bound, side="right"))
             if n:
-                parts.append((np.full(n, queue_id, dtype=np.int32), np.arange(pos, pos + n, dtype=np.int64),
-                              units["offset"][:n].astype(np.int64), units["size"][:n].astype(np.int64),
-                              units["tags_code"][:n].astype(np.int64)))
+                parts.append((queue_id, np.arange(pos, pos + n, dtype=np.int64), units["offset"][:n].astype(np.int64),
+                              units["size"][:n].astype(np.int64), units["tags_code"][:n].astype(np.int64)))
             del units
             _release_units(cq, pos, pos + n)
             c[2] = pos + n
@@ -103,17 +82,26 @@ def scan_queues(store, topic: str, pieces: Sequence[tuple[int, int, int]], messa
         reached = {c[1]: c[2] for c in cursors}
         cursors = [c for c in cursors if c[2] < c[3]]
         if parts:
-            queue_ids, queue_offsets, offsets, sizes, codes = (np.concatenate(a) for a in zip(*parts))
-            order = np.argsort(offsets, kind="stable")  # a merge of sorted runs: a few ns a unit
-            batch = _decode_units(store, topic, queue_ids[order], offsets[order], sizes[order], queue_offsets[order],
-                                  codes[order], batch_filter, text_filter, schema, release_pages)
+            batch = _decode_units(store, topic, *_in_log_order(parts), batch_filter, text_filter, schema,
+                                  release_pages)
             if batch is not None:
                 yield batch
         if progress is not None:  # this round's units are all read or filtered out once its batch is taken
             progress.update(reached)
 
 
-def _decode_units(store, topic: str, queue_id, offsets: np.ndarray, sizes: np.ndarray, queue_offsets: np.ndarray,
+def _in_log_order(parts: list[Units]) -> Units:
+    """(queue id, or each unit's, and the units' queue offsets, log offsets, sizes, tag codes) of a round's
+    queues merged into log order; one queue's as they are."""
+    if len(parts) == 1:
+        return parts[0]
+    queue_ids = np.concatenate([np.full(len(p[1]), p[0], dtype=np.int32) for p in parts])
+    queue_offsets, offsets, sizes, codes = (np.concatenate(a) for a in list(zip(*parts))[1:])
+    order = np.argsort(offsets, kind="stable")  # a merge of sorted runs: a few ns a unit
+    return queue_ids[order], queue_offsets[order], offsets[order], sizes[order], codes[order]
+
+
+def _decode_units(store, topic: str, queue_id, queue_offsets: np.ndarray, offsets: np.ndarray, sizes: np.ndarray,
                   codes: np.ndarray, batch_filter, text_filter, schema: pa.Schema,
                   release_pages: bool) -> Optional[pa.RecordBatch]:
     """The records the units point at (ascending offsets) whose tag codes the filter keeps, as one batch decoded
