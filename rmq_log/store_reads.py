@@ -272,13 +272,30 @@ def store_for(path: str):
     return store
 
 
+def _readable_start(store, p: StoreRange) -> int:
+    """Where p's read starts: its start, or the queue's first offset if retention deleted messages before it (the
+    loss reported as failOnDataLoss says)."""
+    available = store.min_offset(p.topic, p.queue_id)
+    if p.start < available:
+        check_data_loss(p.topic, p.queue_id, p.start, available, p.fail_on_data_loss, p.policy)
+        return available
+    return p.start
+
+
+def _spark_batches(p: StoreRange, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The scan's batches as Spark gets them: the residual's row mask applied (on the store's columns: timestamps
+    in ms), empty ones left out."""
+    for batch in batches:
+        if p.residual is not None:
+            batch = batch.filter(p.residual.row_mask(batch))
+            if not batch.num_rows:
+                continue
+        yield p.selection.to_spark_batch(batch)
+
+
 def _read_range(p: StoreRange) -> Iterator[pa.RecordBatch]:
     store = store_for(p.path)
-    start = p.start
-    available = store.min_offset(p.topic, p.queue_id)
-    if start < available:
-        check_data_loss(p.topic, p.queue_id, start, available, p.fail_on_data_loss, p.policy)
-        start = available
+    start = _readable_start(store, p)
     before = dict(store.stats)
     rows = 0
     t0 = time.monotonic()
@@ -286,14 +303,9 @@ def _read_range(p: StoreRange) -> Iterator[pa.RecordBatch]:
     needed = ["queue_offset"]
     if p.residual is not None:
         needed += p.residual.columns
-    columns = p.selection.scan_columns(*needed)
-    for batch in _scan_past_lost_files(store, p, start, columns):
-        if p.residual is not None:
-            batch = batch.filter(p.residual.row_mask(batch))  # on the store's columns (timestamps in ms)
-            if not batch.num_rows:
-                continue
+    for batch in _spark_batches(p, _scan_past_lost_files(store, p, start, p.selection.scan_columns(*needed))):
         rows += batch.num_rows
-        yield p.selection.to_spark_batch(batch)
+        yield batch
     if p.metrics_path:
         _write_metrics(p, store, before, rows, time.monotonic() - t0)
 
@@ -303,28 +315,20 @@ def _read_window(w: StoreWindow) -> Iterator[pa.RecordBatch]:
     store = store_for(first.path)
     pieces = []
     for p in w.pieces:
-        start = p.start
-        available = store.min_offset(p.topic, p.queue_id)
-        if start < available:
-            check_data_loss(p.topic, p.queue_id, start, available, p.fail_on_data_loss, p.policy)
-            start = available
+        start = _readable_start(store, p)
         if start < p.end:
             pieces.append((p.queue_id, start, p.end))
     before = dict(store.stats)
     rows = 0
     t0 = time.monotonic()
     needed = [] if first.residual is None else list(first.residual.columns)
-    columns = first.selection.scan_columns(*needed)
     progress: dict[int, int] = {}
     try:
-        for batch in store.scan_queues(first.topic, pieces, first.message_filter, SCAN_BATCH_ROWS, columns,
-                                       progress=progress):
-            if first.residual is not None:
-                batch = batch.filter(first.residual.row_mask(batch))
-                if not batch.num_rows:
-                    continue
+        for batch in _spark_batches(first, store.scan_queues(first.topic, pieces, first.message_filter,
+                                                             SCAN_BATCH_ROWS, first.selection.scan_columns(*needed),
+                                                             progress=progress)):
             rows += batch.num_rows
-            yield first.selection.to_spark_batch(batch)
+            yield batch
     except MissingFileError:
         # A log file missing inside the window: the rest read queue by queue, which reports the loss as a
         # queue's read does (failOnDataLoss) and skips it otherwise.
